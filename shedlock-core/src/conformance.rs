@@ -1,0 +1,298 @@
+//! The contract every [`LockProvider`] must meet, as a reusable test suite.
+//!
+//! A provider's tests implement [`Harness`] and call [`conformance_tests!`](crate::conformance_tests),
+//! which generates one `#[tokio::test]` per case (the calling crate needs `tokio` with the
+//! `macros` and `rt-multi-thread` features):
+//!
+//! ```ignore
+//! shedlock_core::conformance_tests!(async { Some(MyHarness::connect().await) });
+//! ```
+//!
+//! The harness expression may return `None` to skip (after printing why), e.g. when a database
+//! URL is not set.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::{LockConfiguration, LockLease, LockProvider, LockingTaskExecutor, TaskResult};
+
+/// What the suite needs from a store under test.
+#[async_trait]
+pub trait Harness: Send + Sync {
+    /// A provider acting as the instance `holder`; all providers of one harness share a store.
+    async fn provider(&self, holder: &str) -> Arc<dyn LockProvider>;
+
+    /// Lets `duration` of store time pass (a real wait for a database, a clock step for a fake).
+    async fn pass_time(&self, duration: Duration);
+
+    /// The lease the suite uses for expiry tests: long enough for a few round trips,
+    /// short enough to wait for.
+    fn short_lease(&self) -> Duration {
+        Duration::from_millis(800)
+    }
+}
+
+/// A lock name unique to this process and call, so tests can share one store.
+pub fn unique_lock_name(base: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!(
+        "{base}-{}-{}-{nanos:x}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn config(name: &str, at_most: Duration, at_least: Duration) -> LockConfiguration {
+    LockConfiguration::new(name, at_most, at_least).expect("valid test configuration")
+}
+
+const LONG: Duration = Duration::from_secs(60);
+
+async fn acquire(provider: &Arc<dyn LockProvider>, config: &LockConfiguration) -> Option<LockLease> {
+    provider.acquire(config).await.expect("store error on acquire")
+}
+
+/// A second acquisition of a held lock fails, for another holder and for the same one.
+pub async fn second_lock_fails<H: Harness>(h: &H) {
+    let (a, b) = (h.provider("a").await, h.provider("b").await);
+    let c = config(&unique_lock_name("second"), LONG, Duration::ZERO);
+    assert!(acquire(&a, &c).await.is_some(), "first acquisition");
+    assert!(acquire(&b, &c).await.is_none(), "another holder acquired a held lock");
+    assert!(acquire(&a, &c).await.is_none(), "the same holder acquired its held lock again");
+}
+
+/// Two lock names do not affect each other.
+pub async fn names_are_independent<H: Harness>(h: &H) {
+    let a = h.provider("a").await;
+    let first = config(&unique_lock_name("indep1"), LONG, Duration::ZERO);
+    let second = config(&unique_lock_name("indep2"), LONG, Duration::ZERO);
+    assert!(acquire(&a, &first).await.is_some());
+    assert!(acquire(&a, &second).await.is_some());
+}
+
+/// A released lock can be taken again at once, ten times over, by either holder.
+pub async fn relock_after_release<H: Harness>(h: &H) {
+    let providers = [h.provider("a").await, h.provider("b").await];
+    let c = config(&unique_lock_name("relock"), LONG, Duration::ZERO);
+    for round in 0..10 {
+        let provider = &providers[round % 2];
+        let lease = acquire(provider, &c).await.unwrap_or_else(|| panic!("round {round}: not acquired"));
+        assert!(provider.release(&lease).await.expect("release"), "round {round}: release refused");
+    }
+}
+
+/// An unreleased lock frees itself after `lock_at_most_for`, and only then.
+pub async fn expires_after_lock_at_most_for<H: Harness>(h: &H) {
+    let (a, b) = (h.provider("a").await, h.provider("b").await);
+    let lease_len = h.short_lease();
+    let c = config(&unique_lock_name("expiry"), lease_len, Duration::ZERO);
+    assert!(acquire(&a, &c).await.is_some());
+    assert!(acquire(&b, &c).await.is_none(), "acquired before expiry");
+    h.pass_time(lease_len + lease_len / 4).await;
+    assert!(acquire(&b, &c).await.is_some(), "not acquired after expiry");
+}
+
+/// After release, `lock_at_least_for` keeps the lock until `locked_at + lock_at_least_for`,
+/// and no longer.
+pub async fn lock_at_least_for_holds_after_release<H: Harness>(h: &H) {
+    let (a, b) = (h.provider("a").await, h.provider("b").await);
+    let at_least = h.short_lease();
+    let c = config(&unique_lock_name("atleast"), LONG, at_least);
+    let lease = acquire(&a, &c).await.expect("acquired");
+    assert!(a.release(&lease).await.expect("release"));
+    assert!(acquire(&b, &c).await.is_none(), "lock_at_least_for not honoured");
+    h.pass_time(at_least + at_least / 4).await;
+    assert!(acquire(&b, &c).await.is_some(), "lock_at_least_for held too long");
+}
+
+/// A lease can be extended once and repeatedly; each extension moves `lock_until` forward
+/// and keeps the lock past the original expiry.
+pub async fn extend_once_and_repeatedly<H: Harness>(h: &H) {
+    let (a, b) = (h.provider("a").await, h.provider("b").await);
+    let lease_len = h.short_lease();
+    let c = config(&unique_lock_name("extend"), lease_len, Duration::ZERO);
+    let mut lease = acquire(&a, &c).await.expect("acquired");
+    let token = lease.fencing_token();
+    for round in 0..3 {
+        h.pass_time(lease_len / 2).await;
+        let extended = a
+            .extend(&lease, lease_len, Duration::ZERO)
+            .await
+            .expect("extend")
+            .unwrap_or_else(|| panic!("extension {round} refused"));
+        assert!(extended.lock_until() > lease.lock_until(), "lock_until did not move");
+        assert_eq!(extended.fencing_token(), token, "extension changed the token");
+        lease = extended;
+        assert!(acquire(&b, &c).await.is_none(), "acquired an extended lock");
+    }
+    assert!(a.release(&lease).await.expect("release"));
+    assert!(acquire(&b, &c).await.is_some());
+}
+
+/// An expired lease and a released lease cannot be extended.
+pub async fn expired_or_released_cannot_be_extended<H: Harness>(h: &H) {
+    let a = h.provider("a").await;
+    let lease_len = h.short_lease();
+    let released = config(&unique_lock_name("ext-released"), LONG, Duration::ZERO);
+    let lease = acquire(&a, &released).await.expect("acquired");
+    assert!(a.release(&lease).await.expect("release"));
+    assert!(
+        a.extend(&lease, LONG, Duration::ZERO).await.expect("extend").is_none(),
+        "a released lease was extended"
+    );
+
+    let expired = config(&unique_lock_name("ext-expired"), lease_len, Duration::ZERO);
+    let lease = acquire(&a, &expired).await.expect("acquired");
+    h.pass_time(lease_len + lease_len / 4).await;
+    assert!(
+        a.extend(&lease, LONG, Duration::ZERO).await.expect("extend").is_none(),
+        "an expired lease was extended"
+    );
+}
+
+/// A lease from an earlier acquisition (an old handle) can neither release nor extend the
+/// current one, even for the same holder.
+pub async fn old_lease_is_dead<H: Harness>(h: &H) {
+    let (a, b) = (h.provider("a").await, h.provider("b").await);
+    let c = config(&unique_lock_name("oldlease"), LONG, Duration::ZERO);
+    let old = acquire(&a, &c).await.expect("acquired");
+    assert!(a.release(&old).await.expect("release"));
+    let current = acquire(&a, &c).await.expect("acquired again");
+    assert!(!a.release(&old).await.expect("release"), "an old lease released the current one");
+    assert!(
+        a.extend(&old, LONG, Duration::ZERO).await.expect("extend").is_none(),
+        "an old lease extended the current one"
+    );
+    assert!(acquire(&b, &c).await.is_none(), "the current lease was disturbed");
+    assert!(a.release(&current).await.expect("release"));
+}
+
+/// A holder whose lease expired and was taken over cannot release or extend the new
+/// holder's lock.
+pub async fn taken_over_holder_cannot_touch_new_lease<H: Harness>(h: &H) {
+    let (a, b, c3) = (h.provider("a").await, h.provider("b").await, h.provider("c").await);
+    let lease_len = h.short_lease();
+    let c = config(&unique_lock_name("takeover"), lease_len, Duration::ZERO);
+    let stale = acquire(&a, &c).await.expect("acquired");
+    h.pass_time(lease_len + lease_len / 4).await;
+    let fresh = acquire(&b, &c).await.expect("taken over");
+    assert!(fresh.fencing_token() > stale.fencing_token());
+    assert!(!a.release(&stale).await.expect("release"), "stale holder released");
+    assert!(
+        a.extend(&stale, LONG, Duration::ZERO).await.expect("extend").is_none(),
+        "stale holder extended"
+    );
+    assert!(acquire(&c3, &c).await.is_none(), "the new holder's lock was disturbed");
+    assert!(b.release(&fresh).await.expect("release"));
+}
+
+/// Fencing tokens strictly increase across acquire, release, expiry and takeover.
+pub async fn fencing_tokens_strictly_increase<H: Harness>(h: &H) {
+    let (a, b) = (h.provider("a").await, h.provider("b").await);
+    let lease_len = h.short_lease();
+    let c = config(&unique_lock_name("tokens"), lease_len, Duration::ZERO);
+    let mut tokens = Vec::new();
+    for _ in 0..3 {
+        let lease = acquire(&a, &c).await.expect("acquired");
+        tokens.push(lease.fencing_token());
+        assert!(a.release(&lease).await.expect("release"));
+    }
+    let expiring = acquire(&a, &c).await.expect("acquired");
+    tokens.push(expiring.fencing_token());
+    h.pass_time(lease_len + lease_len / 4).await;
+    let taken = acquire(&b, &c).await.expect("taken over");
+    tokens.push(taken.fencing_token());
+    let extended = b.extend(&taken, lease_len, Duration::ZERO).await.expect("extend").expect("live");
+    assert_eq!(extended.fencing_token(), taken.fencing_token());
+    assert!(b.release(&extended).await.expect("release"));
+    tokens.push(acquire(&a, &c).await.expect("acquired").fencing_token());
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens did not strictly increase: {tokens:?}"
+    );
+}
+
+/// 8 workers over 2 lock names, each name guarding a plain counter read, paused and written
+/// back under the lock; every worker retries until it did its quota. Lost updates show as a
+/// wrong final count.
+pub async fn lost_update_fuzz<H: Harness>(h: &H) {
+    const WORKERS: usize = 8;
+    const QUOTA: u64 = 10;
+    let names = [unique_lock_name("fuzz1"), unique_lock_name("fuzz2")];
+    let counters: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let mut workers = Vec::new();
+    for worker in 0..WORKERS {
+        let executor = LockingTaskExecutor::from_shared(h.provider(&format!("w{worker}")).await);
+        let index = worker % 2;
+        let lock = config(&names[index], LONG, Duration::ZERO);
+        let counters = Arc::clone(&counters);
+        workers.push(tokio::spawn(async move {
+            let mut done = 0;
+            let mut attempts = 0u64;
+            while done < QUOTA {
+                attempts += 1;
+                assert!(attempts < 100_000, "worker {worker} starved");
+                let counter = &counters[index];
+                let outcome = executor
+                    .execute(&lock, async {
+                        // Deliberately not atomic: only the lock makes this safe.
+                        let seen = counter.load(Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        counter.store(seen + 1, Ordering::SeqCst);
+                    })
+                    .await;
+                match outcome {
+                    Ok(TaskResult::Executed(())) => done += 1,
+                    Ok(TaskResult::Skipped) | Err(_) => tokio::task::yield_now().await,
+                }
+            }
+        }));
+    }
+    for worker in workers {
+        worker.await.expect("worker panicked");
+    }
+    let expected = QUOTA * (WORKERS as u64 / 2);
+    assert_eq!(counters[0].load(Ordering::SeqCst), expected, "lost updates on {}", names[0]);
+    assert_eq!(counters[1].load(Ordering::SeqCst), expected, "lost updates on {}", names[1]);
+}
+
+/// Generates one `#[tokio::test]` per conformance case.
+///
+/// `$harness` is an expression evaluating to a future of `Option<impl Harness>`; `None` skips
+/// the case (the harness should print why). The calling crate needs `tokio` with the `macros`
+/// and `rt-multi-thread` features.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($harness:expr) => {
+        $crate::conformance_tests!(@cases ($harness)
+            second_lock_fails,
+            names_are_independent,
+            relock_after_release,
+            expires_after_lock_at_most_for,
+            lock_at_least_for_holds_after_release,
+            extend_once_and_repeatedly,
+            expired_or_released_cannot_be_extended,
+            old_lease_is_dead,
+            taken_over_holder_cannot_touch_new_lease,
+            fencing_tokens_strictly_increase,
+            lost_update_fuzz,
+        );
+    };
+    (@cases ($harness:expr) $($case:ident,)*) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                if let ::core::option::Option::Some(harness) = $harness.await {
+                    $crate::conformance::$case(&harness).await;
+                }
+            }
+        )*
+    };
+}

@@ -1,0 +1,286 @@
+//! The lock held by the running task: asserting it, extending it, reading its token, and the
+//! lost-lock signal.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::lock::{LockService, extend_lease, release_lease};
+use crate::{Error, LockEvent, LockLease};
+
+tokio::task_local! {
+    static CURRENT: Arc<Frame>;
+}
+
+/// One entry of the task's stack of held locks (innermost first).
+#[derive(Debug)]
+pub(crate) struct Frame {
+    pub(crate) active: Arc<ActiveLock>,
+    parent: Option<Arc<Frame>>,
+}
+
+impl Frame {
+    /// The current stack with `active` pushed on top.
+    pub(crate) fn push(active: Arc<ActiveLock>) -> Arc<Frame> {
+        Arc::new(Frame {
+            active,
+            parent: CURRENT.try_with(Arc::clone).ok(),
+        })
+    }
+
+    /// Runs `future` with `frame` as the task's lock stack.
+    pub(crate) async fn scope<F: Future>(frame: Arc<Frame>, future: F) -> F::Output {
+        CURRENT.scope(frame, future).await
+    }
+
+    /// Whether the current task already holds `name` (re-entrant execution).
+    pub(crate) fn holds(name: &str) -> bool {
+        CURRENT
+            .try_with(|frame| {
+                let mut frame = Some(frame);
+                while let Some(f) = frame {
+                    if &*f.active.name == name {
+                        return true;
+                    }
+                    frame = f.parent.as_ref();
+                }
+                false
+            })
+            .unwrap_or(false)
+    }
+}
+
+/// A lease being used by a running task, shared by the executor, keep-alive and
+/// [`LockContext`] handles.
+#[derive(Debug)]
+pub(crate) struct ActiveLock {
+    name: Arc<str>,
+    service: Arc<LockService>,
+    state: Mutex<LeaseState>,
+    /// Serialises extensions and the final release.
+    store_ops: tokio::sync::Mutex<()>,
+    cancel: CancellationToken,
+    lost: AtomicBool,
+}
+
+#[derive(Debug)]
+struct LeaseState {
+    lease: LockLease,
+    local_deadline: Instant,
+}
+
+impl ActiveLock {
+    pub(crate) fn new(
+        service: Arc<LockService>,
+        lease: LockLease,
+        local_deadline: Instant,
+        cancel: CancellationToken,
+    ) -> Self {
+        ActiveLock {
+            name: lease.shared_name(),
+            service,
+            state: Mutex::new(LeaseState {
+                lease,
+                local_deadline,
+            }),
+            store_ops: tokio::sync::Mutex::new(()),
+            cancel,
+            lost: AtomicBool::new(false),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, LeaseState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn lease(&self) -> LockLease {
+        self.state().lease.clone()
+    }
+
+    pub(crate) fn service(&self) -> &Arc<LockService> {
+        &self.service
+    }
+
+    pub(crate) fn local_deadline(&self) -> Instant {
+        self.state().local_deadline
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+
+    /// Marks the lease untrustworthy, logs it once, and signals the task.
+    pub(crate) fn mark_lost(&self) {
+        if !self.lost.swap(true, Ordering::AcqRel) {
+            let lease = self.lease();
+            self.service.emit(LockEvent::Lost(&lease));
+        }
+        self.cancel.cancel();
+    }
+
+    /// Asks the task to stop (scheduler shutdown) without declaring the lease lost.
+    pub(crate) fn request_stop(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Marks the lease lost if its local deadline has passed; returns whether it is lost.
+    pub(crate) fn check_deadline(&self) -> bool {
+        if !self.is_lost() && self.local_deadline() <= Instant::now() {
+            self.mark_lost();
+        }
+        self.is_lost()
+    }
+
+    pub(crate) async fn extend(
+        &self,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+    ) -> Result<(), Error> {
+        let _serialised = self.store_ops.lock().await;
+        if self.check_deadline() {
+            return Err(self.lost_error());
+        }
+        let lease = self.lease();
+        match extend_lease(&self.service, &lease, lock_at_most_for, lock_at_least_for).await? {
+            Some((lease, requested_at)) => {
+                let mut state = self.state();
+                state.local_deadline = requested_at + lease.lock_at_most_for();
+                state.lease = lease;
+                Ok(())
+            }
+            None => {
+                self.mark_lost();
+                Err(self.lost_error())
+            }
+        }
+    }
+
+    /// Releases the lease (honouring `lock_at_least_for`).
+    pub(crate) async fn release(&self) -> Result<(), Error> {
+        let _serialised = self.store_ops.lock().await;
+        release_lease(&self.service, &self.lease()).await
+    }
+
+    fn lost_error(&self) -> Error {
+        Error::LockLost {
+            lock_name: self.name.to_string(),
+        }
+    }
+
+    /// Completes when the lease is lost (or the task is asked to stop), watching the local
+    /// deadline as it goes.
+    pub(crate) async fn cancelled(&self) {
+        loop {
+            let deadline = self.local_deadline();
+            tokio::select! {
+                () = self.cancel.cancelled() => return,
+                () = tokio::time::sleep_until(deadline) => {
+                    if self.check_deadline() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The lock held by a running task: its name, fencing token and holder; extension; and the
+/// lost-lock signal.
+///
+/// Locked jobs receive one as a parameter; any code running inside
+/// [`LockingTaskExecutor::execute`](crate::LockingTaskExecutor::execute) reaches the innermost
+/// held lock with [`LockContext::current`].
+#[derive(Debug, Clone)]
+pub struct LockContext {
+    active: Arc<ActiveLock>,
+}
+
+impl LockContext {
+    pub(crate) fn new(active: Arc<ActiveLock>) -> Self {
+        LockContext { active }
+    }
+
+    /// The innermost lock held by the current task.
+    ///
+    /// # Errors
+    /// [`Error::NoActiveLock`] outside any locked execution.
+    pub fn current() -> Result<LockContext, Error> {
+        CURRENT
+            .try_with(|frame| LockContext::new(Arc::clone(&frame.active)))
+            .map_err(|_| Error::NoActiveLock)
+    }
+
+    /// Fails unless the current task runs under a lock whose lease is still trusted
+    /// (ShedLock's `LockAssert.assertLocked()`).
+    ///
+    /// # Errors
+    /// [`Error::NoActiveLock`] outside a locked execution; [`Error::LockLost`] when the lease was
+    /// lost.
+    pub fn assert_locked() -> Result<(), Error> {
+        let context = Self::current()?;
+        if context.active.check_deadline() {
+            return Err(context.active.lost_error());
+        }
+        Ok(())
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.active.name
+    }
+
+    /// The fencing token of this acquisition: pass it to the resource you write, which should
+    /// reject writes carrying a smaller token than one it has seen.
+    pub fn fencing_token(&self) -> u64 {
+        self.active.state().lease.fencing_token()
+    }
+
+    /// Who holds the lock (this instance).
+    pub fn holder(&self) -> String {
+        self.active.state().lease.holder().to_owned()
+    }
+
+    /// When the lease ends unless extended (store clock, as last confirmed).
+    pub fn lock_until(&self) -> SystemTime {
+        self.active.state().lease.lock_until()
+    }
+
+    /// The lease as last confirmed by the store.
+    pub fn lease(&self) -> LockLease {
+        self.active.lease()
+    }
+
+    /// Extends the lease to `lock_at_most_for` from now (ShedLock's `LockExtender`).
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when the lease expired, was taken over, or its local deadline passed:
+    /// the lost-lock signal then fires. [`Error::Store`] when the store failed (the lease is kept
+    /// until its local deadline).
+    pub async fn extend(
+        &self,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+    ) -> Result<(), Error> {
+        self.active.extend(lock_at_most_for, lock_at_least_for).await
+    }
+
+    /// Completes when the task should stop: the lease can no longer be trusted (an extension
+    /// was refused, or its local deadline passed without a confirmed renewal), or the scheduler
+    /// is shutting down. Use it in `tokio::select!` around the work.
+    pub async fn cancelled(&self) {
+        self.active.cancelled().await
+    }
+
+    /// Whether the lease was lost (not merely a stop request).
+    pub fn is_lost(&self) -> bool {
+        self.active.check_deadline()
+    }
+
+    /// Whether [`cancelled`](Self::cancelled) has fired.
+    pub fn is_cancelled(&self) -> bool {
+        self.active.check_deadline() || self.active.cancel.is_cancelled()
+    }
+}

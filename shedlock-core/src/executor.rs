@@ -1,0 +1,250 @@
+//! Running futures under a lock.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::{ActiveLock, Frame};
+use crate::lock::{LockService, release_in_background};
+use crate::{Error, Lock, LockConfiguration, LockContext, LockEvent, LockListener, LockProvider};
+
+/// The outcome of a locked execution. "Skipped" is a normal outcome, not an error.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskResult<T> {
+    /// The lock was acquired and the task ran to completion with this value.
+    Executed(T),
+    /// The lock was held elsewhere; the task did not run.
+    Skipped,
+}
+
+impl<T> TaskResult<T> {
+    /// Whether the task ran.
+    pub fn was_executed(&self) -> bool {
+        matches!(self, TaskResult::Executed(_))
+    }
+
+    /// The task's value, if it ran.
+    pub fn into_executed(self) -> Option<T> {
+        match self {
+            TaskResult::Executed(value) => Some(value),
+            TaskResult::Skipped => None,
+        }
+    }
+}
+
+/// Runs futures under a lock from a [`LockProvider`]: acquire, run, release.
+///
+/// - The lock is released after success, after an error value, after a panic (which then
+///   resumes), and when the future is dropped before completion (in the background).
+/// - Re-entrant: inside a locked execution, a nested execution of the same lock name runs
+///   without acquiring again; another name takes its own lock.
+/// - Code inside reaches the lock through [`LockContext::current`].
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::{InMemoryLockProvider, LockConfiguration, LockingTaskExecutor, TaskResult};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), shedlock_core::Error> {
+/// let executor = LockingTaskExecutor::new(InMemoryLockProvider::new());
+/// let config = LockConfiguration::new("report", Duration::from_secs(60), Duration::ZERO)?;
+///
+/// let outcome = executor.execute(&config, async { 40 + 2 }).await?;
+/// assert_eq!(outcome, TaskResult::Executed(42));
+///
+/// // While one execution holds the lock, another is skipped.
+/// let held = executor.try_lock(&config).await?.expect("free");
+/// assert_eq!(executor.execute(&config, async { 0 }).await?, TaskResult::Skipped);
+/// held.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct LockingTaskExecutor {
+    service: Arc<LockService>,
+}
+
+/// How the scheduler runs a locked job; plain `execute` uses the default.
+#[derive(Default)]
+pub(crate) struct ExecuteOptions {
+    /// Extend the lease every this often while the task runs.
+    pub(crate) keep_alive: Option<Duration>,
+    /// Cancelled by the scheduler to ask the task to stop.
+    pub(crate) stop: Option<CancellationToken>,
+    /// Receives the running task's context, so the scheduler can signal it.
+    pub(crate) on_start: Option<Box<dyn FnOnce(LockContext) + Send>>,
+}
+
+impl std::fmt::Debug for ExecuteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecuteOptions")
+            .field("keep_alive", &self.keep_alive)
+            .field("stop", &self.stop)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LockingTaskExecutor {
+    /// An executor over `provider`.
+    pub fn new(provider: impl LockProvider) -> Self {
+        Self::from_shared(Arc::new(provider))
+    }
+
+    /// An executor over a shared provider.
+    pub fn from_shared(provider: Arc<dyn LockProvider>) -> Self {
+        LockingTaskExecutor {
+            service: Arc::new(LockService {
+                provider,
+                listeners: Vec::new(),
+            }),
+        }
+    }
+
+    /// Adds a listener that sees every [`LockEvent`](crate::LockEvent) of this executor.
+    pub fn with_listener(self, listener: impl LockListener) -> Self {
+        let mut listeners = self.service.listeners.clone();
+        listeners.push(Arc::new(listener));
+        LockingTaskExecutor {
+            service: Arc::new(LockService {
+                provider: Arc::clone(&self.service.provider),
+                listeners,
+            }),
+        }
+    }
+
+    /// The provider locks come from.
+    pub fn provider(&self) -> &Arc<dyn LockProvider> {
+        &self.service.provider
+    }
+
+    /// Tries once to take the lock. `Ok(None)` when it is held elsewhere.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store failed.
+    pub async fn try_lock(&self, config: &LockConfiguration) -> Result<Option<Lock>, Error> {
+        let requested_at = Instant::now();
+        match self.service.provider.acquire(config).await {
+            Ok(Some(lease)) => {
+                self.service.emit(LockEvent::Acquired(&lease));
+                Ok(Some(Lock::new(Arc::clone(&self.service), lease, requested_at)))
+            }
+            Ok(None) => {
+                self.service.emit(LockEvent::Skipped {
+                    lock_name: config.name(),
+                });
+                Ok(None)
+            }
+            Err(error) => {
+                self.service.emit(LockEvent::AcquireFailed {
+                    lock_name: config.name(),
+                    error: &error,
+                });
+                Err(error)
+            }
+        }
+    }
+
+    /// Runs `task` if the lock can be taken now, then releases it.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when acquisition failed: the task did not run. A failed release is
+    /// reported as an event and a warning, not as an error, since the task did run.
+    ///
+    /// # Panics
+    /// Resumes the task's panic after releasing the lock.
+    pub async fn execute<F: Future>(
+        &self,
+        config: &LockConfiguration,
+        task: F,
+    ) -> Result<TaskResult<F::Output>, Error> {
+        self.execute_with(config, ExecuteOptions::default(), task)
+            .await
+    }
+
+    pub(crate) async fn execute_with<F: Future>(
+        &self,
+        config: &LockConfiguration,
+        options: ExecuteOptions,
+        task: F,
+    ) -> Result<TaskResult<F::Output>, Error> {
+        if Frame::holds(config.name()) {
+            return Ok(TaskResult::Executed(task.await));
+        }
+        let Some(lock) = self.try_lock(config).await? else {
+            return Ok(TaskResult::Skipped);
+        };
+        let (service, lease, local_deadline) = lock.into_parts();
+        let cancel = options.stop.map_or_else(CancellationToken::new, |stop| stop.child_token());
+        let active = Arc::new(ActiveLock::new(service, lease, local_deadline, cancel));
+        if let Some(on_start) = options.on_start {
+            on_start(LockContext::new(Arc::clone(&active)));
+        }
+        let guard = ReleaseOnDrop(Some(Arc::clone(&active)));
+
+        let task = Frame::scope(Frame::push(Arc::clone(&active)), AssertUnwindSafe(task).catch_unwind());
+        let outcome = match options.keep_alive {
+            None => task.await,
+            Some(interval) => {
+                tokio::select! {
+                    biased;
+                    outcome = task => outcome,
+                    never = keep_alive(&active, interval) => match never {},
+                }
+            }
+        };
+
+        guard.disarm();
+        if active.check_deadline() {
+            tracing::warn!(
+                lock = config.name(),
+                "task ran past its lease (lock_at_most_for) without a confirmed extension"
+            );
+        }
+        // Reported through events and logs; the task's own outcome matters more.
+        let _ = active.release().await;
+        match outcome {
+            Ok(value) => Ok(TaskResult::Executed(value)),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+/// Extends the lease every `interval` while the task runs; never completes.
+/// Retries failed extensions until the lease's local deadline, then signals loss.
+async fn keep_alive(active: &ActiveLock, interval: Duration) -> std::convert::Infallible {
+    loop {
+        let next = Instant::now() + interval;
+        tokio::select! {
+            () = tokio::time::sleep_until(next) => {}
+            () = active.cancelled() => std::future::pending::<()>().await,
+        }
+        let lease = active.lease();
+        // A refused extension marks the lease lost inside; a store error is retried next round.
+        let _ = active
+            .extend(lease.lock_at_most_for(), lease.lock_at_least_for())
+            .await;
+    }
+}
+
+/// Releases in the background when a locked task is dropped before it completes.
+struct ReleaseOnDrop(Option<Arc<ActiveLock>>);
+
+impl ReleaseOnDrop {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        if let Some(active) = self.0.take() {
+            active.request_stop();
+            release_in_background(Arc::clone(active.service()), active.lease());
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! Lock events, for metrics and alerts.
+
+use crate::{Error, LockLease};
+
+/// Something that happened to a lock, reported to every [`LockListener`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LockEvent<'a> {
+    /// The lock was acquired.
+    Acquired(&'a LockLease),
+    /// The lock was held elsewhere; the task did not run.
+    Skipped {
+        /// The lock that was busy.
+        lock_name: &'a str,
+    },
+    /// Acquisition failed with a store error; the task did not run.
+    AcquireFailed {
+        /// The lock that could not be acquired.
+        lock_name: &'a str,
+        /// What the store said.
+        error: &'a Error,
+    },
+    /// The lock was released.
+    Released(&'a LockLease),
+    /// Releasing failed; the lease ends by itself at `lock_until`.
+    ReleaseFailed {
+        /// The lease that was being released.
+        lease: &'a LockLease,
+        /// What went wrong (a store error, or [`Error::LockLost`]).
+        error: &'a Error,
+    },
+    /// The lease was extended.
+    Extended(&'a LockLease),
+    /// Extending failed or was refused.
+    ExtendFailed {
+        /// The lease that was being extended.
+        lease: &'a LockLease,
+        /// What went wrong (a store error, or [`Error::LockLost`] when refused).
+        error: &'a Error,
+    },
+    /// The lease can no longer be trusted: the running task was signalled.
+    Lost(&'a LockLease),
+}
+
+/// Receives [`LockEvent`]s, e.g. to count skipped runs or export metrics.
+///
+/// Called synchronously on the task that caused the event: keep it fast.
+/// Any `Fn(&LockEvent<'_>) + Send + Sync` closure is a listener.
+pub trait LockListener: Send + Sync + 'static {
+    /// Called once per event.
+    fn on_event(&self, event: &LockEvent<'_>);
+}
+
+impl<F> LockListener for F
+where
+    F: Fn(&LockEvent<'_>) + Send + Sync + 'static,
+{
+    fn on_event(&self, event: &LockEvent<'_>) {
+        self(event)
+    }
+}

@@ -1,0 +1,244 @@
+//! The handle of an acquired lock.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use crate::{Error, LockEvent, LockLease, LockListener, LockProvider, lock_config};
+
+/// What every [`Lock`] of one executor shares: the store and the listeners.
+pub(crate) struct LockService {
+    pub(crate) provider: Arc<dyn LockProvider>,
+    pub(crate) listeners: Vec<Arc<dyn LockListener>>,
+}
+
+impl LockService {
+    pub(crate) fn emit(&self, event: LockEvent<'_>) {
+        match &event {
+            LockEvent::Acquired(lease) => tracing::debug!(
+                lock = lease.name(), holder = lease.holder(), token = lease.fencing_token(),
+                "lock acquired"
+            ),
+            LockEvent::Skipped { lock_name } => {
+                tracing::debug!(lock = lock_name, "lock held elsewhere, skipped")
+            }
+            LockEvent::AcquireFailed { lock_name, error } => tracing::warn!(
+                lock = lock_name, error = %error, "lock acquisition failed, not executed this time"
+            ),
+            LockEvent::Released(lease) => tracing::debug!(
+                lock = lease.name(), holder = lease.holder(), token = lease.fencing_token(),
+                "lock released"
+            ),
+            LockEvent::ReleaseFailed { lease, error } => tracing::warn!(
+                lock = lease.name(), holder = lease.holder(), token = lease.fencing_token(),
+                error = %error, "lock release failed"
+            ),
+            LockEvent::Extended(lease) => tracing::debug!(
+                lock = lease.name(), holder = lease.holder(), token = lease.fencing_token(),
+                "lock extended"
+            ),
+            LockEvent::ExtendFailed { lease, error } => tracing::warn!(
+                lock = lease.name(), holder = lease.holder(), token = lease.fencing_token(),
+                error = %error, "lock extension failed"
+            ),
+            LockEvent::Lost(lease) => tracing::warn!(
+                lock = lease.name(), holder = lease.holder(), token = lease.fencing_token(),
+                "lock lost: the lease can no longer be trusted"
+            ),
+        }
+        for listener in &self.listeners {
+            listener.on_event(&event);
+        }
+    }
+}
+
+impl fmt::Debug for LockService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockService")
+            .field("provider", &self.provider)
+            .field("listeners", &self.listeners.len())
+            .finish()
+    }
+}
+
+/// An acquired lock. Release it with [`Lock::release`]; extend it with [`Lock::extend`].
+///
+/// Rust has no async drop: a `Lock` dropped without being released is released in the
+/// background on the current tokio runtime (if there is none, its lease simply expires at
+/// `lock_until`).
+#[derive(Debug)]
+pub struct Lock {
+    service: Arc<LockService>,
+    lease: LockLease,
+    local_deadline: Instant,
+    armed: bool,
+}
+
+impl Lock {
+    pub(crate) fn new(service: Arc<LockService>, lease: LockLease, requested_at: Instant) -> Self {
+        let local_deadline = requested_at + lease.lock_at_most_for();
+        Lock {
+            service,
+            lease,
+            local_deadline,
+            armed: true,
+        }
+    }
+
+    /// The lease as the store recorded it.
+    pub fn lease(&self) -> &LockLease {
+        &self.lease
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.lease.name()
+    }
+
+    /// The fencing token of this acquisition.
+    pub fn fencing_token(&self) -> u64 {
+        self.lease.fencing_token()
+    }
+
+    /// Who holds the lock (this instance).
+    pub fn holder(&self) -> &str {
+        self.lease.holder()
+    }
+
+    /// When the store granted the lease (store clock).
+    pub fn locked_at(&self) -> SystemTime {
+        self.lease.locked_at()
+    }
+
+    /// When the lease ends unless extended (store clock).
+    pub fn lock_until(&self) -> SystemTime {
+        self.lease.lock_until()
+    }
+
+    /// The instant, on this process's monotonic clock, after which the lease must no longer be
+    /// trusted: `lock_at_most_for` after the moment the acquire or extend request was sent.
+    pub fn local_deadline(&self) -> Instant {
+        self.local_deadline
+    }
+
+    /// Releases the lock; it stays taken until `locked_at + lock_at_least_for` if that is later.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when the lease was no longer this holder's (it expired and was taken
+    /// over): nothing was changed. [`Error::Store`] when the store failed; the lease then ends at
+    /// `lock_until` by itself.
+    pub async fn release(mut self) -> Result<(), Error> {
+        self.armed = false;
+        release_lease(&self.service, &self.lease).await
+    }
+
+    /// Extends the lease to `lock_at_most_for` from now (store clock).
+    ///
+    /// Returns the renewed lock (same fencing token) and consumes this one, so the old handle
+    /// cannot be used again. Returns `Ok(None)` when the lease expired, was released or was taken
+    /// over.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for invalid durations; [`Error::Store`] when the store failed (the
+    /// lock is then released in the background, as on drop).
+    pub async fn extend(
+        mut self,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+    ) -> Result<Option<Lock>, Error> {
+        let extended =
+            extend_lease(&self.service, &self.lease, lock_at_most_for, lock_at_least_for).await?;
+        self.armed = false;
+        Ok(extended.map(|(lease, requested_at)| {
+            Lock::new(Arc::clone(&self.service), lease, requested_at)
+        }))
+    }
+
+    /// Hands the lease over to the executor, which releases it itself.
+    pub(crate) fn into_parts(mut self) -> (Arc<LockService>, LockLease, Instant) {
+        self.armed = false;
+        (Arc::clone(&self.service), self.lease.clone(), self.local_deadline)
+    }
+}
+
+/// Extends `lease`; on success returns the new lease and when the request was sent.
+/// `Ok(None)`: the store refused (lease expired, released or taken over).
+pub(crate) async fn extend_lease(
+    service: &LockService,
+    lease: &LockLease,
+    lock_at_most_for: Duration,
+    lock_at_least_for: Duration,
+) -> Result<Option<(LockLease, Instant)>, Error> {
+    lock_config::validate_durations(lock_at_most_for, lock_at_least_for)?;
+    let requested_at = Instant::now();
+    match service
+        .provider
+        .extend(lease, lock_at_most_for, lock_at_least_for)
+        .await
+    {
+        Ok(Some(extended)) => {
+            service.emit(LockEvent::Extended(&extended));
+            Ok(Some((extended, requested_at)))
+        }
+        Ok(None) => {
+            let error = Error::LockLost {
+                lock_name: lease.name().to_owned(),
+            };
+            service.emit(LockEvent::ExtendFailed {
+                lease,
+                error: &error,
+            });
+            Ok(None)
+        }
+        Err(error) => {
+            service.emit(LockEvent::ExtendFailed {
+                lease,
+                error: &error,
+            });
+            Err(error)
+        }
+    }
+}
+
+/// Releases `lease`, reporting the outcome as an event.
+pub(crate) async fn release_lease(service: &LockService, lease: &LockLease) -> Result<(), Error> {
+    let result = match service.provider.release(lease).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Error::LockLost {
+            lock_name: lease.name().to_owned(),
+        }),
+        Err(error) => Err(error),
+    };
+    match &result {
+        Ok(()) => service.emit(LockEvent::Released(lease)),
+        Err(error) => service.emit(LockEvent::ReleaseFailed { lease, error }),
+    }
+    result
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        if self.armed {
+            release_in_background(Arc::clone(&self.service), self.lease.clone());
+        }
+    }
+}
+
+/// Releases on the current tokio runtime without waiting: the path for dropped handles and
+/// cancelled tasks, since Rust has no async drop.
+pub(crate) fn release_in_background(service: Arc<LockService>, lease: LockLease) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(async move {
+                // The outcome is reported through events and logs inside.
+                let _ = release_lease(&service, &lease).await;
+            });
+        }
+        Err(_) => tracing::warn!(
+            lock = lease.name(),
+            "lock dropped outside a tokio runtime; it expires at lock_until"
+        ),
+    }
+}

@@ -1,0 +1,155 @@
+//! What to lock and for how long.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::Error;
+
+/// Longest lock name, in bytes: the `VARCHAR(64)` name column of ShedLock's table.
+pub const MAX_LOCK_NAME_LEN: usize = 64;
+
+/// The name of a lock and its two durations, validated on construction.
+///
+/// - `lock_at_most_for`: the lease. If the holder dies, the lock frees itself after this long.
+/// - `lock_at_least_for`: the minimum time the lock stays taken, even when the job ends earlier.
+///   It stops fast jobs from running again on an instance whose trigger fires a little later.
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::LockConfiguration;
+///
+/// let config = LockConfiguration::new("nightly_report", Duration::from_secs(600), Duration::from_secs(30))?;
+/// assert_eq!(config.name(), "nightly_report");
+/// assert!(LockConfiguration::new("", Duration::from_secs(1), Duration::ZERO).is_err());
+/// # Ok::<(), shedlock_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockConfiguration {
+    name: Arc<str>,
+    lock_at_most_for: Duration,
+    lock_at_least_for: Duration,
+}
+
+impl LockConfiguration {
+    /// Validates and builds a lock configuration.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the field when the name is empty, longer than
+    /// [`MAX_LOCK_NAME_LEN`] bytes or holds control characters, when `lock_at_most_for` is zero,
+    /// or when `lock_at_least_for` exceeds `lock_at_most_for`.
+    pub fn new(
+        name: impl Into<String>,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+    ) -> Result<Self, Error> {
+        let name = name.into();
+        validate_lock_name(&name)?;
+        validate_durations(lock_at_most_for, lock_at_least_for)?;
+        Ok(LockConfiguration {
+            name: name.into(),
+            lock_at_most_for,
+            lock_at_least_for,
+        })
+    }
+
+    /// The lock's name, unique per protected task.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How long the lease lasts if it is neither released nor extended.
+    pub fn lock_at_most_for(&self) -> Duration {
+        self.lock_at_most_for
+    }
+
+    /// The minimum time the lock stays taken after acquisition.
+    pub fn lock_at_least_for(&self) -> Duration {
+        self.lock_at_least_for
+    }
+
+    pub(crate) fn shared_name(&self) -> Arc<str> {
+        Arc::clone(&self.name)
+    }
+}
+
+/// Checks a lock name: non-empty, at most 64 bytes, no control characters.
+pub(crate) fn validate_lock_name(name: &str) -> Result<(), Error> {
+    if name.is_empty() {
+        return Err(Error::invalid_config("name", "lock name must not be empty"));
+    }
+    if name.len() > MAX_LOCK_NAME_LEN {
+        return Err(Error::invalid_config(
+            "name",
+            format!(
+                "lock name is {} bytes long, the limit is {MAX_LOCK_NAME_LEN}: {name:?}",
+                name.len()
+            ),
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(Error::invalid_config(
+            "name",
+            format!("lock name must not contain control characters: {name:?}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks `lock_at_most_for > 0` and `lock_at_least_for <= lock_at_most_for`.
+pub(crate) fn validate_durations(
+    lock_at_most_for: Duration,
+    lock_at_least_for: Duration,
+) -> Result<(), Error> {
+    if lock_at_most_for.is_zero() {
+        return Err(Error::invalid_config(
+            "lock_at_most_for",
+            "must be greater than zero",
+        ));
+    }
+    if lock_at_least_for > lock_at_most_for {
+        return Err(Error::invalid_config(
+            "lock_at_least_for",
+            format!(
+                "{} is longer than lock_at_most_for ({})",
+                humantime::format_duration(lock_at_least_for),
+                humantime::format_duration(lock_at_most_for)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(result: Result<LockConfiguration, Error>) -> &'static str {
+        match result {
+            Err(Error::InvalidConfig { field, .. }) => field,
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_bad_values_naming_the_field() {
+        let s = Duration::from_secs;
+        assert_eq!(field_of(LockConfiguration::new("", s(1), s(0))), "name");
+        assert_eq!(field_of(LockConfiguration::new("a".repeat(65), s(1), s(0))), "name");
+        assert_eq!(field_of(LockConfiguration::new("a\nb", s(1), s(0))), "name");
+        assert_eq!(
+            field_of(LockConfiguration::new("a", Duration::ZERO, s(0))),
+            "lock_at_most_for"
+        );
+        assert_eq!(
+            field_of(LockConfiguration::new("a", s(1), s(2))),
+            "lock_at_least_for"
+        );
+    }
+
+    #[test]
+    fn accepts_limits() {
+        let s = Duration::from_secs;
+        assert!(LockConfiguration::new("a".repeat(64), s(1), s(1)).is_ok());
+        assert!(LockConfiguration::new("ünïcode ✓", s(1), s(0)).is_ok());
+    }
+}

@@ -1,0 +1,157 @@
+//! A lock store in process memory, with the full semantics of a real store.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+
+use crate::{Clock, Error, LockConfiguration, LockLease, LockProvider, SystemClock, default_holder};
+
+/// Locks kept in this process: for tests, single-instance deployments, and as the reference
+/// implementation of the [`LockProvider`] contract (fencing tokens, extension, `lock_at_least_for`).
+///
+/// Clones share one store. Use [`with_holder`](Self::with_holder) to get providers that act as
+/// different instances over the same store, and [`with_clock`](Self::with_clock) to drive time
+/// from a test.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::{Duration, SystemTime};
+/// use shedlock_core::{InMemoryLockProvider, LockConfiguration, LockProvider, ManualClock};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), shedlock_core::Error> {
+/// let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH));
+/// let a = InMemoryLockProvider::new().with_clock(clock.clone()).with_holder("a");
+/// let b = a.with_holder("b");
+/// let config = LockConfiguration::new("job", Duration::from_secs(10), Duration::ZERO)?;
+///
+/// let lease = a.acquire(&config).await?.expect("free");
+/// assert!(b.acquire(&config).await?.is_none());
+/// clock.advance(Duration::from_secs(10));
+/// let taken_over = b.acquire(&config).await?.expect("expired");
+/// assert!(taken_over.fencing_token() > lease.fencing_token());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct InMemoryLockProvider {
+    rows: Arc<Mutex<HashMap<Arc<str>, Row>>>,
+    clock: Arc<dyn Clock>,
+    holder: Arc<str>,
+}
+
+#[derive(Debug)]
+struct Row {
+    lock_until: SystemTime,
+    locked_at: SystemTime,
+    locked_by: Arc<str>,
+    fencing_token: u64,
+}
+
+impl InMemoryLockProvider {
+    /// An empty store on the system clock, holding as [`default_holder`].
+    pub fn new() -> Self {
+        InMemoryLockProvider {
+            rows: Arc::default(),
+            clock: Arc::new(SystemClock),
+            holder: default_holder().into(),
+        }
+    }
+
+    /// A provider over the same store acting as another holder (another instance).
+    pub fn with_holder(&self, holder: impl Into<String>) -> Self {
+        InMemoryLockProvider {
+            holder: holder.into().into(),
+            ..self.clone()
+        }
+    }
+
+    /// A provider over the same store reading time from `clock` (the store's clock).
+    pub fn with_clock(&self, clock: Arc<dyn Clock>) -> Self {
+        InMemoryLockProvider {
+            clock,
+            ..self.clone()
+        }
+    }
+
+    fn rows(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Row>> {
+        self.rows.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn owns(&self, row: &Row, lease: &LockLease) -> bool {
+        *row.locked_by == *self.holder && row.fencing_token == lease.fencing_token()
+    }
+}
+
+impl Default for InMemoryLockProvider {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[async_trait]
+impl LockProvider for InMemoryLockProvider {
+    async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
+        let now = self.clock.now();
+        let mut rows = self.rows();
+        let previous_token = match rows.get(config.name()) {
+            Some(row) if row.lock_until > now => return Ok(None),
+            Some(row) => row.fencing_token,
+            None => 0,
+        };
+        let row = Row {
+            lock_until: now + config.lock_at_most_for(),
+            locked_at: now,
+            locked_by: Arc::clone(&self.holder),
+            fencing_token: previous_token + 1,
+        };
+        let lease = LockLease::new(
+            config,
+            Arc::clone(&self.holder),
+            row.fencing_token,
+            row.locked_at,
+            row.lock_until,
+        );
+        rows.insert(lease.shared_name(), row);
+        Ok(Some(lease))
+    }
+
+    async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
+        let now = self.clock.now();
+        let mut rows = self.rows();
+        match rows.get_mut(lease.name()) {
+            Some(row) if self.owns(row, lease) && row.lock_until > now => {
+                row.lock_until = now.max(row.locked_at + lease.lock_at_least_for());
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn extend(
+        &self,
+        lease: &LockLease,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+    ) -> Result<Option<LockLease>, Error> {
+        let now = self.clock.now();
+        let mut rows = self.rows();
+        match rows.get_mut(lease.name()) {
+            Some(row) if self.owns(row, lease) && row.lock_until > now => {
+                row.lock_until = now + lock_at_most_for;
+                Ok(Some(lease.extended(
+                    row.lock_until,
+                    lock_at_most_for,
+                    lock_at_least_for,
+                )))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn holder(&self) -> &str {
+        &self.holder
+    }
+}

@@ -1,0 +1,33 @@
+//! The provider conformance suite against the in-memory provider, on a hand-driven clock.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use shedlock_core::conformance::Harness;
+use shedlock_core::{InMemoryLockProvider, LockProvider, ManualClock};
+
+struct MemoryHarness {
+    clock: Arc<ManualClock>,
+    store: InMemoryLockProvider,
+}
+
+impl MemoryHarness {
+    fn new() -> Self {
+        let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)));
+        let store = InMemoryLockProvider::new().with_clock(clock.clone());
+        MemoryHarness { clock, store }
+    }
+}
+
+#[shedlock_core::async_trait]
+impl Harness for MemoryHarness {
+    async fn provider(&self, holder: &str) -> Arc<dyn LockProvider> {
+        Arc::new(self.store.with_holder(holder))
+    }
+
+    async fn pass_time(&self, duration: Duration) {
+        self.clock.advance(duration);
+    }
+}
+
+shedlock_core::conformance_tests!(async { Some(MemoryHarness::new()) });
