@@ -33,11 +33,17 @@ mod context;
 mod error;
 mod executor;
 mod holder;
+mod job;
 mod listener;
 mod lock;
 mod lock_config;
 mod memory;
 mod provider;
+mod schedule;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
 
 #[cfg(feature = "test-util")]
 pub mod conformance;
@@ -47,11 +53,13 @@ pub use context::LockContext;
 pub use error::{BoxError, Error, Operation};
 pub use executor::{LockingTaskExecutor, TaskResult};
 pub use holder::default_holder;
+pub use job::{IntoJobResult, Job, JobLock};
 pub use listener::{LockEvent, LockListener};
 pub use lock::Lock;
 pub use lock_config::{LockConfiguration, MAX_LOCK_NAME_LEN};
 pub use memory::InMemoryLockProvider;
 pub use provider::{LockLease, LockProvider};
+pub use schedule::Schedule;
 
 /// The `async_trait` attribute, re-exported for implementing [`LockProvider`].
 pub use async_trait::async_trait;

@@ -1,1 +1,1 @@
-//! placeholder
+//! shedlock lock providers on sqlx (placeholder, see issue 3).

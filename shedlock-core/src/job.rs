@@ -1,0 +1,178 @@
+//! A job: what runs, when, and under which lock.
+
+use std::borrow::Cow;
+use std::fmt::{self, Display};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::lock_config::{validate_durations, validate_lock_name};
+use crate::{Error, Schedule};
+
+type RunFn<S> =
+    dyn Fn(S) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync;
+
+/// A scheduled job over application state `S`.
+///
+/// The `#[scheduled]` macro builds these for annotated functions (`shedlock::job!(my_fn)`);
+/// they can also be built by hand:
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::{Job, JobLock, Schedule};
+///
+/// let job: Job<()> = Job::new("purge", Schedule::fixed_rate(Duration::from_secs(60))?, |()| async {
+///     Ok::<(), std::io::Error>(())
+/// })
+/// .with_lock(JobLock::new("purge")?.lock_at_most_for(Duration::from_secs(300))?);
+/// assert_eq!(job.name(), "purge");
+/// # Ok::<(), shedlock_core::Error>(())
+/// ```
+pub struct Job<S> {
+    pub(crate) name: Cow<'static, str>,
+    pub(crate) schedule: Schedule,
+    pub(crate) lock: Option<JobLock>,
+    pub(crate) run: Arc<RunFn<S>>,
+}
+
+impl<S> Job<S> {
+    /// A job named `name` (used in logs and status) running `run` on `schedule`, on every
+    /// instance until [`with_lock`](Self::with_lock) puts it under a lock.
+    ///
+    /// Inside `run`, [`LockContext::current`](crate::LockContext::current) reaches the job's lock.
+    pub fn new<F, Fut>(name: impl Into<Cow<'static, str>>, schedule: Schedule, run: F) -> Self
+    where
+        F: Fn(S) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output: IntoJobResult> + Send + 'static,
+    {
+        Job {
+            name: name.into(),
+            schedule,
+            lock: None,
+            run: Arc::new(move |state| {
+                let run = run(state);
+                Box::pin(async move { run.await.into_job_result() })
+            }),
+        }
+    }
+
+    /// Runs the job under `lock`: on one instance at a time.
+    pub fn with_lock(mut self, lock: JobLock) -> Self {
+        self.lock = Some(lock);
+        self
+    }
+
+    /// The job's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// When the job fires.
+    pub fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+
+    /// The job's lock, if it runs under one.
+    pub fn lock(&self) -> Option<&JobLock> {
+        self.lock.as_ref()
+    }
+}
+
+impl<S> Clone for Job<S> {
+    fn clone(&self) -> Self {
+        Job {
+            name: self.name.clone(),
+            schedule: self.schedule.clone(),
+            lock: self.lock.clone(),
+            run: Arc::clone(&self.run),
+        }
+    }
+}
+
+impl<S> fmt::Debug for Job<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Job")
+            .field("name", &self.name)
+            .field("schedule", &self.schedule)
+            .field("lock", &self.lock)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The lock a job runs under. Durations left unset come from the scheduler's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobLock {
+    pub(crate) name: Cow<'static, str>,
+    pub(crate) lock_at_most_for: Option<Duration>,
+    pub(crate) lock_at_least_for: Option<Duration>,
+    pub(crate) keep_alive: Option<bool>,
+}
+
+impl JobLock {
+    /// A lock named `name` with the configured default durations.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`name`) for an empty, too long or control-character name.
+    pub fn new(name: impl Into<Cow<'static, str>>) -> Result<Self, Error> {
+        let name = name.into();
+        validate_lock_name(&name)?;
+        Ok(JobLock {
+            name,
+            lock_at_most_for: None,
+            lock_at_least_for: None,
+            keep_alive: None,
+        })
+    }
+
+    /// Sets the lease length (instead of the configured default).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when zero or shorter than a `lock_at_least_for` already set.
+    pub fn lock_at_most_for(mut self, lock_at_most_for: Duration) -> Result<Self, Error> {
+        validate_durations(lock_at_most_for, self.lock_at_least_for.unwrap_or_default())?;
+        self.lock_at_most_for = Some(lock_at_most_for);
+        Ok(self)
+    }
+
+    /// Sets the minimum hold time (instead of the configured default).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when longer than a `lock_at_most_for` already set.
+    pub fn lock_at_least_for(mut self, lock_at_least_for: Duration) -> Result<Self, Error> {
+        if let Some(at_most) = self.lock_at_most_for {
+            validate_durations(at_most, lock_at_least_for)?;
+        }
+        self.lock_at_least_for = Some(lock_at_least_for);
+        Ok(self)
+    }
+
+    /// Extends the lease while the job runs (instead of the configured default).
+    pub fn keep_alive(mut self, keep_alive: bool) -> Self {
+        self.keep_alive = Some(keep_alive);
+        self
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// What a job may return: `()` or any `Result<T, E: Display>`. Errors are logged by the scheduler
+/// with the job's name.
+pub trait IntoJobResult {
+    /// `Err` carries the error's display text.
+    fn into_job_result(self) -> Result<(), String>;
+}
+
+impl IntoJobResult for () {
+    fn into_job_result(self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl<T, E: Display> IntoJobResult for Result<T, E> {
+    fn into_job_result(self) -> Result<(), String> {
+        self.map(drop).map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,175 @@
+//! When a job fires: cron in a time zone, fixed rate, or fixed delay.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use croner::Cron;
+use croner::parser::{CronParser, Seconds};
+
+use crate::Error;
+
+/// Parses a cron expression exactly as tokio-cron-scheduler's `Job::new_async` does: 6 fields
+/// with seconds first (an optional 7th is the year), day-of-month and day-of-week both required
+/// to match. The macros validate with this same function's settings.
+pub(crate) fn parse_cron(expression: &str) -> Result<Cron, Error> {
+    CronParser::builder()
+        .seconds(Seconds::Required)
+        .dom_and_dow(true)
+        .build()
+        .parse(expression)
+        .map_err(|e| Error::invalid_config("cron", format!("{expression:?}: {e}")))
+}
+
+pub(crate) fn parse_zone(zone: &str) -> Result<Tz, Error> {
+    zone.parse::<Tz>().map_err(|_| {
+        Error::invalid_config("zone", format!("unknown IANA time zone {zone:?}"))
+    })
+}
+
+/// When a job fires.
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::Schedule;
+///
+/// let nightly = Schedule::cron("0 30 2 * * *")?.in_zone("Europe/Berlin")?;
+/// let every_minute = Schedule::fixed_rate(Duration::from_secs(60))?.with_initial_delay(Duration::from_secs(5));
+/// assert!(Schedule::cron("*/5 * * * *").is_err(), "5 fields: seconds are required");
+/// # Ok::<(), shedlock_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Schedule {
+    pub(crate) kind: ScheduleKind,
+    pub(crate) initial_delay: Duration,
+}
+
+#[derive(Clone)]
+pub(crate) enum ScheduleKind {
+    Cron {
+        cron: Arc<Cron>,
+        expression: Arc<str>,
+        /// `None`: the scheduler's default zone.
+        zone: Option<Tz>,
+    },
+    FixedRate(Duration),
+    FixedDelay(Duration),
+}
+
+impl Schedule {
+    /// A cron schedule: 6 fields, seconds first (`"0 */5 * * * *"`), in the scheduler's default
+    /// time zone unless [`in_zone`](Self::in_zone) sets one.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`cron`) when the expression does not parse.
+    pub fn cron(expression: &str) -> Result<Self, Error> {
+        let cron = parse_cron(expression)?;
+        Ok(Schedule {
+            kind: ScheduleKind::Cron {
+                cron: Arc::new(cron),
+                expression: expression.into(),
+                zone: None,
+            },
+            initial_delay: Duration::ZERO,
+        })
+    }
+
+    /// Sets the IANA time zone a cron schedule is read in (`"Europe/Berlin"`). Daylight-saving
+    /// changes are followed: the offset is looked up for every fire time.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`zone`) for an unknown zone, or when the schedule is not cron.
+    pub fn in_zone(mut self, zone: &str) -> Result<Self, Error> {
+        let tz = parse_zone(zone)?;
+        match &mut self.kind {
+            ScheduleKind::Cron { zone, .. } => *zone = Some(tz),
+            _ => {
+                return Err(Error::invalid_config(
+                    "zone",
+                    "a time zone applies only to cron schedules",
+                ));
+            }
+        }
+        Ok(self)
+    }
+
+    /// Fires every `period`, measured from start to start. A run still going when the next
+    /// start is due makes that start skip (no self-overlap); missed starts are not replayed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`fixed_rate`) when `period` is zero.
+    pub fn fixed_rate(period: Duration) -> Result<Self, Error> {
+        if period.is_zero() {
+            return Err(Error::invalid_config("fixed_rate", "must be greater than zero"));
+        }
+        Ok(Schedule {
+            kind: ScheduleKind::FixedRate(period),
+            initial_delay: Duration::ZERO,
+        })
+    }
+
+    /// Fires `delay` after the previous run ended.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`fixed_delay`) when `delay` is zero.
+    pub fn fixed_delay(delay: Duration) -> Result<Self, Error> {
+        if delay.is_zero() {
+            return Err(Error::invalid_config("fixed_delay", "must be greater than zero"));
+        }
+        Ok(Schedule {
+            kind: ScheduleKind::FixedDelay(delay),
+            initial_delay: Duration::ZERO,
+        })
+    }
+
+    /// Waits this long after the scheduler starts before the first fire.
+    pub fn with_initial_delay(mut self, initial_delay: Duration) -> Self {
+        self.initial_delay = initial_delay;
+        self
+    }
+
+    /// The first cron fire time strictly after `after`, read in the schedule's zone (or
+    /// `default_zone`). `None` for non-cron schedules or when the pattern never matches again.
+    pub fn next_cron_fire(&self, after: DateTime<Utc>, default_zone: Tz) -> Option<DateTime<Utc>> {
+        let ScheduleKind::Cron { cron, zone, .. } = &self.kind else {
+            return None;
+        };
+        let zone = zone.unwrap_or(default_zone);
+        cron.find_next_occurrence(&after.with_timezone(&zone), false)
+            .ok()
+            .map(|fire| fire.with_timezone(&Utc))
+    }
+}
+
+impl fmt::Debug for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            ScheduleKind::Cron { expression, zone, .. } => {
+                write!(f, "cron \"{expression}\"")?;
+                if let Some(zone) = zone {
+                    write!(f, " in {zone}")?;
+                }
+            }
+            ScheduleKind::FixedRate(period) => {
+                write!(f, "every {}", humantime::format_duration(*period))?
+            }
+            ScheduleKind::FixedDelay(delay) => write!(
+                f,
+                "{} after the previous run",
+                humantime::format_duration(*delay)
+            )?,
+        }
+        if !self.initial_delay.is_zero() {
+            write!(f, ", first after {}", humantime::format_duration(self.initial_delay))?;
+        }
+        Ok(())
+    }
+}
