@@ -4,8 +4,8 @@
 pub use shedlock_core::{
     BoxError, Clock, Error, InMemoryLockProvider, IntoJobResult, Job, JobLock, Lock,
     LockConfiguration, LockContext, LockEvent, LockLease, LockListener, LockProvider,
-    LockingTaskExecutor, MAX_LOCK_NAME_LEN, ManualClock, Operation, Schedule, SystemClock,
-    TaskResult, TokioClock, async_trait, default_holder,
+    LockingTaskExecutor, MAX_LOCK_NAME_LEN, ManualClock, Operation, Schedule, SchedulerConfig,
+    SystemClock, TaskResult, TokioClock, async_trait, default_holder,
 };
 
 #[cfg(feature = "test-util")]

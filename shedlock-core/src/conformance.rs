@@ -55,8 +55,14 @@ fn config(name: &str, at_most: Duration, at_least: Duration) -> LockConfiguratio
 
 const LONG: Duration = Duration::from_secs(60);
 
-async fn acquire(provider: &Arc<dyn LockProvider>, config: &LockConfiguration) -> Option<LockLease> {
-    provider.acquire(config).await.expect("store error on acquire")
+async fn acquire(
+    provider: &Arc<dyn LockProvider>,
+    config: &LockConfiguration,
+) -> Option<LockLease> {
+    provider
+        .acquire(config)
+        .await
+        .expect("store error on acquire")
 }
 
 /// A second acquisition of a held lock fails, for another holder and for the same one.
@@ -64,8 +70,14 @@ pub async fn second_lock_fails<H: Harness>(h: &H) {
     let (a, b) = (h.provider("a").await, h.provider("b").await);
     let c = config(&unique_lock_name("second"), LONG, Duration::ZERO);
     assert!(acquire(&a, &c).await.is_some(), "first acquisition");
-    assert!(acquire(&b, &c).await.is_none(), "another holder acquired a held lock");
-    assert!(acquire(&a, &c).await.is_none(), "the same holder acquired its held lock again");
+    assert!(
+        acquire(&b, &c).await.is_none(),
+        "another holder acquired a held lock"
+    );
+    assert!(
+        acquire(&a, &c).await.is_none(),
+        "the same holder acquired its held lock again"
+    );
 }
 
 /// Two lock names do not affect each other.
@@ -83,8 +95,13 @@ pub async fn relock_after_release<H: Harness>(h: &H) {
     let c = config(&unique_lock_name("relock"), LONG, Duration::ZERO);
     for round in 0..10 {
         let provider = &providers[round % 2];
-        let lease = acquire(provider, &c).await.unwrap_or_else(|| panic!("round {round}: not acquired"));
-        assert!(provider.release(&lease).await.expect("release"), "round {round}: release refused");
+        let lease = acquire(provider, &c)
+            .await
+            .unwrap_or_else(|| panic!("round {round}: not acquired"));
+        assert!(
+            provider.release(&lease).await.expect("release"),
+            "round {round}: release refused"
+        );
     }
 }
 
@@ -107,9 +124,15 @@ pub async fn lock_at_least_for_holds_after_release<H: Harness>(h: &H) {
     let c = config(&unique_lock_name("atleast"), LONG, at_least);
     let lease = acquire(&a, &c).await.expect("acquired");
     assert!(a.release(&lease).await.expect("release"));
-    assert!(acquire(&b, &c).await.is_none(), "lock_at_least_for not honoured");
+    assert!(
+        acquire(&b, &c).await.is_none(),
+        "lock_at_least_for not honoured"
+    );
     h.pass_time(at_least + at_least / 4).await;
-    assert!(acquire(&b, &c).await.is_some(), "lock_at_least_for held too long");
+    assert!(
+        acquire(&b, &c).await.is_some(),
+        "lock_at_least_for held too long"
+    );
 }
 
 /// A lease can be extended once and repeatedly; each extension moves `lock_until` forward
@@ -127,8 +150,15 @@ pub async fn extend_once_and_repeatedly<H: Harness>(h: &H) {
             .await
             .expect("extend")
             .unwrap_or_else(|| panic!("extension {round} refused"));
-        assert!(extended.lock_until() > lease.lock_until(), "lock_until did not move");
-        assert_eq!(extended.fencing_token(), token, "extension changed the token");
+        assert!(
+            extended.lock_until() > lease.lock_until(),
+            "lock_until did not move"
+        );
+        assert_eq!(
+            extended.fencing_token(),
+            token,
+            "extension changed the token"
+        );
         lease = extended;
         assert!(acquire(&b, &c).await.is_none(), "acquired an extended lock");
     }
@@ -144,7 +174,10 @@ pub async fn expired_or_released_cannot_be_extended<H: Harness>(h: &H) {
     let lease = acquire(&a, &released).await.expect("acquired");
     assert!(a.release(&lease).await.expect("release"));
     assert!(
-        a.extend(&lease, LONG, Duration::ZERO).await.expect("extend").is_none(),
+        a.extend(&lease, LONG, Duration::ZERO)
+            .await
+            .expect("extend")
+            .is_none(),
         "a released lease was extended"
     );
 
@@ -152,7 +185,10 @@ pub async fn expired_or_released_cannot_be_extended<H: Harness>(h: &H) {
     let lease = acquire(&a, &expired).await.expect("acquired");
     h.pass_time(lease_len + lease_len / 4).await;
     assert!(
-        a.extend(&lease, LONG, Duration::ZERO).await.expect("extend").is_none(),
+        a.extend(&lease, LONG, Duration::ZERO)
+            .await
+            .expect("extend")
+            .is_none(),
         "an expired lease was extended"
     );
 }
@@ -165,31 +201,53 @@ pub async fn old_lease_is_dead<H: Harness>(h: &H) {
     let old = acquire(&a, &c).await.expect("acquired");
     assert!(a.release(&old).await.expect("release"));
     let current = acquire(&a, &c).await.expect("acquired again");
-    assert!(!a.release(&old).await.expect("release"), "an old lease released the current one");
     assert!(
-        a.extend(&old, LONG, Duration::ZERO).await.expect("extend").is_none(),
+        !a.release(&old).await.expect("release"),
+        "an old lease released the current one"
+    );
+    assert!(
+        a.extend(&old, LONG, Duration::ZERO)
+            .await
+            .expect("extend")
+            .is_none(),
         "an old lease extended the current one"
     );
-    assert!(acquire(&b, &c).await.is_none(), "the current lease was disturbed");
+    assert!(
+        acquire(&b, &c).await.is_none(),
+        "the current lease was disturbed"
+    );
     assert!(a.release(&current).await.expect("release"));
 }
 
 /// A holder whose lease expired and was taken over cannot release or extend the new
 /// holder's lock.
 pub async fn taken_over_holder_cannot_touch_new_lease<H: Harness>(h: &H) {
-    let (a, b, c3) = (h.provider("a").await, h.provider("b").await, h.provider("c").await);
+    let (a, b, c3) = (
+        h.provider("a").await,
+        h.provider("b").await,
+        h.provider("c").await,
+    );
     let lease_len = h.short_lease();
     let c = config(&unique_lock_name("takeover"), lease_len, Duration::ZERO);
     let stale = acquire(&a, &c).await.expect("acquired");
     h.pass_time(lease_len + lease_len / 4).await;
     let fresh = acquire(&b, &c).await.expect("taken over");
     assert!(fresh.fencing_token() > stale.fencing_token());
-    assert!(!a.release(&stale).await.expect("release"), "stale holder released");
     assert!(
-        a.extend(&stale, LONG, Duration::ZERO).await.expect("extend").is_none(),
+        !a.release(&stale).await.expect("release"),
+        "stale holder released"
+    );
+    assert!(
+        a.extend(&stale, LONG, Duration::ZERO)
+            .await
+            .expect("extend")
+            .is_none(),
         "stale holder extended"
     );
-    assert!(acquire(&c3, &c).await.is_none(), "the new holder's lock was disturbed");
+    assert!(
+        acquire(&c3, &c).await.is_none(),
+        "the new holder's lock was disturbed"
+    );
     assert!(b.release(&fresh).await.expect("release"));
 }
 
@@ -209,7 +267,11 @@ pub async fn fencing_tokens_strictly_increase<H: Harness>(h: &H) {
     h.pass_time(lease_len + lease_len / 4).await;
     let taken = acquire(&b, &c).await.expect("taken over");
     tokens.push(taken.fencing_token());
-    let extended = b.extend(&taken, lease_len, Duration::ZERO).await.expect("extend").expect("live");
+    let extended = b
+        .extend(&taken, lease_len, Duration::ZERO)
+        .await
+        .expect("extend")
+        .expect("live");
     assert_eq!(extended.fencing_token(), taken.fencing_token());
     assert!(b.release(&extended).await.expect("release"));
     tokens.push(acquire(&a, &c).await.expect("acquired").fencing_token());
@@ -259,8 +321,18 @@ pub async fn lost_update_fuzz<H: Harness>(h: &H) {
         worker.await.expect("worker panicked");
     }
     let expected = QUOTA * (WORKERS as u64 / 2);
-    assert_eq!(counters[0].load(Ordering::SeqCst), expected, "lost updates on {}", names[0]);
-    assert_eq!(counters[1].load(Ordering::SeqCst), expected, "lost updates on {}", names[1]);
+    assert_eq!(
+        counters[0].load(Ordering::SeqCst),
+        expected,
+        "lost updates on {}",
+        names[0]
+    );
+    assert_eq!(
+        counters[1].load(Ordering::SeqCst),
+        expected,
+        "lost updates on {}",
+        names[1]
+    );
 }
 
 /// Generates one `#[tokio::test]` per conformance case.

@@ -264,7 +264,9 @@ impl LockContext {
         lock_at_most_for: Duration,
         lock_at_least_for: Duration,
     ) -> Result<(), Error> {
-        self.active.extend(lock_at_most_for, lock_at_least_for).await
+        self.active
+            .extend(lock_at_most_for, lock_at_least_for)
+            .await
     }
 
     /// Completes when the task should stop: the lease can no longer be trusted (an extension

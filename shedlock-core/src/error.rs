@@ -32,7 +32,9 @@ pub enum Error {
         source: BoxError,
     },
     /// Code asked for the current lock but runs outside any locked execution.
-    #[error("no lock is held by the current task (call this inside `LockingTaskExecutor::execute` or a locked job)")]
+    #[error(
+        "no lock is held by the current task (call this inside `LockingTaskExecutor::execute` or a locked job)"
+    )]
     NoActiveLock,
     /// The lease can no longer be trusted: it expired, was released, or was taken over.
     #[error("lock `{lock_name}` is no longer held by this instance")]

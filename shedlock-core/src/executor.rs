@@ -131,7 +131,11 @@ impl LockingTaskExecutor {
         match self.service.provider.acquire(config).await {
             Ok(Some(lease)) => {
                 self.service.emit(LockEvent::Acquired(&lease));
-                Ok(Some(Lock::new(Arc::clone(&self.service), lease, requested_at)))
+                Ok(Some(Lock::new(
+                    Arc::clone(&self.service),
+                    lease,
+                    requested_at,
+                )))
             }
             Ok(None) => {
                 self.service.emit(LockEvent::Skipped {
@@ -179,14 +183,19 @@ impl LockingTaskExecutor {
             return Ok(TaskResult::Skipped);
         };
         let (service, lease, local_deadline) = lock.into_parts();
-        let cancel = options.stop.map_or_else(CancellationToken::new, |stop| stop.child_token());
+        let cancel = options
+            .stop
+            .map_or_else(CancellationToken::new, |stop| stop.child_token());
         let active = Arc::new(ActiveLock::new(service, lease, local_deadline, cancel));
         if let Some(on_start) = options.on_start {
             on_start(LockContext::new(Arc::clone(&active)));
         }
         let guard = ReleaseOnDrop(Some(Arc::clone(&active)));
 
-        let task = Frame::scope(Frame::push(Arc::clone(&active)), AssertUnwindSafe(task).catch_unwind());
+        let task = Frame::scope(
+            Frame::push(Arc::clone(&active)),
+            AssertUnwindSafe(task).catch_unwind(),
+        );
         let outcome = match options.keep_alive {
             None => task.await,
             Some(interval) => {

@@ -12,7 +12,11 @@ pub fn default_holder() -> &'static str {
     static HOLDER: OnceLock<String> = OnceLock::new();
     HOLDER.get_or_init(|| {
         let host = gethostname::gethostname().to_string_lossy().into_owned();
-        let host = if host.is_empty() { "unknown-host".to_owned() } else { host };
+        let host = if host.is_empty() {
+            "unknown-host".to_owned()
+        } else {
+            host
+        };
         // Room in a VARCHAR(255) column for pid and suffix, whatever the host name.
         let host: String = host.chars().take(200).collect();
         format!("{host}:{}:{}", std::process::id(), random_suffix())

@@ -7,10 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::lock_config::{validate_durations, validate_lock_name};
-use crate::{Error, Schedule};
+use crate::{Error, LockingTaskExecutor, Schedule, SchedulerConfig, TaskResult};
 
-type RunFn<S> =
-    dyn Fn(S) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync;
+type RunFn<S> = dyn Fn(S) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync;
 
 /// A scheduled job over application state `S`.
 ///
@@ -75,6 +74,30 @@ impl<S> Job<S> {
     /// The job's lock, if it runs under one.
     pub fn lock(&self) -> Option<&JobLock> {
         self.lock.as_ref()
+    }
+
+    /// Runs the job once, now, under its lock if it has one (durations not set on the lock come
+    /// from `config`). `Skipped` when another instance holds the lock; the inner `Err` is the
+    /// job's own error text.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the lock's durations are invalid against `config`;
+    /// [`Error::Store`] when the lock could not be acquired.
+    pub async fn run_once(
+        &self,
+        executor: &LockingTaskExecutor,
+        config: &SchedulerConfig,
+        state: S,
+    ) -> Result<TaskResult<Result<(), String>>, Error> {
+        let run = (self.run)(state);
+        match &self.lock {
+            Some(lock) => {
+                executor
+                    .execute(&config.lock_configuration(lock)?, run)
+                    .await
+            }
+            None => Ok(TaskResult::Executed(run.await)),
+        }
     }
 }
 

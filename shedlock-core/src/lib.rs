@@ -29,6 +29,7 @@
 //! ```
 
 mod clock;
+mod config;
 mod context;
 mod error;
 mod executor;
@@ -49,6 +50,7 @@ pub mod __private;
 pub mod conformance;
 
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
+pub use config::SchedulerConfig;
 pub use context::LockContext;
 pub use error::{BoxError, Error, Operation};
 pub use executor::{LockingTaskExecutor, TaskResult};

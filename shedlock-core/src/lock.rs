@@ -18,7 +18,9 @@ impl LockService {
     pub(crate) fn emit(&self, event: LockEvent<'_>) {
         match &event {
             LockEvent::Acquired(lease) => tracing::debug!(
-                lock = lease.name(), holder = lease.holder(), token = lease.fencing_token(),
+                lock = lease.name(),
+                holder = lease.holder(),
+                token = lease.fencing_token(),
                 "lock acquired"
             ),
             LockEvent::Skipped { lock_name } => {
@@ -28,7 +30,9 @@ impl LockService {
                 lock = lock_name, error = %error, "lock acquisition failed, not executed this time"
             ),
             LockEvent::Released(lease) => tracing::debug!(
-                lock = lease.name(), holder = lease.holder(), token = lease.fencing_token(),
+                lock = lease.name(),
+                holder = lease.holder(),
+                token = lease.fencing_token(),
                 "lock released"
             ),
             LockEvent::ReleaseFailed { lease, error } => tracing::warn!(
@@ -36,7 +40,9 @@ impl LockService {
                 error = %error, "lock release failed"
             ),
             LockEvent::Extended(lease) => tracing::debug!(
-                lock = lease.name(), holder = lease.holder(), token = lease.fencing_token(),
+                lock = lease.name(),
+                holder = lease.holder(),
+                token = lease.fencing_token(),
                 "lock extended"
             ),
             LockEvent::ExtendFailed { lease, error } => tracing::warn!(
@@ -44,7 +50,9 @@ impl LockService {
                 error = %error, "lock extension failed"
             ),
             LockEvent::Lost(lease) => tracing::warn!(
-                lock = lease.name(), holder = lease.holder(), token = lease.fencing_token(),
+                lock = lease.name(),
+                holder = lease.holder(),
+                token = lease.fencing_token(),
                 "lock lost: the lease can no longer be trusted"
             ),
         }
@@ -148,18 +156,26 @@ impl Lock {
         lock_at_most_for: Duration,
         lock_at_least_for: Duration,
     ) -> Result<Option<Lock>, Error> {
-        let extended =
-            extend_lease(&self.service, &self.lease, lock_at_most_for, lock_at_least_for).await?;
+        let extended = extend_lease(
+            &self.service,
+            &self.lease,
+            lock_at_most_for,
+            lock_at_least_for,
+        )
+        .await?;
         self.armed = false;
-        Ok(extended.map(|(lease, requested_at)| {
-            Lock::new(Arc::clone(&self.service), lease, requested_at)
-        }))
+        Ok(extended
+            .map(|(lease, requested_at)| Lock::new(Arc::clone(&self.service), lease, requested_at)))
     }
 
     /// Hands the lease over to the executor, which releases it itself.
     pub(crate) fn into_parts(mut self) -> (Arc<LockService>, LockLease, Instant) {
         self.armed = false;
-        (Arc::clone(&self.service), self.lease.clone(), self.local_deadline)
+        (
+            Arc::clone(&self.service),
+            self.lease.clone(),
+            self.local_deadline,
+        )
     }
 }
 

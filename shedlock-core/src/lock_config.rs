@@ -134,7 +134,10 @@ mod tests {
     fn rejects_bad_values_naming_the_field() {
         let s = Duration::from_secs;
         assert_eq!(field_of(LockConfiguration::new("", s(1), s(0))), "name");
-        assert_eq!(field_of(LockConfiguration::new("a".repeat(65), s(1), s(0))), "name");
+        assert_eq!(
+            field_of(LockConfiguration::new("a".repeat(65), s(1), s(0))),
+            "name"
+        );
         assert_eq!(field_of(LockConfiguration::new("a\nb", s(1), s(0))), "name");
         assert_eq!(
             field_of(LockConfiguration::new("a", Duration::ZERO, s(0))),

@@ -6,7 +6,9 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
-use crate::{Clock, Error, LockConfiguration, LockLease, LockProvider, SystemClock, default_holder};
+use crate::{
+    Clock, Error, LockConfiguration, LockLease, LockProvider, SystemClock, default_holder,
+};
 
 /// Locks kept in this process: for tests, single-instance deployments, and as the reference
 /// implementation of the [`LockProvider`] contract (fencing tokens, extension, `lock_at_least_for`).

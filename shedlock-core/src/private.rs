@@ -18,7 +18,9 @@ pub trait JobFactory<S> {
 pub fn cron(expression: &'static str, zone: Option<&'static str>) -> Schedule {
     let schedule = Schedule::cron(expression).expect("cron validated at compile time");
     match zone {
-        Some(zone) => schedule.in_zone(zone).expect("zone validated at compile time"),
+        Some(zone) => schedule
+            .in_zone(zone)
+            .expect("zone validated at compile time"),
         None => schedule,
     }
 }

@@ -24,9 +24,8 @@ pub(crate) fn parse_cron(expression: &str) -> Result<Cron, Error> {
 }
 
 pub(crate) fn parse_zone(zone: &str) -> Result<Tz, Error> {
-    zone.parse::<Tz>().map_err(|_| {
-        Error::invalid_config("zone", format!("unknown IANA time zone {zone:?}"))
-    })
+    zone.parse::<Tz>()
+        .map_err(|_| Error::invalid_config("zone", format!("unknown IANA time zone {zone:?}")))
 }
 
 /// When a job fires.
@@ -102,7 +101,10 @@ impl Schedule {
     /// [`Error::InvalidConfig`] (`fixed_rate`) when `period` is zero.
     pub fn fixed_rate(period: Duration) -> Result<Self, Error> {
         if period.is_zero() {
-            return Err(Error::invalid_config("fixed_rate", "must be greater than zero"));
+            return Err(Error::invalid_config(
+                "fixed_rate",
+                "must be greater than zero",
+            ));
         }
         Ok(Schedule {
             kind: ScheduleKind::FixedRate(period),
@@ -116,7 +118,10 @@ impl Schedule {
     /// [`Error::InvalidConfig`] (`fixed_delay`) when `delay` is zero.
     pub fn fixed_delay(delay: Duration) -> Result<Self, Error> {
         if delay.is_zero() {
-            return Err(Error::invalid_config("fixed_delay", "must be greater than zero"));
+            return Err(Error::invalid_config(
+                "fixed_delay",
+                "must be greater than zero",
+            ));
         }
         Ok(Schedule {
             kind: ScheduleKind::FixedDelay(delay),
@@ -152,7 +157,9 @@ impl fmt::Debug for Schedule {
 impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            ScheduleKind::Cron { expression, zone, .. } => {
+            ScheduleKind::Cron {
+                expression, zone, ..
+            } => {
                 write!(f, "cron \"{expression}\"")?;
                 if let Some(zone) = zone {
                     write!(f, " in {zone}")?;
@@ -168,7 +175,11 @@ impl fmt::Display for Schedule {
             )?,
         }
         if !self.initial_delay.is_zero() {
-            write!(f, ", first after {}", humantime::format_duration(self.initial_delay))?;
+            write!(
+                f,
+                ", first after {}",
+                humantime::format_duration(self.initial_delay)
+            )?;
         }
         Ok(())
     }

@@ -13,7 +13,9 @@ struct MemoryHarness {
 
 impl MemoryHarness {
     fn new() -> Self {
-        let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)));
+        let clock = Arc::new(ManualClock::new(
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        ));
         let store = InMemoryLockProvider::new().with_clock(clock.clone());
         MemoryHarness { clock, store }
     }

@@ -1,0 +1,210 @@
+//! The scheduler's configuration: defaults for every job, loadable from a file.
+
+use std::time::Duration;
+
+use chrono_tz::Tz;
+use serde::Deserialize;
+
+use crate::{Error, lock_config};
+
+/// Scheduler-wide settings and the defaults every job falls back to.
+///
+/// Implements `serde::Deserialize` (durations in humantime: `"10m"`, `"1h 30m"`, `"500ms"`) and
+/// `Default`. Unknown keys are rejected so a typo does not silently fall back to a default.
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::SchedulerConfig;
+///
+/// let config: SchedulerConfig = toml::from_str(r#"
+///     default_lock_at_most_for = "10m"
+///     default_lock_at_least_for = "5s"
+///     default_zone = "Europe/Berlin"
+/// "#).unwrap();
+/// config.validate()?;
+/// assert_eq!(config.default_lock_at_most_for, Duration::from_secs(600));
+/// # Ok::<(), shedlock_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct SchedulerConfig {
+    /// Lease of a job whose lock sets no `lock_at_most_for`. Default: 10 minutes.
+    #[serde(with = "humantime_serde")]
+    pub default_lock_at_most_for: Duration,
+    /// Minimum hold of a job whose lock sets no `lock_at_least_for`. Default: zero.
+    #[serde(with = "humantime_serde")]
+    pub default_lock_at_least_for: Duration,
+    /// Holder identity written to the lock store. Default: `host:pid:random`
+    /// ([`default_holder`](crate::default_holder)).
+    pub holder: Option<String>,
+    /// IANA time zone for cron jobs that name none. Default: `UTC`.
+    pub default_zone: String,
+    /// How long shutdown waits for running jobs before asking them to stop. Default: 30 s.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace_period: Duration,
+    /// How long shutdown waits after asking jobs to stop before aborting them. Default: 5 s.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_cancel_period: Duration,
+    /// Whether locked jobs extend their lease while they run, unless a job says otherwise.
+    /// Default: false.
+    pub keep_alive: bool,
+    /// How often keep-alive extends the lease; `None`: a third of `lock_at_most_for`.
+    #[serde(with = "humantime_serde")]
+    pub keep_alive_interval: Option<Duration>,
+    /// Whether jobs run at all on this instance (e.g. off in a one-off maintenance process).
+    /// Default: true.
+    pub enabled: bool,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            default_lock_at_most_for: Duration::from_secs(600),
+            default_lock_at_least_for: Duration::ZERO,
+            holder: None,
+            default_zone: "UTC".to_owned(),
+            shutdown_grace_period: Duration::from_secs(30),
+            shutdown_cancel_period: Duration::from_secs(5),
+            keep_alive: false,
+            keep_alive_interval: None,
+            enabled: true,
+        }
+    }
+}
+
+impl SchedulerConfig {
+    /// Checks every field.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the first invalid field.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.default_lock_at_most_for.is_zero() {
+            return Err(Error::invalid_config(
+                "default_lock_at_most_for",
+                "must be greater than zero",
+            ));
+        }
+        if self.default_lock_at_least_for > self.default_lock_at_most_for {
+            return Err(Error::invalid_config(
+                "default_lock_at_least_for",
+                "is longer than default_lock_at_most_for",
+            ));
+        }
+        if let Some(holder) = &self.holder {
+            if holder.is_empty() || holder.len() > 255 || holder.chars().any(char::is_control) {
+                return Err(Error::invalid_config(
+                    "holder",
+                    "must be 1 to 255 bytes without control characters",
+                ));
+            }
+        }
+        self.zone()?;
+        if let Some(interval) = self.keep_alive_interval {
+            if interval.is_zero() || interval >= self.default_lock_at_most_for {
+                return Err(Error::invalid_config(
+                    "keep_alive_interval",
+                    "must be greater than zero and shorter than default_lock_at_most_for",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The default zone, parsed.
+    pub(crate) fn zone(&self) -> Result<Tz, Error> {
+        self.default_zone.parse::<Tz>().map_err(|_| {
+            Error::invalid_config(
+                "default_zone",
+                format!("unknown IANA time zone {:?}", self.default_zone),
+            )
+        })
+    }
+
+    /// Resolves a job lock against these defaults.
+    pub(crate) fn lock_configuration(
+        &self,
+        lock: &crate::JobLock,
+    ) -> Result<crate::LockConfiguration, Error> {
+        let at_most = lock
+            .lock_at_most_for
+            .unwrap_or(self.default_lock_at_most_for);
+        let at_least = lock
+            .lock_at_least_for
+            .unwrap_or(self.default_lock_at_least_for.min(at_most));
+        lock_config::validate_durations(at_most, at_least)?;
+        crate::LockConfiguration::new(lock.name.clone().into_owned(), at_most, at_least)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(config: SchedulerConfig) -> &'static str {
+        match config.validate() {
+            Err(Error::InvalidConfig { field, .. }) => field,
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn default_is_valid() {
+        SchedulerConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn invalid_values_name_their_field() {
+        let base = SchedulerConfig::default;
+        assert_eq!(
+            field(SchedulerConfig {
+                default_lock_at_most_for: Duration::ZERO,
+                ..base()
+            }),
+            "default_lock_at_most_for"
+        );
+        assert_eq!(
+            field(SchedulerConfig {
+                default_lock_at_least_for: Duration::from_secs(3600),
+                ..base()
+            }),
+            "default_lock_at_least_for"
+        );
+        assert_eq!(
+            field(SchedulerConfig {
+                default_zone: "Mars/Base".into(),
+                ..base()
+            }),
+            "default_zone"
+        );
+        assert_eq!(
+            field(SchedulerConfig {
+                holder: Some(String::new()),
+                ..base()
+            }),
+            "holder"
+        );
+        assert_eq!(
+            field(SchedulerConfig {
+                keep_alive_interval: Some(Duration::ZERO),
+                ..base()
+            }),
+            "keep_alive_interval"
+        );
+    }
+
+    #[test]
+    fn parse_errors_name_the_field() {
+        let err = toml::from_str::<SchedulerConfig>(r#"default_lock_at_most_for = "ten minutes""#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("default_lock_at_most_for"), "{err}");
+        let err = toml::from_str::<SchedulerConfig>(r#"default_lock_at_most = "10m""#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown field `default_lock_at_most`"),
+            "{err}"
+        );
+    }
+}
