@@ -91,22 +91,22 @@ impl SchedulerConfig {
                 "is longer than default_lock_at_most_for",
             ));
         }
-        if let Some(holder) = &self.holder {
-            if holder.is_empty() || holder.len() > 255 || holder.chars().any(char::is_control) {
-                return Err(Error::invalid_config(
-                    "holder",
-                    "must be 1 to 255 bytes without control characters",
-                ));
-            }
+        if let Some(holder) = &self.holder
+            && (holder.is_empty() || holder.len() > 255 || holder.chars().any(char::is_control))
+        {
+            return Err(Error::invalid_config(
+                "holder",
+                "must be 1 to 255 bytes without control characters",
+            ));
         }
         self.zone()?;
-        if let Some(interval) = self.keep_alive_interval {
-            if interval.is_zero() || interval >= self.default_lock_at_most_for {
-                return Err(Error::invalid_config(
-                    "keep_alive_interval",
-                    "must be greater than zero and shorter than default_lock_at_most_for",
-                ));
-            }
+        if let Some(interval) = self.keep_alive_interval
+            && (interval.is_zero() || interval >= self.default_lock_at_most_for)
+        {
+            return Err(Error::invalid_config(
+                "keep_alive_interval",
+                "must be greater than zero and shorter than default_lock_at_most_for",
+            ));
         }
         Ok(())
     }

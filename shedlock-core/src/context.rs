@@ -64,6 +64,7 @@ pub(crate) struct ActiveLock {
     store_ops: tokio::sync::Mutex<()>,
     cancel: CancellationToken,
     lost: AtomicBool,
+    released: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -89,6 +90,7 @@ impl ActiveLock {
             store_ops: tokio::sync::Mutex::new(()),
             cancel,
             lost: AtomicBool::new(false),
+            released: AtomicBool::new(false),
         }
     }
 
@@ -98,10 +100,6 @@ impl ActiveLock {
 
     pub(crate) fn lease(&self) -> LockLease {
         self.state().lease.clone()
-    }
-
-    pub(crate) fn service(&self) -> &Arc<LockService> {
-        &self.service
     }
 
     pub(crate) fn local_deadline(&self) -> Instant {
@@ -158,10 +156,17 @@ impl ActiveLock {
         }
     }
 
-    /// Releases the lease (honouring `lock_at_least_for`).
-    pub(crate) async fn release(&self) -> Result<(), Error> {
+    /// Releases the lease (honouring `lock_at_least_for`), once: later calls wait for the first
+    /// to finish and return `Ok(false)`. `Ok(true)` when this call released it.
+    pub(crate) async fn release(&self) -> Result<bool, Error> {
         let _serialised = self.store_ops.lock().await;
-        release_lease(&self.service, &self.lease()).await
+        if self.released.swap(true, Ordering::AcqRel) {
+            return Ok(false);
+        }
+        self.cancel.cancel();
+        release_lease(&self.service, &self.lease())
+            .await
+            .map(|()| true)
     }
 
     fn lost_error(&self) -> Error {
@@ -195,7 +200,7 @@ impl ActiveLock {
 /// held lock with [`LockContext::current`].
 #[derive(Debug, Clone)]
 pub struct LockContext {
-    active: Arc<ActiveLock>,
+    pub(crate) active: Arc<ActiveLock>,
 }
 
 impl LockContext {

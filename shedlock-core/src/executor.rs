@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::{ActiveLock, Frame};
-use crate::lock::{LockService, release_in_background};
+use crate::lock::LockService;
 use crate::{Error, Lock, LockConfiguration, LockContext, LockEvent, LockListener, LockProvider};
 
 /// The outcome of a locked execution. "Skipped" is a normal outcome, not an error.
@@ -107,8 +107,12 @@ impl LockingTaskExecutor {
 
     /// Adds a listener that sees every [`LockEvent`](crate::LockEvent) of this executor.
     pub fn with_listener(self, listener: impl LockListener) -> Self {
+        self.with_shared_listener(Arc::new(listener))
+    }
+
+    pub(crate) fn with_shared_listener(self, listener: Arc<dyn LockListener>) -> Self {
         let mut listeners = self.service.listeners.clone();
-        listeners.push(Arc::new(listener));
+        listeners.push(listener);
         LockingTaskExecutor {
             service: Arc::new(LockService {
                 provider: Arc::clone(&self.service.provider),
@@ -251,9 +255,19 @@ impl ReleaseOnDrop {
 
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
-        if let Some(active) = self.0.take() {
-            active.request_stop();
-            release_in_background(Arc::clone(active.service()), active.lease());
+        let Some(active) = self.0.take() else { return };
+        active.request_stop();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    // The outcome is reported through events and logs inside.
+                    let _ = active.release().await;
+                });
+            }
+            Err(_) => tracing::warn!(
+                lock = active.lease().name(),
+                "locked task dropped outside a tokio runtime; its lock expires at lock_until"
+            ),
         }
     }
 }

@@ -40,7 +40,9 @@ mod lock;
 mod lock_config;
 mod memory;
 mod provider;
+mod registry;
 mod schedule;
+mod scheduler;
 
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -61,7 +63,9 @@ pub use lock::Lock;
 pub use lock_config::{LockConfiguration, MAX_LOCK_NAME_LEN};
 pub use memory::InMemoryLockProvider;
 pub use provider::{LockLease, LockProvider};
+pub use registry::JobRegistry;
 pub use schedule::Schedule;
+pub use scheduler::{JobOutcome, JobStatus, Scheduler, SchedulerBuilder, ShutdownReport};
 
 /// The `async_trait` attribute, re-exported for implementing [`LockProvider`].
 pub use async_trait::async_trait;

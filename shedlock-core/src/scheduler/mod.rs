@@ -1,0 +1,435 @@
+//! The scheduler: runs registered jobs on their schedules, each locked job on one instance at
+//! a time, and shuts down gracefully.
+//!
+//! Why our own runner rather than tokio-cron-scheduler's: its runner spawns a new task per tick
+//! even while the previous run goes on (its #83), freezes a zone's UTC offset when a job is
+//! created (an hour off after a DST change, #87/#107), can stop firing fixed-interval jobs that
+//! fall behind (#56/#113), reports a panic as an opaque `RecvError` (#57), and its `shutdown()`
+//! neither awaits nor cancels running jobs. We keep its cron dialect exactly (croner with the
+//! same parser settings as its `Job::new_async`) and run each job in a loop of our own.
+
+mod runner;
+mod status;
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+pub use status::{JobOutcome, JobStatus, ShutdownReport};
+
+use crate::{
+    Clock, Error, Job, JobRegistry, LockEvent, LockListener, LockProvider, LockingTaskExecutor,
+    SchedulerConfig, SystemClock, TaskResult,
+};
+use runner::{PreparedJob, Runtime, ShutdownCounters};
+use status::JobState;
+
+/// A running scheduler. Build one with [`Scheduler::builder`].
+///
+/// Dropping it stops new ticks; call [`shutdown`](Self::shutdown) to also wait for running
+/// jobs and release their locks.
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::{InMemoryLockProvider, Job, JobLock, JobRegistry, Schedule, Scheduler, SchedulerConfig};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), shedlock_core::Error> {
+/// let job = Job::new("tick", Schedule::fixed_rate(Duration::from_millis(10))?, |()| async {})
+///     .with_lock(JobLock::new("tick")?);
+/// let scheduler = Scheduler::builder()
+///     .provider(InMemoryLockProvider::new())
+///     .config(SchedulerConfig::default())
+///     .registry(JobRegistry::new(()).add(job))
+///     .start()
+///     .await?;
+/// let report = scheduler.shutdown().await;
+/// assert_eq!(report.aborted, 0);
+/// # Ok(())
+/// # }
+/// ```
+pub struct Scheduler {
+    runtime: Arc<Runtime>,
+    config: SchedulerConfig,
+    jobs: Vec<Arc<JobState>>,
+    run_now: Vec<RunNow>,
+    loops: Mutex<Option<JoinSet<()>>>,
+}
+
+type RunNowFuture =
+    std::pin::Pin<Box<dyn Future<Output = Result<TaskResult<Result<(), String>>, Error>> + Send>>;
+type RunNow = Box<dyn Fn() -> RunNowFuture + Send + Sync>;
+
+impl Scheduler {
+    /// A builder: add a provider (unless every job is unlocked), a configuration and a registry.
+    pub fn builder() -> SchedulerBuilder<()> {
+        SchedulerBuilder {
+            provider: None,
+            config: SchedulerConfig::default(),
+            registry: None,
+            listeners: Vec::new(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// The status of every registered job: next fire time, last outcome, counts.
+    pub fn status(&self) -> Vec<JobStatus> {
+        self.jobs.iter().map(|job| job.snapshot()).collect()
+    }
+
+    /// The executor locked jobs run through, if the scheduler has a provider.
+    pub fn executor(&self) -> Option<&LockingTaskExecutor> {
+        self.runtime.executor.as_ref()
+    }
+
+    /// The configuration the scheduler runs with.
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.config
+    }
+
+    /// Runs a job once now, under its lock (`Skipped` when another instance holds it),
+    /// independent of its schedule.
+    ///
+    /// # Errors
+    /// [`Error::Scheduler`] for an unknown job name; [`Error::Store`] when the lock could not be
+    /// acquired.
+    pub async fn run_now(&self, job_name: &str) -> Result<TaskResult<Result<(), String>>, Error> {
+        let index = self
+            .jobs
+            .iter()
+            .position(|job| job.name == job_name)
+            .ok_or_else(|| Error::Scheduler(format!("no job named `{job_name}`")))?;
+        (self.run_now[index])().await
+    }
+
+    /// Stops firing new ticks, waits up to `shutdown_grace_period` for running jobs, then
+    /// signals them to stop (their lock context's `cancelled()` fires), waits up to
+    /// `shutdown_cancel_period`, and finally aborts what is left. Every held lock is released
+    /// (honouring `lock_at_least_for`) before this returns.
+    ///
+    /// A second call returns an empty report.
+    pub async fn shutdown(&self) -> ShutdownReport {
+        let Some(mut loops) = self.loops.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return ShutdownReport::default();
+        };
+        let runtime = &self.runtime;
+        runtime.shutdown.cancel();
+        tracing::info!("scheduler shutting down: no new ticks");
+        let phases = [
+            (
+                self.config.shutdown_grace_period,
+                &runtime.stop,
+                "asking running jobs to stop",
+            ),
+            (
+                self.config.shutdown_cancel_period,
+                &runtime.abort,
+                "aborting jobs that did not stop",
+            ),
+        ];
+        for (wait, next_phase, message) in phases {
+            let all_done =
+                tokio::time::timeout(wait, async { while loops.join_next().await.is_some() {} })
+                    .await
+                    .is_ok();
+            if all_done {
+                break;
+            }
+            tracing::warn!("{message}");
+            next_phase.cancel();
+        }
+        while loops.join_next().await.is_some() {}
+        let counters = &runtime.counters;
+        let report = ShutdownReport {
+            finished: counters.finished.load(Ordering::Relaxed),
+            cancelled: counters.cancelled.load(Ordering::Relaxed),
+            aborted: counters.aborted.load(Ordering::Relaxed),
+            locks_released: counters.locks_released.load(Ordering::Relaxed),
+        };
+        tracing::info!(?report, "scheduler stopped");
+        report
+    }
+
+    /// Waits for ctrl-c (or SIGTERM on Unix), then shuts down gracefully.
+    pub async fn shutdown_on_signal(&self) -> ShutdownReport {
+        wait_for_signal().await;
+        self.shutdown().await
+    }
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM; waiting for ctrl-c only");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        self.runtime.shutdown.cancel();
+    }
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("jobs", &self.jobs)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Scheduler`]; see [`Scheduler::builder`].
+pub struct SchedulerBuilder<S> {
+    provider: Option<Arc<dyn LockProvider>>,
+    config: SchedulerConfig,
+    registry: Option<JobRegistry<S>>,
+    listeners: Vec<Arc<dyn LockListener>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl<S> SchedulerBuilder<S> {
+    /// The lock store for locked jobs. Without one, only unlocked jobs may be registered.
+    pub fn provider(mut self, provider: impl LockProvider) -> Self {
+        self.provider = Some(Arc::new(provider));
+        self
+    }
+
+    /// A shared lock store.
+    pub fn shared_provider(mut self, provider: Arc<dyn LockProvider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// The configuration (defaults otherwise).
+    pub fn config(mut self, config: SchedulerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// A listener for lock events of every job (acquired, skipped, released, …).
+    pub fn listener(mut self, listener: impl LockListener) -> Self {
+        self.listeners.push(Arc::new(listener));
+        self
+    }
+
+    /// The wall clock cron schedules are read on (the system clock by default; tests use
+    /// [`TokioClock`](crate::TokioClock) with paused time).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The jobs to run and their state.
+    pub fn registry<T>(self, registry: JobRegistry<T>) -> SchedulerBuilder<T> {
+        SchedulerBuilder {
+            provider: self.provider,
+            config: self.config,
+            registry: Some(registry),
+            listeners: self.listeners,
+            clock: self.clock,
+        }
+    }
+}
+
+impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
+    /// Validates the configuration and every job, then starts one runner per job on the
+    /// current tokio runtime.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the field (and job) that is wrong; [`Error::Scheduler`]
+    /// for duplicate job names or a locked job without a provider.
+    pub async fn start(self) -> Result<Scheduler, Error> {
+        let config = self.config;
+        config.validate()?;
+        let locks_released = Arc::new(AtomicUsize::new(0));
+        let shutdown = CancellationToken::new();
+        let executor = self.provider.map(|provider| {
+            if let Some(holder) = &config.holder
+                && holder != provider.holder()
+            {
+                tracing::warn!(
+                    configured = %holder, provider = provider.holder(),
+                    "config.holder differs from the provider's holder; the provider's is used"
+                );
+            }
+            let counting = ReleaseCounter {
+                shutdown: shutdown.clone(),
+                released: Arc::clone(&locks_released),
+            };
+            self.listeners
+                .into_iter()
+                .fold(
+                    LockingTaskExecutor::from_shared(provider),
+                    LockingTaskExecutor::with_shared_listener,
+                )
+                .with_listener(counting)
+        });
+        let (state, registered) = match self.registry {
+            Some(registry) => (Some(registry.state), registry.jobs),
+            None => (None, Vec::new()),
+        };
+        let prepared = prepare_jobs(&registered, &config, executor.is_some())?;
+        let runtime = Arc::new(Runtime {
+            executor,
+            zone: config.zone()?,
+            clock: self.clock,
+            shutdown,
+            stop: CancellationToken::new(),
+            abort: CancellationToken::new(),
+            counters: ShutdownCounters {
+                locks_released,
+                ..ShutdownCounters::default()
+            },
+        });
+
+        let mut loops = JoinSet::new();
+        let mut jobs = Vec::new();
+        let mut run_now: Vec<RunNow> = Vec::new();
+        for (prepared, state) in prepared
+            .into_iter()
+            .zip(std::iter::repeat_with(|| state.clone()))
+        {
+            // Jobs come only with a registry, and so with its state.
+            let Some(state) = state else { break };
+            let status = Arc::new(JobState::new(
+                prepared.job.name.to_string(),
+                prepared.job.schedule.to_string(),
+                prepared.lock.as_ref().map(|lock| lock.name().to_owned()),
+            ));
+            run_now.push(run_now_fn(&prepared.job, &runtime, &config, &state));
+            if config.enabled {
+                loops.spawn(prepared.run(state, Arc::clone(&runtime), Arc::clone(&status)));
+            }
+            jobs.push(status);
+        }
+        tracing::info!(
+            jobs = jobs.len(),
+            enabled = config.enabled,
+            "scheduler started"
+        );
+        Ok(Scheduler {
+            runtime,
+            config,
+            jobs,
+            run_now,
+            loops: Mutex::new(Some(loops)),
+        })
+    }
+}
+
+fn prepare_jobs<S: Clone>(
+    jobs: &[Job<S>],
+    config: &SchedulerConfig,
+    has_provider: bool,
+) -> Result<Vec<PreparedJob<S>>, Error> {
+    let mut names = HashSet::new();
+    jobs.iter()
+        .map(|job| {
+            if !names.insert(job.name.clone()) {
+                return Err(Error::Scheduler(format!(
+                    "two jobs are named `{}`; job names must be unique",
+                    job.name
+                )));
+            }
+            let Some(job_lock) = &job.lock else {
+                return Ok(PreparedJob { job: job.clone(), lock: None, keep_alive: None });
+            };
+            if !has_provider {
+                return Err(Error::Scheduler(format!(
+                    "job `{}` runs under lock `{}` but the scheduler has no lock provider",
+                    job.name, job_lock.name
+                )));
+            }
+            let lock = config.lock_configuration(job_lock)?;
+            let keep_alive = job_lock.keep_alive.unwrap_or(config.keep_alive).then(|| {
+                config
+                    .keep_alive_interval
+                    .unwrap_or(lock.lock_at_most_for() / 3)
+            });
+            if let Some(interval) = keep_alive
+                && (interval.is_zero() || interval >= lock.lock_at_most_for()) {
+                    return Err(Error::invalid_config(
+                        "keep_alive_interval",
+                        format!(
+                            "job `{}`: the keep-alive interval must be shorter than lock_at_most_for ({})",
+                            job.name,
+                            humantime::format_duration(lock.lock_at_most_for())
+                        ),
+                    ));
+                }
+            Ok(PreparedJob { job: job.clone(), lock: Some(lock), keep_alive })
+        })
+        .collect()
+}
+
+fn run_now_fn<S: Clone + Send + Sync + 'static>(
+    job: &Job<S>,
+    runtime: &Arc<Runtime>,
+    config: &SchedulerConfig,
+    state: &S,
+) -> RunNow {
+    let (job, runtime, config, state) = (
+        job.clone(),
+        Arc::clone(runtime),
+        config.clone(),
+        state.clone(),
+    );
+    Box::new(move || {
+        let (job, runtime, config, state) = (
+            job.clone(),
+            Arc::clone(&runtime),
+            config.clone(),
+            state.clone(),
+        );
+        Box::pin(async move {
+            match &runtime.executor {
+                Some(executor) => job.run_once(executor, &config, state).await,
+                None => Ok(TaskResult::Executed((job.run)(state).await)),
+            }
+        })
+    })
+}
+
+/// Counts locks released once shutdown has begun, for the report.
+struct ReleaseCounter {
+    shutdown: CancellationToken,
+    released: Arc<AtomicUsize>,
+}
+
+impl LockListener for ReleaseCounter {
+    fn on_event(&self, event: &LockEvent<'_>) {
+        if matches!(event, LockEvent::Released(_)) && self.shutdown.is_cancelled() {
+            self.released.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl<S> fmt::Debug for SchedulerBuilder<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SchedulerBuilder")
+            .field("provider", &self.provider)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,130 @@
+//! What the scheduler reports: per-job status and the shutdown summary.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+/// How a job's last tick ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JobOutcome {
+    /// The job ran and returned normally.
+    Executed {
+        /// How long it ran.
+        duration: Duration,
+    },
+    /// Another instance held the lock; the job did not run.
+    Skipped,
+    /// The tick came while this instance's previous run was still going; it was skipped.
+    Overlapped,
+    /// The job returned an error (its display text).
+    Failed(String),
+    /// The job panicked (the panic message).
+    Panicked(String),
+    /// The lock store failed on acquire; the job did not run this tick.
+    StoreError(String),
+    /// The job was aborted at shutdown after ignoring the stop signal.
+    Aborted,
+}
+
+/// A registered job as the scheduler sees it now.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct JobStatus {
+    /// The job's name.
+    pub name: String,
+    /// Its schedule, in words.
+    pub schedule: String,
+    /// The lock it runs under, if any.
+    pub lock_name: Option<String>,
+    /// When it fires next (wall clock), if known.
+    pub next_fire: Option<SystemTime>,
+    /// Whether a run is in progress on this instance.
+    pub running: bool,
+    /// How the last tick ended.
+    pub last_outcome: Option<JobOutcome>,
+    /// Runs on this instance so far.
+    pub executions: u64,
+    /// Ticks skipped because another instance held the lock.
+    pub skips: u64,
+}
+
+/// What [`Scheduler::shutdown`](crate::Scheduler::shutdown) did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Runs that finished on their own within the grace period.
+    pub finished: usize,
+    /// Runs that finished after being asked to stop (the lock context's `cancelled()` fired).
+    pub cancelled: usize,
+    /// Runs aborted because they did not stop in time.
+    pub aborted: usize,
+    /// Locks released during shutdown.
+    pub locks_released: usize,
+}
+
+/// Live status of one job, updated by its runner.
+#[derive(Debug)]
+pub(crate) struct JobState {
+    pub(crate) name: String,
+    pub(crate) schedule: String,
+    pub(crate) lock_name: Option<String>,
+    next_fire: Mutex<Option<SystemTime>>,
+    last_outcome: Mutex<Option<JobOutcome>>,
+    running: AtomicBool,
+    executions: AtomicU64,
+    skips: AtomicU64,
+}
+
+impl JobState {
+    pub(crate) fn new(name: String, schedule: String, lock_name: Option<String>) -> Self {
+        JobState {
+            name,
+            schedule,
+            lock_name,
+            next_fire: Mutex::new(None),
+            last_outcome: Mutex::new(None),
+            running: AtomicBool::new(false),
+            executions: AtomicU64::new(0),
+            skips: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn set_next_fire(&self, next: Option<SystemTime>) {
+        *self.next_fire.lock().unwrap_or_else(|e| e.into_inner()) = next;
+    }
+
+    pub(crate) fn set_running(&self, running: bool) {
+        self.running.store(running, Ordering::Release);
+    }
+
+    pub(crate) fn record(&self, outcome: JobOutcome) {
+        match outcome {
+            JobOutcome::Skipped => {
+                self.skips.fetch_add(1, Ordering::Relaxed);
+            }
+            JobOutcome::Overlapped | JobOutcome::StoreError(_) => {}
+            _ => {
+                self.executions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        *self.last_outcome.lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
+    }
+
+    pub(crate) fn snapshot(&self) -> JobStatus {
+        JobStatus {
+            name: self.name.clone(),
+            schedule: self.schedule.clone(),
+            lock_name: self.lock_name.clone(),
+            next_fire: *self.next_fire.lock().unwrap_or_else(|e| e.into_inner()),
+            running: self.running.load(Ordering::Acquire),
+            last_outcome: self
+                .last_outcome
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            executions: self.executions.load(Ordering::Relaxed),
+            skips: self.skips.load(Ordering::Relaxed),
+        }
+    }
+}
