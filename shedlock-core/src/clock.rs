@@ -35,8 +35,13 @@ pub struct TokioClock {
 impl TokioClock {
     /// A clock starting now. Call it inside a tokio runtime when time is paused.
     pub fn new() -> Self {
+        Self::starting_at(SystemTime::now())
+    }
+
+    /// A clock showing `origin` now, e.g. a date just before a daylight-saving change.
+    pub fn starting_at(origin: SystemTime) -> Self {
         TokioClock {
-            origin: SystemTime::now(),
+            origin,
             origin_instant: tokio::time::Instant::now(),
         }
     }

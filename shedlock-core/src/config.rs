@@ -27,7 +27,6 @@ use crate::{Error, lock_config};
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-#[non_exhaustive]
 pub struct SchedulerConfig {
     /// Lease of a job whose lock sets no `lock_at_most_for`. Default: 10 minutes.
     #[serde(with = "humantime_serde")]

@@ -184,3 +184,85 @@ impl fmt::Display for Schedule {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{FixedOffset, Offset, TimeZone};
+
+    fn utc(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn zoned_cron_follows_daylight_saving_changes() {
+        let nine_in_berlin = Schedule::cron("0 0 9 * * *")
+            .unwrap()
+            .in_zone("Europe/Berlin")
+            .unwrap();
+        let fire = |after| nine_in_berlin.next_cron_fire(utc(after), Tz::UTC).unwrap();
+        // Before the spring change: 09:00 CET is 08:00 UTC.
+        assert_eq!(fire("2026-03-28T00:00:00Z"), utc("2026-03-28T08:00:00Z"));
+        // The day of the change (02:00 CET -> 03:00 CEST): 09:00 CEST is 07:00 UTC.
+        assert_eq!(fire("2026-03-28T12:00:00Z"), utc("2026-03-29T07:00:00Z"));
+        // Autumn (03:00 CEST -> 02:00 CET): back to 08:00 UTC.
+        assert_eq!(fire("2026-10-24T12:00:00Z"), utc("2026-10-25T08:00:00Z"));
+    }
+
+    #[test]
+    fn a_frozen_offset_would_be_an_hour_off() {
+        // What tokio-cron-scheduler 0.15 does: take the zone's offset once, at job creation
+        // (here in winter), and keep it. After the change it fires at 10:00 Berlin time.
+        let cron = parse_cron("0 0 9 * * *").unwrap();
+        let created = utc("2026-03-01T00:00:00Z");
+        let frozen: FixedOffset = Tz::Europe__Berlin
+            .offset_from_utc_datetime(&created.naive_utc())
+            .fix();
+        let frozen_fire = cron
+            .find_next_occurrence(&utc("2026-03-30T00:00:00Z").with_timezone(&frozen), false)
+            .unwrap()
+            .with_timezone(&Utc);
+        let ours = Schedule::cron("0 0 9 * * *")
+            .unwrap()
+            .in_zone("Europe/Berlin")
+            .unwrap();
+        let ours = ours
+            .next_cron_fire(utc("2026-03-30T00:00:00Z"), Tz::UTC)
+            .unwrap();
+        assert_eq!(frozen_fire, utc("2026-03-30T08:00:00Z"));
+        assert_eq!(ours, utc("2026-03-30T07:00:00Z"));
+    }
+
+    #[test]
+    fn default_zone_applies_when_none_is_set() {
+        let nine = Schedule::cron("0 0 9 * * *").unwrap();
+        let fire = nine
+            .next_cron_fire(utc("2026-07-01T00:00:00Z"), Tz::America__New_York)
+            .unwrap();
+        assert_eq!(fire, utc("2026-07-01T13:00:00Z"));
+    }
+
+    #[test]
+    fn cron_dialect_matches_tokio_cron_scheduler() {
+        assert!(Schedule::cron("0 0 9 * * *").is_ok());
+        assert!(
+            Schedule::cron("0 0 9 * * * 2030").is_ok(),
+            "optional year field"
+        );
+        let err = Schedule::cron("0 9 * * *").unwrap_err().to_string();
+        assert!(err.starts_with("invalid `cron`"), "{err}");
+        assert!(matches!(
+            Schedule::fixed_rate(Duration::ZERO),
+            Err(Error::InvalidConfig {
+                field: "fixed_rate",
+                ..
+            })
+        ));
+        assert!(matches!(
+            Schedule::fixed_rate(Duration::from_secs(1))
+                .unwrap()
+                .in_zone("UTC"),
+            Err(Error::InvalidConfig { field: "zone", .. })
+        ));
+    }
+}

@@ -1,0 +1,555 @@
+//! The scheduler on the in-memory store with tokio's paused clock: exactly-once across
+//! instances, no self-overlap, panics and errors, graceful shutdown, fixed-rate catch-up.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use shedlock_core::{
+    Error, InMemoryLockProvider, Job, JobLock, JobOutcome, JobRegistry, LockConfiguration,
+    LockContext, LockingTaskExecutor, Schedule, Scheduler, SchedulerConfig, TokioClock,
+};
+
+/// One execution as a job saw it.
+#[derive(Debug, Clone)]
+struct Run {
+    #[allow(dead_code)] // shown in assertion messages
+    holder: String,
+    token: u64,
+    /// Whole seconds of paused time since the test started.
+    second: u64,
+}
+
+#[derive(Clone)]
+struct Journal {
+    runs: Arc<Mutex<Vec<Run>>>,
+    origin: tokio::time::Instant,
+}
+
+impl Journal {
+    fn new() -> Self {
+        Journal {
+            runs: Arc::default(),
+            origin: tokio::time::Instant::now(),
+        }
+    }
+
+    fn record(&self) {
+        let ctx = LockContext::current().expect("locked job");
+        self.runs.lock().unwrap().push(Run {
+            holder: ctx.holder(),
+            token: ctx.fencing_token(),
+            second: self.origin.elapsed().as_secs(),
+        });
+    }
+
+    fn runs(&self) -> Vec<Run> {
+        self.runs.lock().unwrap().clone()
+    }
+}
+
+fn every_second_job(journal: &Journal, at_least: Duration) -> Job<()> {
+    let journal = journal.clone();
+    Job::new(
+        "every_second",
+        Schedule::cron("* * * * * *").unwrap(),
+        move |()| {
+            let journal = journal.clone();
+            async move { journal.record() }
+        },
+    )
+    .with_lock(
+        JobLock::new("every_second")
+            .unwrap()
+            .lock_at_most_for(Duration::from_secs(10))
+            .unwrap()
+            .lock_at_least_for(at_least)
+            .unwrap(),
+    )
+}
+
+async fn start_instances(
+    count: usize,
+    job: &Job<()>,
+    store: &InMemoryLockProvider,
+) -> Vec<Scheduler> {
+    let mut instances = Vec::new();
+    for i in 0..count {
+        let scheduler = Scheduler::builder()
+            .provider(store.with_holder(format!("instance-{i}")))
+            .clock(Arc::new(TokioClock::new()))
+            .registry(JobRegistry::new(()).add(job.clone()))
+            .start()
+            .await
+            .unwrap();
+        instances.push(scheduler);
+    }
+    instances
+}
+
+#[tokio::test(start_paused = true)]
+async fn three_instances_run_every_tick_exactly_once() {
+    let journal = Journal::new();
+    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
+    let job = every_second_job(&journal, Duration::from_millis(500));
+    let instances = start_instances(3, &job, &store).await;
+    tokio::time::sleep(Duration::from_millis(7_500)).await;
+    for instance in &instances {
+        instance.shutdown().await;
+    }
+
+    let runs = journal.runs();
+    let seconds: Vec<u64> = runs.iter().map(|r| r.second).collect();
+    assert!(runs.len() >= 7, "too few runs: {runs:?}");
+    let mut unique = seconds.clone();
+    unique.dedup();
+    assert_eq!(unique, seconds, "a tick ran twice: {runs:?}");
+    assert!(
+        runs.windows(2).all(|w| w[0].token < w[1].token),
+        "tokens not increasing: {runs:?}"
+    );
+    let skips: u64 = instances.iter().map(|s| s.status()[0].skips).sum();
+    assert_eq!(
+        skips as usize,
+        2 * runs.len(),
+        "every tick: one run, two skips"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_lock_at_least_for_a_microsecond_job_runs_twice_per_tick() {
+    // The failure lock_at_least_for exists for: instances whose triggers fire at (nearly) the
+    // same instant each find the lock already released by the fast job and run it again.
+    let journal = Journal::new();
+    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
+    let job = every_second_job(&journal, Duration::ZERO);
+    let instances = start_instances(3, &job, &store).await;
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    for instance in &instances {
+        instance.shutdown().await;
+    }
+    let runs = journal.runs();
+    let distinct_seconds = {
+        let mut s: Vec<u64> = runs.iter().map(|r| r.second).collect();
+        s.dedup();
+        s.len()
+    };
+    assert!(
+        runs.len() > distinct_seconds,
+        "expected duplicates without lock_at_least_for: {runs:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_job_never_overlaps_itself() {
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (r, p, n) = (Arc::clone(&running), Arc::clone(&peak), Arc::clone(&runs));
+    let job = Job::new(
+        "slow",
+        Schedule::fixed_rate(Duration::from_secs(1)).unwrap(),
+        move |()| {
+            let (r, p, n) = (Arc::clone(&r), Arc::clone(&p), Arc::clone(&n));
+            async move {
+                let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+                p.fetch_max(now, Ordering::SeqCst);
+                n.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(3_500)).await;
+                r.fetch_sub(1, Ordering::SeqCst);
+            }
+        },
+    );
+    let scheduler = Scheduler::builder()
+        .registry(JobRegistry::new(()).add(job))
+        .start()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        peak.load(Ordering::SeqCst),
+        1,
+        "ran concurrently with itself"
+    );
+    // Runs start at 0, 4 and 8 s: the ticks in between were skipped, and firing went on.
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    scheduler.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn fixed_rate_keeps_firing_after_falling_behind() {
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let origin = tokio::time::Instant::now();
+    let s = Arc::clone(&starts);
+    let job = Job::new(
+        "catch_up",
+        Schedule::fixed_rate(Duration::from_secs(1)).unwrap(),
+        move |()| {
+            let s = Arc::clone(&s);
+            async move {
+                let at = origin.elapsed().as_millis() as u64;
+                s.lock().unwrap().push(at);
+                if at == 0 {
+                    tokio::time::sleep(Duration::from_millis(5_500)).await; // far behind once
+                }
+            }
+        },
+    );
+    let scheduler = Scheduler::builder()
+        .registry(JobRegistry::new(()).add(job))
+        .start()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(12_500)).await;
+    scheduler.shutdown().await;
+    let starts = starts.lock().unwrap().clone();
+    assert_eq!(
+        starts,
+        [0, 6_000, 7_000, 8_000, 9_000, 10_000, 11_000, 12_000]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn panics_and_errors_are_logged_and_the_next_tick_runs() {
+    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&calls);
+    let job = Job::new(
+        "flaky",
+        Schedule::fixed_rate(Duration::from_secs(1)).unwrap(),
+        move |()| {
+            let call = c.fetch_add(1, Ordering::SeqCst);
+            async move {
+                match call {
+                    0 => panic!("first run explodes"),
+                    1 => Err("second run fails".to_owned()),
+                    _ => Ok(()),
+                }
+            }
+        },
+    )
+    .with_lock(JobLock::new("flaky").unwrap());
+    let scheduler = Scheduler::builder()
+        .provider(store.with_holder("a"))
+        .registry(JobRegistry::new(()).add(job))
+        .start()
+        .await
+        .unwrap();
+    let other = LockingTaskExecutor::new(store.with_holder("b"));
+    let lock = LockConfiguration::new("flaky", Duration::from_secs(60), Duration::ZERO).unwrap();
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        matches!(&scheduler.status()[0].last_outcome, Some(JobOutcome::Panicked(m)) if m == "first run explodes")
+    );
+    assert!(
+        other.try_lock(&lock).await.unwrap().is_some_and(|l| {
+            drop(l);
+            true
+        }),
+        "panic kept the lock"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        scheduler.status()[0].last_outcome,
+        Some(JobOutcome::Failed("second run fails".into()))
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(matches!(
+        scheduler.status()[0].last_outcome,
+        Some(JobOutcome::Executed { .. })
+    ));
+    assert_eq!(scheduler.status()[0].executions, 3);
+    scheduler.shutdown().await;
+}
+
+fn long_job(name: &'static str, work: Duration, cooperative: bool) -> Job<()> {
+    Job::new(
+        name,
+        Schedule::fixed_rate(Duration::from_secs(3600)).unwrap(),
+        move |()| async move {
+            let ctx = LockContext::current().unwrap();
+            if cooperative {
+                tokio::select! {
+                    () = tokio::time::sleep(work) => {}
+                    () = ctx.cancelled() => {}
+                }
+            } else {
+                tokio::time::sleep(work).await;
+            }
+        },
+    )
+    .with_lock(JobLock::new(name).unwrap())
+}
+
+async fn shutdown_case(job: Job<()>) -> (shedlock_core::ShutdownReport, bool) {
+    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
+    let config = SchedulerConfig {
+        shutdown_grace_period: Duration::from_secs(5),
+        shutdown_cancel_period: Duration::from_secs(2),
+        ..SchedulerConfig::default()
+    };
+    let lock = LockConfiguration::new(
+        job.lock().unwrap().name(),
+        Duration::from_secs(60),
+        Duration::ZERO,
+    )
+    .unwrap();
+    let scheduler = Scheduler::builder()
+        .provider(store.with_holder("a"))
+        .config(config)
+        .registry(JobRegistry::new(()).add(job))
+        .start()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(scheduler.status()[0].running);
+    let report = scheduler.shutdown().await;
+    let free = LockingTaskExecutor::new(store.with_holder("b"))
+        .try_lock(&lock)
+        .await
+        .unwrap()
+        .is_some();
+    (report, free)
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_waits_for_a_job_that_finishes_within_the_grace_period() {
+    let (report, free) = shutdown_case(long_job("finishes", Duration::from_secs(2), false)).await;
+    assert_eq!(
+        (
+            report.finished,
+            report.cancelled,
+            report.aborted,
+            report.locks_released
+        ),
+        (1, 0, 0, 1)
+    );
+    assert!(free, "a second instance must get the released lock at once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_signals_a_long_job_which_stops() {
+    let (report, free) =
+        shutdown_case(long_job("cooperates", Duration::from_secs(600), true)).await;
+    assert_eq!(
+        (
+            report.finished,
+            report.cancelled,
+            report.aborted,
+            report.locks_released
+        ),
+        (0, 1, 0, 1)
+    );
+    assert!(free);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_aborts_a_job_that_ignores_the_signal_and_releases_its_lock() {
+    let (report, free) = shutdown_case(long_job("ignores", Duration::from_secs(600), false)).await;
+    assert_eq!(
+        (
+            report.finished,
+            report.cancelled,
+            report.aborted,
+            report.locks_released
+        ),
+        (0, 0, 1, 1)
+    );
+    assert!(free);
+}
+
+#[tokio::test(start_paused = true)]
+async fn keep_alive_holds_the_lock_three_times_past_lock_at_most_for() {
+    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
+    let job = Job::new(
+        "long",
+        Schedule::fixed_rate(Duration::from_secs(3600)).unwrap(),
+        |()| async {
+            let ctx = LockContext::current().unwrap();
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_secs(30)) => Ok(()),
+                () = ctx.cancelled() => Err("lease lost"),
+            }
+        },
+    )
+    .with_lock(
+        JobLock::new("long")
+            .unwrap()
+            .lock_at_most_for(Duration::from_secs(10))
+            .unwrap()
+            .keep_alive(true),
+    );
+    let scheduler = Scheduler::builder()
+        .provider(store.with_holder("a"))
+        .registry(JobRegistry::new(()).add(job))
+        .start()
+        .await
+        .unwrap();
+    let other = LockingTaskExecutor::new(store.with_holder("b"));
+    let lock = LockConfiguration::new("long", Duration::from_secs(10), Duration::ZERO).unwrap();
+    for _ in 0..28 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(
+            other.try_lock(&lock).await.unwrap().is_none(),
+            "lock lost while kept alive"
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(matches!(
+        scheduler.status()[0].last_outcome,
+        Some(JobOutcome::Executed { .. })
+    ));
+    scheduler.shutdown().await;
+}
+
+#[tokio::test]
+async fn start_rejects_bad_setups_with_clear_errors() {
+    let locked = Job::new(
+        "locked",
+        Schedule::fixed_rate(Duration::from_secs(1)).unwrap(),
+        |()| async {},
+    )
+    .with_lock(JobLock::new("locked").unwrap());
+    let err = Scheduler::builder()
+        .registry(JobRegistry::new(()).add(locked.clone()))
+        .start()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Scheduler(m) if m.contains("no lock provider")),
+        "{err}"
+    );
+
+    let err = Scheduler::builder()
+        .provider(InMemoryLockProvider::new())
+        .registry(JobRegistry::new(()).add(locked.clone()).add(locked.clone()))
+        .start()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Scheduler(m) if m.contains("two jobs are named `locked`")),
+        "{err}"
+    );
+
+    let config = SchedulerConfig {
+        default_zone: "Nowhere/Land".into(),
+        ..SchedulerConfig::default()
+    };
+    let err = Scheduler::builder()
+        .config(config)
+        .start()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidConfig {
+                field: "default_zone",
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    let config = SchedulerConfig {
+        keep_alive: true,
+        keep_alive_interval: Some(Duration::from_secs(700)),
+        ..SchedulerConfig::default()
+    };
+    let err = Scheduler::builder()
+        .config(config)
+        .start()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidConfig {
+                field: "keep_alive_interval",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn status_and_run_now() {
+    let job = Job::new(
+        "report",
+        Schedule::cron("0 0 3 * * *")
+            .unwrap()
+            .in_zone("Europe/Berlin")
+            .unwrap(),
+        |()| async {},
+    )
+    .with_lock(JobLock::new("report").unwrap());
+    let store = InMemoryLockProvider::new();
+    let scheduler = Scheduler::builder()
+        .provider(store.with_holder("a"))
+        .registry(JobRegistry::new(()).add(job))
+        .start()
+        .await
+        .unwrap();
+    tokio::task::yield_now().await;
+    let status = &scheduler.status()[0];
+    assert_eq!(status.schedule, "cron \"0 0 3 * * *\" in Europe/Berlin");
+    assert_eq!(status.lock_name.as_deref(), Some("report"));
+    assert!(status.next_fire.is_some());
+    assert!(scheduler.run_now("report").await.unwrap().was_executed());
+    let held = LockingTaskExecutor::new(store.with_holder("b"))
+        .try_lock(
+            &LockConfiguration::new("report", Duration::from_secs(60), Duration::ZERO).unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !scheduler.run_now("report").await.unwrap().was_executed(),
+        "held elsewhere: skipped"
+    );
+    held.release().await.unwrap();
+    assert!(matches!(
+        scheduler.run_now("nope").await,
+        Err(Error::Scheduler(_))
+    ));
+    scheduler.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn zoned_cron_fires_at_the_right_wall_clock_time_across_a_dst_change() {
+    // 2026-03-29 00:59:58 UTC is 01:59:58 CET, two seconds before Berlin moves to CEST.
+    let start = std::time::UNIX_EPOCH + Duration::from_secs(1_774_745_998);
+    let clock = Arc::new(TokioClock::starting_at(start));
+    let fired_at = Arc::new(Mutex::new(Vec::new()));
+    let (f, c) = (Arc::clone(&fired_at), Arc::clone(&clock));
+    let job = Job::new(
+        "morning",
+        Schedule::cron("0 0 9 * * *")
+            .unwrap()
+            .in_zone("Europe/Berlin")
+            .unwrap(),
+        move |()| {
+            let (f, c) = (Arc::clone(&f), Arc::clone(&c));
+            async move { f.lock().unwrap().push(shedlock_core::Clock::now(&*c)) }
+        },
+    );
+    let scheduler = Scheduler::builder()
+        .clock(clock.clone())
+        .registry(JobRegistry::new(()).add(job))
+        .start()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(7 * 3600)).await;
+    scheduler.shutdown().await;
+    let fired: Vec<chrono::DateTime<chrono::Utc>> = fired_at
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|t| (*t).into())
+        .collect();
+    // 09:00 CEST = 07:00 UTC; a frozen CET offset would have fired at 08:00 UTC.
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    assert_eq!(fired[0].to_rfc3339(), "2026-03-29T07:00:00+00:00");
+}
