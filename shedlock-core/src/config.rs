@@ -51,6 +51,8 @@ pub struct SchedulerConfig {
     /// How often keep-alive extends the lease; `None`: a third of `lock_at_most_for`.
     #[serde(with = "humantime_serde")]
     pub keep_alive_interval: Option<Duration>,
+    /// Timing of the elections leader-only jobs follow.
+    pub leader_election: crate::ElectionConfig,
     /// Whether jobs run at all on this instance (e.g. off in a one-off maintenance process).
     /// Default: true.
     pub enabled: bool,
@@ -67,6 +69,7 @@ impl Default for SchedulerConfig {
             shutdown_cancel_period: Duration::from_secs(5),
             keep_alive: false,
             keep_alive_interval: None,
+            leader_election: crate::ElectionConfig::default(),
             enabled: true,
         }
     }
@@ -99,6 +102,7 @@ impl SchedulerConfig {
             ));
         }
         self.zone()?;
+        self.leader_election.validate()?;
         if let Some(interval) = self.keep_alive_interval
             && (interval.is_zero() || interval >= self.default_lock_at_most_for)
         {

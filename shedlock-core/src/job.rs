@@ -31,6 +31,7 @@ pub struct Job<S> {
     pub(crate) name: Cow<'static, str>,
     pub(crate) schedule: Schedule,
     pub(crate) lock: Option<JobLock>,
+    pub(crate) leader: Option<Cow<'static, str>>,
     pub(crate) run: Arc<RunFn<S>>,
 }
 
@@ -48,6 +49,7 @@ impl<S> Job<S> {
             name: name.into(),
             schedule,
             lock: None,
+            leader: None,
             run: Arc::new(move |state| {
                 let run = run(state);
                 Box::pin(async move { run.await.into_job_result() })
@@ -59,6 +61,25 @@ impl<S> Job<S> {
     pub fn with_lock(mut self, lock: JobLock) -> Self {
         self.lock = Some(lock);
         self
+    }
+
+    /// Runs the job only while this instance leads the election `election` (no per-run lock):
+    /// the scheduler campaigns in that election on its provider.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`leader`) for an invalid election name.
+    pub fn leader_only(mut self, election: impl Into<Cow<'static, str>>) -> Result<Self, Error> {
+        let election = election.into();
+        validate_lock_name(&election).map_err(|_| {
+            Error::invalid_config("leader", format!("invalid election name {election:?}"))
+        })?;
+        self.leader = Some(election);
+        Ok(self)
+    }
+
+    /// The election the job follows, if it is leader-only.
+    pub fn leader(&self) -> Option<&str> {
+        self.leader.as_deref()
     }
 
     /// The job's name.
@@ -107,6 +128,7 @@ impl<S> Clone for Job<S> {
             name: self.name.clone(),
             schedule: self.schedule.clone(),
             lock: self.lock.clone(),
+            leader: self.leader.clone(),
             run: Arc::clone(&self.run),
         }
     }
@@ -118,6 +140,7 @@ impl<S> fmt::Debug for Job<S> {
             .field("name", &self.name)
             .field("schedule", &self.schedule)
             .field("lock", &self.lock)
+            .field("leader", &self.leader)
             .finish_non_exhaustive()
     }
 }

@@ -31,6 +31,7 @@
 mod clock;
 mod config;
 mod context;
+mod election;
 mod error;
 mod executor;
 mod holder;
@@ -54,6 +55,7 @@ pub mod conformance;
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use config::SchedulerConfig;
 pub use context::LockContext;
+pub use election::{ElectionConfig, LeaderElection, LeaderElectionBuilder, LeaderState};
 pub use error::{BoxError, Error, Operation};
 pub use executor::{LockingTaskExecutor, TaskResult};
 pub use holder::default_holder;

@@ -40,6 +40,7 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct InMemoryLockProvider {
     rows: Arc<Mutex<HashMap<Arc<str>, Row>>>,
+    released: tokio::sync::broadcast::Sender<Arc<str>>,
     clock: Arc<dyn Clock>,
     holder: Arc<str>,
 }
@@ -57,6 +58,7 @@ impl InMemoryLockProvider {
     pub fn new() -> Self {
         InMemoryLockProvider {
             rows: Arc::default(),
+            released: tokio::sync::broadcast::channel(64).0,
             clock: Arc::new(SystemClock),
             holder: default_holder().into(),
         }
@@ -126,6 +128,8 @@ impl LockProvider for InMemoryLockProvider {
         match rows.get_mut(lease.name()) {
             Some(row) if self.owns(row, lease) && row.lock_until > now => {
                 row.lock_until = now.max(row.locked_at + lease.lock_at_least_for());
+                // Nobody listening is fine: hints are best effort.
+                let _ = self.released.send(lease.shared_name());
                 Ok(true)
             }
             _ => Ok(false),
@@ -155,5 +159,9 @@ impl LockProvider for InMemoryLockProvider {
 
     fn holder(&self) -> &str {
         &self.holder
+    }
+
+    fn release_hints(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
+        Some(self.released.subscribe())
     }
 }

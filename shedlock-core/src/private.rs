@@ -69,3 +69,9 @@ pub fn lock_context() -> LockContext {
 pub fn assert_send<F: Future + Send>(future: F) -> F {
     future
 }
+
+/// Marks a job leader-only; the macro already validated the election name.
+pub fn leader_only<S>(job: Job<S>, election: &'static str) -> Job<S> {
+    job.leader_only(election)
+        .expect("election name validated at compile time")
+}

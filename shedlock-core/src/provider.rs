@@ -45,6 +45,15 @@ pub trait LockProvider: Send + Sync + Debug + 'static {
 
     /// The identity this provider acquires locks as.
     fn holder(&self) -> &str;
+
+    /// A wake-up hint: a channel on which the store announces the names of released locks
+    /// (e.g. PostgreSQL `LISTEN/NOTIFY`), so that waiting candidates can retry at once.
+    ///
+    /// Hints may be lost (a reconnect, a full channel); waiters must keep polling. The default
+    /// is `None`: no hints, polling only.
+    fn release_hints(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
+        None
+    }
 }
 
 #[async_trait]
@@ -67,6 +76,9 @@ impl<P: LockProvider + ?Sized> LockProvider for Arc<P> {
     }
     fn holder(&self) -> &str {
         (**self).holder()
+    }
+    fn release_hints(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
+        (**self).release_hints()
     }
 }
 

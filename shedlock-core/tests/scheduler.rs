@@ -553,3 +553,57 @@ async fn zoned_cron_fires_at_the_right_wall_clock_time_across_a_dst_change() {
     assert_eq!(fired.len(), 1, "{fired:?}");
     assert_eq!(fired[0].to_rfc3339(), "2026-03-29T07:00:00+00:00");
 }
+
+#[tokio::test(start_paused = true)]
+async fn leader_only_jobs_run_on_the_leader_and_move_on_resign() {
+    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
+    let ran_by = Arc::new(Mutex::new(Vec::<(usize, u64)>::new()));
+    let origin = tokio::time::Instant::now();
+    let mut instances = Vec::new();
+    for i in 0..2 {
+        let r = Arc::clone(&ran_by);
+        let job = Job::new(
+            "batch_work",
+            Schedule::fixed_rate(Duration::from_secs(1)).unwrap(),
+            move |()| {
+                let r = Arc::clone(&r);
+                async move { r.lock().unwrap().push((i, origin.elapsed().as_secs())) }
+            },
+        )
+        .leader_only("batch")
+        .unwrap();
+        let scheduler = Scheduler::builder()
+            .provider(store.with_holder(format!("instance-{i}")))
+            .registry(JobRegistry::new(()).add(job))
+            .start()
+            .await
+            .unwrap();
+        instances.push(scheduler);
+        tokio::time::sleep(Duration::from_millis(10)).await; // instance 0 campaigns first
+    }
+    tokio::time::sleep(Duration::from_millis(5_500)).await;
+    let before: Vec<usize> = ran_by.lock().unwrap().iter().map(|(i, _)| *i).collect();
+    assert!(
+        before.len() >= 4 && before.iter().all(|&i| i == 0),
+        "only the leader runs: {before:?}"
+    );
+    assert_eq!(
+        instances[1].status()[0].last_outcome,
+        Some(JobOutcome::NotLeader)
+    );
+
+    instances[0].shutdown().await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let after: Vec<usize> = ran_by
+        .lock()
+        .unwrap()
+        .iter()
+        .skip(before.len())
+        .map(|(i, _)| *i)
+        .collect();
+    assert!(
+        !after.is_empty() && after.iter().all(|&i| i == 1),
+        "the new leader takes over: {after:?}"
+    );
+    instances[1].shutdown().await;
+}

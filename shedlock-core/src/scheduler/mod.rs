@@ -11,7 +11,7 @@
 mod runner;
 mod status;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 pub use status::{JobOutcome, JobStatus, ShutdownReport};
 
 use crate::{
-    Clock, Error, Job, JobRegistry, LockEvent, LockListener, LockProvider, LockingTaskExecutor,
-    SchedulerConfig, SystemClock, TaskResult,
+    Clock, Error, Job, JobRegistry, LeaderElection, LockEvent, LockListener, LockProvider,
+    LockingTaskExecutor, SchedulerConfig, SystemClock, TaskResult,
 };
 use runner::{PreparedJob, Runtime, ShutdownCounters};
 use status::JobState;
@@ -54,6 +54,7 @@ use status::JobState;
 /// ```
 pub struct Scheduler {
     runtime: Arc<Runtime>,
+    elections: Vec<Arc<LeaderElection>>,
     config: SchedulerConfig,
     jobs: Vec<Arc<JobState>>,
     run_now: Vec<RunNow>,
@@ -143,6 +144,9 @@ impl Scheduler {
             next_phase.cancel();
         }
         while loops.join_next().await.is_some() {}
+        for election in &self.elections {
+            election.resign().await;
+        }
         let counters = &runtime.counters;
         let report = ShutdownReport {
             finished: counters.finished.load(Ordering::Relaxed),
@@ -289,7 +293,8 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
             Some(registry) => (Some(registry.state), registry.jobs),
             None => (None, Vec::new()),
         };
-        let prepared = prepare_jobs(&registered, &config, executor.is_some())?;
+        let elections = start_elections(&registered, &config, executor.as_ref())?;
+        let prepared = prepare_jobs(&registered, &config, executor.is_some(), &elections)?;
         let runtime = Arc::new(Runtime {
             executor,
             zone: config.zone()?,
@@ -330,6 +335,7 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
         );
         Ok(Scheduler {
             runtime,
+            elections: elections.into_values().collect(),
             config,
             jobs,
             run_now,
@@ -338,10 +344,38 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
     }
 }
 
+/// One election per distinct leader name of the leader-only jobs, on the scheduler's provider.
+fn start_elections<S>(
+    jobs: &[Job<S>],
+    config: &SchedulerConfig,
+    executor: Option<&LockingTaskExecutor>,
+) -> Result<HashMap<String, Arc<LeaderElection>>, Error> {
+    let mut elections = HashMap::new();
+    for job in jobs {
+        let Some(name) = &job.leader else { continue };
+        if elections.contains_key(name.as_ref()) || !config.enabled {
+            continue;
+        }
+        let Some(executor) = executor else {
+            return Err(Error::Scheduler(format!(
+                "job `{}` follows election `{name}` but the scheduler has no lock provider",
+                job.name
+            )));
+        };
+        let election =
+            LeaderElection::builder_shared(name.to_string(), Arc::clone(executor.provider()))
+                .config(config.leader_election)
+                .start()?;
+        elections.insert(name.to_string(), Arc::new(election));
+    }
+    Ok(elections)
+}
+
 fn prepare_jobs<S: Clone>(
     jobs: &[Job<S>],
     config: &SchedulerConfig,
     has_provider: bool,
+    elections: &HashMap<String, Arc<LeaderElection>>,
 ) -> Result<Vec<PreparedJob<S>>, Error> {
     let mut names = HashSet::new();
     jobs.iter()
@@ -352,8 +386,9 @@ fn prepare_jobs<S: Clone>(
                     job.name
                 )));
             }
+            let leader = job.leader.as_ref().and_then(|name| elections.get(name.as_ref()).cloned());
             let Some(job_lock) = &job.lock else {
-                return Ok(PreparedJob { job: job.clone(), lock: None, keep_alive: None });
+                return Ok(PreparedJob { job: job.clone(), lock: None, keep_alive: None, leader });
             };
             if !has_provider {
                 return Err(Error::Scheduler(format!(
@@ -378,7 +413,7 @@ fn prepare_jobs<S: Clone>(
                         ),
                     ));
                 }
-            Ok(PreparedJob { job: job.clone(), lock: Some(lock), keep_alive })
+            Ok(PreparedJob { job: job.clone(), lock: Some(lock), keep_alive, leader })
         })
         .collect()
 }

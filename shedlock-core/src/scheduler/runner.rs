@@ -14,7 +14,9 @@ use tracing::Instrument;
 use super::status::{JobOutcome, JobState};
 use crate::executor::ExecuteOptions;
 use crate::schedule::ScheduleKind;
-use crate::{Clock, Job, LockConfiguration, LockContext, LockingTaskExecutor, TaskResult};
+use crate::{
+    Clock, Job, LeaderElection, LockConfiguration, LockContext, LockingTaskExecutor, TaskResult,
+};
 
 /// Longest single sleep while waiting for a wall-clock fire time, so a clock step (NTP,
 /// suspend) is noticed within this long.
@@ -49,6 +51,7 @@ pub(crate) struct PreparedJob<S> {
     pub(crate) job: Job<S>,
     pub(crate) lock: Option<LockConfiguration>,
     pub(crate) keep_alive: Option<Duration>,
+    pub(crate) leader: Option<Arc<LeaderElection>>,
 }
 
 impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
@@ -160,6 +163,13 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
 
     /// One run: spawned as its own task so a panic is caught and shutdown can abort it.
     async fn tick(&self, state: S, runtime: &Runtime, status: &JobState) {
+        if let Some(election) = &self.leader {
+            if !election.is_leader() {
+                tracing::debug!(job = %self.job.name, election = election.name(), "not the leader, skipped");
+                status.record(JobOutcome::NotLeader);
+                return;
+            }
+        }
         let span = tracing::info_span!(
             "shedlock_job",
             job = %self.job.name,

@@ -17,6 +17,8 @@ pub enum JobOutcome {
     Skipped,
     /// The tick came while this instance's previous run was still going; it was skipped.
     Overlapped,
+    /// A leader-only job's tick came while this instance did not lead; it was skipped.
+    NotLeader,
     /// The job returned an error (its display text).
     Failed(String),
     /// The job panicked (the panic message).
@@ -103,7 +105,7 @@ impl JobState {
             JobOutcome::Skipped => {
                 self.skips.fetch_add(1, Ordering::Relaxed);
             }
-            JobOutcome::Overlapped | JobOutcome::StoreError(_) => {}
+            JobOutcome::Overlapped | JobOutcome::NotLeader | JobOutcome::StoreError(_) => {}
             _ => {
                 self.executions.fetch_add(1, Ordering::Relaxed);
             }

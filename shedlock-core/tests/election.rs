@@ -1,0 +1,234 @@
+//! Leader election on the in-memory store with paused time.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use shedlock_core::{
+    ElectionConfig, Error, InMemoryLockProvider, LeaderElection, LeaderState, LockConfiguration,
+    LockLease, LockProvider, Operation, TokioClock, async_trait,
+};
+use tokio::time::Instant;
+
+/// A provider whose connection to the store can be cut.
+#[derive(Debug, Clone)]
+struct Cuttable {
+    inner: InMemoryLockProvider,
+    cut: Arc<AtomicBool>,
+}
+
+impl Cuttable {
+    fn check(&self, operation: Operation, name: &str) -> Result<(), Error> {
+        if self.cut.load(Ordering::SeqCst) {
+            return Err(Error::store(operation, name, "connection refused"));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl LockProvider for Cuttable {
+    async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
+        self.check(Operation::Acquire, config.name())?;
+        self.inner.acquire(config).await
+    }
+    async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
+        self.check(Operation::Release, lease.name())?;
+        self.inner.release(lease).await
+    }
+    async fn extend(
+        &self,
+        lease: &LockLease,
+        at_most: Duration,
+        at_least: Duration,
+    ) -> Result<Option<LockLease>, Error> {
+        self.check(Operation::Extend, lease.name())?;
+        self.inner.extend(lease, at_most, at_least).await
+    }
+    fn holder(&self) -> &str {
+        self.inner.holder()
+    }
+    fn release_hints(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
+        self.inner.release_hints()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Event {
+    Elected { who: usize, term: u64, at: Duration },
+    Revoked { who: usize, at: Duration },
+}
+
+struct Cluster {
+    elections: Vec<LeaderElection>,
+    cuts: Vec<Arc<AtomicBool>>,
+    events: Arc<Mutex<Vec<Event>>>,
+}
+
+impl Cluster {
+    fn start(size: usize) -> Self {
+        let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let origin = Instant::now();
+        let mut elections = Vec::new();
+        let mut cuts = Vec::new();
+        for who in 0..size {
+            let cut = Arc::new(AtomicBool::new(false));
+            let provider = Cuttable {
+                inner: store.with_holder(format!("candidate-{who}")),
+                cut: Arc::clone(&cut),
+            };
+            let (e1, e2) = (Arc::clone(&events), Arc::clone(&events));
+            let election = LeaderElection::builder("leader", provider)
+                .config(ElectionConfig::default())
+                .on_elected(move |term| {
+                    e1.lock().unwrap().push(Event::Elected {
+                        who,
+                        term,
+                        at: origin.elapsed(),
+                    })
+                })
+                .on_revoked(move || {
+                    e2.lock().unwrap().push(Event::Revoked {
+                        who,
+                        at: origin.elapsed(),
+                    })
+                })
+                .start()
+                .unwrap();
+            elections.push(election);
+            cuts.push(cut);
+        }
+        Cluster {
+            elections,
+            cuts,
+            events,
+        }
+    }
+
+    fn leaders(&self) -> Vec<usize> {
+        (0..self.elections.len())
+            .filter(|&i| self.elections[i].is_leader())
+            .collect()
+    }
+
+    fn events(&self) -> Vec<Event> {
+        self.events.lock().unwrap().clone()
+    }
+
+    async fn wait_for_leader(&self, not: Option<usize>) -> (usize, Duration) {
+        let started = Instant::now();
+        loop {
+            if let Some(&leader) = self.leaders().iter().find(|&&l| Some(l) != not) {
+                return (leader, started.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn exactly_one_leader_at_every_observation() {
+    let cluster = Cluster::start(3);
+    for _ in 0..600 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            cluster.leaders().len() <= 1,
+            "two leaders: {:?}",
+            cluster.leaders()
+        );
+    }
+    assert_eq!(cluster.leaders().len(), 1);
+    let elected: Vec<Event> = cluster.events();
+    assert_eq!(
+        elected.len(),
+        1,
+        "leadership must be stable while the leader renews: {elected:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn graceful_resign_hands_over_at_once() {
+    let cluster = Cluster::start(3);
+    let (first, _) = cluster.wait_for_leader(None).await;
+    let first_term = match cluster.elections[first].state() {
+        LeaderState::Leader { term } => term,
+        LeaderState::Follower => unreachable!(),
+    };
+    let resigned_at = Instant::now();
+    cluster.elections[first].resign().await;
+    let (second, _) = cluster.wait_for_leader(Some(first)).await;
+    let handover = resigned_at.elapsed();
+    assert!(
+        handover < Duration::from_millis(100),
+        "handover took {handover:?}: the release hint was not used"
+    );
+    let LeaderState::Leader { term } = cluster.elections[second].state() else {
+        unreachable!()
+    };
+    assert!(term > first_term, "terms must increase");
+    let events = cluster.events();
+    assert!(
+        matches!(events[1], Event::Revoked { who, .. } if who == first),
+        "{events:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn leader_cut_from_the_store_steps_down_before_anyone_else_is_elected() {
+    let cluster = Cluster::start(3);
+    let (first, _) = cluster.wait_for_leader(None).await;
+    cluster.cuts[first].store(true, Ordering::SeqCst);
+    let (second, waited) = cluster.wait_for_leader(Some(first)).await;
+    assert!(
+        waited <= Duration::from_secs(15) + Duration::from_millis(2_400) + Duration::from_secs(2),
+        "took {waited:?}"
+    );
+    let events = cluster.events();
+    let revoked_at = events.iter().find_map(|e| match e {
+        Event::Revoked { who, at } if *who == first => Some(*at),
+        _ => None,
+    });
+    let elected_at = events.iter().find_map(|e| match e {
+        Event::Elected { who, at, .. } if *who == second => Some(*at),
+        _ => None,
+    });
+    let (revoked_at, elected_at) = (revoked_at.expect("revoked"), elected_at.expect("elected"));
+    assert!(
+        revoked_at < elected_at,
+        "old leader still leading when the new one was elected: {events:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn crashed_leader_is_replaced_within_lease_plus_retry() {
+    let cluster = Cluster::start(3);
+    let (first, _) = cluster.wait_for_leader(None).await;
+    // A crash: the leader's process stops talking to the store and never releases.
+    cluster.cuts[first].store(true, Ordering::SeqCst);
+    let (_, waited) = cluster.wait_for_leader(Some(first)).await;
+    let bound = Duration::from_secs(15) + Duration::from_millis(2_400);
+    assert!(waited <= bound, "takeover took {waited:?}, bound {bound:?}");
+}
+
+#[tokio::test]
+async fn invalid_timing_is_rejected_naming_the_field() {
+    let config = ElectionConfig {
+        renew_deadline: Duration::from_secs(20),
+        ..ElectionConfig::default()
+    };
+    let err = LeaderElection::builder("x", InMemoryLockProvider::new())
+        .config(config)
+        .start()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidConfig {
+                field: "lease_duration",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
