@@ -226,10 +226,10 @@ impl LeaderElection {
     /// on PostgreSQL within milliseconds) and `on_revoked` runs before this returns.
     pub async fn resign(&self) {
         self.stop.cancel();
-        if let Some(task) = self.task.lock().await.take() {
-            if let Err(error) = task.await {
-                tracing::error!(election = %self.name, %error, "election task failed");
-            }
+        if let Some(task) = self.task.lock().await.take()
+            && let Err(error) = task.await
+        {
+            tracing::error!(election = %self.name, %error, "election task failed");
         }
     }
 }

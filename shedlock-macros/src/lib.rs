@@ -1,15 +1,139 @@
-//! Attribute macros for shedlock (placeholder, see issue 4).
+//! Attribute macros of [shedlock](https://docs.rs/shedlock): `#[scheduled]` says when an async
+//! function runs, `#[scheduler_lock]` makes it run on one instance of the fleet at a time.
+//!
+//! Use them through the `shedlock` facade (`use shedlock::{scheduled, scheduler_lock};`), which
+//! also provides what the generated code calls. Every argument is checked at compile time with
+//! the same rules the scheduler applies at run time (cron syntax, time zones, durations, lock
+//! names), and a mistake is reported on the literal that holds it.
+//!
+//! ```ignore
+//! use shedlock::{LockContext, scheduled, scheduler_lock};
+//!
+//! #[scheduled(cron = "0 */5 * * * *")]
+//! #[scheduler_lock(name = "purge_sessions", lock_at_most_for = "10m", lock_at_least_for = "30s")]
+//! async fn purge_sessions(state: AppState, lock: LockContext) -> anyhow::Result<()> {
+//!     state.db.purge_sessions(lock.fencing_token()).await
+//! }
+//!
+//! // at startup
+//! let job = shedlock::job!(purge_sessions);
+//! ```
+//!
+//! # What is generated
+//!
+//! The function stays as written, callable like any `async fn`. Beside it, in the type
+//! namespace, the macro adds a hidden type of the same name implementing
+//! `shedlock::__private::JobFactory<State>`; `shedlock::job!(purge_sessions)` calls it to build
+//! a `shedlock::Job<State>` with the function's name as the job's name, its schedule and, with
+//! `#[scheduler_lock]`, its lock. Durations are emitted as `Duration::new(secs, nanos)`, so
+//! nothing is parsed at run time.
+//!
+//! Jobs must be free functions (in a module or a block): the hidden type cannot live in an
+//! `impl` block.
+
+mod attr;
+mod duration;
+mod expand;
+mod signature;
+mod validate;
 
 use proc_macro::TokenStream;
 
-/// Schedules an async function.
+use crate::expand::Macro;
+
+/// Runs an `async fn` on a schedule: a cron expression, a fixed rate or a fixed delay.
+///
+/// ```ignore
+/// #[scheduled(cron = "0 30 2 * * *", zone = "Europe/Berlin")]   // 02:30:00 Berlin time
+/// async fn nightly_report(state: AppState) -> Result<(), ReportError> { … }
+///
+/// #[scheduled(fixed_rate = "30s", initial_delay = "5s")]
+/// async fn poll_queue(state: AppState) { … }
+///
+/// let job = shedlock::job!(nightly_report);  // a `shedlock::Job<AppState>`
+/// ```
+///
+/// Alone, `#[scheduled]` runs the job on every instance. Add
+/// [`#[scheduler_lock]`](macro@scheduler_lock) to run it on one instance at a time; the two
+/// attributes may be written in either order.
+///
+/// # Arguments
+///
+/// Exactly one of `cron`, `fixed_rate` and `fixed_delay`:
+///
+/// | key | value | example |
+/// |---|---|---|
+/// | `cron` | 6 fields, seconds first, optional 7th field for the year; day-of-month and day-of-week must both match | `cron = "0 */5 * * * *"` |
+/// | `fixed_rate` | duration from start to start (a run still going makes the next start skip) | `fixed_rate = "30s"` |
+/// | `fixed_delay` | duration from the end of one run to the start of the next | `fixed_delay = "1m"` |
+/// | `zone` | IANA time zone the cron expression is read in (only with `cron`; default: the scheduler's `default_zone`); daylight-saving changes are followed | `zone = "Europe/Berlin"` |
+/// | `initial_delay` | wait after the scheduler starts before the first run | `initial_delay = "10s"` |
+/// | `crate` | path of the `shedlock` crate, when it is renamed in `Cargo.toml` or re-exported | `crate = "my_platform::shedlock"` |
+///
+/// Durations are written in humantime (`"10m"`, `"1h 30m"`, `"500ms"`) or ISO-8601
+/// (`"PT10M"`, `"PT1H30M"`, `"PT0.5S"`, `"P1D"`; years and months are refused, as their length
+/// varies). Periods must be greater than zero.
+///
+/// # The function
+///
+/// - `async`, not generic, not a method (no `self`);
+/// - parameters, in any order, each optional: the application state (any owned type the
+///   scheduler clones for each run, usually a struct of `Arc`s or pools) and a
+///   `shedlock::LockContext` (only with `#[scheduler_lock]`: the lock's fencing token,
+///   extension and the lost-lock signal);
+/// - returns `()` or any `Result<T, E>` with `E: Display`; an error is logged with the job's name;
+/// - its future must be `Send` (it is spawned); otherwise the error is reported on the attribute.
+///
+/// Without a state parameter the job fits a registry of any state type.
 #[proc_macro_attribute]
-pub fn scheduled(_args: TokenStream, item: TokenStream) -> TokenStream {
-    item
+pub fn scheduled(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::expand(Macro::Scheduled, args.into(), item.into()).into()
 }
 
-/// Runs a scheduled function under a cluster-wide lock.
+/// Runs a [`#[scheduled]`](macro@scheduled) job under a cluster-wide lock: on each tick, the
+/// instance that takes the lock runs the job, the others skip it.
+///
+/// ```ignore
+/// #[scheduled(cron = "0/30 * * * * *", zone = "Europe/Berlin")]
+/// #[scheduler_lock(name = "publish_news", lock_at_least_for = "1m", lock_at_most_for = "5m")]
+/// async fn publish_news(state: AppState, lock: LockContext) -> Result<(), AppError> {
+///     state.news.publish(lock.fencing_token()).await
+/// }
+/// ```
+///
+/// # Arguments
+///
+/// | key | value | example |
+/// |---|---|---|
+/// | `name` | required: the lock's name, the same on every instance; 1 to 64 bytes, no control characters | `name = "publish_news"` |
+/// | `lock_at_most_for` | the lease: if the holder dies, the lock frees itself after this long; greater than zero (default: the scheduler's `default_lock_at_most_for`) | `lock_at_most_for = "5m"` |
+/// | `lock_at_least_for` | the lock stays taken at least this long, even when the job ends sooner, so that instances whose clocks trigger a little later skip the run; at most `lock_at_most_for` (default: `default_lock_at_least_for`) | `lock_at_least_for = "30s"` |
+/// | `keep_alive` | extend the lease while the job runs, for jobs that may outlast `lock_at_most_for` (default: the scheduler's `keep_alive`) | `keep_alive = true` |
+/// | `crate` | path of the `shedlock` crate, as for `#[scheduled]` | `crate = "renamed_shedlock"` |
+///
+/// Durations take the same forms as in `#[scheduled]`.
+///
+/// A `LockContext` parameter of the function receives the held lock: its
+/// `fencing_token()` (pass it to the resource you write, so a holder whose lease was taken over
+/// cannot overwrite a newer one), `extend(..)`, and `cancelled()`, which fires when the lease
+/// can no longer be trusted.
+///
+/// # Running a job by hand
+///
+/// The job built by `shedlock::job!` runs once, now, under its lock with
+/// `Job::run_once(&executor, &config, state)`: `TaskResult::Skipped` when another instance
+/// holds the lock, `TaskResult::Executed(Err(text))` when the job failed.
+///
+/// ```ignore
+/// let executor = LockingTaskExecutor::new(provider);
+/// let outcome = shedlock::job!(publish_news)
+///     .run_once(&executor, &SchedulerConfig::default(), state)
+///     .await?;
+/// ```
+///
+/// `#[scheduler_lock]` without `#[scheduled]` is an error; to run other code under a lock, use
+/// `LockingTaskExecutor::execute`.
 #[proc_macro_attribute]
-pub fn scheduler_lock(_args: TokenStream, item: TokenStream) -> TokenStream {
-    item
+pub fn scheduler_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::expand(Macro::SchedulerLock, args.into(), item.into()).into()
 }

@@ -163,12 +163,12 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
 
     /// One run: spawned as its own task so a panic is caught and shutdown can abort it.
     async fn tick(&self, state: S, runtime: &Runtime, status: &JobState) {
-        if let Some(election) = &self.leader {
-            if !election.is_leader() {
-                tracing::debug!(job = %self.job.name, election = election.name(), "not the leader, skipped");
-                status.record(JobOutcome::NotLeader);
-                return;
-            }
+        if let Some(election) = &self.leader
+            && !election.is_leader()
+        {
+            tracing::debug!(job = %self.job.name, election = election.name(), "not the leader, skipped");
+            status.record(JobOutcome::NotLeader);
+            return;
         }
         let span = tracing::info_span!(
             "shedlock_job",
