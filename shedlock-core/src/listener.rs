@@ -1,5 +1,7 @@
 //! Lock events, for metrics and alerts.
 
+use std::fmt;
+
 use crate::{Error, LockLease};
 
 /// Something that happened to a lock, reported to every [`LockListener`].
@@ -40,6 +42,39 @@ pub enum LockEvent<'a> {
     },
     /// The lease can no longer be trusted: the running task was signalled.
     Lost(&'a LockLease),
+}
+
+impl fmt::Display for LockEvent<'_> {
+    /// One line for logs: `acquired `job` (holder a:1:b2c3, token 7)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lease = |f: &mut fmt::Formatter<'_>, what: &str, lease: &LockLease| {
+            write!(
+                f,
+                "{what} `{}` (holder {}, token {})",
+                lease.name(),
+                lease.holder(),
+                lease.fencing_token()
+            )
+        };
+        match self {
+            LockEvent::Acquired(l) => lease(f, "acquired", l),
+            LockEvent::Skipped { lock_name } => write!(f, "skipped `{lock_name}`: held elsewhere"),
+            LockEvent::AcquireFailed { lock_name, error } => {
+                write!(f, "failed to acquire `{lock_name}`: {error}")
+            }
+            LockEvent::Released(l) => lease(f, "released", l),
+            LockEvent::ReleaseFailed { lease: l, error } => {
+                lease(f, "failed to release", l)?;
+                write!(f, ": {error}")
+            }
+            LockEvent::Extended(l) => lease(f, "extended", l),
+            LockEvent::ExtendFailed { lease: l, error } => {
+                lease(f, "failed to extend", l)?;
+                write!(f, ": {error}")
+            }
+            LockEvent::Lost(l) => lease(f, "lost", l),
+        }
+    }
 }
 
 /// Receives [`LockEvent`]s, e.g. to count skipped runs or export metrics.
