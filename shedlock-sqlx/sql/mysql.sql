@@ -1,0 +1,21 @@
+-- shedlock lock table for MySQL and MariaDB.
+-- ShedLock's layout with UTC DATETIME(3) times (written from UTC_TIMESTAMP(3); unlike TIMESTAMP
+-- they do not depend on the session time zone), a case-sensitive lock name, and the fencing
+-- token, which every acquisition increments. MySqlLockProvider::create_schema() runs the same.
+CREATE TABLE IF NOT EXISTS shedlock (
+    name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    lock_until DATETIME(3) NOT NULL,
+    locked_at DATETIME(3) NOT NULL,
+    locked_by VARCHAR(255) NOT NULL,
+    fencing_token BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (name)
+);
+
+-- A table created by ShedLock (Java) keeps working once it has the token column (run once;
+-- create_schema() checks first). Existing rows start at token 0.
+--   ALTER TABLE shedlock ADD COLUMN fencing_token BIGINT NOT NULL DEFAULT 0;
+-- ShedLock's MySQL DDL declares TIMESTAMP(3) times, which MySQL converts through the session
+-- time zone (wrong around DST changes unless every session runs in UTC). Convert them in a
+-- session with the time zone ShedLock's connections used (by default the server's), which keeps
+-- the UTC values it wrote:
+--   ALTER TABLE shedlock MODIFY lock_until DATETIME(3) NOT NULL, MODIFY locked_at DATETIME(3) NOT NULL;

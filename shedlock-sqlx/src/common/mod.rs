@@ -1,0 +1,98 @@
+//! What every dialect shares: identifier validation, the builder, error mapping, lock rows,
+//! and conversions between Rust and SQL values.
+
+mod builder;
+mod error;
+mod identifier;
+mod row;
+mod shared_api;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use chrono::NaiveDateTime;
+use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
+
+pub use builder::{ColumnNames, LockProviderBuilder};
+pub use row::LockRow;
+
+#[cfg(feature = "postgres")]
+pub(crate) use builder::ReleaseNotify;
+pub(crate) use builder::{Table, validate_holder};
+pub(crate) use error::store_error;
+#[cfg(feature = "postgres")]
+pub(crate) use identifier::MAX_IDENTIFIER_LEN;
+pub(crate) use shared_api::shared_api;
+
+/// Longest lease written to a table: about 1000 years, so `now + lease` stays inside every
+/// dialect's date range (MySQL `DATETIME` and SQLite text end at year 9999).
+const MAX_LEASE_MILLIS: i64 = 1000 * 365 * 24 * 60 * 60 * 1000;
+
+/// A lease duration in whole milliseconds for SQL: rounded up (a lock never ends early) and
+/// capped at about 1000 years ("forever" for a scheduler).
+pub(crate) fn lease_millis(duration: Duration) -> i64 {
+    let millis = duration.as_nanos().div_ceil(1_000_000);
+    i64::try_from(millis).map_or(MAX_LEASE_MILLIS, |m| m.min(MAX_LEASE_MILLIS))
+}
+
+/// A UTC timestamp read from the lock table.
+pub(crate) fn system_time(utc: NaiveDateTime) -> SystemTime {
+    utc.and_utc().into()
+}
+
+/// A fencing token as the `BIGINT` column holds it. Tokens come from the table, so one that
+/// does not fit cannot match any row: `None` means "not ours".
+pub(crate) fn token_param(fencing_token: u64) -> Option<i64> {
+    i64::try_from(fencing_token).ok()
+}
+
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+/// A fencing token read from the table. The statements never write one below 1, but a row
+/// edited by hand may hold anything.
+pub(crate) fn token_from_db(token: i64) -> Result<u64, String> {
+    u64::try_from(token).map_err(|_| format!("the table returned a negative fencing token {token}"))
+}
+
+/// SQL text built once at construction from a [`Table`], whose identifiers were validated.
+/// Shared, so handing it to `sqlx::query` per call costs a reference count, not a copy.
+pub(crate) fn trusted_sql(text: String) -> SqlStr {
+    AssertSqlSafe(Arc::<str>::from(text)).into_sql_str()
+}
+
+/// The lock name guard every dialect applies before touching the table: `LockConfiguration`
+/// already enforces it, but MySQL's `INSERT IGNORE` would silently truncate a longer name.
+pub(crate) fn check_lock_name(name: &str) -> Result<(), shedlock_core::Error> {
+    if name.len() > shedlock_core::MAX_LOCK_NAME_LEN {
+        return Err(shedlock_core::Error::invalid_config(
+            "name",
+            format!(
+                "lock name is {} bytes long, the name column holds {}",
+                name.len(),
+                shedlock_core::MAX_LOCK_NAME_LEN
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_millis_rounds_up_and_caps() {
+        assert_eq!(lease_millis(Duration::ZERO), 0);
+        assert_eq!(lease_millis(Duration::from_nanos(1)), 1);
+        assert_eq!(lease_millis(Duration::from_millis(800)), 800);
+        assert_eq!(lease_millis(Duration::from_micros(800_001)), 801);
+        assert_eq!(lease_millis(Duration::MAX), MAX_LEASE_MILLIS);
+    }
+
+    #[test]
+    fn tokens_convert_without_panicking() {
+        assert_eq!(token_param(u64::MAX), None);
+        assert_eq!(token_param(7), Some(7));
+        assert!(token_from_db(-1).is_err());
+        assert_eq!(token_from_db(i64::MAX), Ok(i64::MAX as u64));
+    }
+}

@@ -1,0 +1,64 @@
+//! One row of the lock table, as the read-only inspection methods return it.
+
+use std::fmt;
+use std::time::SystemTime;
+
+use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
+
+use super::system_time;
+
+/// A row of the lock table, read with `lock_state` or `list_locks`.
+///
+/// `held` is decided by the database clock at the moment of reading (`lock_until > now`).
+/// [`Display`](fmt::Display) prints one line for a person:
+/// `nightly: held by web-1:4121:a83e until 2025-06-01T12:00:00.000Z (token 7)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockRow {
+    /// The lock's name.
+    pub name: String,
+    /// When the current or last lease ends (database clock, UTC).
+    pub lock_until: SystemTime,
+    /// When the current or last lease was granted (database clock, UTC).
+    pub locked_at: SystemTime,
+    /// Who holds or last held the lock.
+    pub locked_by: String,
+    /// The token of the last acquisition, as stored (0 for a row no shedlock provider acquired yet).
+    pub fencing_token: i64,
+    /// Whether the lease was still running when the row was read (database clock).
+    pub held: bool,
+}
+
+impl LockRow {
+    pub(crate) fn from_parts(
+        (name, lock_until, locked_at, locked_by, fencing_token, held): RowParts,
+    ) -> Self {
+        LockRow {
+            name,
+            lock_until: system_time(lock_until),
+            locked_at: system_time(locked_at),
+            locked_by,
+            fencing_token,
+            held,
+        }
+    }
+}
+
+/// The columns of the dialects' inspection queries, in order.
+pub(crate) type RowParts = (String, NaiveDateTime, NaiveDateTime, String, i64, bool);
+
+impl fmt::Display for LockRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let time =
+            |t: SystemTime| DateTime::<Utc>::from(t).to_rfc3339_opts(SecondsFormat::Millis, true);
+        let state = if self.held { "held" } else { "last held" };
+        write!(
+            f,
+            "{}: {state} by {} until {} (token {})",
+            self.name,
+            self.locked_by,
+            time(self.lock_until),
+            self.fencing_token
+        )
+    }
+}

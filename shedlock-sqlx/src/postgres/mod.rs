@@ -1,0 +1,302 @@
+//! The PostgreSQL provider.
+
+mod statements;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::NaiveDateTime;
+use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation, async_trait};
+use sqlx::{PgPool, Postgres, Transaction};
+
+use crate::common::{
+    LockProviderBuilder, MAX_IDENTIFIER_LEN, ReleaseNotify, Table, check_lock_name, lease_millis,
+    shared_api, store_error, system_time, token_from_db, token_param,
+};
+use statements::Statements;
+
+/// Serialises concurrent `create_schema` calls across instances (an advisory lock key).
+const SCHEMA_LOCK_KEY: i64 = 0x5348_4544_4c4f_434b; // "SHEDLOCK"
+
+/// Locks in a PostgreSQL table, on the database's clock, with fencing tokens.
+///
+/// Each operation is one autocommit statement, one round trip: acquire is an
+/// `INSERT … ON CONFLICT DO UPDATE … WHERE lock_until <= now RETURNING …`, release and extend are
+/// `UPDATE`s matching name, holder **and** fencing token. Times are `TIMESTAMP` in UTC from
+/// `clock_timestamp()`, so neither instance clocks nor session time zones matter.
+///
+/// A successful release also sends `NOTIFY` on [`release_channel`](Self::release_channel)
+/// (default `<table>_released`, payload: the lock name) from the same statement, so waiting
+/// instances can `LISTEN` and retry at once instead of at their next poll. Notifications are a
+/// hint: they are lost while a listener reconnects, so keep polling too.
+///
+/// Clones share the pool and the prepared SQL.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use shedlock_core::{LockConfiguration, LockProvider};
+/// use shedlock_sqlx::PgLockProvider;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let pool = sqlx::PgPool::connect("postgres://localhost/app").await?;
+/// let provider = PgLockProvider::builder(pool).table("shedlock").build()?;
+/// provider.create_schema().await?;
+/// let config = LockConfiguration::new("nightly_report", Duration::from_secs(600), Duration::ZERO)?;
+/// if let Some(lease) = provider.acquire(&config).await? {
+///     println!("running with fencing token {}", lease.fencing_token());
+///     provider.release(&lease).await?;
+/// }
+/// # Ok(())
+/// # }
+/// ```
+///
+/// A pool used only for locks saves a round trip per operation with
+/// `PgPoolOptions::new().test_before_acquire(false)` (sqlx otherwise pings the connection on
+/// every checkout).
+#[derive(Debug, Clone)]
+pub struct PgLockProvider {
+    pool: PgPool,
+    holder: Arc<str>,
+    table: Arc<Table>,
+    channel: Option<Arc<str>>,
+    sql: Arc<Statements>,
+}
+
+shared_api!(PgLockProvider, PgPool);
+
+impl PgLockProvider {
+    /// The channel each successful release notifies (payload: the lock name), if enabled.
+    /// `LISTEN` on it, e.g. with `sqlx::postgres::PgListener::listen`, to learn at once that a
+    /// lock became free.
+    pub fn release_channel(&self) -> Option<&str> {
+        self.channel.as_deref()
+    }
+
+    /// Creates the lock table if it does not exist, and adds the `fencing_token` column to a
+    /// table created by ShedLock. Idempotent, and safe to run from several instances at once
+    /// (serialised by an advisory lock).
+    ///
+    /// # Errors
+    /// [`Error::Store`] (`Operation::Schema`) when the database refuses, e.g. for lack of rights.
+    pub async fn create_schema(&self) -> Result<(), Error> {
+        let fail = |e| store_error(Operation::Schema, &self.table.name, &self.table, e);
+        let mut tx = self.pool.begin().await.map_err(fail)?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(SCHEMA_LOCK_KEY)
+            .execute(&mut *tx)
+            .await
+            .map_err(fail)?;
+        sqlx::query(self.sql.create_table.clone())
+            .execute(&mut *tx)
+            .await
+            .map_err(fail)?;
+        // Checked first because ALTER TABLE takes an exclusive lock even when it changes nothing.
+        let has_token: bool = sqlx::query_scalar(self.sql.has_token_column.clone())
+            .bind(&self.table.name)
+            .bind(&self.table.columns.fencing_token)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(fail)?;
+        if !has_token {
+            sqlx::query(self.sql.add_token_column.clone())
+                .execute(&mut *tx)
+                .await
+                .map_err(fail)?;
+        }
+        tx.commit().await.map_err(fail)
+    }
+
+    /// The fencing guard for writes to this same database: inside the caller's transaction,
+    /// checks that the lease `(lock_name, fencing_token)` is still the live one (database clock)
+    /// and locks its row (`FOR SHARE`) until the transaction ends.
+    ///
+    /// While the row is locked nobody can take the lock over, so the caller's writes commit
+    /// before any later holder's; a holder that was paused past its lease gets
+    /// [`Error::LockLost`] here and should roll back. Takeover, release and extension of this
+    /// lock wait for the transaction, so keep it short.
+    ///
+    /// ```no_run
+    /// # use shedlock_sqlx::PgLockProvider;
+    /// # async fn job(provider: &PgLockProvider, lock: &shedlock_core::LockContext) -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut tx = provider.pool().begin().await?;
+    /// provider.verify_lease(&mut tx, lock.name(), lock.fencing_token()).await?;
+    /// sqlx::query("UPDATE accounts SET balance = balance * 1.01").execute(&mut *tx).await?;
+    /// tx.commit().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when the lease expired, was released or was taken over;
+    /// [`Error::Store`] (`Operation::Read`) when the query fails (e.g. a serialization failure
+    /// under `REPEATABLE READ`).
+    pub async fn verify_lease(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        lock_name: &str,
+        fencing_token: u64,
+    ) -> Result<(), Error> {
+        let live = match token_param(fencing_token) {
+            Some(token) => sqlx::query(self.sql.verify.clone())
+                .bind(lock_name)
+                .bind(token)
+                .fetch_optional(&mut **tx)
+                .await
+                .map_err(|e| store_error(Operation::Read, lock_name, &self.table, e))?
+                .is_some(),
+            None => false,
+        };
+        if live {
+            Ok(())
+        } else {
+            Err(Error::LockLost {
+                lock_name: lock_name.to_owned(),
+            })
+        }
+    }
+}
+
+impl LockProviderBuilder<PgPool> {
+    /// Notify this channel on every successful release instead of `<table>_released`
+    /// (at most 63 bytes, PostgreSQL's limit).
+    pub fn release_channel(mut self, channel: impl Into<String>) -> Self {
+        self.release_notify = ReleaseNotify::Channel(channel.into());
+        self
+    }
+
+    /// Release without `NOTIFY` (PostgreSQL serialises the commits of notifying transactions;
+    /// at thousands of releases per second that may matter).
+    pub fn without_release_notify(mut self) -> Self {
+        self.release_notify = ReleaseNotify::Off;
+        self
+    }
+
+    /// Validates the configuration and builds the provider.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the field: `table`, `columns.*`, `holder` or
+    /// `release_channel`.
+    pub fn build(self) -> Result<PgLockProvider, Error> {
+        let notify = self.release_notify.clone();
+        let (pool, table, holder) = self.validate()?;
+        let channel = match notify {
+            ReleaseNotify::Off => None,
+            ReleaseNotify::Default => {
+                Some(table.name.replace('.', "_").to_lowercase() + "_released")
+            }
+            ReleaseNotify::Channel(channel) => Some(channel),
+        };
+        if let Some(channel) = &channel
+            && (channel.is_empty() || channel.len() > MAX_IDENTIFIER_LEN || channel.contains('\0'))
+        {
+            return Err(Error::invalid_config(
+                "release_channel",
+                format!(
+                    "{channel:?} is not a usable channel name (1 to {MAX_IDENTIFIER_LEN} bytes); \
+                     set one with `release_channel` or use `without_release_notify`"
+                ),
+            ));
+        }
+        let sql = Statements::new(&table, channel.is_some());
+        Ok(PgLockProvider {
+            pool,
+            holder,
+            table: Arc::new(table),
+            channel: channel.map(Arc::from),
+            sql: Arc::new(sql),
+        })
+    }
+}
+
+/// A duration as an `INTERVAL` parameter, in whole milliseconds like the other dialects.
+fn interval(duration: Duration) -> Duration {
+    Duration::from_millis(lease_millis(duration).unsigned_abs())
+}
+
+#[async_trait]
+impl LockProvider for PgLockProvider {
+    async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
+        let name = config.name();
+        check_lock_name(name)?;
+        let row: Option<(i64, NaiveDateTime, NaiveDateTime)> =
+            sqlx::query_as(self.sql.acquire.clone())
+                .bind(name)
+                .bind(&*self.holder)
+                .bind(interval(config.lock_at_most_for()))
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| store_error(Operation::Acquire, name, &self.table, e))?;
+        let Some((token, locked_at, lock_until)) = row else {
+            return Ok(None);
+        };
+        let token = token_from_db(token).map_err(|e| Error::store(Operation::Acquire, name, e))?;
+        Ok(Some(LockLease::new(
+            config,
+            Arc::clone(&self.holder),
+            token,
+            system_time(locked_at),
+            system_time(lock_until),
+        )))
+    }
+
+    async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
+        let Some(token) = token_param(lease.fencing_token()) else {
+            return Ok(false);
+        };
+        let mut query = sqlx::query(self.sql.release.clone())
+            .bind(lease.name())
+            .bind(&*self.holder)
+            .bind(token)
+            .bind(interval(lease.lock_at_least_for()));
+        if let Some(channel) = &self.channel {
+            query = query.bind(&**channel);
+        }
+        let released = query
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| store_error(Operation::Release, lease.name(), &self.table, e))?;
+        Ok(released.is_some())
+    }
+
+    async fn extend(
+        &self,
+        lease: &LockLease,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+    ) -> Result<Option<LockLease>, Error> {
+        let Some(token) = token_param(lease.fencing_token()) else {
+            return Ok(None);
+        };
+        let lock_until: Option<NaiveDateTime> = sqlx::query_scalar(self.sql.extend.clone())
+            .bind(lease.name())
+            .bind(&*self.holder)
+            .bind(token)
+            .bind(interval(lock_at_most_for))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| store_error(Operation::Extend, lease.name(), &self.table, e))?;
+        Ok(lock_until
+            .map(|until| lease.extended(system_time(until), lock_at_most_for, lock_at_least_for)))
+    }
+
+    fn holder(&self) -> &str {
+        &self.holder
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::statements::create_table_sql;
+    use crate::common::LockProviderBuilder;
+
+    #[test]
+    fn sql_file_matches_the_generated_table() {
+        let (_, table, _) = LockProviderBuilder::new(()).validate().unwrap();
+        let file = include_str!("../../sql/postgres.sql");
+        assert!(
+            file.contains(&create_table_sql(&table)),
+            "sql/postgres.sql differs from create_table_sql:\n{}",
+            create_table_sql(&table)
+        );
+    }
+}

@@ -1,0 +1,124 @@
+//! The PostgreSQL statements, built once per provider from the validated table.
+//!
+//! Every statement reads the clock once, as `timezone('utc', clock_timestamp())`:
+//! `clock_timestamp()` is the time of the statement itself, where `now()` would be the start of
+//! an enclosing transaction; `timezone('utc', …)` gives a UTC `TIMESTAMP` whatever the session's
+//! time zone.
+
+use sqlx::SqlStr;
+
+use crate::common::{Table, trusted_sql};
+
+/// One statement per provider operation.
+#[derive(Debug)]
+pub(crate) struct Statements {
+    /// `$1` name, `$2` holder, `$3` lease: one row (token, locked_at, lock_until) if acquired.
+    pub(crate) acquire: SqlStr,
+    /// `$1` name, `$2` holder, `$3` token, `$4` lock_at_least_for[, `$5` channel]: one row if
+    /// released; with a channel it also notifies listeners, in the same statement.
+    pub(crate) release: SqlStr,
+    /// `$1` name, `$2` holder, `$3` token, `$4` lease: one row (lock_until) if extended.
+    pub(crate) extend: SqlStr,
+    /// `$1` name, `$2` token: one row if that lease is live; locks the row until the caller's
+    /// transaction ends.
+    pub(crate) verify: SqlStr,
+    /// `$1` name: the row.
+    pub(crate) lock_state: SqlStr,
+    /// Every row, by name.
+    pub(crate) list_locks: SqlStr,
+    /// `CREATE TABLE IF NOT EXISTS`.
+    pub(crate) create_table: SqlStr,
+    /// `$1` table, `$2` column: whether the fencing token column exists.
+    pub(crate) has_token_column: SqlStr,
+    /// Adds the fencing token column to a ShedLock table.
+    pub(crate) add_token_column: SqlStr,
+}
+
+const NOW: &str = "timezone('utc', clock_timestamp())";
+
+impl Statements {
+    pub(crate) fn new(table: &Table, notify: bool) -> Self {
+        let t = &table.name;
+        let c = &table.columns;
+        let (name, until, at, by, token) = (
+            &c.name,
+            &c.lock_until,
+            &c.locked_at,
+            &c.locked_by,
+            &c.fencing_token,
+        );
+        // The table is aliased `l` and the clock subquery `db`, so no configured column name
+        // can be ambiguous with `now`.
+        let acquire = format!(
+            "INSERT INTO {t} AS l ({name}, {until}, {at}, {by}, {token}) \
+             SELECT $1, db.now + $3, db.now, $2, 1 FROM (SELECT {NOW} AS now) AS db \
+             ON CONFLICT ({name}) DO UPDATE SET {until} = EXCLUDED.{until}, \
+             {at} = EXCLUDED.{at}, {by} = EXCLUDED.{by}, {token} = GREATEST(l.{token}, 0) + 1 \
+             WHERE l.{until} <= EXCLUDED.{at} \
+             RETURNING {token}, {at}, {until}"
+        );
+        let update_release = format!(
+            "UPDATE {t} AS l SET {until} = GREATEST(l.{at} + $4, db.now) \
+             FROM (SELECT {NOW} AS now) AS db \
+             WHERE l.{name} = $1 AND l.{by} = $2 AND l.{token} = $3 AND l.{until} > db.now \
+             RETURNING l.{name}"
+        );
+        let release = if notify {
+            format!(
+                "WITH released AS ({update_release}) SELECT pg_notify($5, {name}) FROM released"
+            )
+        } else {
+            update_release
+        };
+        let extend = format!(
+            "UPDATE {t} AS l SET {until} = db.now + $4 FROM (SELECT {NOW} AS now) AS db \
+             WHERE l.{name} = $1 AND l.{by} = $2 AND l.{token} = $3 AND l.{until} > db.now \
+             RETURNING l.{until}"
+        );
+        let verify = format!(
+            "SELECT 1 FROM {t} AS l \
+             WHERE l.{name} = $1 AND l.{token} = $2 AND l.{until} > {NOW} FOR SHARE"
+        );
+        let select_rows = format!(
+            "SELECT l.{name}, l.{until}, l.{at}, l.{by}, COALESCE(l.{token}, 0), l.{until} > {NOW} \
+             FROM {t} AS l"
+        );
+        Statements {
+            acquire: trusted_sql(acquire),
+            release: trusted_sql(release),
+            extend: trusted_sql(extend),
+            verify: trusted_sql(verify),
+            lock_state: trusted_sql(format!("{select_rows} WHERE l.{name} = $1")),
+            list_locks: trusted_sql(format!("{select_rows} ORDER BY l.{name}")),
+            create_table: trusted_sql(create_table_sql(table)),
+            has_token_column: trusted_sql(
+                "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::text::regclass \
+                 AND attname = lower($2) AND NOT attisdropped)"
+                    .to_owned(),
+            ),
+            add_token_column: trusted_sql(format!(
+                "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS {token} BIGINT NOT NULL DEFAULT 0"
+            )),
+        }
+    }
+}
+
+/// The table as `sql/postgres.sql` creates it: ShedLock's layout plus the fencing token.
+pub(crate) fn create_table_sql(table: &Table) -> String {
+    let c = &table.columns;
+    format!(
+        "CREATE TABLE IF NOT EXISTS {t} (\n    \
+         {name} VARCHAR(64) NOT NULL,\n    \
+         {until} TIMESTAMP NOT NULL,\n    \
+         {at} TIMESTAMP NOT NULL,\n    \
+         {by} VARCHAR(255) NOT NULL,\n    \
+         {token} BIGINT NOT NULL DEFAULT 0,\n    \
+         PRIMARY KEY ({name})\n);",
+        t = table.name,
+        name = c.name,
+        until = c.lock_until,
+        at = c.locked_at,
+        by = c.locked_by,
+        token = c.fencing_token,
+    )
+}

@@ -1,0 +1,84 @@
+//! What the per-database test files share: database URLs (skip locally, fail on CI), unique
+//! table names, and the conformance harness over any provider.
+
+// Each test binary uses a different part of this module.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use shedlock_core::LockProvider;
+use shedlock_core::conformance::Harness;
+
+/// The URL in `var`, or `None` after one line saying the tests were skipped.
+///
+/// # Panics
+/// When the variable is missing and `CI=true`: on CI a database that is not there is a failure,
+/// never a silent skip.
+pub(crate) fn database_url(var: &str, database: &str, example: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!(
+                "{var} is not set but CI=true: the {database} tests must run on CI (e.g. {example})"
+            )
+        }
+        _ => {
+            println!("skipped: {var} not set (set it to run {database} tests, e.g. {example})");
+            None
+        }
+    }
+}
+
+/// A table name no other test (thread or process) uses.
+pub(crate) fn unique_table(base: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!(
+        "{base}_{}_{}_{nanos:x}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The conformance harness for a real database: providers per holder over one table, and real
+/// waiting (the database's clock cannot be stepped).
+pub(crate) struct DbHarness {
+    provider_for: Box<ProviderFor>,
+}
+
+type ProviderFor = dyn Fn(&str) -> Arc<dyn LockProvider> + Send + Sync;
+
+impl DbHarness {
+    /// `provider_for(holder)` returns a provider acting as `holder` on the shared table.
+    pub(crate) fn new(
+        provider_for: impl Fn(&str) -> Arc<dyn LockProvider> + Send + Sync + 'static,
+    ) -> Self {
+        DbHarness {
+            provider_for: Box::new(provider_for),
+        }
+    }
+}
+
+#[shedlock_core::async_trait]
+impl Harness for DbHarness {
+    async fn provider(&self, holder: &str) -> Arc<dyn LockProvider> {
+        (self.provider_for)(holder)
+    }
+
+    async fn pass_time(&self, duration: Duration) {
+        tokio::time::sleep(duration).await;
+    }
+}
+
+/// Whole milliseconds between two instants of the same clock, `later - earlier`.
+pub(crate) fn millis_between(earlier: std::time::SystemTime, later: std::time::SystemTime) -> i128 {
+    match later.duration_since(earlier) {
+        Ok(d) => d.as_millis() as i128,
+        Err(e) => -(e.duration().as_millis() as i128),
+    }
+}
