@@ -2,7 +2,7 @@
 //! lost-lock signal.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -62,7 +62,10 @@ pub(crate) struct ActiveLock {
     state: Mutex<LeaseState>,
     /// Serialises extensions and the final release.
     store_ops: tokio::sync::Mutex<()>,
-    cancel: CancellationToken,
+    /// Created on first use: most runs never wait for the signal.
+    cancel: OnceLock<CancellationToken>,
+    /// The scheduler's stop request, if any.
+    stop: Option<CancellationToken>,
     lost: AtomicBool,
     released: AtomicBool,
 }
@@ -78,7 +81,7 @@ impl ActiveLock {
         service: Arc<LockService>,
         lease: LockLease,
         local_deadline: Instant,
-        cancel: CancellationToken,
+        stop: Option<CancellationToken>,
     ) -> Self {
         ActiveLock {
             name: lease.shared_name(),
@@ -88,7 +91,8 @@ impl ActiveLock {
                 local_deadline,
             }),
             store_ops: tokio::sync::Mutex::new(()),
-            cancel,
+            cancel: OnceLock::new(),
+            stop,
             lost: AtomicBool::new(false),
             released: AtomicBool::new(false),
         }
@@ -116,12 +120,27 @@ impl ActiveLock {
             let lease = self.lease();
             self.service.emit(LockEvent::Lost(&lease));
         }
-        self.cancel.cancel();
+        self.cancel_token().cancel();
+    }
+
+    fn cancel_token(&self) -> &CancellationToken {
+        self.cancel.get_or_init(CancellationToken::new)
     }
 
     /// Asks the task to stop (scheduler shutdown) without declaring the lease lost.
     pub(crate) fn request_stop(&self) {
-        self.cancel.cancel();
+        self.cancel_token().cancel();
+    }
+
+    /// Whether the task was asked to stop or the lease was lost.
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancel
+            .get()
+            .is_some_and(CancellationToken::is_cancelled)
+            || self
+                .stop
+                .as_ref()
+                .is_some_and(CancellationToken::is_cancelled)
     }
 
     /// Marks the lease lost if its local deadline has passed; returns whether it is lost.
@@ -159,11 +178,17 @@ impl ActiveLock {
     /// Releases the lease (honouring `lock_at_least_for`), once: later calls wait for the first
     /// to finish and return `Ok(false)`. `Ok(true)` when this call released it.
     pub(crate) async fn release(&self) -> Result<bool, Error> {
-        let _serialised = self.store_ops.lock().await;
+        // Uncontended in the common case: skip the async acquire.
+        let _serialised = match self.store_ops.try_lock() {
+            Ok(guard) => guard,
+            Err(_) => self.store_ops.lock().await,
+        };
         if self.released.swap(true, Ordering::AcqRel) {
             return Ok(false);
         }
-        self.cancel.cancel();
+        if let Some(cancel) = self.cancel.get() {
+            cancel.cancel();
+        }
         release_lease(&self.service, &self.lease())
             .await
             .map(|()| true)
@@ -180,8 +205,15 @@ impl ActiveLock {
     pub(crate) async fn cancelled(&self) {
         loop {
             let deadline = self.local_deadline();
+            let stop = async {
+                match &self.stop {
+                    Some(stop) => stop.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
-                () = self.cancel.cancelled() => return,
+                () = self.cancel_token().cancelled() => return,
+                () = stop => return,
                 () = tokio::time::sleep_until(deadline) => {
                     if self.check_deadline() {
                         return;
@@ -288,6 +320,6 @@ impl LockContext {
 
     /// Whether [`cancelled`](Self::cancelled) has fired.
     pub fn is_cancelled(&self) -> bool {
-        self.active.check_deadline() || self.active.cancel.is_cancelled()
+        self.active.check_deadline() || self.active.is_cancelled()
     }
 }

@@ -187,10 +187,12 @@ impl LockingTaskExecutor {
             return Ok(TaskResult::Skipped);
         };
         let (service, lease, local_deadline) = lock.into_parts();
-        let cancel = options
-            .stop
-            .map_or_else(CancellationToken::new, |stop| stop.child_token());
-        let active = Arc::new(ActiveLock::new(service, lease, local_deadline, cancel));
+        let active = Arc::new(ActiveLock::new(
+            service,
+            lease,
+            local_deadline,
+            options.stop,
+        ));
         if let Some(on_start) = options.on_start {
             on_start(LockContext::new(Arc::clone(&active)));
         }

@@ -128,8 +128,10 @@ impl LockProvider for InMemoryLockProvider {
         match rows.get_mut(lease.name()) {
             Some(row) if self.owns(row, lease) && row.lock_until > now => {
                 row.lock_until = now.max(row.locked_at + lease.lock_at_least_for());
-                // Nobody listening is fine: hints are best effort.
-                let _ = self.released.send(lease.shared_name());
+                if self.released.receiver_count() > 0 {
+                    // Hints are best effort: a full channel just drops this one.
+                    let _ = self.released.send(lease.shared_name());
+                }
                 Ok(true)
             }
             _ => Ok(false),
