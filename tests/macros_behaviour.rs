@@ -1,0 +1,237 @@
+//! What `#[scheduled]` and `#[scheduler_lock]` jobs do at run time, through the facade.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use shedlock::{
+    InMemoryLockProvider, JobLock, LockConfiguration, LockContext, LockProvider,
+    LockingTaskExecutor, ManualClock, SchedulerConfig, TaskResult, scheduled, scheduler_lock,
+};
+
+/// What a job saw while it ran.
+#[derive(Debug, Clone, Default)]
+struct Seen {
+    runs: Arc<Mutex<Vec<Run>>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Run {
+    lock_name: String,
+    fencing_token: u64,
+    lease_length: Duration,
+}
+
+impl Seen {
+    fn runs(&self) -> Vec<Run> {
+        self.runs.lock().unwrap().clone()
+    }
+}
+
+#[scheduled(fixed_rate = "1m")]
+#[scheduler_lock(
+    name = "behaviour_report",
+    lock_at_most_for = "5m",
+    lock_at_least_for = "PT30S"
+)]
+async fn report(state: Seen, lock: LockContext) -> Result<(), String> {
+    let lease = lock.lease();
+    state.runs.lock().unwrap().push(Run {
+        lock_name: lock.name().to_owned(),
+        fencing_token: lock.fencing_token(),
+        lease_length: lease
+            .lock_until()
+            .duration_since(lease.locked_at())
+            .unwrap(),
+    });
+    Ok(())
+}
+
+/// The other attribute order, the lock context first, and an error to return.
+#[scheduler_lock(name = "behaviour_failing", keep_alive = true)]
+#[scheduled(cron = "0 0 3 * * *", zone = "Europe/Berlin", initial_delay = "5s")]
+async fn failing(_lock: LockContext, reason: &'static str) -> anyhow::Result<u32> {
+    anyhow::bail!("gave up: {reason}")
+}
+
+/// No lock and no state: runs on every instance, fits a registry of any state type.
+#[scheduled(fixed_delay = "500ms")]
+async fn heartbeat() {}
+
+/// Callable directly, as a plain async fn.
+#[scheduled(fixed_rate = "10s")]
+pub async fn add_one(counter: Arc<Mutex<u32>>) {
+    *counter.lock().unwrap() += 1;
+}
+
+fn at_epoch() -> (Arc<ManualClock>, InMemoryLockProvider) {
+    let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH));
+    let provider = InMemoryLockProvider::new()
+        .with_clock(clock.clone())
+        .with_holder("this");
+    (clock, provider)
+}
+
+#[tokio::test]
+async fn a_locked_job_runs_with_its_state_and_lock_context() {
+    let (_, provider) = at_epoch();
+    let executor = LockingTaskExecutor::new(provider);
+    let seen = Seen::default();
+
+    let outcome = shedlock::job!(report)
+        .run_once(&executor, &SchedulerConfig::default(), seen.clone())
+        .await
+        .unwrap();
+
+    assert_eq!(outcome, TaskResult::Executed(Ok(())));
+    let runs = seen.runs();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].lock_name, "behaviour_report");
+    assert_eq!(
+        runs[0].lease_length,
+        Duration::from_secs(300),
+        "lock_at_most_for"
+    );
+}
+
+#[tokio::test]
+async fn a_locked_job_is_skipped_while_another_instance_holds_the_lock() {
+    let (clock, provider) = at_epoch();
+    let other = provider.with_holder("other");
+    let executor = LockingTaskExecutor::new(provider);
+    let config =
+        LockConfiguration::new("behaviour_report", Duration::from_secs(60), Duration::ZERO)
+            .unwrap();
+    let held = other.acquire(&config).await.unwrap().expect("free");
+    let seen = Seen::default();
+    let job = shedlock::job!(report);
+
+    let outcome = job
+        .run_once(&executor, &SchedulerConfig::default(), seen.clone())
+        .await
+        .unwrap();
+    assert_eq!(outcome, TaskResult::Skipped);
+    assert!(seen.runs().is_empty());
+
+    clock.advance(Duration::from_secs(60));
+    let outcome = job
+        .run_once(&executor, &SchedulerConfig::default(), seen.clone())
+        .await
+        .unwrap();
+    assert!(outcome.was_executed());
+    assert!(
+        seen.runs()[0].fencing_token > held.fencing_token(),
+        "the job gets the fencing token of its own acquisition"
+    );
+}
+
+#[tokio::test]
+async fn lock_at_least_for_from_the_macro_holds_the_lock_after_the_run() {
+    let (clock, provider) = at_epoch();
+    let other = provider.with_holder("other");
+    let executor = LockingTaskExecutor::new(provider);
+    let job = shedlock::job!(report);
+    let outcome = job
+        .run_once(&executor, &SchedulerConfig::default(), Seen::default())
+        .await
+        .unwrap();
+    assert!(outcome.was_executed());
+
+    let config =
+        LockConfiguration::new("behaviour_report", Duration::from_secs(60), Duration::ZERO)
+            .unwrap();
+    clock.advance(Duration::from_secs(29));
+    assert!(other.acquire(&config).await.unwrap().is_none(), "held 30 s");
+    clock.advance(Duration::from_secs(1));
+    assert!(other.acquire(&config).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn errors_returned_by_the_job_come_back_as_text() {
+    let executor = LockingTaskExecutor::new(InMemoryLockProvider::new());
+    let outcome = shedlock::job!(failing)
+        .run_once(&executor, &SchedulerConfig::default(), "the disk is full")
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        TaskResult::Executed(Err("gave up: the disk is full".to_owned()))
+    );
+}
+
+#[tokio::test]
+async fn a_job_without_lock_or_state_fits_any_state() {
+    let executor = LockingTaskExecutor::new(InMemoryLockProvider::new());
+    let config = SchedulerConfig::default();
+    let for_numbers: shedlock::Job<u32> = shedlock::job!(heartbeat);
+    let for_text: shedlock::Job<String> = shedlock::job!(heartbeat);
+    assert!(for_numbers.lock().is_none());
+    assert_eq!(
+        for_numbers.run_once(&executor, &config, 7).await.unwrap(),
+        TaskResult::Executed(Ok(()))
+    );
+    assert_eq!(
+        for_text
+            .run_once(&executor, &config, "x".into())
+            .await
+            .unwrap(),
+        TaskResult::Executed(Ok(()))
+    );
+}
+
+#[tokio::test]
+async fn the_function_stays_callable_directly() {
+    let counter = Arc::new(Mutex::new(0));
+    add_one(counter.clone()).await;
+    assert_eq!(*counter.lock().unwrap(), 1);
+
+    let executor = LockingTaskExecutor::new(InMemoryLockProvider::new());
+    let outcome = shedlock::job!(add_one)
+        .run_once(&executor, &SchedulerConfig::default(), counter.clone())
+        .await
+        .unwrap();
+    assert_eq!(outcome, TaskResult::Executed(Ok(())));
+    assert_eq!(*counter.lock().unwrap(), 2);
+
+    // A locked job's function can be called inside any locked execution.
+    let config =
+        LockConfiguration::new("by_hand", Duration::from_secs(60), Duration::ZERO).unwrap();
+    let seen = Seen::default();
+    assert!(
+        LockContext::current().is_err(),
+        "no lock outside an execution"
+    );
+    let outcome = executor
+        .execute(&config, async {
+            report(seen.clone(), LockContext::current().unwrap()).await
+        })
+        .await
+        .unwrap();
+    assert_eq!(outcome, TaskResult::Executed(Ok(())));
+    assert_eq!(seen.runs()[0].lock_name, "by_hand");
+}
+
+#[test]
+fn the_job_carries_the_name_schedule_and_lock_from_the_attributes() {
+    let job = shedlock::job!(report);
+    assert_eq!(job.name(), "report");
+    assert_eq!(job.schedule().to_string(), "every 1m");
+    let lock = JobLock::new("behaviour_report")
+        .unwrap()
+        .lock_at_most_for(Duration::from_secs(300))
+        .unwrap()
+        .lock_at_least_for(Duration::from_secs(30))
+        .unwrap();
+    assert_eq!(job.lock(), Some(&lock));
+
+    let job = shedlock::job!(failing);
+    assert_eq!(job.name(), "failing");
+    assert_eq!(
+        job.schedule().to_string(),
+        "cron \"0 0 3 * * *\" in Europe/Berlin, first after 5s"
+    );
+    let lock = JobLock::new("behaviour_failing").unwrap().keep_alive(true);
+    assert_eq!(job.lock(), Some(&lock));
+
+    let job: shedlock::Job<()> = shedlock::job!(heartbeat);
+    assert_eq!(job.schedule().to_string(), "500ms after the previous run");
+}

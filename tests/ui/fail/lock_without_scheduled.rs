@@ -1,0 +1,6 @@
+use shedlock::scheduler_lock;
+
+#[scheduler_lock(name = "report")]
+async fn report() {}
+
+fn main() {}

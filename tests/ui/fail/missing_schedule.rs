@@ -1,0 +1,6 @@
+use shedlock::scheduled;
+
+#[scheduled(initial_delay = "10s")]
+async fn report() {}
+
+fn main() {}

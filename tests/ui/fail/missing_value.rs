@@ -1,0 +1,7 @@
+use shedlock::{scheduled, scheduler_lock};
+
+#[scheduled(cron)]
+#[scheduler_lock(name = "report", keep_alive)]
+async fn report() {}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use shedlock::scheduled;
+
+#[scheduled(fixed_rate = "1m")]
+struct Report;
+
+fn main() {}
