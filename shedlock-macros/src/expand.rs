@@ -259,6 +259,8 @@ impl Codegen<'_> {
         let with_lock = lock.map(|lock| self.with_lock(lock));
 
         quote! {
+            // `async` is required here even for a job that awaits nothing.
+            #[allow(clippy::unused_async)]
             #function
             #factory
             #(#cfgs)*

@@ -30,6 +30,10 @@
 //!
 //! Jobs must be free functions (in a module or a block): the hidden type cannot live in an
 //! `impl` block.
+//!
+//! Macros cannot resolve names, so the two attributes find each other by their last path
+//! segment (`scheduled`, `shedlock::scheduled`, …: import them under these names), and a
+//! parameter is the lock context when its type is named `LockContext`.
 
 mod attr;
 mod duration;
@@ -45,10 +49,10 @@ use crate::expand::Macro;
 ///
 /// ```ignore
 /// #[scheduled(cron = "0 30 2 * * *", zone = "Europe/Berlin")]   // 02:30:00 Berlin time
-/// async fn nightly_report(state: AppState) -> Result<(), ReportError> { … }
+/// async fn nightly_report(state: AppState) -> Result<(), ReportError> { /* … */ }
 ///
 /// #[scheduled(fixed_rate = "30s", initial_delay = "5s")]
-/// async fn poll_queue(state: AppState) { … }
+/// async fn poll_queue(state: AppState) { /* … */ }
 ///
 /// let job = shedlock::job!(nightly_report);  // a `shedlock::Job<AppState>`
 /// ```
