@@ -1,24 +1,32 @@
-//! `SqliteLockProvider` on a database file and in memory: the conformance suite and SQLite
-//! specifics. Needs no server.
+//! `SqliteLockProvider` on a database file and in memory: the conformance suite, the SQL
+//! provider cases, and SQLite specifics (busy databases, time formats, the fencing guard).
+//! Needs no server.
 
 mod common;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
-use shedlock_core::LockProvider;
-use shedlock_sqlx::SqliteLockProvider;
+use chrono::NaiveDateTime;
+use shedlock_core::{
+    Error, LockConfiguration, LockProvider, LockingTaskExecutor, Operation, TaskResult,
+};
+use shedlock_sqlx::{ColumnNames, LockRow, SqliteLockProvider};
+use sqlx::{AssertSqlSafe, Executor, SqlitePool};
 
+use common::scenarios::{ProviderExt, TestDb};
 use common::{DbHarness, unique_table};
 
 /// A fresh database file under Cargo's scratch directory for integration tests.
-fn database_file() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}.db", unique_table("shedlock")))
+fn database_url() -> String {
+    let file =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{}.db", unique_table("shedlock")));
+    format!("sqlite://{}", file.display())
 }
 
 async fn file_provider() -> SqliteLockProvider {
-    let url = format!("sqlite://{}", database_file().display());
-    let provider = SqliteLockProvider::connect(&url)
+    let provider = SqliteLockProvider::connect(&database_url())
         .await
         .expect("open database file");
     provider.create_schema().await.expect("create schema");
@@ -34,9 +42,7 @@ async fn memory_provider() -> SqliteLockProvider {
 }
 
 fn harness(provider: SqliteLockProvider) -> DbHarness {
-    DbHarness::new(move |holder| {
-        Arc::new(provider.with_holder(holder).expect("valid holder")) as Arc<dyn LockProvider>
-    })
+    DbHarness::new(move |holder| Arc::new(provider.clone_as(holder)) as Arc<dyn LockProvider>)
 }
 
 mod conformance_file {
@@ -47,4 +53,256 @@ mod conformance_file {
 mod conformance_memory {
     use super::*;
     shedlock_core::conformance_tests!(async { Some(harness(memory_provider().await)) });
+}
+
+struct Sqlite {
+    pool: SqlitePool,
+}
+
+impl ProviderExt for SqliteLockProvider {
+    fn table_name(&self) -> &str {
+        self.table()
+    }
+    fn clone_as(&self, holder: &str) -> Self {
+        self.with_holder(holder).expect("valid holder")
+    }
+}
+
+#[shedlock_core::async_trait]
+impl TestDb for Sqlite {
+    type Provider = SqliteLockProvider;
+    const TIMESTAMP: &'static str = "TEXT";
+    const ENFORCES_VARCHAR: bool = false;
+
+    fn build(
+        &self,
+        table: &str,
+        columns: ColumnNames,
+        holder: &str,
+    ) -> Result<SqliteLockProvider, Error> {
+        SqliteLockProvider::builder(self.pool.clone())
+            .table(table)
+            .columns(columns)
+            .holder(holder)
+            .build()
+    }
+    async fn create_schema(provider: &SqliteLockProvider) -> Result<(), Error> {
+        provider.create_schema().await
+    }
+    async fn lock_state(
+        provider: &SqliteLockProvider,
+        name: &str,
+    ) -> Result<Option<LockRow>, Error> {
+        provider.lock_state(name).await
+    }
+    async fn list_locks(provider: &SqliteLockProvider) -> Result<Vec<LockRow>, Error> {
+        provider.list_locks().await
+    }
+    async fn execute(&self, sql: &str) {
+        sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
+            .execute(&self.pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    async fn now(&self) -> SystemTime {
+        let now: NaiveDateTime = sqlx::query_scalar("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
+            .fetch_one(&self.pool)
+            .await
+            .expect("read the database clock");
+        now.and_utc().into()
+    }
+    async fn schema(&self) -> String {
+        "main".to_owned()
+    }
+}
+
+mod cases {
+    use super::*;
+    sql_provider_cases!(async {
+        Some(Sqlite {
+            pool: file_provider().await.pool().clone(),
+        })
+    });
+}
+
+fn config(name: &str, at_most: Duration) -> LockConfiguration {
+    LockConfiguration::new(name, at_most, Duration::ZERO).expect("valid configuration")
+}
+
+/// Every `sqlite::memory:` connection is a database of its own.
+#[tokio::test]
+async fn memory_databases_are_separate() {
+    let (a, b) = (memory_provider().await, memory_provider().await);
+    let c = config("separate", Duration::from_secs(60));
+    assert!(a.acquire(&c).await.unwrap().is_some());
+    assert!(b.acquire(&c).await.unwrap().is_some());
+}
+
+/// While another connection holds the write lock past the busy timeout, acquire reads as
+/// "not acquired" and release as a store error: neither panics nor hangs.
+#[tokio::test]
+async fn busy_database_means_not_acquired() {
+    let url = database_url();
+    let provider = SqliteLockProvider::connect(&url).await.unwrap();
+    provider.create_schema().await.unwrap();
+    let c = config("busy", Duration::from_secs(60));
+    let lease = provider.acquire(&c).await.unwrap().expect("acquired");
+    assert!(provider.release(&lease).await.unwrap());
+
+    let other_process = SqlitePool::connect(&url).await.unwrap();
+    let blocker = other_process.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let started = Instant::now();
+    assert!(
+        provider.acquire(&c).await.unwrap().is_none(),
+        "acquired a busy database"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "waited {:?}",
+        started.elapsed()
+    );
+    let result = provider.release(&lease).await;
+    assert!(
+        matches!(
+            &result,
+            Err(Error::Store {
+                operation: Operation::Release,
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    blocker.rollback().await.unwrap();
+    assert!(provider.acquire(&c).await.unwrap().is_some(), "free again");
+}
+
+/// Several pools on one file (as several processes would be) keep mutual exclusion under
+/// contention: plain counters incremented under the lock lose no update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pools_sharing_a_file_exclude_each_other() {
+    let url = database_url();
+    let first = SqliteLockProvider::connect(&url).await.unwrap();
+    first.create_schema().await.unwrap();
+    let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut workers = Vec::new();
+    for process in 0..3 {
+        let provider = SqliteLockProvider::connect(&url)
+            .await
+            .unwrap()
+            .clone_as(&format!("p{process}"));
+        let executor = LockingTaskExecutor::new(provider);
+        let counter = Arc::clone(&counter);
+        workers.push(tokio::spawn(async move {
+            let c = config("shared", Duration::from_secs(60));
+            let mut done = 0;
+            while done < 20 {
+                let outcome = executor
+                    .execute(&c, async {
+                        let seen = counter.load(std::sync::atomic::Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        counter.store(seen + 1, std::sync::atomic::Ordering::SeqCst);
+                    })
+                    .await
+                    .expect("no store error under contention");
+                if let TaskResult::Executed(()) = outcome {
+                    done += 1;
+                }
+            }
+        }));
+    }
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    assert_eq!(counter.load(std::sync::atomic::Ordering::SeqCst), 60);
+    assert_eq!(
+        first
+            .lock_state("shared")
+            .await
+            .unwrap()
+            .unwrap()
+            .fencing_token,
+        60
+    );
+}
+
+/// Times written by hand in other formats SQLite understands compare as times; a time SQLite
+/// cannot read counts as expired.
+#[tokio::test]
+async fn hand_written_time_formats_compare_as_times() {
+    let provider = file_provider().await;
+    let t = provider.table();
+    provider
+        .pool()
+        .execute(AssertSqlSafe(format!(
+            "INSERT INTO {t} (name, lock_until, locked_at, locked_by) VALUES \
+             ('iso-future', '2999-01-01T00:00:00Z', '2020-01-01T00:00:00Z', 'x'), \
+             ('iso-past', '2020-01-01T10:00:00+02:00', '2020-01-01T00:00:00', 'x'), \
+             ('garbage', 'soon', 'earlier', 'x')"
+        )))
+        .await
+        .unwrap();
+    let c = |name| config(name, Duration::from_secs(60));
+    assert!(provider.acquire(&c("iso-future")).await.unwrap().is_none());
+    assert!(provider.acquire(&c("iso-past")).await.unwrap().is_some());
+    assert!(provider.acquire(&c("garbage")).await.unwrap().is_some());
+    let future = provider.lock_state("iso-future").await.unwrap().unwrap();
+    assert!(future.held);
+    assert_eq!(
+        chrono::DateTime::<chrono::Utc>::from(future.lock_until).to_rfc3339(),
+        "2999-01-01T00:00:00+00:00"
+    );
+}
+
+/// The fencing guard: a live lease may write; a paused holder whose lease was taken over is
+/// refused; and while a guarded transaction runs, a takeover waits for it.
+#[tokio::test]
+async fn fencing_guard_orders_writes() {
+    let a = file_provider().await.clone_as("a");
+    let b = a.clone_as("b");
+    let pool = a.pool().clone();
+    pool.execute("CREATE TABLE fenced_data (token INTEGER)")
+        .await
+        .unwrap();
+    let lease_len = Duration::from_millis(300);
+    let c = config("fenced", lease_len);
+    let paused = a.acquire(&c).await.unwrap().unwrap();
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    a.verify_lease(&mut tx, "fenced", paused.fencing_token())
+        .await
+        .expect("live lease");
+    sqlx::query("INSERT INTO fenced_data VALUES (?)")
+        .bind(paused.fencing_token() as i64)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    tokio::time::sleep(lease_len + Duration::from_millis(100)).await;
+    let current = b.acquire(&c).await.unwrap().expect("taken over");
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let stale = a
+        .verify_lease(&mut tx, "fenced", paused.fencing_token())
+        .await;
+    assert!(matches!(stale, Err(Error::LockLost { .. })), "{stale:?}");
+    tx.rollback().await.unwrap();
+
+    let mut tx = pool.begin().await.unwrap();
+    b.verify_lease(&mut tx, "fenced", current.fencing_token())
+        .await
+        .expect("live lease");
+    tokio::time::sleep(lease_len + Duration::from_millis(100)).await;
+    let (a2, c2) = (a.clone(), c.clone());
+    let takeover = tokio::spawn(async move { a2.acquire(&c2).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !takeover.is_finished(),
+        "took over during a guarded transaction"
+    );
+    tx.commit().await.unwrap();
+    let next = takeover
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("taken over after the commit");
+    assert!(next.fencing_token() > current.fencing_token());
 }

@@ -1,5 +1,6 @@
 //! The PostgreSQL provider.
 
+mod hints;
 mod statements;
 
 use std::sync::Arc;
@@ -8,11 +9,13 @@ use std::time::Duration;
 use chrono::NaiveDateTime;
 use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation, async_trait};
 use sqlx::{PgPool, Postgres, Transaction};
+use tokio::sync::broadcast;
 
 use crate::common::{
     LockProviderBuilder, MAX_IDENTIFIER_LEN, ReleaseNotify, Table, check_lock_name, lease_millis,
     shared_api, store_error, system_time, token_from_db, token_param,
 };
+use hints::ReleaseHints;
 use statements::Statements;
 
 /// Serialises concurrent `create_schema` calls across instances (an advisory lock key).
@@ -27,8 +30,9 @@ const SCHEMA_LOCK_KEY: i64 = 0x5348_4544_4c4f_434b; // "SHEDLOCK"
 ///
 /// A successful release also sends `NOTIFY` on [`release_channel`](Self::release_channel)
 /// (default `<table>_released`, payload: the lock name) from the same statement, so waiting
-/// instances can `LISTEN` and retry at once instead of at their next poll. Notifications are a
-/// hint: they are lost while a listener reconnects, so keep polling too.
+/// instances can `LISTEN` and retry at once instead of at their next poll;
+/// [`LockProvider::release_hints`] does that listening for leader election. Notifications are
+/// a hint: they are lost while a listener reconnects, so keep polling too.
 ///
 /// Clones share the pool and the prepared SQL.
 ///
@@ -59,6 +63,7 @@ pub struct PgLockProvider {
     holder: Arc<str>,
     table: Arc<Table>,
     channel: Option<Arc<str>>,
+    hints: Arc<ReleaseHints>,
     sql: Arc<Statements>,
 }
 
@@ -203,6 +208,7 @@ impl LockProviderBuilder<PgPool> {
             holder,
             table: Arc::new(table),
             channel: channel.map(Arc::from),
+            hints: Arc::default(),
             sql: Arc::new(sql),
         })
     }
@@ -281,6 +287,14 @@ impl LockProvider for PgLockProvider {
 
     fn holder(&self) -> &str {
         &self.holder
+    }
+
+    /// Names of released locks, from `LISTEN` on the [release channel](Self::release_channel).
+    /// The first call starts a listener task that holds one connection of the pool until the
+    /// provider and all its clones are dropped. `None` without a channel or outside a tokio
+    /// runtime.
+    fn release_hints(&self) -> Option<broadcast::Receiver<Arc<str>>> {
+        self.hints.subscribe(&self.pool, self.channel.as_ref()?)
     }
 }
 
