@@ -255,8 +255,25 @@ impl Codegen<'_> {
         let output = quote_spanned! {signature.output_span=>
             #private::IntoJobResult::into_job_result(__shedlock_output)
         };
+        let leader = &schedule.leader;
         let schedule = self.schedule(schedule);
         let with_lock = lock.map(|lock| self.with_lock(lock));
+        let job = quote! {
+            #private::Job::new(#job_name, #schedule, move |__shedlock_state: #state| {
+                let __shedlock_fut = async move {
+                    let __shedlock_output = #name(#(#args),*).await;
+                    #output
+                };
+                // Call-site span: a future that is not `Send` is reported on the
+                // attribute (as axum's `#[debug_handler]` does).
+                #private::assert_send(__shedlock_fut)
+            })
+            #with_lock
+        };
+        let job = match leader {
+            Some(election) => quote!(#private::leader_only(#job, #election)),
+            None => job,
+        };
 
         quote! {
             // `async` is required here even for a job that awaits nothing.
@@ -267,16 +284,7 @@ impl Codegen<'_> {
             #[allow(deprecated)]
             impl #impl_generics #private::JobFactory<#state> for #name {
                 fn job() -> #private::Job<#state> {
-                    #private::Job::new(#job_name, #schedule, move |__shedlock_state: #state| {
-                        let __shedlock_fut = async move {
-                            let __shedlock_output = #name(#(#args),*).await;
-                            #output
-                        };
-                        // Call-site span: a future that is not `Send` is reported on the
-                        // attribute (as axum's `#[debug_handler]` does).
-                        #private::assert_send(__shedlock_fut)
-                    })
-                    #with_lock
+                    #job
                 }
             }
         }

@@ -72,6 +72,7 @@ use crate::expand::Macro;
 /// | `fixed_delay` | duration from the end of one run to the start of the next | `fixed_delay = "1m"` |
 /// | `zone` | IANA time zone the cron expression is read in (only with `cron`; default: the scheduler's `default_zone`); daylight-saving changes are followed | `zone = "Europe/Berlin"` |
 /// | `initial_delay` | wait after the scheduler starts before the first run | `initial_delay = "10s"` |
+/// | `leader` | run only while this instance leads the named election (no lock per run; the scheduler campaigns on its provider, timing from `SchedulerConfig::leader_election`) | `leader = "batch"` |
 /// | `crate` | path of the `shedlock` crate, when it is renamed in `Cargo.toml` or re-exported | `crate = "my_platform::shedlock"` |
 ///
 /// Durations are written in humantime (`"10m"`, `"1h 30m"`, `"500ms"`) or ISO-8601
