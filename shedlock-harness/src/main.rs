@@ -1,0 +1,3 @@
+//! Placeholder: the stress and fault harness (issue 8) is being written.
+
+fn main() {}
