@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use chrono::NaiveDateTime;
-use shedlock_core::{Error, LockConfiguration, LockProvider};
+use shedlock_core::{Error, LockProvider};
 use shedlock_sqlx::{ColumnNames, LockRow, PgLockProvider};
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Executor, PgPool};
 
 use common::scenarios::{ProviderExt, TestDb};
-use common::{DbHarness, database_url, millis_between, unique_table};
+use common::{DbHarness, database_url, lease_config, unique_table};
 
 async fn pool_in_time_zone(time_zone: Option<&'static str>) -> Option<PgPool> {
     let url = database_url(
@@ -79,6 +79,7 @@ impl ProviderExt for PgLockProvider {
 impl TestDb for Pg {
     type Provider = PgLockProvider;
     const TIMESTAMP: &'static str = "TIMESTAMP";
+    const STATEMENTS: [usize; 5] = [1, 1, 1, 1, 1];
     const ENFORCES_VARCHAR: bool = true;
 
     fn build(
@@ -133,56 +134,6 @@ mod cases {
     });
 }
 
-fn config(name: &str, at_most: Duration) -> LockConfiguration {
-    LockConfiguration::new(name, at_most, Duration::ZERO).expect("valid configuration")
-}
-
-/// Instances differ in session time zone (and, in the field, in clock): the provider reads
-/// neither. Two providers whose sessions run 25 hours apart exclude each other and see the same
-/// `lock_until`, which is the database's UTC clock plus the lease.
-#[tokio::test]
-async fn session_time_zones_do_not_matter() {
-    let (Some(east), Some(west)) = (
-        pool_in_time_zone(Some("Pacific/Kiritimati")).await,
-        pool_in_time_zone(Some("Pacific/Pago_Pago")).await,
-    ) else {
-        return;
-    };
-    let table = unique_table("shedlock_tz");
-    let a = PgLockProvider::builder(east)
-        .table(&table)
-        .holder("east")
-        .build()
-        .unwrap();
-    let b = PgLockProvider::builder(west.clone())
-        .table(&table)
-        .holder("west")
-        .build()
-        .unwrap();
-    a.create_schema().await.unwrap();
-    let c = config("tz", Duration::from_secs(60));
-    let lease = a.acquire(&c).await.unwrap().expect("acquired");
-    assert!(
-        b.acquire(&c).await.unwrap().is_none(),
-        "west acquired east's lock"
-    );
-    let (seen_by_a, seen_by_b) = (
-        a.lock_state("tz").await.unwrap().unwrap(),
-        b.lock_state("tz").await.unwrap().unwrap(),
-    );
-    assert_eq!(seen_by_a, seen_by_b);
-    assert_eq!(seen_by_a.lock_until, lease.lock_until());
-    let now = db_now(&west).await;
-    assert!(millis_between(lease.locked_at(), now).abs() < 1_000);
-    // What an instance 3 hours ahead would have written had it used its own clock.
-    let skewed_local = SystemTime::now() + Duration::from_secs(3 * 3600);
-    assert!(millis_between(lease.locked_at(), skewed_local) > 2 * 3600 * 1000);
-    a.pool()
-        .execute(AssertSqlSafe(format!("DROP TABLE {table}")))
-        .await
-        .unwrap();
-}
-
 /// A release notifies the release channel in the same statement, and `release_hints` delivers
 /// the lock name; a provider built without notifications has neither.
 #[tokio::test]
@@ -202,7 +153,7 @@ async fn release_notifies_listeners() {
 
     let mut listener = PgListener::connect_with(&pool).await.unwrap();
     listener.listen(&channel).await.unwrap();
-    let c = config("notified", Duration::from_secs(60));
+    let c = lease_config("notified", Duration::from_secs(60));
     let lease = provider.acquire(&c).await.unwrap().unwrap();
     assert!(provider.release(&lease).await.unwrap());
     let notification = tokio::time::timeout(Duration::from_secs(5), listener.recv())
@@ -272,88 +223,12 @@ async fn release_notifies_listeners() {
         .unwrap();
 }
 
-/// The fencing guard: a live lease may write; a paused holder whose lease was taken over is
-/// refused; and while a guarded transaction runs, nobody can take the lock over.
-#[tokio::test]
-async fn fencing_guard_orders_writes() {
-    let Some(pool) = pool().await else { return };
-    let table = unique_table("shedlock_fence");
-    let data = unique_table("fenced_data");
-    let a = PgLockProvider::builder(pool.clone())
-        .table(&table)
-        .holder("a")
-        .build()
-        .unwrap();
-    let b = a.with_holder("b").unwrap();
-    a.create_schema().await.unwrap();
-    pool.execute(AssertSqlSafe(format!("CREATE TABLE {data} (token BIGINT)")))
-        .await
-        .unwrap();
-    let insert = format!("INSERT INTO {data} VALUES ($1)");
+session_time_zones_case!(
+    PgLockProvider,
+    pool_in_time_zone,
+    "Pacific/Kiritimati",
+    "Pacific/Pago_Pago",
+    db_now
+);
 
-    let lease_len = Duration::from_millis(400);
-    let c = config("fenced", lease_len);
-    let paused = a.acquire(&c).await.unwrap().unwrap();
-    let mut tx = pool.begin().await.unwrap();
-    a.verify_lease(&mut tx, "fenced", paused.fencing_token())
-        .await
-        .expect("live lease");
-    sqlx::query(AssertSqlSafe(insert.as_str()))
-        .bind(paused.fencing_token() as i64)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    tx.commit().await.unwrap();
-
-    tokio::time::sleep(lease_len + Duration::from_millis(100)).await;
-    let current = b.acquire(&c).await.unwrap().expect("taken over");
-    let mut tx = pool.begin().await.unwrap();
-    let stale = a
-        .verify_lease(&mut tx, "fenced", paused.fencing_token())
-        .await;
-    assert!(matches!(stale, Err(Error::LockLost { .. })), "{stale:?}");
-    tx.rollback().await.unwrap();
-
-    // b verifies, then its lease runs out while its transaction is still open: a takeover
-    // waits for the transaction, so b's write still lands before the next holder's.
-    let mut tx = pool.begin().await.unwrap();
-    b.verify_lease(&mut tx, "fenced", current.fencing_token())
-        .await
-        .expect("live lease");
-    tokio::time::sleep(lease_len + Duration::from_millis(100)).await;
-    let a2 = a.clone();
-    let c2 = c.clone();
-    let takeover = tokio::spawn(async move { a2.acquire(&c2).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        !takeover.is_finished(),
-        "took over during a guarded transaction"
-    );
-    sqlx::query(AssertSqlSafe(insert.as_str()))
-        .bind(current.fencing_token() as i64)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    tx.commit().await.unwrap();
-    let next = takeover
-        .await
-        .unwrap()
-        .unwrap()
-        .expect("taken over after the commit");
-    assert!(next.fencing_token() > current.fencing_token());
-
-    let written: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(format!("SELECT token FROM {data}")))
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-    assert_eq!(
-        written,
-        [
-            paused.fencing_token() as i64,
-            current.fencing_token() as i64
-        ]
-    );
-    pool.execute(AssertSqlSafe(format!("DROP TABLE {table}, {data}")))
-        .await
-        .unwrap();
-}
+fencing_guard_case!(PgLockProvider, pool, "$1");

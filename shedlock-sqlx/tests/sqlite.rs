@@ -9,14 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use chrono::NaiveDateTime;
-use shedlock_core::{
-    Error, LockConfiguration, LockProvider, LockingTaskExecutor, Operation, TaskResult,
-};
+use shedlock_core::{Error, LockProvider, LockingTaskExecutor, Operation, TaskResult};
 use shedlock_sqlx::{ColumnNames, LockRow, SqliteLockProvider};
 use sqlx::{AssertSqlSafe, Executor, SqlitePool};
 
 use common::scenarios::{ProviderExt, TestDb};
-use common::{DbHarness, unique_table};
+use common::{DbHarness, lease_config, unique_table};
 
 /// A fresh database file under Cargo's scratch directory for integration tests.
 fn database_url() -> String {
@@ -72,6 +70,7 @@ impl ProviderExt for SqliteLockProvider {
 impl TestDb for Sqlite {
     type Provider = SqliteLockProvider;
     const TIMESTAMP: &'static str = "TEXT";
+    const STATEMENTS: [usize; 5] = [1, 1, 1, 1, 1];
     const ENFORCES_VARCHAR: bool = false;
 
     fn build(
@@ -125,15 +124,11 @@ mod cases {
     });
 }
 
-fn config(name: &str, at_most: Duration) -> LockConfiguration {
-    LockConfiguration::new(name, at_most, Duration::ZERO).expect("valid configuration")
-}
-
 /// Every `sqlite::memory:` connection is a database of its own.
 #[tokio::test]
 async fn memory_databases_are_separate() {
     let (a, b) = (memory_provider().await, memory_provider().await);
-    let c = config("separate", Duration::from_secs(60));
+    let c = lease_config("separate", Duration::from_secs(60));
     assert!(a.acquire(&c).await.unwrap().is_some());
     assert!(b.acquire(&c).await.unwrap().is_some());
 }
@@ -145,7 +140,7 @@ async fn busy_database_means_not_acquired() {
     let url = database_url();
     let provider = SqliteLockProvider::connect(&url).await.unwrap();
     provider.create_schema().await.unwrap();
-    let c = config("busy", Duration::from_secs(60));
+    let c = lease_config("busy", Duration::from_secs(60));
     let lease = provider.acquire(&c).await.unwrap().expect("acquired");
     assert!(provider.release(&lease).await.unwrap());
 
@@ -193,7 +188,7 @@ async fn pools_sharing_a_file_exclude_each_other() {
         let executor = LockingTaskExecutor::new(provider);
         let counter = Arc::clone(&counter);
         workers.push(tokio::spawn(async move {
-            let c = config("shared", Duration::from_secs(60));
+            let c = lease_config("shared", Duration::from_secs(60));
             let mut done = 0;
             while done < 20 {
                 let outcome = executor
@@ -241,7 +236,7 @@ async fn hand_written_time_formats_compare_as_times() {
         )))
         .await
         .unwrap();
-    let c = |name| config(name, Duration::from_secs(60));
+    let c = |name| lease_config(name, Duration::from_secs(60));
     assert!(provider.acquire(&c("iso-future")).await.unwrap().is_none());
     assert!(provider.acquire(&c("iso-past")).await.unwrap().is_some());
     assert!(provider.acquire(&c("garbage")).await.unwrap().is_some());
@@ -264,7 +259,7 @@ async fn fencing_guard_orders_writes() {
         .await
         .unwrap();
     let lease_len = Duration::from_millis(300);
-    let c = config("fenced", lease_len);
+    let c = lease_config("fenced", lease_len);
     let paused = a.acquire(&c).await.unwrap().unwrap();
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
     a.verify_lease(&mut tx, "fenced", paused.fencing_token())

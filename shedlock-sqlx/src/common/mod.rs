@@ -59,6 +59,19 @@ pub(crate) fn trusted_sql(text: String) -> SqlStr {
     AssertSqlSafe(Arc::<str>::from(text)).into_sql_str()
 }
 
+/// The outcome of a fencing check: `Ok` while the lease is live, [`Error::LockLost`] after.
+///
+/// [`Error::LockLost`]: shedlock_core::Error::LockLost
+pub(crate) fn lease_verdict(live: bool, lock_name: &str) -> Result<(), shedlock_core::Error> {
+    if live {
+        Ok(())
+    } else {
+        Err(shedlock_core::Error::LockLost {
+            lock_name: lock_name.to_owned(),
+        })
+    }
+}
+
 /// The lock name guard every dialect applies before touching the table: `LockConfiguration`
 /// already enforces it, but MySQL's `INSERT IGNORE` would silently truncate a longer name.
 pub(crate) fn check_lock_name(name: &str) -> Result<(), shedlock_core::Error> {

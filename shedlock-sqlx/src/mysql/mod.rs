@@ -11,8 +11,8 @@ use sqlx::mysql::MySqlDatabaseError;
 use sqlx::{MySql, MySqlPool, Transaction};
 
 use crate::common::{
-    LockProviderBuilder, Table, check_lock_name, lease_millis, shared_api, store_error,
-    system_time, token_param,
+    LockProviderBuilder, Table, check_lock_name, lease_millis, lease_verdict, shared_api,
+    store_error, system_time, token_param,
 };
 use statements::Statements;
 
@@ -139,13 +139,7 @@ impl MySqlLockProvider {
                 .is_some(),
             None => false,
         };
-        if live {
-            Ok(())
-        } else {
-            Err(Error::LockLost {
-                lock_name: lock_name.to_owned(),
-            })
-        }
+        lease_verdict(live, lock_name)
     }
 
     /// The times the table recorded for a lease, if it is still that lease.

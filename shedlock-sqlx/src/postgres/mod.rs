@@ -13,7 +13,7 @@ use tokio::sync::broadcast;
 
 use crate::common::{
     LockProviderBuilder, MAX_IDENTIFIER_LEN, ReleaseNotify, Table, check_lock_name, lease_millis,
-    shared_api, store_error, system_time, token_from_db, token_param,
+    lease_verdict, shared_api, store_error, system_time, token_from_db, token_param,
 };
 use hints::ReleaseHints;
 use statements::Statements;
@@ -151,13 +151,7 @@ impl PgLockProvider {
                 .is_some(),
             None => false,
         };
-        if live {
-            Ok(())
-        } else {
-            Err(Error::LockLost {
-                lock_name: lock_name.to_owned(),
-            })
-        }
+        lease_verdict(live, lock_name)
     }
 }
 

@@ -12,8 +12,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use crate::common::{
-    LockProviderBuilder, Table, check_lock_name, lease_millis, shared_api, store_error,
-    system_time, token_from_db, token_param,
+    LockProviderBuilder, Table, check_lock_name, lease_millis, lease_verdict, shared_api,
+    store_error, system_time, token_from_db, token_param,
 };
 use statements::Statements;
 
@@ -206,13 +206,7 @@ impl SqliteLockProvider {
             }
             None => false,
         };
-        if live {
-            Ok(())
-        } else {
-            Err(Error::LockLost {
-                lock_name: lock_name.to_owned(),
-            })
-        }
+        lease_verdict(live, lock_name)
     }
 }
 

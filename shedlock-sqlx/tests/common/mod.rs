@@ -5,13 +5,15 @@
 #![allow(dead_code)]
 
 pub(crate) mod scenarios;
+pub(crate) mod server_cases;
+pub(crate) mod statements;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use shedlock_core::LockProvider;
 use shedlock_core::conformance::Harness;
+use shedlock_core::{LockConfiguration, LockProvider};
 
 /// The URL in `var`, or `None` after one line saying the tests were skipped.
 ///
@@ -83,4 +85,9 @@ pub(crate) fn millis_between(earlier: std::time::SystemTime, later: std::time::S
         Ok(d) => d.as_millis() as i128,
         Err(e) => -(e.duration().as_millis() as i128),
     }
+}
+
+/// A lock configuration for tests: `lock_at_least_for` zero.
+pub(crate) fn lease_config(name: &str, lock_at_most_for: Duration) -> LockConfiguration {
+    LockConfiguration::new(name, lock_at_most_for, Duration::ZERO).expect("valid configuration")
 }

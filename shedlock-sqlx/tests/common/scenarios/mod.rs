@@ -1,0 +1,120 @@
+//! Cases every SQL provider must pass beyond the conformance suite, generic over the database
+//! ([`TestDb`]). Each case works on a table of its own.
+
+mod hostile;
+mod schema;
+
+pub(crate) use hostile::*;
+pub(crate) use schema::*;
+
+use std::time::{Duration, SystemTime};
+
+use shedlock_core::{Error, LockConfiguration, LockProvider, Operation};
+use shedlock_sqlx::{ColumnNames, LockRow};
+
+use super::unique_table;
+
+/// One database and its provider type, as the cases need them.
+#[shedlock_core::async_trait]
+pub(crate) trait TestDb: Send + Sync + Sized + 'static {
+    /// The provider under test.
+    type Provider: LockProvider + Clone + ProviderExt;
+    /// The column type of `lock_until`/`locked_at` in hand-made tables.
+    const TIMESTAMP: &'static str;
+    /// Whether `VARCHAR(n)` refuses longer values (SQLite does not).
+    const ENFORCES_VARCHAR: bool;
+    /// Statements per operation: acquire on first use of a name, acquire of a free lock,
+    /// acquire of a held lock, release, extend.
+    const STATEMENTS: [usize; 5];
+
+    fn build(
+        &self,
+        table: &str,
+        columns: ColumnNames,
+        holder: &str,
+    ) -> Result<Self::Provider, Error>;
+    async fn create_schema(provider: &Self::Provider) -> Result<(), Error>;
+    async fn lock_state(provider: &Self::Provider, name: &str) -> Result<Option<LockRow>, Error>;
+    async fn list_locks(provider: &Self::Provider) -> Result<Vec<LockRow>, Error>;
+    /// Runs SQL written by the test (literals only).
+    async fn execute(&self, sql: &str);
+    /// The database clock, read in a statement of its own (UTC).
+    async fn now(&self) -> SystemTime;
+    /// A schema the connection may qualify tables with.
+    async fn schema(&self) -> String;
+}
+
+/// A provider on a new table of its own, created with `create_schema`.
+pub(super) async fn fresh<D: TestDb>(db: &D, holder: &str) -> D::Provider {
+    let provider = db
+        .build(
+            &unique_table("shedlock_case"),
+            ColumnNames::default(),
+            holder,
+        )
+        .expect("valid configuration");
+    D::create_schema(&provider).await.expect("create schema");
+    provider
+}
+
+pub(super) async fn drop_table<D: TestDb>(db: &D, table: &str) {
+    db.execute(&format!("DROP TABLE IF EXISTS {table}")).await;
+}
+
+pub(super) fn config(name: &str, at_most: Duration, at_least: Duration) -> LockConfiguration {
+    LockConfiguration::new(name, at_most, at_least).expect("valid configuration")
+}
+
+pub(super) const LONG: Duration = Duration::from_secs(600);
+
+pub(super) async fn row<D: TestDb>(provider: &D::Provider, name: &str) -> LockRow {
+    D::lock_state(provider, name)
+        .await
+        .expect("read")
+        .unwrap_or_else(|| panic!("no row for {name}"))
+}
+
+pub(super) fn is_store_error(
+    result: &Result<impl std::fmt::Debug, Error>,
+    operation: Operation,
+) -> bool {
+    matches!(result, Err(Error::Store { operation: op, .. }) if *op == operation)
+}
+
+/// What the cases need from a provider beyond the trait, the same for every dialect.
+pub(crate) trait ProviderExt: Sized {
+    fn table_name(&self) -> &str;
+    fn clone_as(&self, holder: &str) -> Self;
+}
+
+/// Generates one `#[tokio::test]` per case for a `TestDb` expression (`Option`, `None` skips).
+#[macro_export]
+macro_rules! sql_provider_cases {
+    ($db:expr) => {
+        $crate::sql_provider_cases!(@cases ($db)
+            lease_times_are_database_times,
+            far_future_row_is_held,
+            shedlock_rows_are_taken_over,
+            exhausted_token_fails_cleanly,
+            deleted_row_is_recreated,
+            missing_table_is_a_clear_error,
+            hostile_identifiers_are_rejected,
+            sql_looking_names_are_plain_names,
+            names_longer_than_the_column_fail_clearly,
+            create_schema_upgrades_shedlock_tables,
+            custom_columns_and_schema_work,
+            inspection_reports_rows,
+            statements_per_operation,
+        );
+    };
+    (@cases ($db:expr) $($case:ident,)*) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                if let ::core::option::Option::Some(db) = $db.await {
+                    $crate::common::scenarios::$case(&db).await;
+                }
+            }
+        )*
+    };
+}

@@ -1,0 +1,213 @@
+//! The table itself: creation and upgrade, custom names, inspection, database time, and the
+//! statements each operation costs.
+
+use std::time::Duration;
+
+use shedlock_core::{LockProvider, Operation};
+use shedlock_sqlx::ColumnNames;
+
+use super::{LONG, ProviderExt, TestDb, config, drop_table, fresh, is_store_error, row};
+use crate::common::{millis_between, statements, unique_table};
+
+/// Lease times are the database's: `lock_until - locked_at` is exactly the lease, `locked_at` is
+/// the database's clock, and release sets `lock_until` to exactly `locked_at + lock_at_least_for`.
+pub(crate) async fn lease_times_are_database_times<D: TestDb>(db: &D) {
+    let provider = fresh(db, "timer").await;
+    let before = db.now().await;
+    let lease = provider
+        .acquire(&config(
+            "times",
+            Duration::from_millis(12_345),
+            Duration::from_millis(4_321),
+        ))
+        .await
+        .unwrap()
+        .expect("acquired");
+    let after = db.now().await;
+    assert_eq!(
+        millis_between(lease.locked_at(), lease.lock_until()),
+        12_345
+    );
+    assert!(
+        millis_between(before, lease.locked_at()) >= -1
+            && millis_between(lease.locked_at(), after) >= -1,
+        "locked_at {:?} is not between the database's clock readings {before:?} and {after:?}",
+        lease.locked_at()
+    );
+    let extended = provider
+        .extend(&lease, Duration::from_millis(20_000), Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("extended");
+    let after_extend = db.now().await;
+    let until = millis_between(after_extend, extended.lock_until());
+    assert!(
+        (19_000..=20_001).contains(&until),
+        "extended lock_until is now + {until} ms"
+    );
+    assert!(provider.release(&lease).await.unwrap());
+    let released = row::<D>(&provider, "times").await;
+    assert_eq!(
+        millis_between(released.locked_at, released.lock_until),
+        4_321
+    );
+    assert!(released.held, "lock_at_least_for keeps it held");
+    drop_table(db, provider.table_name()).await;
+}
+
+/// A table created by ShedLock (no `fencing_token`) fails with a hint until `create_schema`
+/// adds the column; `create_schema` is idempotent and safe to run concurrently.
+pub(crate) async fn create_schema_upgrades_shedlock_tables<D: TestDb>(db: &D) {
+    let table = unique_table("shedlock_java");
+    db.execute(&format!(
+        "CREATE TABLE {table} (name VARCHAR(64) NOT NULL, lock_until {ts} NOT NULL, \
+         locked_at {ts} NOT NULL, locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))",
+        ts = D::TIMESTAMP
+    ))
+    .await;
+    db.execute(&format!(
+        "INSERT INTO {table} (name, lock_until, locked_at, locked_by) \
+         VALUES ('java', '2020-01-01 00:00:00', '2020-01-01 00:00:00', 'java-host')"
+    ))
+    .await;
+    let provider = db.build(&table, ColumnNames::default(), "a").unwrap();
+    let c = config("java", LONG, Duration::ZERO);
+    let result = provider.acquire(&c).await;
+    assert!(is_store_error(&result, Operation::Acquire), "{result:?}");
+    let message = result.unwrap_err().to_string();
+    assert!(message.contains("lacks a column"), "{message}");
+
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            let provider = provider.clone();
+            tokio::spawn(async move { D::create_schema(&provider).await })
+        })
+        .collect();
+    for run in runs {
+        run.await.unwrap().expect("concurrent create_schema");
+    }
+    D::create_schema(&provider).await.expect("idempotent");
+    assert_eq!(row::<D>(&provider, "java").await.fencing_token, 0);
+    let lease = provider.acquire(&c).await.unwrap().expect("acquired");
+    assert_eq!(lease.fencing_token(), 1);
+    drop_table(db, &table).await;
+}
+
+/// Custom column names and a schema-qualified table work end to end.
+pub(crate) async fn custom_columns_and_schema_work<D: TestDb>(db: &D) {
+    let table = format!("{}.{}", db.schema().await, unique_table("shedlock_custom"));
+    let columns = ColumnNames::default()
+        .name("lock_name")
+        .lock_until("expires")
+        .locked_at("since")
+        .locked_by("owner")
+        .fencing_token("token");
+    let a = db.build(&table, columns.clone(), "a").unwrap();
+    let b = db.build(&table, columns, "b").unwrap();
+    D::create_schema(&a).await.expect("create schema");
+    let c = config("custom", LONG, Duration::ZERO);
+    let lease = a.acquire(&c).await.unwrap().expect("acquired");
+    assert!(b.acquire(&c).await.unwrap().is_none());
+    let lease = a
+        .extend(&lease, LONG, Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("extended");
+    assert!(a.release(&lease).await.unwrap());
+    assert_eq!(
+        b.acquire(&c)
+            .await
+            .unwrap()
+            .expect("released")
+            .fencing_token(),
+        2
+    );
+    let rows = D::list_locks(&a).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(
+        rows[0].to_string().starts_with("custom: held by b until "),
+        "{}",
+        rows[0]
+    );
+    drop_table(db, &table).await;
+}
+
+/// `lock_state` and `list_locks` report holder, token and whether the lease runs.
+pub(crate) async fn inspection_reports_rows<D: TestDb>(db: &D) {
+    let provider = fresh(db, "inspector").await;
+    assert!(D::list_locks(&provider).await.unwrap().is_empty());
+    assert!(D::lock_state(&provider, "none").await.unwrap().is_none());
+    let held = provider
+        .acquire(&config("b-held", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    let done = provider
+        .acquire(&config("a-done", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(provider.release(&done).await.unwrap());
+    let rows = D::list_locks(&provider).await.unwrap();
+    let summary: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.name.as_str(),
+                r.locked_by.as_str(),
+                r.fencing_token,
+                r.held,
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("a-done", "inspector", 1, false),
+            ("b-held", "inspector", 1, true)
+        ]
+    );
+    assert_eq!(rows[1].lock_until, held.lock_until());
+    assert_eq!(rows[1].locked_at, held.locked_at());
+    assert!(
+        rows[0]
+            .to_string()
+            .starts_with("a-done: last held by inspector until ")
+    );
+    drop_table(db, provider.table_name()).await;
+}
+
+/// Each operation costs the statements the dialect's documentation promises, no more.
+pub(crate) async fn statements_per_operation<D: TestDb>(db: &D) {
+    statements::record();
+    let a = fresh(db, "a").await;
+    let b = a.clone_as("b");
+    let t = a.table_name().to_owned();
+    let c = config("counted", LONG, Duration::ZERO);
+    let mut before = statements::executed_on(&t);
+    let mut cost = || {
+        let now = statements::executed_on(&t);
+        std::mem::replace(&mut before, now).abs_diff(now)
+    };
+    let first = a.acquire(&c).await.unwrap().expect("first use");
+    let first_use = cost();
+    assert!(b.acquire(&c).await.unwrap().is_none());
+    let held = cost();
+    assert!(a.release(&first).await.unwrap());
+    let release = cost();
+    let lease = b.acquire(&c).await.unwrap().expect("free");
+    let free = cost();
+    assert!(
+        b.extend(&lease, LONG, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let extend = cost();
+    assert_eq!(
+        [first_use, free, held, release, extend],
+        D::STATEMENTS,
+        "statements for [first use, free, held, release, extend]"
+    );
+    drop_table(db, &t).await;
+}

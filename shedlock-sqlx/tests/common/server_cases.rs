@@ -1,0 +1,162 @@
+//! Tests the server databases (PostgreSQL, MySQL/MariaDB) share in form but not in types:
+//! generated per test file by macros, since sessions, pools and transactions are typed per
+//! driver.
+
+/// `session_time_zones_do_not_matter`, for a provider type, a pool constructor taking an optional
+/// session time zone, two zones a day apart, and a function reading the database clock.
+#[macro_export]
+macro_rules! session_time_zones_case {
+    ($provider:ident, $pool_in_time_zone:path, $east:literal, $west:literal, $db_now:path) => {
+        /// Instances differ in session time zone (and, in the field, in clock): the provider reads
+        /// neither. Two providers whose sessions run 25 hours apart exclude each other and see the same
+        /// `lock_until`, which is the database's UTC clock plus the lease.
+        #[tokio::test]
+        async fn session_time_zones_do_not_matter() {
+            use ::shedlock_core::LockProvider as _;
+            use ::sqlx::Executor as _;
+            let (Some(east), Some(west)) = (
+                $pool_in_time_zone(Some($east)).await,
+                $pool_in_time_zone(Some($west)).await,
+            ) else {
+                return;
+            };
+            let table = $crate::common::unique_table("shedlock_tz");
+            let a = $provider::builder(east)
+                .table(&table)
+                .holder("east")
+                .build()
+                .unwrap();
+            let b = $provider::builder(west.clone())
+                .table(&table)
+                .holder("west")
+                .build()
+                .unwrap();
+            a.create_schema().await.unwrap();
+            let c = $crate::common::lease_config("tz", ::std::time::Duration::from_secs(60));
+            let lease = a.acquire(&c).await.unwrap().expect("acquired");
+            assert!(
+                b.acquire(&c).await.unwrap().is_none(),
+                "west acquired east's lock"
+            );
+            let (seen_by_a, seen_by_b) = (
+                a.lock_state("tz").await.unwrap().unwrap(),
+                b.lock_state("tz").await.unwrap().unwrap(),
+            );
+            assert_eq!(seen_by_a, seen_by_b);
+            assert_eq!(seen_by_a.lock_until, lease.lock_until());
+            let now = $db_now(&west).await;
+            assert!($crate::common::millis_between(lease.locked_at(), now).abs() < 1_000);
+            // What an instance 3 hours ahead would have written had it used its own clock.
+            let skewed_local =
+                ::std::time::SystemTime::now() + ::std::time::Duration::from_secs(3 * 3600);
+            assert!(
+                $crate::common::millis_between(lease.locked_at(), skewed_local) > 2 * 3600 * 1000
+            );
+            a.pool()
+                .execute(::sqlx::AssertSqlSafe(format!("DROP TABLE {table}")))
+                .await
+                .unwrap();
+        }
+    };
+}
+
+/// `fencing_guard_orders_writes`, for a provider type, a pool constructor, and the dialect's
+/// bind placeholder.
+#[macro_export]
+macro_rules! fencing_guard_case {
+    ($provider:ident, $pool:path, $placeholder:literal) => {
+        /// The fencing guard: a live lease may write; a paused holder whose lease was taken over is
+        /// refused; and while a guarded transaction runs, nobody can take the lock over.
+        #[tokio::test]
+        async fn fencing_guard_orders_writes() {
+            use ::shedlock_core::LockProvider as _;
+            use ::sqlx::Executor as _;
+            let Some(pool) = $pool().await else { return };
+            let table = $crate::common::unique_table("shedlock_fence");
+            let data = $crate::common::unique_table("fenced_data");
+            let a = $provider::builder(pool.clone())
+                .table(&table)
+                .holder("a")
+                .build()
+                .unwrap();
+            let b = a.with_holder("b").unwrap();
+            a.create_schema().await.unwrap();
+            pool.execute(::sqlx::AssertSqlSafe(format!(
+                "CREATE TABLE {data} (token BIGINT)"
+            )))
+            .await
+            .unwrap();
+            let insert = format!("INSERT INTO {data} VALUES ({})", $placeholder);
+
+            let lease_len = ::std::time::Duration::from_millis(400);
+            let c = $crate::common::lease_config("fenced", lease_len);
+            let paused = a.acquire(&c).await.unwrap().unwrap();
+            let mut tx = pool.begin().await.unwrap();
+            a.verify_lease(&mut tx, "fenced", paused.fencing_token())
+                .await
+                .expect("live lease");
+            sqlx::query(::sqlx::AssertSqlSafe(insert.as_str()))
+                .bind(paused.fencing_token() as i64)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+
+            tokio::time::sleep(lease_len + ::std::time::Duration::from_millis(100)).await;
+            let current = b.acquire(&c).await.unwrap().expect("taken over");
+            let mut tx = pool.begin().await.unwrap();
+            let stale = a
+                .verify_lease(&mut tx, "fenced", paused.fencing_token())
+                .await;
+            assert!(
+                matches!(stale, Err(::shedlock_core::Error::LockLost { .. })),
+                "{stale:?}"
+            );
+            tx.rollback().await.unwrap();
+
+            // b verifies, then its lease runs out while its transaction is still open: a takeover
+            // waits for the transaction, so b's write still lands before the next holder's.
+            let mut tx = pool.begin().await.unwrap();
+            b.verify_lease(&mut tx, "fenced", current.fencing_token())
+                .await
+                .expect("live lease");
+            tokio::time::sleep(lease_len + ::std::time::Duration::from_millis(100)).await;
+            let a2 = a.clone();
+            let c2 = c.clone();
+            let takeover = tokio::spawn(async move { a2.acquire(&c2).await });
+            tokio::time::sleep(::std::time::Duration::from_millis(300)).await;
+            assert!(
+                !takeover.is_finished(),
+                "took over during a guarded transaction"
+            );
+            sqlx::query(::sqlx::AssertSqlSafe(insert.as_str()))
+                .bind(current.fencing_token() as i64)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+            let next = takeover
+                .await
+                .unwrap()
+                .unwrap()
+                .expect("taken over after the commit");
+            assert!(next.fencing_token() > current.fencing_token());
+
+            let written: Vec<i64> =
+                sqlx::query_scalar(::sqlx::AssertSqlSafe(format!("SELECT token FROM {data}")))
+                    .fetch_all(&pool)
+                    .await
+                    .unwrap();
+            assert_eq!(
+                written,
+                [
+                    paused.fencing_token() as i64,
+                    current.fencing_token() as i64
+                ]
+            );
+            pool.execute(::sqlx::AssertSqlSafe(format!("DROP TABLE {table}, {data}")))
+                .await
+                .unwrap();
+        }
+    };
+}
