@@ -37,25 +37,40 @@ async fn provider(database: &str, holder: &str) -> anyhow::Result<SqliteLockProv
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
         .busy_timeout(Duration::from_secs(5));
-    let pool = SqlitePoolOptions::new().max_connections(2).connect_with(options).await?;
+    let pool = SqlitePoolOptions::new()
+        .max_connections(2)
+        .connect_with(options)
+        .await?;
     Ok(SqliteLockProvider::builder(pool).holder(holder).build()?)
 }
 
 fn unix_millis() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or_default()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or_default()
 }
 
 /// One instance: a scheduler with one locked job; reports what it did on stdout, one line
 /// per event, for the supervisor to tally.
 async fn run_instance(instance: usize, database: &str) -> anyhow::Result<()> {
     let provider = provider(database, &format!("instance-{instance}")).await?;
-    let job = Job::new("tick", Schedule::cron("* * * * * *")?, move |()| async move {
-        let lock = LockContext::current()?;
-        let start = unix_millis();
-        tokio::time::sleep(Duration::from_millis(200)).await; // the "work"
-        println!("exec {instance} {} {} {start} {}", start / 1000, lock.fencing_token(), unix_millis());
-        Ok::<_, shedlock::Error>(())
-    })
+    let job = Job::new(
+        "tick",
+        Schedule::cron("* * * * * *")?,
+        move |()| async move {
+            let lock = LockContext::current()?;
+            let start = unix_millis();
+            tokio::time::sleep(Duration::from_millis(200)).await; // the "work"
+            println!(
+                "exec {instance} {} {} {start} {}",
+                start / 1000,
+                lock.fencing_token(),
+                unix_millis()
+            );
+            Ok::<_, shedlock::Error>(())
+        },
+    )
     .with_lock(
         JobLock::new("quickstart_tick")?
             .lock_at_most_for(Duration::from_secs(10))?
@@ -87,10 +102,17 @@ struct Tick {
 
 /// Starts the instances, prints one line per tick, then the summary.
 async fn supervise() -> anyhow::Result<()> {
-    let database = std::env::temp_dir().join(format!("shedlock-quickstart-{}.db", std::process::id()));
+    let database =
+        std::env::temp_dir().join(format!("shedlock-quickstart-{}.db", std::process::id()));
     let database = database.to_string_lossy().into_owned();
-    provider(&database, "supervisor").await?.create_schema().await?;
-    println!("starting {INSTANCES} instances on {database} for {} s", RUN_FOR.as_secs());
+    provider(&database, "supervisor")
+        .await?
+        .create_schema()
+        .await?;
+    println!(
+        "starting {INSTANCES} instances on {database} for {} s",
+        RUN_FOR.as_secs()
+    );
 
     let (lines, mut reports) = tokio::sync::mpsc::unbounded_channel::<String>();
     let mut children = Vec::new();
@@ -123,7 +145,11 @@ async fn supervise() -> anyhow::Result<()> {
                 tick.ran.push((instance.parse()?, token.parse()?));
                 runs.push((start.parse()?, end.parse()?));
             }
-            ["skip", instance, second] => ticks.entry(second.parse()?).or_default().skipped.push(instance.parse()?),
+            ["skip", instance, second] => ticks
+                .entry(second.parse()?)
+                .or_default()
+                .skipped
+                .push(instance.parse()?),
             _ => println!("{line}"),
         }
         // A tick is complete once every instance reported it.
@@ -162,7 +188,12 @@ async fn supervise() -> anyhow::Result<()> {
 }
 
 fn print_tick(second: u64, tick: &Tick) {
-    let clock = format!("{:02}:{:02}:{:02}", second / 3600 % 24, second / 60 % 60, second % 60);
+    let clock = format!(
+        "{:02}:{:02}:{:02}",
+        second / 3600 % 24,
+        second / 60 % 60,
+        second % 60
+    );
     let ran = match tick.ran.as_slice() {
         [] => "nobody ran it".to_owned(),
         [(instance, token)] => format!("instance {instance} ran it (fencing token {token})"),

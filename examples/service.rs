@@ -24,10 +24,17 @@ struct AppState {
 /// Every 5 seconds on one instance; the lock stays at least 2 s so instances firing a little
 /// later do not repeat the same tick.
 #[scheduled(cron = "*/5 * * * * *")]
-#[scheduler_lock(name = "send_report", lock_at_most_for = "1m", lock_at_least_for = "2s")]
+#[scheduler_lock(
+    name = "send_report",
+    lock_at_most_for = "1m",
+    lock_at_least_for = "2s"
+)]
 async fn send_report(state: AppState, lock: LockContext) -> Result<(), std::io::Error> {
     let sent = state.reports_sent.fetch_add(1, Ordering::Relaxed) + 1;
-    println!("send_report: report #{sent} (fencing token {})", lock.fencing_token());
+    println!(
+        "send_report: report #{sent} (fencing token {})",
+        lock.fencing_token()
+    );
     Ok(())
 }
 
@@ -50,7 +57,9 @@ async fn heartbeat() {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt().with_env_filter("info,shedlock=info").init();
+    tracing_subscriber::fmt()
+        .with_env_filter("info,shedlock=info")
+        .init();
     let config_path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/service.toml");
     let config: SchedulerConfig = toml::from_str(&std::fs::read_to_string(config_path)?)?;
     config.validate()?;
@@ -65,14 +74,24 @@ async fn main() -> anyhow::Result<()> {
     let provider = SqliteLockProvider::new(pool);
     provider.create_schema().await?;
 
-    let state = AppState { reports_sent: Arc::default() };
+    let state = AppState {
+        reports_sent: Arc::default(),
+    };
     let registry = JobRegistry::new(state)
         .add(shedlock::job!(send_report))
         .add(shedlock::job!(purge_sessions))
         .add(shedlock::job!(heartbeat));
-    let scheduler = Scheduler::builder().provider(provider).config(config).registry(registry).start().await?;
+    let scheduler = Scheduler::builder()
+        .provider(provider)
+        .config(config)
+        .registry(registry)
+        .start()
+        .await?;
     for job in scheduler.status() {
-        println!("registered {} ({}), lock: {:?}", job.name, job.schedule, job.lock_name);
+        println!(
+            "registered {} ({}), lock: {:?}",
+            job.name, job.schedule, job.lock_name
+        );
     }
 
     let report = match std::env::args().nth(1) {
