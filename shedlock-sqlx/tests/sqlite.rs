@@ -220,6 +220,87 @@ async fn pools_sharing_a_file_exclude_each_other() {
     );
 }
 
+/// Set in the child processes of `processes_sharing_a_file_exclude_each_other`:
+/// `<database url>|<counter file>|<holder>`.
+const CHILD: &str = "SHEDLOCK_SQLITE_TEST_CHILD";
+const INCREMENTS_PER_PROCESS: u64 = 15;
+
+/// Three processes on one database file (the quickstart's set-up) keep mutual exclusion: each
+/// increments a counter in a plain file, read and written back only under the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_sharing_a_file_exclude_each_other() {
+    if let Ok(spec) = std::env::var(CHILD) {
+        return increment_under_lock(&spec).await;
+    }
+    let url = database_url();
+    let provider = SqliteLockProvider::connect(&url).await.unwrap();
+    provider.create_schema().await.unwrap();
+    let counter = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(unique_table("counter"));
+    std::fs::write(&counter, "0").unwrap();
+    let children: Vec<_> = (0..3)
+        .map(|process| {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "processes_sharing_a_file_exclude_each_other",
+                    "--quiet",
+                ])
+                .env(
+                    CHILD,
+                    format!("{url}|{}|process-{process}", counter.display()),
+                )
+                .spawn()
+                .expect("start a child process")
+        })
+        .collect();
+    for mut child in children {
+        let status = tokio::task::spawn_blocking(move || child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(status.success(), "child process failed: {status}");
+    }
+    let total: u64 = std::fs::read_to_string(&counter).unwrap().parse().unwrap();
+    assert_eq!(
+        total,
+        3 * INCREMENTS_PER_PROCESS,
+        "lost updates across processes"
+    );
+    let row = provider.lock_state("cross-process").await.unwrap().unwrap();
+    assert_eq!(row.fencing_token, (3 * INCREMENTS_PER_PROCESS) as i64);
+}
+
+async fn increment_under_lock(spec: &str) {
+    let mut parts = spec.split('|');
+    let (url, counter, holder) = (
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+    );
+    let provider = SqliteLockProvider::connect(url)
+        .await
+        .unwrap()
+        .clone_as(holder);
+    let executor = LockingTaskExecutor::new(provider);
+    let lock = lease_config("cross-process", Duration::from_secs(60));
+    let mut done = 0;
+    while done < INCREMENTS_PER_PROCESS {
+        let outcome = executor
+            .execute(&lock, async {
+                let seen: u64 = std::fs::read_to_string(counter).unwrap().parse().unwrap();
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                std::fs::write(counter, (seen + 1).to_string()).unwrap();
+            })
+            .await
+            .expect("no store error under contention");
+        if let TaskResult::Executed(()) = outcome {
+            done += 1;
+        } else {
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
 /// Times written by hand in other formats SQLite understands compare as times; a time SQLite
 /// cannot read counts as expired.
 #[tokio::test]
