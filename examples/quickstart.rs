@@ -14,7 +14,6 @@ use shedlock::{
     Job, JobLock, JobRegistry, LockContext, LockEvent, Schedule, Scheduler, SchedulerConfig,
     SqliteLockProvider,
 };
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const INSTANCES: usize = 3;
@@ -30,18 +29,10 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
-/// Opens the shared database: WAL and a busy timeout, so three processes can write it.
+/// Opens the shared database (WAL journal and a busy timeout, so processes can share it).
 async fn provider(database: &str, holder: &str) -> anyhow::Result<SqliteLockProvider> {
-    let options = SqliteConnectOptions::new()
-        .filename(database)
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .busy_timeout(Duration::from_secs(5));
-    let pool = SqlitePoolOptions::new()
-        .max_connections(2)
-        .connect_with(options)
-        .await?;
-    Ok(SqliteLockProvider::builder(pool).holder(holder).build()?)
+    let provider = SqliteLockProvider::connect(&format!("sqlite://{database}")).await?;
+    Ok(provider.with_holder(holder)?)
 }
 
 fn unix_millis() -> u128 {

@@ -13,7 +13,6 @@ use shedlock::{
     JobRegistry, LockContext, Scheduler, SchedulerConfig, SqliteLockProvider, scheduled,
     scheduler_lock,
 };
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 
 /// Shared by every job run (cloned per run; keep it cheap: `Arc`s and pools).
 #[derive(Clone)]
@@ -58,20 +57,14 @@ async fn heartbeat() {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter("info,shedlock=info")
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()))
         .init();
     let config_path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/service.toml");
     let config: SchedulerConfig = toml::from_str(&std::fs::read_to_string(config_path)?)?;
     config.validate()?;
 
     let database = std::env::temp_dir().join("shedlock-service-example.db");
-    let options = SqliteConnectOptions::new()
-        .filename(&database)
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .busy_timeout(Duration::from_secs(5));
-    let pool = SqlitePoolOptions::new().connect_with(options).await?;
-    let provider = SqliteLockProvider::new(pool);
+    let provider = SqliteLockProvider::connect(&format!("sqlite://{}", database.display())).await?;
     provider.create_schema().await?;
 
     let state = AppState {

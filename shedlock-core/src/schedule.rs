@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds};
@@ -142,6 +142,8 @@ impl Schedule {
             return None;
         };
         let zone = zone.unwrap_or(default_zone);
+        // Cron has whole seconds; croner would carry `after`'s fraction into the result.
+        let after = after.trunc_subsecs(0);
         cron.find_next_occurrence(&after.with_timezone(&zone), false)
             .ok()
             .map(|fire| fire.with_timezone(&Utc))
@@ -231,6 +233,23 @@ mod tests {
             .unwrap();
         assert_eq!(frozen_fire, utc("2026-03-30T08:00:00Z"));
         assert_eq!(ours, utc("2026-03-30T07:00:00Z"));
+    }
+
+    #[test]
+    fn fire_times_are_whole_seconds_whatever_the_start() {
+        let every_five = Schedule::cron("*/5 * * * * *").unwrap();
+        let fire = every_five
+            .next_cron_fire(utc("2026-07-01T10:00:40.530Z"), Tz::UTC)
+            .unwrap();
+        assert_eq!(fire, utc("2026-07-01T10:00:45Z"));
+        let fire = every_five
+            .next_cron_fire(utc("2026-07-01T10:00:44.999Z"), Tz::UTC)
+            .unwrap();
+        assert_eq!(fire, utc("2026-07-01T10:00:45Z"));
+        let fire = every_five
+            .next_cron_fire(utc("2026-07-01T10:00:45Z"), Tz::UTC)
+            .unwrap();
+        assert_eq!(fire, utc("2026-07-01T10:00:50Z"), "strictly after");
     }
 
     #[test]
