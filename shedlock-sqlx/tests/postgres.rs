@@ -134,8 +134,15 @@ mod cases {
     });
 }
 
-/// A release notifies the release channel in the same statement, and `release_hints` delivers
-/// the lock name; a provider built without notifications has neither.
+/// Whether no notification arrives within `millis`.
+async fn quiet_for(listener: &mut PgListener, millis: u64) -> bool {
+    tokio::time::timeout(Duration::from_millis(millis), listener.recv())
+        .await
+        .is_err()
+}
+
+/// Releases notify the release channel in the same statement once the provider listens for
+/// hints (or always, if so built), and `release_hints` delivers the lock name.
 #[tokio::test]
 async fn release_notifies_listeners() {
     let Some(pool) = pool().await else { return };
@@ -147,34 +154,28 @@ async fn release_notifies_listeners() {
     provider.create_schema().await.unwrap();
     let channel = provider
         .release_channel()
-        .expect("notifications on by default")
+        .expect("a channel by default")
         .to_owned();
     assert_eq!(channel, format!("{table}_released"));
-
     let mut listener = PgListener::connect_with(&pool).await.unwrap();
     listener.listen(&channel).await.unwrap();
     let c = lease_config("notified", Duration::from_secs(60));
-    let lease = provider.acquire(&c).await.unwrap().unwrap();
-    assert!(provider.release(&lease).await.unwrap());
-    let notification = tokio::time::timeout(Duration::from_secs(5), listener.recv())
-        .await
-        .expect("notified within 5 s")
-        .unwrap();
-    assert_eq!(notification.payload(), "notified");
-    // A refused release notifies nobody.
-    assert!(!provider.release(&lease).await.unwrap());
+
+    // Nobody in this process listens for hints yet: releases do not notify.
+    let other_holder = provider.with_holder("other").unwrap();
+    let lease = other_holder.acquire(&c).await.unwrap().unwrap();
+    assert!(other_holder.release(&lease).await.unwrap());
     assert!(
-        tokio::time::timeout(Duration::from_millis(300), listener.recv())
-            .await
-            .is_err()
+        quiet_for(&mut listener, 300).await,
+        "notified without listeners"
     );
 
-    // The hint task LISTENs asynchronously after subscribing: release until a hint arrives.
+    // Once it listens (asynchronously, after subscribing), releases by it and its clones do.
     let mut hints = provider.release_hints().expect("hints with a channel");
     let mut hinted = false;
     for _ in 0..50 {
-        let lease = provider.acquire(&c).await.unwrap().unwrap();
-        assert!(provider.release(&lease).await.unwrap());
+        let lease = other_holder.acquire(&c).await.unwrap().unwrap();
+        assert!(other_holder.release(&lease).await.unwrap());
         if let Ok(Ok(name)) = tokio::time::timeout(Duration::from_millis(100), hints.recv()).await {
             assert_eq!(&*name, "notified");
             hinted = true;
@@ -182,22 +183,42 @@ async fn release_notifies_listeners() {
         }
     }
     assert!(hinted, "no release hint within 50 releases");
+    let notification = listener.recv().await.unwrap();
+    assert_eq!(notification.payload(), "notified");
+    while !quiet_for(&mut listener, 100).await {}
+    // A refused release notifies nobody.
+    assert!(!other_holder.release(&lease).await.unwrap());
+    assert!(
+        quiet_for(&mut listener, 300).await,
+        "a refused release notified"
+    );
 
-    let quiet = PgLockProvider::builder(pool.clone())
+    let always = PgLockProvider::builder(pool.clone())
+        .table(&table)
+        .release_channel("Jobs Freed")
+        .notify_every_release()
+        .build()
+        .unwrap();
+    assert_eq!(always.release_channel(), Some("Jobs Freed"));
+    listener.listen("Jobs Freed").await.unwrap();
+    let lease = always.acquire(&c).await.unwrap().unwrap();
+    assert!(always.release(&lease).await.unwrap());
+    let notification = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .expect("notified within 5 s")
+        .unwrap();
+    assert_eq!(
+        (notification.channel(), notification.payload()),
+        ("Jobs Freed", "notified")
+    );
+
+    let never = PgLockProvider::builder(pool.clone())
         .table(&table)
         .without_release_notify()
         .build()
         .unwrap();
-    assert!(quiet.release_channel().is_none() && quiet.release_hints().is_none());
-    let lease = quiet.acquire(&c).await.unwrap().unwrap();
-    assert!(quiet.release(&lease).await.unwrap());
+    assert!(never.release_channel().is_none() && never.release_hints().is_none());
 
-    let custom = PgLockProvider::builder(pool.clone())
-        .table(&table)
-        .release_channel("Jobs Freed")
-        .build()
-        .unwrap();
-    assert_eq!(custom.release_channel(), Some("Jobs Freed"));
     for bad in [
         PgLockProvider::builder(pool.clone())
             .table(&table)

@@ -92,17 +92,7 @@ pub struct LockProviderBuilder<P> {
     columns: ColumnNames,
     holder: Option<String>,
     #[cfg(feature = "postgres")]
-    pub(crate) release_notify: ReleaseNotify,
-}
-
-/// Whether the PostgreSQL release statement notifies listeners.
-#[cfg(feature = "postgres")]
-#[derive(Debug, Clone)]
-pub(crate) enum ReleaseNotify {
-    /// `<table>_released`, with any `.` replaced by `_`.
-    Default,
-    Channel(String),
-    Off,
+    pub(crate) release_notify: crate::postgres::ReleaseNotify,
 }
 
 impl<P> LockProviderBuilder<P> {
@@ -113,7 +103,7 @@ impl<P> LockProviderBuilder<P> {
             columns: ColumnNames::default(),
             holder: None,
             #[cfg(feature = "postgres")]
-            release_notify: ReleaseNotify::Default,
+            release_notify: Default::default(),
         }
     }
 

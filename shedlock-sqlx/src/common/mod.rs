@@ -16,8 +16,6 @@ use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
 pub use builder::{ColumnNames, LockProviderBuilder};
 pub use row::LockRow;
 
-#[cfg(feature = "postgres")]
-pub(crate) use builder::ReleaseNotify;
 pub(crate) use builder::{Table, validate_holder};
 pub(crate) use error::store_error;
 #[cfg(feature = "postgres")]

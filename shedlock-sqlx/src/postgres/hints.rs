@@ -1,11 +1,29 @@
 //! Release hints: `LISTEN` on the release channel, forwarded to in-process subscribers.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 use tokio::sync::{broadcast, oneshot};
+
+/// When a release sends `NOTIFY`, and on which channel (the builder's PostgreSQL settings).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ReleaseNotify {
+    /// `None`: `<table>_released`.
+    pub(crate) channel: Option<String>,
+    pub(crate) policy: NotifyPolicy,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum NotifyPolicy {
+    /// Once this provider (or a clone) listens for hints, i.e. takes part in an election.
+    #[default]
+    WhileListening,
+    Always,
+    Never,
+}
 
 /// Room for hints not yet read by a slow subscriber; it then sees `Lagged` and retries at once.
 const CAPACITY: usize = 64;
@@ -15,6 +33,8 @@ const CAPACITY: usize = 64;
 #[derive(Debug, Default)]
 pub(crate) struct ReleaseHints {
     running: Mutex<Option<Running>>,
+    /// Set once the listener started: read on every release, so kept outside the mutex.
+    started: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -24,6 +44,11 @@ struct Running {
 }
 
 impl ReleaseHints {
+    /// Whether a listener was started for this provider and its clones.
+    pub(crate) fn started(&self) -> bool {
+        self.started.load(Ordering::Relaxed)
+    }
+
     /// A receiver of released lock names. `None` outside a tokio runtime, where no listener
     /// can run.
     pub(crate) fn subscribe(
@@ -48,6 +73,7 @@ impl ReleaseHints {
             sender,
             _stop: stop_sender,
         });
+        self.started.store(true, Ordering::Relaxed);
         Some(receiver)
     }
 }

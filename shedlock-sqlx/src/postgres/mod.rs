@@ -12,10 +12,11 @@ use sqlx::{PgPool, Postgres, Transaction};
 use tokio::sync::broadcast;
 
 use crate::common::{
-    LockProviderBuilder, MAX_IDENTIFIER_LEN, ReleaseNotify, Table, check_lock_name, lease_millis,
-    lease_verdict, shared_api, store_error, system_time, token_from_db, token_param,
+    LockProviderBuilder, MAX_IDENTIFIER_LEN, Table, check_lock_name, lease_millis, lease_verdict,
+    shared_api, store_error, system_time, token_from_db, token_param,
 };
-use hints::ReleaseHints;
+pub(crate) use hints::ReleaseNotify;
+use hints::{NotifyPolicy, ReleaseHints};
 use statements::Statements;
 
 /// Serialises concurrent `create_schema` calls across instances (an advisory lock key).
@@ -28,11 +29,16 @@ const SCHEMA_LOCK_KEY: i64 = 0x5348_4544_4c4f_434b; // "SHEDLOCK"
 /// `UPDATE`s matching name, holder **and** fencing token. Times are `TIMESTAMP` in UTC from
 /// `clock_timestamp()`, so neither instance clocks nor session time zones matter.
 ///
-/// A successful release also sends `NOTIFY` on [`release_channel`](Self::release_channel)
-/// (default `<table>_released`, payload: the lock name) from the same statement, so waiting
-/// instances can `LISTEN` and retry at once instead of at their next poll;
-/// [`LockProvider::release_hints`] does that listening for leader election. Notifications are
-/// a hint: they are lost while a listener reconnects, so keep polling too.
+/// For fast handover (leader election), a release can also send `NOTIFY` on the
+/// [release channel](Self::release_channel) (default `<table>_released`, lower-cased, `.` as
+/// `_`; payload: the lock name) from the same statement, so that waiting instances retry at once
+/// instead of at their next poll; [`LockProvider::release_hints`] listens for them. PostgreSQL
+/// serialises the commits of all notifying transactions (8 workers doing acquire+release pairs
+/// ran about 4 times slower with a `NOTIFY` on every release), so by default a provider only
+/// notifies once it (or a clone) listens for hints itself, which every election candidate
+/// does. [`notify_every_release`](LockProviderBuilder::notify_every_release) and
+/// [`without_release_notify`](LockProviderBuilder::without_release_notify) change that.
+/// Notifications are hints: they are lost while a listener reconnects, so keep polling too.
 ///
 /// Clones share the pool and the prepared SQL.
 ///
@@ -63,6 +69,7 @@ pub struct PgLockProvider {
     holder: Arc<str>,
     table: Arc<Table>,
     channel: Option<Arc<str>>,
+    notify_always: bool,
     hints: Arc<ReleaseHints>,
     sql: Arc<Statements>,
 }
@@ -70,9 +77,10 @@ pub struct PgLockProvider {
 shared_api!(PgLockProvider, PgPool);
 
 impl PgLockProvider {
-    /// The channel each successful release notifies (payload: the lock name), if enabled.
-    /// `LISTEN` on it, e.g. with `sqlx::postgres::PgListener::listen`, to learn at once that a
-    /// lock became free.
+    /// The channel releases notify (payload: the lock name), unless built
+    /// [`without_release_notify`](LockProviderBuilder::without_release_notify). `LISTEN` on it,
+    /// e.g. with `sqlx::postgres::PgListener::listen`, to learn at once that a lock became free
+    /// (see the type's docs for when releases notify).
     pub fn release_channel(&self) -> Option<&str> {
         self.channel.as_deref()
     }
@@ -156,17 +164,23 @@ impl PgLockProvider {
 }
 
 impl LockProviderBuilder<PgPool> {
-    /// Notify this channel on every successful release instead of `<table>_released`
-    /// (at most 63 bytes, PostgreSQL's limit).
+    /// The channel releases notify, instead of `<table>_released` (at most 63 bytes,
+    /// PostgreSQL's limit).
     pub fn release_channel(mut self, channel: impl Into<String>) -> Self {
-        self.release_notify = ReleaseNotify::Channel(channel.into());
+        self.release_notify.channel = Some(channel.into());
         self
     }
 
-    /// Release without `NOTIFY` (PostgreSQL serialises the commits of notifying transactions;
-    /// at thousands of releases per second that may matter).
+    /// Notify on every successful release, not only once this provider listens for hints:
+    /// for instances that `LISTEN` on the channel themselves.
+    pub fn notify_every_release(mut self) -> Self {
+        self.release_notify.policy = NotifyPolicy::Always;
+        self
+    }
+
+    /// Never notify, and offer no release hints.
     pub fn without_release_notify(mut self) -> Self {
-        self.release_notify = ReleaseNotify::Off;
+        self.release_notify.policy = NotifyPolicy::Never;
         self
     }
 
@@ -178,12 +192,10 @@ impl LockProviderBuilder<PgPool> {
     pub fn build(self) -> Result<PgLockProvider, Error> {
         let notify = self.release_notify.clone();
         let (pool, table, holder) = self.validate()?;
-        let channel = match notify {
-            ReleaseNotify::Off => None,
-            ReleaseNotify::Default => {
-                Some(table.name.replace('.', "_").to_lowercase() + "_released")
-            }
-            ReleaseNotify::Channel(channel) => Some(channel),
+        let channel = match (notify.policy, notify.channel) {
+            (NotifyPolicy::Never, _) => None,
+            (_, Some(channel)) => Some(channel),
+            (_, None) => Some(table.name.replace('.', "_").to_lowercase() + "_released"),
         };
         if let Some(channel) = &channel
             && (channel.is_empty() || channel.len() > MAX_IDENTIFIER_LEN || channel.contains('\0'))
@@ -196,12 +208,13 @@ impl LockProviderBuilder<PgPool> {
                 ),
             ));
         }
-        let sql = Statements::new(&table, channel.is_some());
+        let sql = Statements::new(&table);
         Ok(PgLockProvider {
             pool,
             holder,
             table: Arc::new(table),
             channel: channel.map(Arc::from),
+            notify_always: notify.policy == NotifyPolicy::Always,
             hints: Arc::default(),
             sql: Arc::new(sql),
         })
@@ -243,13 +256,23 @@ impl LockProvider for PgLockProvider {
         let Some(token) = token_param(lease.fencing_token()) else {
             return Ok(false);
         };
-        let mut query = sqlx::query(self.sql.release.clone())
+        // NOTIFY serialises the commits of all notifying transactions in the database, so it
+        // is sent only where it can help: once someone in this process listens (an election).
+        let notify = self
+            .channel
+            .as_deref()
+            .filter(|_| self.notify_always || self.hints.started());
+        let sql = match notify {
+            Some(_) => &self.sql.release_notify,
+            None => &self.sql.release,
+        };
+        let mut query = sqlx::query(sql.clone())
             .bind(lease.name())
             .bind(&*self.holder)
             .bind(token)
             .bind(interval(lease.lock_at_least_for()));
-        if let Some(channel) = &self.channel {
-            query = query.bind(&**channel);
+        if let Some(channel) = notify {
+            query = query.bind(channel);
         }
         let released = query
             .fetch_optional(&self.pool)
@@ -285,8 +308,8 @@ impl LockProvider for PgLockProvider {
 
     /// Names of released locks, from `LISTEN` on the [release channel](Self::release_channel).
     /// The first call starts a listener task that holds one connection of the pool until the
-    /// provider and all its clones are dropped. `None` without a channel or outside a tokio
-    /// runtime.
+    /// provider and all its clones are dropped, and from then on their releases notify.
+    /// `None` without a channel or outside a tokio runtime.
     fn release_hints(&self) -> Option<broadcast::Receiver<Arc<str>>> {
         self.hints.subscribe(&self.pool, self.channel.as_ref()?)
     }

@@ -14,9 +14,10 @@ use crate::common::{Table, trusted_sql};
 pub(crate) struct Statements {
     /// `$1` name, `$2` holder, `$3` lease: one row (token, locked_at, lock_until) if acquired.
     pub(crate) acquire: SqlStr,
-    /// `$1` name, `$2` holder, `$3` token, `$4` lock_at_least_for[, `$5` channel]: one row if
-    /// released; with a channel it also notifies listeners, in the same statement.
+    /// `$1` name, `$2` holder, `$3` token, `$4` lock_at_least_for: one row if released.
     pub(crate) release: SqlStr,
+    /// `release`, and `$5` a channel to notify of the release in the same statement.
+    pub(crate) release_notify: SqlStr,
     /// `$1` name, `$2` holder, `$3` token, `$4` lease: one row (lock_until) if extended.
     pub(crate) extend: SqlStr,
     /// `$1` name, `$2` token: one row if that lease is live; locks the row until the caller's
@@ -37,7 +38,7 @@ pub(crate) struct Statements {
 const NOW: &str = "timezone('utc', clock_timestamp())";
 
 impl Statements {
-    pub(crate) fn new(table: &Table, notify: bool) -> Self {
+    pub(crate) fn new(table: &Table) -> Self {
         let t = &table.name;
         let c = &table.columns;
         let (name, until, at, by, token) = (
@@ -57,19 +58,14 @@ impl Statements {
              WHERE l.{until} <= EXCLUDED.{at} \
              RETURNING {token}, {at}, {until}"
         );
-        let update_release = format!(
+        let release = format!(
             "UPDATE {t} AS l SET {until} = GREATEST(l.{at} + $4, db.now) \
              FROM (SELECT {NOW} AS now) AS db \
              WHERE l.{name} = $1 AND l.{by} = $2 AND l.{token} = $3 AND l.{until} > db.now \
              RETURNING l.{name}"
         );
-        let release = if notify {
-            format!(
-                "WITH released AS ({update_release}) SELECT pg_notify($5, {name}) FROM released"
-            )
-        } else {
-            update_release
-        };
+        let release_notify =
+            format!("WITH released AS ({release}) SELECT pg_notify($5, {name}) FROM released");
         let extend = format!(
             "UPDATE {t} AS l SET {until} = db.now + $4 FROM (SELECT {NOW} AS now) AS db \
              WHERE l.{name} = $1 AND l.{by} = $2 AND l.{token} = $3 AND l.{until} > db.now \
@@ -86,6 +82,7 @@ impl Statements {
         Statements {
             acquire: trusted_sql(acquire),
             release: trusted_sql(release),
+            release_notify: trusted_sql(release_notify),
             extend: trusted_sql(extend),
             verify: trusted_sql(verify),
             lock_state: trusted_sql(format!("{select_rows} WHERE l.{name} = $1")),
