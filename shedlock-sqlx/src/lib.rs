@@ -4,9 +4,9 @@
 //!
 //! | feature | provider | times | acquire |
 //! |---|---|---|---|
-//! | `postgres` | [`PgLockProvider`] | `TIMESTAMP`, UTC, `clock_timestamp()` | 1 statement: upsert `RETURNING` |
-//! | `mysql` | [`MySqlLockProvider`] (MySQL, MariaDB; tested on MariaDB 10.11) | `DATETIME(3)`, UTC, `UTC_TIMESTAMP(3)` | 1 statement if held, 2 if free, 3 on first use |
-//! | `sqlite` | [`SqliteLockProvider`] | TEXT `YYYY-MM-DD HH:MM:SS.SSS`, UTC, `'now'` | 1 statement: upsert `RETURNING` |
+//! | `postgres` | `PgLockProvider` | `TIMESTAMP`, UTC, `clock_timestamp()` | 1 statement: upsert `RETURNING` |
+//! | `mysql` | `MySqlLockProvider` (MySQL, MariaDB; tested on MariaDB 10.11) | `DATETIME(3)`, UTC, `UTC_TIMESTAMP(3)` | 1 statement if held, 2 if free, 3 on first use |
+//! | `sqlite` | `SqliteLockProvider` | TEXT `YYYY-MM-DD HH:MM:SS.SSS`, UTC, `'now'` | 1 statement: upsert `RETURNING` |
 //!
 //! Release and extend are one `UPDATE` each (MySQL: extend reads the new `lock_until` back with
 //! a second statement). All statements run in autocommit; none waits for a lock to become free.
