@@ -165,6 +165,46 @@ async fn lock_names_are_case_sensitive() {
         .unwrap();
 }
 
+/// `LAST_INSERT_ID` is per connection: a connection whose last acquisition set it must still
+/// report a held lock as held (the OK packet carries 0 when the statement did not set it).
+#[tokio::test]
+async fn held_lock_is_held_on_the_connection_that_took_it() {
+    let Some(url) = database_url(
+        "SHEDLOCK_TEST_MYSQL_URL",
+        "MySQL/MariaDB",
+        "mysql://root@127.0.0.1:3306/test",
+    ) else {
+        return;
+    };
+    let one_connection = MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
+    let table = unique_table("shedlock_one_conn");
+    let a = MySqlLockProvider::builder(one_connection.clone())
+        .table(&table)
+        .holder("a")
+        .build()
+        .unwrap();
+    let b = a.with_holder("b").unwrap();
+    a.create_schema().await.unwrap();
+    let c = lease_config("one-connection", Duration::from_secs(60));
+    let first = a.acquire(&c).await.unwrap().expect("first use");
+    assert!(a.release(&first).await.unwrap());
+    let second = a.acquire(&c).await.unwrap().expect("taken again");
+    assert_eq!(second.fencing_token(), 2);
+    assert!(
+        b.acquire(&c).await.unwrap().is_none(),
+        "a stale LAST_INSERT_ID acquired a held lock"
+    );
+    assert!(a.acquire(&c).await.unwrap().is_none());
+    one_connection
+        .execute(AssertSqlSafe(format!("DROP TABLE {table}")))
+        .await
+        .unwrap();
+}
+
 session_time_zones_case!(
     MySqlLockProvider,
     pool_in_time_zone,

@@ -87,7 +87,7 @@ impl ColumnNames {
 /// the table optionally as `schema.table`: they are written into the SQL unquoted.
 #[derive(Debug)]
 pub struct LockProviderBuilder<P> {
-    pub(crate) pool: P,
+    pool: P,
     table: String,
     columns: ColumnNames,
     holder: Option<String>,
