@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use chrono::NaiveDateTime;
-use shedlock_core::{Error, LockProvider};
-use shedlock_sqlx::{ColumnNames, LockRow, MySqlLockProvider};
+use shedlock_core::LockProvider;
+use shedlock_sqlx::MySqlLockProvider;
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{AssertSqlSafe, Executor, MySqlPool};
 
-use common::scenarios::{ProviderExt, TestDb};
+use common::scenarios::ProviderExt;
 use common::{DbHarness, database_url, lease_config, unique_table};
 
 async fn pool_in_time_zone(time_zone: Option<&'static str>) -> Option<MySqlPool> {
@@ -61,67 +61,13 @@ mod conformance {
     shedlock_core::conformance_tests!(harness());
 }
 
-struct MySql {
-    pool: MySqlPool,
-}
-
-impl ProviderExt for MySqlLockProvider {
-    fn table_name(&self) -> &str {
-        self.table()
-    }
-    fn clone_as(&self, holder: &str) -> Self {
-        self.with_holder(holder).expect("valid holder")
-    }
-}
-
-#[shedlock_core::async_trait]
-impl TestDb for MySql {
-    type Provider = MySqlLockProvider;
-    const TIMESTAMP: &'static str = "DATETIME(3)";
-    const STATEMENTS: [usize; 5] = [3, 2, 1, 1, 2];
-    const ENFORCES_VARCHAR: bool = true;
-
-    fn build(
-        &self,
-        table: &str,
-        columns: ColumnNames,
-        holder: &str,
-    ) -> Result<MySqlLockProvider, Error> {
-        MySqlLockProvider::builder(self.pool.clone())
-            .table(table)
-            .columns(columns)
-            .holder(holder)
-            .build()
-    }
-    async fn create_schema(provider: &MySqlLockProvider) -> Result<(), Error> {
-        provider.create_schema().await
-    }
-    async fn lock_state(
-        provider: &MySqlLockProvider,
-        name: &str,
-    ) -> Result<Option<LockRow>, Error> {
-        provider.lock_state(name).await
-    }
-    async fn list_locks(provider: &MySqlLockProvider) -> Result<Vec<LockRow>, Error> {
-        provider.list_locks().await
-    }
-    async fn execute(&self, sql: &str) {
-        sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
-            .execute(&self.pool)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    }
-    async fn now(&self) -> SystemTime {
-        db_now(&self.pool).await
-    }
-    async fn schema(&self) -> String {
-        let schema: Option<String> = sqlx::query_scalar("SELECT DATABASE()")
-            .fetch_one(&self.pool)
-            .await
-            .unwrap();
-        schema.expect("the URL names a database")
-    }
-}
+test_db!(MySql(MySqlPool) for MySqlLockProvider {
+    timestamp: "DATETIME(3)",
+    enforces_varchar: true,
+    statements: [3, 2, 1, 1, 2],
+    now: db_now,
+    schema_query: "SELECT DATABASE()",
+});
 
 async fn db_now(pool: &MySqlPool) -> SystemTime {
     let now: NaiveDateTime = sqlx::query_scalar("SELECT UTC_TIMESTAMP(3)")

@@ -9,11 +9,11 @@ use std::time::{Duration, SystemTime};
 
 use chrono::NaiveDateTime;
 use shedlock_core::{Error, LockProvider};
-use shedlock_sqlx::{ColumnNames, LockRow, PgLockProvider};
+use shedlock_sqlx::PgLockProvider;
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Executor, PgPool};
 
-use common::scenarios::{ProviderExt, TestDb};
+use common::scenarios::ProviderExt;
 use common::{DbHarness, database_url, lease_config, unique_table};
 
 async fn pool_in_time_zone(time_zone: Option<&'static str>) -> Option<PgPool> {
@@ -62,60 +62,13 @@ mod conformance {
     shedlock_core::conformance_tests!(harness());
 }
 
-struct Pg {
-    pool: PgPool,
-}
-
-impl ProviderExt for PgLockProvider {
-    fn table_name(&self) -> &str {
-        self.table()
-    }
-    fn clone_as(&self, holder: &str) -> Self {
-        self.with_holder(holder).expect("valid holder")
-    }
-}
-
-#[shedlock_core::async_trait]
-impl TestDb for Pg {
-    type Provider = PgLockProvider;
-    const TIMESTAMP: &'static str = "TIMESTAMP";
-    const STATEMENTS: [usize; 5] = [1, 1, 1, 1, 1];
-    const ENFORCES_VARCHAR: bool = true;
-
-    fn build(
-        &self,
-        table: &str,
-        columns: ColumnNames,
-        holder: &str,
-    ) -> Result<PgLockProvider, Error> {
-        PgLockProvider::builder(self.pool.clone())
-            .table(table)
-            .columns(columns)
-            .holder(holder)
-            .build()
-    }
-    async fn create_schema(provider: &PgLockProvider) -> Result<(), Error> {
-        provider.create_schema().await
-    }
-    async fn lock_state(provider: &PgLockProvider, name: &str) -> Result<Option<LockRow>, Error> {
-        provider.lock_state(name).await
-    }
-    async fn list_locks(provider: &PgLockProvider) -> Result<Vec<LockRow>, Error> {
-        provider.list_locks().await
-    }
-    async fn execute(&self, sql: &str) {
-        sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
-            .execute(&self.pool)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    }
-    async fn now(&self) -> SystemTime {
-        db_now(&self.pool).await
-    }
-    async fn schema(&self) -> String {
-        "public".to_owned()
-    }
-}
+test_db!(Pg(PgPool) for PgLockProvider {
+    timestamp: "TIMESTAMP",
+    enforces_varchar: true,
+    statements: [1, 1, 1, 1, 1],
+    now: db_now,
+    schema_query: "SELECT current_schema()::text",
+});
 
 async fn db_now(pool: &PgPool) -> SystemTime {
     let now: NaiveDateTime = sqlx::query_scalar("SELECT timezone('utc', clock_timestamp())")

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use chrono::NaiveDateTime;
 use shedlock_core::{Error, LockProvider, LockingTaskExecutor, Operation, TaskResult};
-use shedlock_sqlx::{ColumnNames, LockRow, SqliteLockProvider};
+use shedlock_sqlx::SqliteLockProvider;
 use sqlx::{AssertSqlSafe, Executor, SqlitePool};
 
-use common::scenarios::{ProviderExt, TestDb};
+use common::scenarios::ProviderExt;
 use common::{DbHarness, lease_config, unique_table};
 
 /// A fresh database file under Cargo's scratch directory for integration tests.
@@ -53,66 +53,20 @@ mod conformance_memory {
     shedlock_core::conformance_tests!(async { Some(harness(memory_provider().await)) });
 }
 
-struct Sqlite {
-    pool: SqlitePool,
-}
+test_db!(Sqlite(SqlitePool) for SqliteLockProvider {
+    timestamp: "TEXT",
+    enforces_varchar: false,
+    statements: [1, 1, 1, 1, 1],
+    now: db_now,
+    schema_query: "SELECT 'main'",
+});
 
-impl ProviderExt for SqliteLockProvider {
-    fn table_name(&self) -> &str {
-        self.table()
-    }
-    fn clone_as(&self, holder: &str) -> Self {
-        self.with_holder(holder).expect("valid holder")
-    }
-}
-
-#[shedlock_core::async_trait]
-impl TestDb for Sqlite {
-    type Provider = SqliteLockProvider;
-    const TIMESTAMP: &'static str = "TEXT";
-    const STATEMENTS: [usize; 5] = [1, 1, 1, 1, 1];
-    const ENFORCES_VARCHAR: bool = false;
-
-    fn build(
-        &self,
-        table: &str,
-        columns: ColumnNames,
-        holder: &str,
-    ) -> Result<SqliteLockProvider, Error> {
-        SqliteLockProvider::builder(self.pool.clone())
-            .table(table)
-            .columns(columns)
-            .holder(holder)
-            .build()
-    }
-    async fn create_schema(provider: &SqliteLockProvider) -> Result<(), Error> {
-        provider.create_schema().await
-    }
-    async fn lock_state(
-        provider: &SqliteLockProvider,
-        name: &str,
-    ) -> Result<Option<LockRow>, Error> {
-        provider.lock_state(name).await
-    }
-    async fn list_locks(provider: &SqliteLockProvider) -> Result<Vec<LockRow>, Error> {
-        provider.list_locks().await
-    }
-    async fn execute(&self, sql: &str) {
-        sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
-            .execute(&self.pool)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    }
-    async fn now(&self) -> SystemTime {
-        let now: NaiveDateTime = sqlx::query_scalar("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
-            .fetch_one(&self.pool)
-            .await
-            .expect("read the database clock");
-        now.and_utc().into()
-    }
-    async fn schema(&self) -> String {
-        "main".to_owned()
-    }
+async fn db_now(pool: &SqlitePool) -> SystemTime {
+    let now: NaiveDateTime = sqlx::query_scalar("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
+        .fetch_one(pool)
+        .await
+        .expect("read the database clock");
+    now.and_utc().into()
 }
 
 mod cases {

@@ -170,6 +170,40 @@ pub(crate) struct Table {
     pub(crate) columns: ColumnNames,
 }
 
+/// A dialect's column types for the lock table.
+#[derive(Debug)]
+pub(crate) struct ColumnTypes {
+    pub(crate) name: &'static str,
+    pub(crate) time: &'static str,
+    pub(crate) token: &'static str,
+}
+
+impl Table {
+    /// `CREATE TABLE IF NOT EXISTS` in the layout of the `sql/` files: ShedLock's columns plus
+    /// the fencing token.
+    pub(crate) fn create_table_sql(&self, types: &ColumnTypes) -> String {
+        let c = &self.columns;
+        format!(
+            "CREATE TABLE IF NOT EXISTS {t} (\n    \
+             {name} {name_type} NOT NULL,\n    \
+             {until} {time} NOT NULL,\n    \
+             {at} {time} NOT NULL,\n    \
+             {by} VARCHAR(255) NOT NULL,\n    \
+             {token} {token_type} NOT NULL DEFAULT 0,\n    \
+             PRIMARY KEY ({name})\n);",
+            t = self.name,
+            name = c.name,
+            until = c.lock_until,
+            at = c.locked_at,
+            by = c.locked_by,
+            token = c.fencing_token,
+            name_type = types.name,
+            time = types.time,
+            token_type = types.token,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@ use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
 pub use builder::{ColumnNames, LockProviderBuilder};
 pub use row::LockRow;
 
-pub(crate) use builder::{Table, validate_holder};
+pub(crate) use builder::{ColumnTypes, Table, validate_holder};
 pub(crate) use error::store_error;
 #[cfg(feature = "postgres")]
 pub(crate) use identifier::MAX_IDENTIFIER_LEN;

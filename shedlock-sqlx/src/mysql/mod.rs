@@ -307,17 +307,17 @@ impl LockProvider for MySqlLockProvider {
 
 #[cfg(test)]
 mod tests {
-    use super::statements::create_table_sql;
-    use crate::common::LockProviderBuilder;
+    use super::statements::COLUMN_TYPES;
+    use super::*;
 
     #[test]
     fn sql_file_matches_the_generated_table() {
         let (_, table, _) = LockProviderBuilder::new(()).validate().unwrap();
+        let generated = table.create_table_sql(&COLUMN_TYPES);
         let file = include_str!("../../sql/mysql.sql");
         assert!(
-            file.contains(&create_table_sql(&table)),
-            "sql/mysql.sql differs from create_table_sql:\n{}",
-            create_table_sql(&table)
+            file.contains(&generated),
+            "sql/mysql.sql differs from:\n{generated}"
         );
     }
 }

@@ -5,7 +5,15 @@
 
 use sqlx::SqlStr;
 
-use crate::common::{Table, trusted_sql};
+use crate::common::{ColumnTypes, Table, trusted_sql};
+
+/// The lock table's column types (`sql/mysql.sql`): times in `DATETIME(3)` (UTC, independent
+/// of the session time zone) and a case-sensitive name.
+pub(crate) const COLUMN_TYPES: ColumnTypes = ColumnTypes {
+    name: "VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+    time: "DATETIME(3)",
+    token: "BIGINT",
+};
 
 /// The statements of each provider operation.
 #[derive(Debug)]
@@ -95,7 +103,7 @@ impl Statements {
             verify: trusted_sql(verify),
             lock_state: trusted_sql(format!("{select_rows} WHERE {name} = ?")),
             list_locks: trusted_sql(format!("{select_rows} ORDER BY {name}")),
-            create_table: trusted_sql(create_table_sql(table)),
+            create_table: trusted_sql(table.create_table_sql(&COLUMN_TYPES)),
             has_token_column: trusted_sql(
                 "SELECT COUNT(*) FROM information_schema.columns \
                  WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ? \
@@ -103,29 +111,9 @@ impl Statements {
                     .to_owned(),
             ),
             add_token_column: trusted_sql(format!(
-                "ALTER TABLE {t} ADD COLUMN {token} BIGINT NOT NULL DEFAULT 0"
+                "ALTER TABLE {t} ADD COLUMN {token} {} NOT NULL DEFAULT 0",
+                COLUMN_TYPES.token
             )),
         }
     }
-}
-
-/// The table as `sql/mysql.sql` creates it: ShedLock's layout with `DATETIME(3)` times, a
-/// case-sensitive name, and the fencing token.
-pub(crate) fn create_table_sql(table: &Table) -> String {
-    let c = &table.columns;
-    format!(
-        "CREATE TABLE IF NOT EXISTS {t} (\n    \
-         {name} VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,\n    \
-         {until} DATETIME(3) NOT NULL,\n    \
-         {at} DATETIME(3) NOT NULL,\n    \
-         {by} VARCHAR(255) NOT NULL,\n    \
-         {token} BIGINT NOT NULL DEFAULT 0,\n    \
-         PRIMARY KEY ({name})\n);",
-        t = table.name,
-        name = c.name,
-        until = c.lock_until,
-        at = c.locked_at,
-        by = c.locked_by,
-        token = c.fencing_token,
-    )
 }

@@ -7,7 +7,14 @@
 
 use sqlx::SqlStr;
 
-use crate::common::{Table, trusted_sql};
+use crate::common::{ColumnTypes, Table, trusted_sql};
+
+/// The lock table's column types (`sql/postgres.sql`): ShedLock's, with UTC times.
+pub(crate) const COLUMN_TYPES: ColumnTypes = ColumnTypes {
+    name: "VARCHAR(64)",
+    time: "TIMESTAMP",
+    token: "BIGINT",
+};
 
 /// One statement per provider operation.
 #[derive(Debug)]
@@ -87,35 +94,16 @@ impl Statements {
             verify: trusted_sql(verify),
             lock_state: trusted_sql(format!("{select_rows} WHERE l.{name} = $1")),
             list_locks: trusted_sql(format!("{select_rows} ORDER BY l.{name}")),
-            create_table: trusted_sql(create_table_sql(table)),
+            create_table: trusted_sql(table.create_table_sql(&COLUMN_TYPES)),
             has_token_column: trusted_sql(
                 "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::text::regclass \
                  AND attname = lower($2) AND NOT attisdropped)"
                     .to_owned(),
             ),
             add_token_column: trusted_sql(format!(
-                "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS {token} BIGINT NOT NULL DEFAULT 0"
+                "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS {token} {} NOT NULL DEFAULT 0",
+                COLUMN_TYPES.token
             )),
         }
     }
-}
-
-/// The table as `sql/postgres.sql` creates it: ShedLock's layout plus the fencing token.
-pub(crate) fn create_table_sql(table: &Table) -> String {
-    let c = &table.columns;
-    format!(
-        "CREATE TABLE IF NOT EXISTS {t} (\n    \
-         {name} VARCHAR(64) NOT NULL,\n    \
-         {until} TIMESTAMP NOT NULL,\n    \
-         {at} TIMESTAMP NOT NULL,\n    \
-         {by} VARCHAR(255) NOT NULL,\n    \
-         {token} BIGINT NOT NULL DEFAULT 0,\n    \
-         PRIMARY KEY ({name})\n);",
-        t = table.name,
-        name = c.name,
-        until = c.lock_until,
-        at = c.locked_at,
-        by = c.locked_by,
-        token = c.fencing_token,
-    )
 }

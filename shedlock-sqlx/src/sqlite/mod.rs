@@ -317,17 +317,17 @@ impl LockProvider for SqliteLockProvider {
 
 #[cfg(test)]
 mod tests {
-    use super::statements::create_table_sql;
+    use super::statements::COLUMN_TYPES;
     use super::*;
 
     #[test]
     fn sql_file_matches_the_generated_table() {
         let (_, table, _) = LockProviderBuilder::new(()).validate().unwrap();
+        let generated = table.create_table_sql(&COLUMN_TYPES);
         let file = include_str!("../../sql/sqlite.sql");
         assert!(
-            file.contains(&create_table_sql(&table)),
-            "sql/sqlite.sql differs from create_table_sql:\n{}",
-            create_table_sql(&table)
+            file.contains(&generated),
+            "sql/sqlite.sql differs from:\n{generated}"
         );
     }
 

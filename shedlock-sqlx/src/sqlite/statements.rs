@@ -9,7 +9,14 @@
 
 use sqlx::SqlStr;
 
-use crate::common::{Table, trusted_sql};
+use crate::common::{ColumnTypes, Table, trusted_sql};
+
+/// The lock table's column types (`sql/sqlite.sql`): times as TEXT in the format above.
+pub(crate) const COLUMN_TYPES: ColumnTypes = ColumnTypes {
+    name: "VARCHAR(64)",
+    time: "TEXT",
+    token: "INTEGER",
+};
 
 /// The statements of each provider operation.
 #[derive(Debug)]
@@ -91,35 +98,15 @@ impl Statements {
             verify: trusted_sql(verify),
             lock_state: trusted_sql(format!("{select_rows} WHERE l.{name} = ?1")),
             list_locks: trusted_sql(format!("{select_rows} ORDER BY l.{name}")),
-            create_table: trusted_sql(create_table_sql(table)),
+            create_table: trusted_sql(table.create_table_sql(&COLUMN_TYPES)),
             has_token_column: trusted_sql(
                 "SELECT count(*) FROM pragma_table_info(?1, ?2) WHERE lower(name) = lower(?3)"
                     .to_owned(),
             ),
             add_token_column: trusted_sql(format!(
-                "ALTER TABLE {t} ADD COLUMN {token} INTEGER NOT NULL DEFAULT 0"
+                "ALTER TABLE {t} ADD COLUMN {token} {} NOT NULL DEFAULT 0",
+                COLUMN_TYPES.token
             )),
         }
     }
-}
-
-/// The table as `sql/sqlite.sql` creates it: ShedLock's layout with TEXT times, plus the
-/// fencing token.
-pub(crate) fn create_table_sql(table: &Table) -> String {
-    let c = &table.columns;
-    format!(
-        "CREATE TABLE IF NOT EXISTS {t} (\n    \
-         {name} VARCHAR(64) NOT NULL,\n    \
-         {until} TEXT NOT NULL,\n    \
-         {at} TEXT NOT NULL,\n    \
-         {by} VARCHAR(255) NOT NULL,\n    \
-         {token} INTEGER NOT NULL DEFAULT 0,\n    \
-         PRIMARY KEY ({name})\n);",
-        t = table.name,
-        name = c.name,
-        until = c.lock_until,
-        at = c.locked_at,
-        by = c.locked_by,
-        token = c.fencing_token,
-    )
 }

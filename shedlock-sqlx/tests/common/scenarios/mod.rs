@@ -87,6 +87,84 @@ pub(crate) trait ProviderExt: Sized {
     fn clone_as(&self, holder: &str) -> Self;
 }
 
+/// Declares a `TestDb` named `$db` over a pool of type `$pool` for provider `$provider`:
+/// the forwarding every provider shares, plus the dialect's facts.
+#[macro_export]
+macro_rules! test_db {
+    (
+        $db:ident($pool:ty) for $provider:ident {
+            timestamp: $timestamp:literal,
+            enforces_varchar: $enforces_varchar:literal,
+            statements: $statements:expr,
+            now: $now:path,
+            schema_query: $schema_query:literal $(,)?
+        }
+    ) => {
+        struct $db {
+            pool: $pool,
+        }
+
+        impl $crate::common::scenarios::ProviderExt for $provider {
+            fn table_name(&self) -> &str {
+                self.table()
+            }
+            fn clone_as(&self, holder: &str) -> Self {
+                self.with_holder(holder).expect("valid holder")
+            }
+        }
+
+        #[::shedlock_core::async_trait]
+        impl $crate::common::scenarios::TestDb for $db {
+            type Provider = $provider;
+            const TIMESTAMP: &'static str = $timestamp;
+            const ENFORCES_VARCHAR: bool = $enforces_varchar;
+            const STATEMENTS: [usize; 5] = $statements;
+
+            fn build(
+                &self,
+                table: &str,
+                columns: ::shedlock_sqlx::ColumnNames,
+                holder: &str,
+            ) -> Result<$provider, ::shedlock_core::Error> {
+                $provider::builder(self.pool.clone())
+                    .table(table)
+                    .columns(columns)
+                    .holder(holder)
+                    .build()
+            }
+            async fn create_schema(provider: &$provider) -> Result<(), ::shedlock_core::Error> {
+                provider.create_schema().await
+            }
+            async fn lock_state(
+                provider: &$provider,
+                name: &str,
+            ) -> Result<Option<::shedlock_sqlx::LockRow>, ::shedlock_core::Error> {
+                provider.lock_state(name).await
+            }
+            async fn list_locks(
+                provider: &$provider,
+            ) -> Result<Vec<::shedlock_sqlx::LockRow>, ::shedlock_core::Error> {
+                provider.list_locks().await
+            }
+            async fn execute(&self, sql: &str) {
+                ::sqlx::raw_sql(::sqlx::AssertSqlSafe(sql.to_owned()))
+                    .execute(&self.pool)
+                    .await
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            }
+            async fn now(&self) -> ::std::time::SystemTime {
+                $now(&self.pool).await
+            }
+            async fn schema(&self) -> String {
+                ::sqlx::query_scalar($schema_query)
+                    .fetch_one(&self.pool)
+                    .await
+                    .expect("read the current schema")
+            }
+        }
+    };
+}
+
 /// Generates one `#[tokio::test]` per case for a `TestDb` expression (`Option`, `None` skips).
 #[macro_export]
 macro_rules! sql_provider_cases {
