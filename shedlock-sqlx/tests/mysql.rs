@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use chrono::NaiveDateTime;
@@ -13,7 +12,6 @@ use shedlock_sqlx::MySqlLockProvider;
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{AssertSqlSafe, Executor, MySqlPool};
 
-use common::scenarios::ProviderExt;
 use common::{DbHarness, database_url, lease_config, unique_table};
 
 async fn pool_in_time_zone(time_zone: Option<&'static str>) -> Option<MySqlPool> {
@@ -53,9 +51,7 @@ mod conformance {
             .build()
             .expect("valid configuration");
         provider.create_schema().await.expect("create schema");
-        Some(DbHarness::new(move |holder| {
-            Arc::new(provider.clone_as(holder)) as Arc<dyn LockProvider>
-        }))
+        Some(DbHarness::over(provider))
     }
 
     shedlock_core::conformance_tests!(harness());

@@ -39,18 +39,14 @@ async fn memory_provider() -> SqliteLockProvider {
     provider
 }
 
-fn harness(provider: SqliteLockProvider) -> DbHarness {
-    DbHarness::new(move |holder| Arc::new(provider.clone_as(holder)) as Arc<dyn LockProvider>)
-}
-
 mod conformance_file {
     use super::*;
-    shedlock_core::conformance_tests!(async { Some(harness(file_provider().await)) });
+    shedlock_core::conformance_tests!(async { Some(DbHarness::over(file_provider().await)) });
 }
 
 mod conformance_memory {
     use super::*;
-    shedlock_core::conformance_tests!(async { Some(harness(memory_provider().await)) });
+    shedlock_core::conformance_tests!(async { Some(DbHarness::over(memory_provider().await)) });
 }
 
 test_db!(Sqlite(SqlitePool) for SqliteLockProvider {

@@ -58,12 +58,13 @@ pub(crate) struct DbHarness {
 type ProviderFor = dyn Fn(&str) -> Arc<dyn LockProvider> + Send + Sync;
 
 impl DbHarness {
-    /// `provider_for(holder)` returns a provider acting as `holder` on the shared table.
-    pub(crate) fn new(
-        provider_for: impl Fn(&str) -> Arc<dyn LockProvider> + Send + Sync + 'static,
-    ) -> Self {
+    /// Providers acting as each holder on `provider`'s table.
+    pub(crate) fn over<P>(provider: P) -> Self
+    where
+        P: LockProvider + scenarios::ProviderExt + Send + Sync + 'static,
+    {
         DbHarness {
-            provider_for: Box::new(provider_for),
+            provider_for: Box::new(move |holder| Arc::new(provider.clone_as(holder))),
         }
     }
 }
