@@ -95,7 +95,11 @@ pub(crate) fn validate_lock_name(name: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// Checks `lock_at_most_for > 0` and `lock_at_least_for <= lock_at_most_for`.
+/// Longest lease or period accepted (100 years): anything longer is a unit mistake, and would
+/// overflow clock arithmetic.
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(3_155_760_000); // 100 × 365.25 days
+
+/// Checks `0 < lock_at_most_for <= 100 years` and `lock_at_least_for <= lock_at_most_for`.
 pub(crate) fn validate_durations(
     lock_at_most_for: Duration,
     lock_at_least_for: Duration,
@@ -104,6 +108,12 @@ pub(crate) fn validate_durations(
         return Err(Error::invalid_config(
             "lock_at_most_for",
             "must be greater than zero",
+        ));
+    }
+    if lock_at_most_for > MAX_DURATION {
+        return Err(Error::invalid_config(
+            "lock_at_most_for",
+            "must be at most 100 years",
         ));
     }
     if lock_at_least_for > lock_at_most_for {
@@ -146,6 +156,10 @@ mod tests {
         assert_eq!(
             field_of(LockConfiguration::new("a", s(1), s(2))),
             "lock_at_least_for"
+        );
+        assert_eq!(
+            field_of(LockConfiguration::new("a", Duration::MAX, s(0))),
+            "lock_at_most_for"
         );
     }
 

@@ -10,6 +10,7 @@ use croner::Cron;
 use croner::parser::{CronParser, Seconds};
 
 use crate::Error;
+use crate::lock_config::MAX_DURATION;
 
 /// Parses a cron expression exactly as tokio-cron-scheduler's `Job::new_async` does: 6 fields
 /// with seconds first (an optional 7th is the year), day-of-month and day-of-week both required
@@ -129,9 +130,10 @@ impl Schedule {
         })
     }
 
-    /// Waits this long after the scheduler starts before the first fire.
+    /// Waits this long after the scheduler starts before the first fire (at most 100 years;
+    /// longer is shortened to that).
     pub fn with_initial_delay(mut self, initial_delay: Duration) -> Self {
-        self.initial_delay = initial_delay;
+        self.initial_delay = initial_delay.min(MAX_DURATION);
         self
     }
 

@@ -11,6 +11,9 @@ use crate::duration;
 /// The lock name column of ShedLock's table is `VARCHAR(64)`; `shedlock_core::MAX_LOCK_NAME_LEN`.
 const MAX_LOCK_NAME_LEN: usize = 64;
 
+/// The longest duration the runtime accepts (100 years), as in `shedlock_core`.
+const MAX_DURATION: Duration = Duration::from_secs(3_155_760_000); // 100 × 365.25 days
+
 /// A cron expression, parsed with exactly the settings the scheduler uses
 /// (`shedlock_core::schedule::parse_cron`).
 pub(crate) fn cron(lit: LitStr) -> syn::Result<LitStr> {
@@ -73,7 +76,7 @@ pub(crate) fn lock_name(lit: LitStr) -> syn::Result<LitStr> {
 
 /// A duration literal of the argument `key`.
 pub(crate) fn duration(key: &str, lit: &LitStr) -> syn::Result<Duration> {
-    duration::parse(&lit.value()).map_err(|error| {
+    let value = duration::parse(&lit.value()).map_err(|error| {
         syn::Error::new(
             lit.span(),
             format!(
@@ -81,7 +84,14 @@ pub(crate) fn duration(key: &str, lit: &LitStr) -> syn::Result<Duration> {
                  \"500ms\" or ISO-8601 \"PT10M\""
             ),
         )
-    })
+    })?;
+    if value > MAX_DURATION {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!("`{key}` must be at most 100 years"),
+        ));
+    }
+    Ok(value)
 }
 
 /// A duration that must not be zero (a lease, a period).
@@ -136,5 +146,8 @@ mod tests {
             Duration::from_secs(60)
         );
         assert!(non_zero_duration("d", &lit("0s")).is_err());
+        assert!(duration("d", &lit("100y")).is_ok());
+        let err = duration("d", &lit("200y")).unwrap_err().to_string();
+        assert_eq!(err, "`d` must be at most 100 years");
     }
 }

@@ -116,7 +116,14 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         let origin = Instant::now();
         let mut tick_index: u32 = 0;
         loop {
-            let due = origin + period * tick_index;
+            // Beyond about 4 billion ticks (or a grid past the clock's range) the job ends.
+            let Some(due) = period
+                .checked_mul(tick_index)
+                .and_then(|d| origin.checked_add(d))
+            else {
+                tracing::warn!(job = %self.job.name, "fixed-rate schedule exhausted");
+                return;
+            };
             status.set_next_fire(Some(
                 runtime.clock.now() + due.saturating_duration_since(Instant::now()),
             ));
@@ -128,7 +135,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             let next = u32::try_from(elapsed_ticks + 1)
                 .unwrap_or(u32::MAX)
                 .max(tick_index + 1);
-            self.report_overlap(next - tick_index - 1, status);
+            self.report_overlap(next.saturating_sub(tick_index).saturating_sub(1), status);
             tick_index = next;
         }
     }
