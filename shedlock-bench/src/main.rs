@@ -1,0 +1,3 @@
+//! Placeholder: the lock throughput, scaling and handover benchmarks (issue 9) are being written.
+
+fn main() {}
