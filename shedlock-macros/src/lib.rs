@@ -6,17 +6,22 @@
 //! the same rules the scheduler applies at run time (cron syntax, time zones, durations, lock
 //! names), and a mistake is reported on the literal that holds it.
 //!
-//! ```ignore
+//! ```
 //! use shedlock::{LockContext, scheduled, scheduler_lock};
+//!
+//! #[derive(Clone)]
+//! struct AppState;
 //!
 //! #[scheduled(cron = "0 */5 * * * *")]
 //! #[scheduler_lock(name = "purge_sessions", lock_at_most_for = "10m", lock_at_least_for = "30s")]
-//! async fn purge_sessions(state: AppState, lock: LockContext) -> anyhow::Result<()> {
-//!     state.db.purge_sessions(lock.fencing_token()).await
+//! async fn purge_sessions(state: AppState, lock: LockContext) -> Result<(), std::io::Error> {
+//!     println!("purging with fencing token {}", lock.fencing_token());
+//!     Ok(())
 //! }
 //!
 //! // at startup
-//! let job = shedlock::job!(purge_sessions);
+//! let job: shedlock::Job<AppState> = shedlock::job!(purge_sessions);
+//! assert_eq!(job.lock().map(|lock| lock.name()), Some("purge_sessions"));
 //! ```
 //!
 //! # What is generated
@@ -47,14 +52,31 @@ use crate::expand::Macro;
 
 /// Runs an `async fn` on a schedule: a cron expression, a fixed rate or a fixed delay.
 ///
-/// ```ignore
-/// #[scheduled(cron = "0 30 2 * * *", zone = "Europe/Berlin")]   // 02:30:00 Berlin time
-/// async fn nightly_report(state: AppState) -> Result<(), ReportError> { /* … */ }
+/// ```
+/// use shedlock::scheduled;
+/// # #[derive(Clone)] struct AppState;
+/// # #[derive(Debug)] struct ReportError;
+/// # impl std::fmt::Display for ReportError {
+/// #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("report failed") }
+/// # }
+///
+/// #[scheduled(cron = "0 30 2 * * *", zone = "Europe/Berlin")] // 02:30:00 Berlin time
+/// async fn nightly_report(state: AppState) -> Result<(), ReportError> {
+///     Ok(())
+/// }
 ///
 /// #[scheduled(fixed_rate = "30s", initial_delay = "5s")]
-/// async fn poll_queue(state: AppState) { /* … */ }
+/// async fn poll_queue(state: AppState) {}
 ///
-/// let job = shedlock::job!(nightly_report);  // a `shedlock::Job<AppState>`
+/// #[scheduled(fixed_delay = "PT1M", leader = "batch")] // only on the elected leader
+/// async fn rebalance() {}
+///
+/// let job: shedlock::Job<AppState> = shedlock::job!(nightly_report);
+/// assert_eq!(job.schedule().to_string(), "cron \"0 30 2 * * *\" in Europe/Berlin");
+/// let job: shedlock::Job<AppState> = shedlock::job!(poll_queue);
+/// assert_eq!(job.schedule().to_string(), "every 30s, first after 5s");
+/// let job: shedlock::Job<AppState> = shedlock::job!(rebalance);
+/// assert_eq!(job.leader(), Some("batch"));
 /// ```
 ///
 /// Alone, `#[scheduled]` runs the job on every instance. Add
@@ -98,12 +120,27 @@ pub fn scheduled(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Runs a [`#[scheduled]`](macro@scheduled) job under a cluster-wide lock: on each tick, the
 /// instance that takes the lock runs the job, the others skip it.
 ///
-/// ```ignore
+/// ```
+/// use shedlock::{LockContext, scheduled, scheduler_lock};
+/// # #[derive(Clone)] struct AppState;
+///
 /// #[scheduled(cron = "0/30 * * * * *", zone = "Europe/Berlin")]
-/// #[scheduler_lock(name = "publish_news", lock_at_least_for = "1m", lock_at_most_for = "5m")]
-/// async fn publish_news(state: AppState, lock: LockContext) -> Result<(), AppError> {
-///     state.news.publish(lock.fencing_token()).await
+/// #[scheduler_lock(name = "publish_news", lock_at_least_for = "1m", lock_at_most_for = "PT5M")]
+/// async fn publish_news(state: AppState, lock: LockContext) -> Result<(), std::io::Error> {
+///     println!("publishing with fencing token {}", lock.fencing_token());
+///     Ok(())
 /// }
+///
+/// #[scheduled(fixed_rate = "1h")]
+/// #[scheduler_lock(name = "reindex", lock_at_most_for = "10m", keep_alive = true)]
+/// async fn reindex(lock: LockContext) {
+///     tokio::select! {
+///         () = async { /* the long work */ } => {}
+///         () = lock.cancelled() => {} // the lease can no longer be trusted: stop
+///     }
+/// }
+/// # let _: shedlock::Job<AppState> = shedlock::job!(publish_news);
+/// # let _: shedlock::Job<()> = shedlock::job!(reindex);
 /// ```
 ///
 /// # Arguments
@@ -129,11 +166,23 @@ pub fn scheduled(args: TokenStream, item: TokenStream) -> TokenStream {
 /// `Job::run_once(&executor, &config, state)`: `TaskResult::Skipped` when another instance
 /// holds the lock, `TaskResult::Executed(Err(text))` when the job failed.
 ///
-/// ```ignore
-/// let executor = LockingTaskExecutor::new(provider);
+/// ```
+/// # use shedlock::{LockContext, scheduled, scheduler_lock};
+/// # #[derive(Clone)] struct AppState;
+/// # #[scheduled(cron = "0/30 * * * * *")]
+/// # #[scheduler_lock(name = "publish_news")]
+/// # async fn publish_news(state: AppState, lock: LockContext) {}
+/// use shedlock::{InMemoryLockProvider, LockingTaskExecutor, SchedulerConfig, TaskResult};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), shedlock::Error> {
+/// let executor = LockingTaskExecutor::new(InMemoryLockProvider::new());
 /// let outcome = shedlock::job!(publish_news)
-///     .run_once(&executor, &SchedulerConfig::default(), state)
+///     .run_once(&executor, &SchedulerConfig::default(), AppState)
 ///     .await?;
+/// assert_eq!(outcome, TaskResult::Executed(Ok(())));
+/// # Ok(())
+/// # }
 /// ```
 ///
 /// `#[scheduler_lock]` without `#[scheduled]` is an error; to run other code under a lock, use
