@@ -206,6 +206,11 @@ impl JobLock {
 
 /// What a job may return: `()` or any `Result<T, E: Display>`. Errors are logged by the scheduler
 /// with the job's name.
+#[diagnostic::on_unimplemented(
+    message = "a job cannot return `{Self}`",
+    label = "return `()` or `Result<T, E>` where `E: Display`",
+    note = "the scheduler logs a job's error with its display text"
+)]
 pub trait IntoJobResult {
     /// `Err` carries the error's display text.
     fn into_job_result(self) -> Result<(), String>;
