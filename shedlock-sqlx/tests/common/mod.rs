@@ -9,7 +9,6 @@ pub(crate) mod server_cases;
 pub(crate) mod statements;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use shedlock_core::conformance::Harness;
@@ -35,18 +34,9 @@ pub(crate) fn database_url(var: &str, database: &str, example: &str) -> Option<S
     }
 }
 
-/// A table name no other test (thread or process) uses.
+/// A table name no other test (thread or process) uses: a unique lock name, as an identifier.
 pub(crate) fn unique_table(base: &str) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    format!(
-        "{base}_{}_{}_{nanos:x}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+    shedlock_core::conformance::unique_lock_name(base).replace('-', "_")
 }
 
 /// The conformance harness for a real database: providers per holder over one table, and real
