@@ -1,0 +1,567 @@
+//! The checker: from what the workers reported and what the journal table holds, per lock:
+//! executions never overlap; fencing tokens strictly increase; no write with a superseded token
+//! was accepted; every tick ran exactly once (or was excused by a fault); counts add up.
+//!
+//! "Stale" is decided from acquisitions alone: a write carrying token `t` is stale when some
+//! worker had already acquired the same lock with a token `> t` before the write was attempted
+//! (both times are read after the fact on the one host clock, so a write the checker calls
+//! stale certainly was).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt;
+use std::ops::Range;
+
+use crate::event::{Counters, Event, WriteOutcome};
+use crate::fleet::{Received, Signal};
+use crate::store::JournalRow;
+
+/// What the run was supposed to do, for the tick check.
+#[derive(Debug, Clone, Default)]
+pub struct Expectations {
+    /// Tick length in µs.
+    pub tick_us: i64,
+    /// Ticks that must each have run exactly once (unless excused), if checked.
+    pub ticks: Option<Range<i64>>,
+    /// Times (µs) when ticks may be missed, e.g. a database outage.
+    pub outages: Vec<Range<i64>>,
+}
+
+/// A fault the harness injected.
+#[derive(Debug, Clone, Copy)]
+pub struct Fault {
+    /// The worker.
+    pub worker: usize,
+    /// What was done to it.
+    pub signal: Signal,
+    /// When (µs since the epoch).
+    pub at: i64,
+}
+
+/// A lease held by a faulted worker, and when another worker took the lock over.
+#[derive(Debug, Clone)]
+pub struct Takeover {
+    /// The lock.
+    pub lock: String,
+    /// The faulted worker's token.
+    pub token: u64,
+    /// When its lease ended (database clock, µs).
+    pub until: i64,
+    /// When the fault was injected (µs).
+    pub fault_at: i64,
+    /// When the next holder acquired it (µs), if it did during the run.
+    pub next_at: Option<i64>,
+}
+
+/// The figures of a run and everything that went wrong in it.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Worker processes that reported.
+    pub processes: usize,
+    /// Of which killed by the harness.
+    pub killed: usize,
+    /// Of which paused by the harness.
+    pub paused: usize,
+    /// Distinct lock names.
+    pub locks: usize,
+    /// Totals of every worker's events.
+    pub counts: Counters,
+    /// Rows in the journal table.
+    pub journal_rows: usize,
+    /// Executions of one lock whose time spans intersect.
+    pub overlaps: usize,
+    /// Rows whose token is not greater than the previous row's of the same lock.
+    pub token_regressions: usize,
+    /// Writes attempted with a superseded token.
+    pub stale_attempted: usize,
+    /// Journal rows written with a superseded token (must be 0).
+    pub stale_accepted: usize,
+    /// Lost-lock signals fired.
+    pub lost_signals: usize,
+    /// Acquisitions whose worker was killed before it could report them (gaps in the tokens).
+    pub unobserved_acquisitions: u64,
+    /// Ticks checked for exactly-once.
+    pub ticks_checked: usize,
+    /// Ticks that ran more than once.
+    pub duplicate_ticks: usize,
+    /// Ticks that did not run, without a fault to excuse it.
+    pub missed_ticks: usize,
+    /// Ticks that did not run because a faulted worker held the lock or the database was down.
+    pub excused_ticks: usize,
+    /// Takeovers after faults.
+    pub takeovers: Vec<Takeover>,
+    /// What went wrong, one line each.
+    pub violations: Vec<String>,
+}
+
+impl Report {
+    /// Whether the run broke no rule.
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// Milliseconds from lease expiry to the next acquisition, per takeover that happened.
+    pub fn takeover_after_expiry_ms(&self) -> Vec<i64> {
+        self.takeovers
+            .iter()
+            .filter_map(|t| t.next_at.map(|next| (next - t.until) / 1000))
+            .collect()
+    }
+
+    /// Milliseconds from the fault to the next acquisition, per takeover that happened.
+    pub fn takeover_after_fault_ms(&self) -> Vec<i64> {
+        self.takeovers
+            .iter()
+            .filter_map(|t| t.next_at.map(|next| (next - t.fault_at) / 1000))
+            .collect()
+    }
+}
+
+/// `min / median / max` of some milliseconds, or `n/a`.
+fn spread(mut values: Vec<i64>) -> String {
+    if values.is_empty() {
+        return "n/a".to_owned();
+    }
+    values.sort_unstable();
+    let median = values[values.len() / 2];
+    format!(
+        "{} / {median} / {} ms (n={})",
+        values[0],
+        values[values.len() - 1],
+        values.len()
+    )
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.counts;
+        writeln!(
+            f,
+            "processes               {} (killed {}, paused {})",
+            self.processes, self.killed, self.paused
+        )?;
+        writeln!(f, "locks                   {}", self.locks)?;
+        let in_flight = c.attempts - (c.acquired + c.skipped + c.errors).min(c.attempts);
+        writeln!(
+            f,
+            "attempts                {} = executed {} + skipped {} + store errors {} + cut short by SIGKILL {}",
+            c.attempts, c.acquired, c.skipped, c.errors, in_flight
+        )?;
+        writeln!(
+            f,
+            "ticks checked           {}: exactly once {}, duplicates {}, missed {}, excused by faults {}",
+            self.ticks_checked,
+            self.ticks_checked - self.duplicate_ticks - self.missed_ticks - self.excused_ticks,
+            self.duplicate_ticks,
+            self.missed_ticks,
+            self.excused_ticks
+        )?;
+        writeln!(
+            f,
+            "journal rows            {}, overlaps {}, token order violations {}",
+            self.journal_rows, self.overlaps, self.token_regressions
+        )?;
+        writeln!(
+            f,
+            "fenced writes           {}: accepted {}, rejected {}, failed {}",
+            c.accepted + c.rejected + c.failed,
+            c.accepted,
+            c.rejected,
+            c.failed
+        )?;
+        writeln!(
+            f,
+            "stale writes            attempted {}, accepted {}",
+            self.stale_attempted, self.stale_accepted
+        )?;
+        writeln!(f, "lost-lock signals       {}", self.lost_signals)?;
+        writeln!(
+            f,
+            "unreported acquisitions {} (killed between acquiring and reporting)",
+            self.unobserved_acquisitions
+        )?;
+        let unmeasured = self
+            .takeovers
+            .iter()
+            .filter(|t| t.next_at.is_none())
+            .count();
+        writeln!(
+            f,
+            "takeover after expiry   {} (min / median / max){}",
+            spread(self.takeover_after_expiry_ms()),
+            if unmeasured > 0 {
+                format!(", {unmeasured} not measured (next holder unreported or after the run)")
+            } else {
+                String::new()
+            }
+        )?;
+        writeln!(
+            f,
+            "takeover after fault    {}",
+            spread(self.takeover_after_fault_ms())
+        )?;
+        if self.violations.is_empty() {
+            write!(f, "violations              none")
+        } else {
+            writeln!(f, "violations              {}:", self.violations.len())?;
+            for v in self.violations.iter().take(20) {
+                writeln!(f, "  - {v}")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Acquisitions of one lock, by time, with the highest token seen up to each.
+struct Acquisitions {
+    /// (at, token, until, worker), sorted by `at`.
+    list: Vec<(i64, u64, i64, usize)>,
+    max_token_so_far: Vec<u64>,
+}
+
+impl Acquisitions {
+    fn new(mut list: Vec<(i64, u64, i64, usize)>) -> Self {
+        list.sort_unstable();
+        let max_token_so_far = list
+            .iter()
+            .scan(0, |max, a| {
+                *max = (*max).max(a.1);
+                Some(*max)
+            })
+            .collect();
+        Acquisitions {
+            list,
+            max_token_so_far,
+        }
+    }
+
+    /// Whether a token greater than `token` had been acquired before `time`.
+    fn superseded_before(&self, token: u64, time: i64) -> bool {
+        let before = self.list.partition_point(|a| a.0 < time);
+        before > 0 && self.max_token_so_far[before - 1] > token
+    }
+}
+
+/// Checks a run. `killed` workers may end mid-execution without a summary.
+pub fn check(
+    events: &[Received],
+    journal: &[JournalRow],
+    killed: &[usize],
+    faults: &[Fault],
+    expect: &Expectations,
+) -> Report {
+    let mut report = Report {
+        journal_rows: journal.len(),
+        killed: killed.len(),
+        paused: faults.iter().filter(|f| f.signal == Signal::Stop).count(),
+        ..Report::default()
+    };
+    let mut per_worker: BTreeMap<usize, Counters> = BTreeMap::new();
+    let mut summaries: HashMap<usize, Counters> = HashMap::new();
+    let mut holders: HashMap<&str, usize> = HashMap::new();
+    let mut acquired: HashMap<&str, Vec<(i64, u64, i64, usize)>> = HashMap::new();
+    let mut writes = Vec::new();
+    let mut locks: BTreeSet<&str> = BTreeSet::new();
+    for r in events {
+        let c = per_worker.entry(r.worker).or_default();
+        match &r.event {
+            Event::Ready { holder, .. } => {
+                holders.insert(holder, r.worker);
+            }
+            Event::Attempt { lock, .. } => {
+                c.attempts += 1;
+                locks.insert(lock);
+            }
+            Event::Acquired {
+                lock,
+                token,
+                at,
+                until,
+            } => {
+                c.acquired += 1;
+                acquired
+                    .entry(lock)
+                    .or_default()
+                    .push((*at, *token, *until, r.worker));
+            }
+            Event::Skipped { .. } => c.skipped += 1,
+            Event::AcquireFailed { .. } => c.errors += 1,
+            Event::Lost { .. } => report.lost_signals += 1,
+            Event::Write {
+                lock,
+                token,
+                end,
+                outcome,
+                ..
+            } => {
+                match outcome {
+                    WriteOutcome::Accepted => c.accepted += 1,
+                    WriteOutcome::Rejected => c.rejected += 1,
+                    WriteOutcome::Failed(_) => c.failed += 1,
+                }
+                writes.push((r.worker, lock.as_str(), *token, *end, outcome));
+            }
+            Event::Summary(counters) => {
+                summaries.insert(r.worker, *counters);
+            }
+            _ => {}
+        }
+    }
+    report.processes = per_worker.len();
+    let v = &mut report.violations;
+
+    // Counts: every attempt was acquired, skipped or failed; every acquisition ended in a write.
+    for (&w, c) in &per_worker {
+        report.counts = add(report.counts, *c);
+        let decided = c.acquired + c.skipped + c.errors;
+        let written = c.accepted + c.rejected + c.failed;
+        if killed.contains(&w) {
+            let slack = locks.len() as u64;
+            if decided > c.attempts || c.attempts - decided > slack || written > c.acquired {
+                v.push(format!("killed worker {w}: counts do not add up: {c:?}"));
+            }
+            continue;
+        }
+        match summaries.get(&w) {
+            None => v.push(format!("worker {w} exited without a summary")),
+            Some(summary) if summary != c => v.push(format!(
+                "worker {w}: its summary {summary:?} differs from its event lines {c:?}"
+            )),
+            Some(_) => {}
+        }
+        if decided != c.attempts {
+            v.push(format!(
+                "worker {w}: {} attempts but {decided} outcomes",
+                c.attempts
+            ));
+        }
+        if written != c.acquired {
+            v.push(format!(
+                "worker {w}: {} acquisitions but {written} journal writes",
+                c.acquired
+            ));
+        }
+    }
+
+    let acquisitions: HashMap<&str, Acquisitions> = acquired
+        .into_iter()
+        .map(|(lock, list)| (lock, Acquisitions::new(list)))
+        .collect();
+    let superseded = |lock: &str, token: u64, time: i64| {
+        acquisitions
+            .get(lock)
+            .is_some_and(|a| a.superseded_before(token, time))
+    };
+
+    // The journal against itself: no overlap, tokens rising in time and in commit order.
+    let mut rows_by_lock: BTreeMap<&str, Vec<&JournalRow>> = BTreeMap::new();
+    for row in journal {
+        locks.insert(&row.lock);
+        rows_by_lock.entry(&row.lock).or_default().push(row);
+    }
+    for (lock, rows) in &mut rows_by_lock {
+        for pair in rows.windows(2) {
+            if pair[1].token <= pair[0].token {
+                report.token_regressions += 1;
+                v.push(format!(
+                    "{lock}: committed token {} after token {}",
+                    pair[1].token, pair[0].token
+                ));
+            }
+        }
+        rows.sort_by_key(|r| (r.start, r.id));
+        for pair in rows.windows(2) {
+            if pair[1].token <= pair[0].token {
+                report.token_regressions += 1;
+                v.push(format!(
+                    "{lock}: token {} started after token {}",
+                    pair[1].token, pair[0].token
+                ));
+            }
+        }
+        // Compared with the latest end so far, not just the previous row's.
+        let mut latest: Option<&JournalRow> = None;
+        for &row in rows.iter() {
+            if let Some(prev) = latest
+                && row.start < prev.end
+            {
+                report.overlaps += 1;
+                v.push(format!(
+                    "{lock}: {} (token {}) started {} µs before {} (token {}) ended",
+                    row.holder,
+                    row.token,
+                    prev.end - row.start,
+                    prev.holder,
+                    prev.token
+                ));
+            }
+            if latest.is_none_or(|prev| row.end > prev.end) {
+                latest = Some(row);
+            }
+        }
+    }
+
+    // Stale writes, and the journal against what workers said about their writes.
+    let committed: HashSet<(&str, u64)> = journal
+        .iter()
+        .map(|r| (r.lock.as_str(), r.token as u64))
+        .collect();
+    let mut accepted_lines: HashSet<(&str, u64)> = HashSet::new();
+    for &(w, lock, token, end, outcome) in &writes {
+        if superseded(lock, token, end) {
+            report.stale_attempted += 1;
+        }
+        let in_journal = committed.contains(&(lock, token));
+        match outcome {
+            WriteOutcome::Accepted if !in_journal => v.push(format!(
+                "worker {w}: write {lock}/{token} accepted but not in the journal"
+            )),
+            WriteOutcome::Accepted => {
+                accepted_lines.insert((lock, token));
+            }
+            _ if in_journal => v.push(format!(
+                "worker {w}: write {lock}/{token} reported {outcome:?} but committed"
+            )),
+            _ => {}
+        }
+    }
+    for row in journal {
+        if superseded(&row.lock, row.token as u64, row.end) {
+            report.stale_accepted += 1;
+            v.push(format!(
+                "{}: {} committed token {} after a newer token was acquired",
+                row.lock, row.holder, row.token
+            ));
+        }
+        let writer = holders.get(row.holder.as_str());
+        if !accepted_lines.contains(&(row.lock.as_str(), row.token as u64))
+            && !writer.is_some_and(|w| killed.contains(w))
+        {
+            v.push(format!(
+                "{}/{}: journal row without an accepted write line",
+                row.lock, row.token
+            ));
+        }
+    }
+
+    // Leases that never committed: their holder was killed, paused or cut off. A gap in a
+    // lock's tokens is an acquisition nobody reported: a worker killed before it could print it.
+    let mut dead: HashMap<&str, Vec<(i64, i64)>> = HashMap::new();
+    for (&lock, a) in &acquisitions {
+        let windows = dead.entry(lock).or_default();
+        for &(at, token, until, _) in &a.list {
+            if !committed.contains(&(lock, token)) {
+                windows.push((at - expect.tick_us, until));
+            }
+        }
+        let mut by_token: Vec<(u64, i64)> = a.list.iter().map(|x| (x.1, x.0)).collect();
+        by_token.sort_unstable();
+        let mut previous = (0, i64::MIN);
+        for (token, at) in by_token {
+            if token > previous.0 + 1 {
+                report.unobserved_acquisitions += token - previous.0 - 1;
+                windows.push((previous.1, at));
+                if killed.is_empty() {
+                    v.push(format!(
+                        "{lock}: tokens {}..{token} were acquired by no worker that reported it",
+                        previous.0 + 1
+                    ));
+                }
+            }
+            previous = (token, at);
+        }
+    }
+
+    // Ticks: each exactly once, unless a faulted lease or an outage kept it from running.
+    if let Some(ticks) = &expect.ticks {
+        let mut runs: HashMap<(&str, i64), usize> = HashMap::new();
+        for row in journal {
+            *runs.entry((row.lock.as_str(), row.tick)).or_default() += 1;
+        }
+        for &lock in &locks {
+            let dead = dead.get(lock).map(Vec::as_slice).unwrap_or_default();
+            for tick in ticks.clone() {
+                report.ticks_checked += 1;
+                let fire = tick * expect.tick_us;
+                match runs.get(&(lock, tick)).copied().unwrap_or(0) {
+                    1 => {}
+                    0 if dead
+                        .iter()
+                        .any(|&(from, until)| fire > from && fire < until)
+                        || expect.outages.iter().any(|o| o.contains(&fire)) =>
+                    {
+                        report.excused_ticks += 1
+                    }
+                    0 => {
+                        report.missed_ticks += 1;
+                        v.push(format!("{lock}: tick {tick} did not run"));
+                    }
+                    n => {
+                        report.duplicate_ticks += 1;
+                        v.push(format!("{lock}: tick {tick} ran {n} times"));
+                    }
+                }
+            }
+        }
+    }
+
+    // Takeovers after faults: never before the lease ended.
+    for fault in faults {
+        for r in events.iter().filter(|r| r.worker == fault.worker) {
+            let Event::Acquired {
+                lock,
+                token,
+                at,
+                until,
+            } = &r.event
+            else {
+                continue;
+            };
+            let finished = writes.iter().any(|&(w, l, t, end, _)| {
+                w == fault.worker && l == lock && t == *token && end <= fault.at
+            });
+            if *at > fault.at || finished {
+                continue;
+            }
+            // Tokens count up by one: the next holder's token is known, if it reported it.
+            let next_at = acquisitions[lock.as_str()]
+                .list
+                .iter()
+                .find(|a| a.1 == token + 1)
+                .map(|a| a.0);
+            if let Some(next) = next_at
+                && next < *until
+            {
+                v.push(format!(
+                    "{lock}: token {token} of faulted worker {} taken over {} µs before its lease ended",
+                    fault.worker,
+                    until - next
+                ));
+            }
+            report.takeovers.push(Takeover {
+                lock: lock.clone(),
+                token: *token,
+                until: *until,
+                fault_at: fault.at,
+                next_at,
+            });
+        }
+    }
+    report.locks = locks.len();
+    report
+}
+
+#[cfg(test)]
+#[path = "checker_tests.rs"]
+mod tests;
+
+fn add(a: Counters, b: Counters) -> Counters {
+    Counters {
+        attempts: a.attempts + b.attempts,
+        acquired: a.acquired + b.acquired,
+        skipped: a.skipped + b.skipped,
+        errors: a.errors + b.errors,
+        accepted: a.accepted + b.accepted,
+        rejected: a.rejected + b.rejected,
+        failed: a.failed + b.failed,
+    }
+}

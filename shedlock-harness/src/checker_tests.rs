@@ -1,0 +1,421 @@
+//! The checker must be able to fail: each rule is broken once in a synthetic run.
+
+use super::*;
+
+const TICK: i64 = 1_000_000;
+
+/// A synthetic run: workers `w0`, `w1`, … on one host, ticks of 1 s.
+struct Run {
+    events: Vec<Received>,
+    journal: Vec<JournalRow>,
+    workers: usize,
+}
+
+impl Run {
+    fn new(workers: usize) -> Run {
+        let mut run = Run {
+            events: Vec::new(),
+            journal: Vec::new(),
+            workers,
+        };
+        for w in 0..workers {
+            run.ev(
+                w,
+                Event::Ready {
+                    holder: format!("w{w}"),
+                    pid: w as u32,
+                },
+            );
+        }
+        run
+    }
+
+    fn ev(&mut self, worker: usize, event: Event) {
+        self.events.push(Received {
+            worker,
+            received_at: 0,
+            event,
+        });
+    }
+
+    /// Worker `w` runs `lock` at `tick` with `token` from `start` to `end` (µs after the tick);
+    /// the other workers skip it.
+    fn execute(&mut self, w: usize, lock: &str, tick: i64, token: u64, start: i64, end: i64) {
+        let fire = tick * TICK;
+        for other in (0..self.workers).filter(|&other| other != w) {
+            self.ev(
+                other,
+                Event::Attempt {
+                    lock: lock.into(),
+                    tick,
+                    at: fire,
+                },
+            );
+            self.ev(
+                other,
+                Event::Skipped {
+                    lock: lock.into(),
+                    at: fire + 10,
+                },
+            );
+        }
+        self.acquire(w, lock, token, fire + 1, fire + 3 * TICK);
+        self.write(
+            w,
+            lock,
+            tick,
+            token,
+            fire + start,
+            fire + end,
+            WriteOutcome::Accepted,
+        );
+        self.journal.push(JournalRow {
+            id: self.journal.len() as i64 + 1,
+            lock: lock.into(),
+            token: token as i64,
+            holder: format!("w{w}"),
+            tick,
+            start: fire + start,
+            end: fire + end,
+        });
+    }
+
+    /// Worker `w` attempts and acquires `lock`.
+    fn acquire(&mut self, w: usize, lock: &str, token: u64, at: i64, until: i64) {
+        self.ev(
+            w,
+            Event::Attempt {
+                lock: lock.into(),
+                tick: at / TICK,
+                at,
+            },
+        );
+        self.ev(
+            w,
+            Event::Acquired {
+                lock: lock.into(),
+                token,
+                at,
+                until,
+            },
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write(
+        &mut self,
+        w: usize,
+        lock: &str,
+        tick: i64,
+        token: u64,
+        start: i64,
+        end: i64,
+        outcome: WriteOutcome,
+    ) {
+        self.ev(
+            w,
+            Event::Write {
+                lock: lock.into(),
+                token,
+                tick,
+                start,
+                end,
+                lost: false,
+                outcome,
+            },
+        );
+    }
+
+    /// Every worker prints the summary its lines add up to.
+    fn finish(&mut self) {
+        for w in 0..self.workers {
+            let mut c = Counters::default();
+            for r in self.events.iter().filter(|r| r.worker == w) {
+                match &r.event {
+                    Event::Attempt { .. } => c.attempts += 1,
+                    Event::Acquired { .. } => c.acquired += 1,
+                    Event::Skipped { .. } => c.skipped += 1,
+                    Event::AcquireFailed { .. } => c.errors += 1,
+                    Event::Write {
+                        outcome: WriteOutcome::Accepted,
+                        ..
+                    } => c.accepted += 1,
+                    Event::Write {
+                        outcome: WriteOutcome::Rejected,
+                        ..
+                    } => c.rejected += 1,
+                    Event::Write { .. } => c.failed += 1,
+                    _ => {}
+                }
+            }
+            self.ev(w, Event::Summary(c));
+        }
+    }
+
+    fn check(&self, ticks: Range<i64>, killed: &[usize], faults: &[Fault]) -> Report {
+        let expect = Expectations {
+            tick_us: TICK,
+            ticks: Some(ticks),
+            outages: Vec::new(),
+        };
+        check(&self.events, &self.journal, killed, faults, &expect)
+    }
+}
+
+fn clean_run() -> Run {
+    let mut run = Run::new(3);
+    for tick in 0..5 {
+        run.execute(tick as usize % 3, "a", tick, tick as u64 + 1, 100, 600_000);
+        run.execute(
+            (tick as usize + 1) % 3,
+            "b",
+            tick,
+            tick as u64 + 1,
+            100,
+            600_000,
+        );
+    }
+    run
+}
+
+fn only_violation(report: &Report, wanted: &str) {
+    assert!(
+        !report.passed(),
+        "expected a violation containing {wanted:?}:\n{report}"
+    );
+    assert!(
+        report.violations.iter().any(|v| v.contains(wanted)),
+        "no violation contains {wanted:?}:\n{report}"
+    );
+}
+
+#[test]
+fn a_clean_run_passes_with_exact_figures() {
+    let mut run = clean_run();
+    run.finish();
+    let report = run.check(0..5, &[], &[]);
+    assert!(report.passed(), "{report}");
+    assert_eq!(
+        (report.processes, report.locks, report.journal_rows),
+        (3, 2, 10)
+    );
+    assert_eq!(report.counts.attempts, 30);
+    assert_eq!((report.counts.acquired, report.counts.skipped), (10, 20));
+    assert_eq!(
+        (
+            report.ticks_checked,
+            report.duplicate_ticks,
+            report.missed_ticks
+        ),
+        (10, 0, 0)
+    );
+    assert!(
+        report.to_string().contains("violations              none"),
+        "{report}"
+    );
+}
+
+#[test]
+fn detects_overlapping_executions() {
+    let mut run = clean_run();
+    // Token 9 starts at tick 5 + 0.1 s while token 8 (tick 5) runs until + 0.6 s.
+    run.execute(0, "a", 5, 8, 100, 600_000);
+    run.execute(1, "a", 5, 9, 100_000, 700_000);
+    run.finish();
+    let report = run.check(0..5, &[], &[]);
+    assert_eq!(report.overlaps, 1, "{report}");
+    only_violation(&report, "ended");
+}
+
+#[test]
+fn detects_tokens_that_do_not_increase() {
+    let mut run = clean_run();
+    run.execute(0, "a", 7, 3, 100, 600_000);
+    run.finish();
+    let report = run.check(0..5, &[], &[]);
+    assert!(report.token_regressions >= 1, "{report}");
+    only_violation(&report, "token 3");
+}
+
+#[test]
+fn detects_an_accepted_stale_write() {
+    let mut run = clean_run();
+    // Worker 0 holds token 10, pauses; worker 1 acquires token 11; then worker 0's write lands.
+    run.acquire(0, "a", 10, 10 * TICK, 13 * TICK);
+    run.acquire(1, "a", 11, 14 * TICK, 17 * TICK);
+    run.write(0, "a", 10, 10, 10 * TICK, 15 * TICK, WriteOutcome::Accepted);
+    run.journal.push(JournalRow {
+        id: 99,
+        lock: "a".into(),
+        token: 10,
+        holder: "w0".into(),
+        tick: 10,
+        start: 10 * TICK,
+        end: 15 * TICK,
+    });
+    let report = run.check(0..5, &[], &[]);
+    assert_eq!(
+        (report.stale_attempted, report.stale_accepted),
+        (1, 1),
+        "{report}"
+    );
+    only_violation(&report, "after a newer token was acquired");
+
+    // The same write, rejected: counted as attempted, not accepted, no violation of its own.
+    let mut run = clean_run();
+    run.acquire(0, "a", 6, 10 * TICK, 13 * TICK);
+    run.acquire(1, "a", 7, 14 * TICK, 17 * TICK);
+    run.write(0, "a", 10, 6, 10 * TICK, 15 * TICK, WriteOutcome::Rejected);
+    run.write(1, "a", 14, 7, 14 * TICK, 15 * TICK, WriteOutcome::Rejected);
+    run.finish();
+    let report = run.check(0..5, &[], &[]);
+    assert_eq!(
+        (report.stale_attempted, report.stale_accepted),
+        (1, 0),
+        "{report}"
+    );
+    assert!(report.passed(), "{report}");
+}
+
+#[test]
+fn detects_duplicate_and_missed_ticks_and_excuses_dead_leases() {
+    let mut run = clean_run();
+    run.execute(2, "a", 4, 20, 700_000, 800_000);
+    run.finish();
+    let report = run.check(0..6, &[], &[]);
+    assert_eq!(report.duplicate_ticks, 1, "{report}");
+    assert_eq!(report.missed_ticks, 2, "tick 5 of a and b: {report}");
+    only_violation(&report, "tick 4 ran 2 times");
+    only_violation(&report, "b: tick 5 did not run");
+
+    // A lease that never committed (its holder was killed) excuses the ticks it covered.
+    let mut run = clean_run();
+    run.acquire(0, "a", 6, 5 * TICK + 5, 7 * TICK + 500_000);
+    run.execute(1, "a", 8, 7, 100, 600_000);
+    run.execute(1, "b", 5, 6, 100, 600_000);
+    run.execute(1, "b", 6, 7, 100, 600_000);
+    run.execute(1, "b", 7, 8, 100, 600_000);
+    run.execute(1, "b", 8, 9, 100, 600_000);
+    run.finish();
+    let faults = [Fault {
+        worker: 0,
+        signal: Signal::Kill,
+        at: 5 * TICK + 10,
+    }];
+    let report = run.check(0..9, &[0], &faults);
+    assert!(report.passed(), "{report}");
+    assert_eq!(
+        (report.excused_ticks, report.missed_ticks),
+        (3, 0),
+        "{report}"
+    );
+    assert_eq!(report.takeover_after_expiry_ms(), [500], "{report}");
+    assert_eq!(report.takeover_after_fault_ms(), [2999], "{report}");
+}
+
+#[test]
+fn detects_a_takeover_before_the_lease_ended() {
+    let mut run = clean_run();
+    run.acquire(0, "a", 6, 6 * TICK, 9 * TICK);
+    run.execute(1, "a", 7, 7, 100, 600_000);
+    run.finish();
+    let faults = [Fault {
+        worker: 0,
+        signal: Signal::Stop,
+        at: 6 * TICK + 10,
+    }];
+    let report = run.check(0..5, &[], &faults);
+    only_violation(&report, "before its lease ended");
+}
+
+#[test]
+fn detects_counts_that_do_not_add_up() {
+    let mut run = clean_run();
+    run.ev(
+        1,
+        Event::Attempt {
+            lock: "a".into(),
+            tick: 9,
+            at: 9 * TICK,
+        },
+    );
+    run.finish();
+    only_violation(&run.check(0..5, &[], &[]), "attempts but");
+
+    let mut run = clean_run();
+    run.finish();
+    run.ev(2, Event::Summary(Counters::default()));
+    only_violation(&run.check(0..5, &[], &[]), "differs from its event lines");
+
+    let mut run = clean_run();
+    only_violation(&run.check(0..5, &[], &[]), "without a summary");
+    // A killed worker needs no summary and may die between attempt and outcome.
+    run.ev(
+        0,
+        Event::Attempt {
+            lock: "a".into(),
+            tick: 9,
+            at: 9 * TICK,
+        },
+    );
+    let events: Vec<_> = run
+        .events
+        .iter()
+        .filter(|r| r.worker == 0)
+        .cloned()
+        .collect();
+    let journal: Vec<_> = run
+        .journal
+        .iter()
+        .filter(|r| r.holder == "w0")
+        .cloned()
+        .collect();
+    let report = check(&events, &journal, &[0], &[], &Expectations::default());
+    assert!(report.passed(), "{report}");
+}
+
+#[test]
+fn detects_writes_the_journal_contradicts() {
+    let mut run = clean_run();
+    run.journal.pop();
+    run.finish();
+    only_violation(
+        &run.check(0..5, &[], &[]),
+        "accepted but not in the journal",
+    );
+
+    let mut run = clean_run();
+    run.journal.push(JournalRow {
+        id: 50,
+        lock: "b".into(),
+        token: 50,
+        holder: "w1".into(),
+        tick: 9,
+        start: 9 * TICK,
+        end: 9 * TICK + 1,
+    });
+    run.finish();
+    only_violation(&run.check(0..5, &[], &[]), "without an accepted write line");
+}
+
+#[test]
+fn a_token_gap_is_an_acquisition_nobody_reported() {
+    let mut run = clean_run();
+    // Token 6 of `a` was taken by a worker that died before printing it.
+    run.execute(1, "a", 8, 7, 100, 600_000);
+    for tick in 5..9 {
+        run.execute(2, "b", tick, tick as u64 + 1, 100, 600_000);
+    }
+    run.finish();
+    let report = run.check(0..9, &[], &[]);
+    assert_eq!(report.unobserved_acquisitions, 1, "{report}");
+    only_violation(&report, "tokens 6..7 were acquired by no worker");
+
+    let report = run.check(0..9, &[0], &[]);
+    assert!(report.passed(), "{report}");
+    assert_eq!(
+        (report.excused_ticks, report.missed_ticks),
+        (3, 0),
+        "{report}"
+    );
+}

@@ -1,0 +1,130 @@
+//! One run's database state: a lock table and a journal table of its own (so runs never
+//! collide, even on a shared server), the supervisor's own connection, and clean-up.
+
+use std::path::PathBuf;
+
+use crate::event::now_us;
+use crate::store::{Backend, JournalRow, Store, StoreConfig};
+use crate::worker::WorkerOptions;
+
+/// The URL of the test server for `backend` from its environment variable.
+///
+/// Without it, prints one line saying the test is skipped and how to run it, and returns
+/// `None`. SQLite needs no server: a fresh file in the temp directory.
+///
+/// # Panics
+/// When the variable is missing and `CI=true`: on CI a missing database is a failure.
+pub fn database_url(backend: Backend) -> Option<String> {
+    let Some(var) = backend.url_var() else {
+        let file = std::env::temp_dir().join(format!("shedlock-harness-{}.db", unique_suffix()));
+        return Some(format!("sqlite://{}", file.display()));
+    };
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").as_deref() == Ok("true") => panic!(
+            "{var} is not set but CI=true: the {backend} harness tests must run on CI (e.g. {var}={})",
+            backend.example_url()
+        ),
+        _ => {
+            println!(
+                "skipped: {var} not set (set it to run the {backend} harness tests, e.g. {var}={})",
+                backend.example_url()
+            );
+            None
+        }
+    }
+}
+
+/// Unique within the host: process id, time and a counter.
+fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{}_{}_{}",
+        std::process::id(),
+        now_us() % 1_000_000_000,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The tables of one run and the supervisor's connection to them.
+#[derive(Debug)]
+pub struct Run {
+    /// The database kind.
+    pub backend: Backend,
+    /// Its URL.
+    pub url: String,
+    /// The lock table of this run.
+    pub lock_table: String,
+    /// The journal table of this run.
+    pub journal_table: String,
+    /// The supervisor's own store (holder `supervisor`).
+    pub store: Store,
+}
+
+impl Run {
+    /// Creates this run's tables.
+    ///
+    /// # Errors
+    /// When the database cannot be reached or refuses.
+    pub async fn create(backend: Backend, url: &str) -> anyhow::Result<Run> {
+        let suffix = unique_suffix();
+        let config = StoreConfig {
+            backend,
+            url: url.to_owned(),
+            lock_table: format!("shedlock_h{suffix}"),
+            journal_table: format!("journal_h{suffix}"),
+            holder: "supervisor".to_owned(),
+            max_connections: 2,
+        };
+        let store = Store::connect(&config).await?;
+        store.create_tables(&config.journal_table).await?;
+        Ok(Run {
+            backend,
+            url: config.url,
+            lock_table: config.lock_table,
+            journal_table: config.journal_table,
+            store,
+        })
+    }
+
+    /// Options for worker `index` (holder `worker-<index>`) on `locks`, with the defaults of
+    /// [`WorkerOptions::new`].
+    pub fn worker(&self, index: usize, locks: &[String]) -> WorkerOptions {
+        WorkerOptions::new(
+            StoreConfig {
+                backend: self.backend,
+                url: self.url.clone(),
+                lock_table: self.lock_table.clone(),
+                journal_table: self.journal_table.clone(),
+                holder: format!("worker-{index}"),
+                max_connections: 4,
+            },
+            locks.to_vec(),
+        )
+    }
+
+    /// The journal, in commit order.
+    ///
+    /// # Errors
+    /// When the database fails.
+    pub async fn journal(&self) -> anyhow::Result<Vec<JournalRow>> {
+        self.store.journal(&self.journal_table).await
+    }
+
+    /// Drops the run's tables (and the SQLite file).
+    pub async fn cleanup(self) {
+        self.store.drop_tables(&self.journal_table).await;
+        if let Some(path) = self.url.strip_prefix("sqlite://") {
+            drop(self.store);
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(PathBuf::from(format!("{path}{suffix}")));
+            }
+        }
+    }
+}
+
+/// `count` lock names `<prefix>-000`, `<prefix>-001`, …
+pub fn lock_names(prefix: &str, count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("{prefix}-{i:03}")).collect()
+}

@@ -1,0 +1,193 @@
+//! What the harness tests share: a scenario (a run's tables, a fleet of workers, the faults
+//! injected) that ends in the checker's report.
+
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::time::Duration;
+
+use shedlock_harness::{
+    Backend, Event, Expectations, Fault, Fleet, Received, Report, Run, Signal, WorkerOptions,
+    WriteOutcome, check, database_url, now_us,
+};
+
+/// The harness binary, spawned as workers.
+pub(crate) const EXE: &str = env!("CARGO_BIN_EXE_shedlock-harness");
+
+/// Generous bound for anything that should take a second or two.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A run in progress.
+pub(crate) struct Scenario {
+    pub(crate) run: Run,
+    pub(crate) fleet: Fleet,
+    pub(crate) tick_us: i64,
+    pub(crate) first_tick: i64,
+    pub(crate) faults: Vec<Fault>,
+    pub(crate) outages: Vec<std::ops::Range<i64>>,
+}
+
+impl Scenario {
+    /// `workers` workers on `locks` (tick 1 s, job 600 ms, lease 3 s, minimum hold 800 ms,
+    /// then `configure`), all ready; `None` when the database is not configured (skipped).
+    pub(crate) async fn start(
+        backend: Backend,
+        workers: usize,
+        locks: &[&str],
+        configure: impl Fn(&mut WorkerOptions),
+    ) -> Option<Scenario> {
+        let url = database_url(backend)?;
+        let run = Run::create(backend, &url)
+            .await
+            .expect("create the run's tables");
+        let locks: Vec<String> = locks.iter().map(|&l| l.to_owned()).collect();
+        let mut fleet = Fleet::new(EXE);
+        let mut tick_us = 0;
+        let mut spawned = Vec::new();
+        for index in 0..workers {
+            let mut options = run.worker(index, &locks);
+            configure(&mut options);
+            tick_us = options.tick.as_micros() as i64;
+            spawned.push(fleet.spawn(&options).expect("spawn a worker"));
+        }
+        fleet
+            .wait_ready(&spawned, PATIENCE)
+            .await
+            .expect("workers ready");
+        let first_tick = now_us() / tick_us + 1;
+        Some(Scenario {
+            run,
+            fleet,
+            tick_us,
+            first_tick,
+            faults: Vec::new(),
+            outages: Vec::new(),
+        })
+    }
+
+    /// Sends `signal` to `worker` and records it as a fault.
+    pub(crate) fn inject(&mut self, worker: usize, signal: Signal) {
+        self.fleet
+            .signal(worker, signal)
+            .expect("signal the worker");
+        if signal != Signal::Cont {
+            self.faults.push(Fault {
+                worker,
+                signal,
+                at: now_us(),
+            });
+        }
+    }
+
+    /// Waits for the first event from index `since` that `matches` accepts.
+    pub(crate) async fn wait<T>(
+        &mut self,
+        since: usize,
+        timeout: Duration,
+        what: &str,
+        matches: impl FnMut(&Received) -> Option<T>,
+    ) -> T {
+        match self.fleet.wait_for(since, timeout, what, matches).await {
+            Ok(found) => found,
+            Err(error) => panic!("{error:#}"),
+        }
+    }
+
+    /// The next job start of `lock`: (worker, token, at).
+    pub(crate) async fn next_start(&mut self, lock: &str) -> (usize, u64, i64) {
+        let since = self.fleet.events().len();
+        self.wait(
+            since,
+            PATIENCE,
+            &format!("a start of {lock}"),
+            |r| match &r.event {
+                Event::Start { lock: l, token, at } if l == lock => Some((r.worker, *token, *at)),
+                _ => None,
+            },
+        )
+        .await
+    }
+
+    /// Waits for a committed execution of `lock` with a token above `token`.
+    pub(crate) async fn committed_after(
+        &mut self,
+        lock: &str,
+        token: u64,
+        timeout: Duration,
+    ) -> (usize, u64, i64) {
+        self.wait(
+            0,
+            timeout,
+            &format!("an accepted write of {lock} above token {token}"),
+            |r| match &r.event {
+                Event::Write {
+                    lock: l,
+                    token: t,
+                    start,
+                    outcome: WriteOutcome::Accepted,
+                    ..
+                } if l == lock && *t > token => Some((r.worker, *t, *start)),
+                _ => None,
+            },
+        )
+        .await
+    }
+
+    /// The `acquired` line of `worker` for `lock` with `token`: its lease end (µs).
+    pub(crate) fn lease_until(&self, worker: usize, lock: &str, token: u64) -> i64 {
+        self.fleet
+            .events()
+            .iter()
+            .find_map(|r| match &r.event {
+                Event::Acquired {
+                    lock: l,
+                    token: t,
+                    until,
+                    ..
+                } if r.worker == worker && l == lock && *t == token => Some(*until),
+                _ => None,
+            })
+            .expect("the worker reported its acquisition")
+    }
+
+    /// Stops every worker, checks the run (ticks from the first full tick after start to the
+    /// last one before the stop), prints the figures, cleans up on success.
+    pub(crate) async fn finish(mut self) -> Report {
+        let last_tick = now_us() / self.tick_us;
+        if let Err(error) = self.fleet.stop_all(PATIENCE).await {
+            panic!("workers did not stop cleanly: {error:#}");
+        }
+        let journal = self.run.journal().await.expect("read the journal");
+        let expect = Expectations {
+            tick_us: self.tick_us,
+            ticks: Some(self.first_tick..last_tick),
+            outages: self.outages.clone(),
+        };
+        let mut report = check(
+            self.fleet.events(),
+            &journal,
+            &self.fleet.killed(),
+            &self.faults,
+            &expect,
+        );
+        for (worker, line) in self.fleet.unparsed() {
+            report.violations.push(format!(
+                "worker {worker} printed an unparsable line: {line}"
+            ));
+        }
+        println!("{report}");
+        if report.passed() {
+            self.run.cleanup().await;
+        } else {
+            println!(
+                "tables kept for inspection: {} and {}",
+                self.run.lock_table, self.run.journal_table
+            );
+        }
+        report
+    }
+}
+
+/// Panics with the report unless it passed.
+pub(crate) fn assert_passed(report: &Report) {
+    assert!(report.passed(), "the run broke the rules:\n{report}");
+}
