@@ -174,6 +174,33 @@ impl LockingTaskExecutor {
             .await
     }
 
+    /// Like [`execute`](Self::execute), extending the lease every `interval` while `task` runs
+    /// (by the configuration's `lock_at_most_for`), so the task may outlast its lease. If an
+    /// extension is refused, or none succeeds before the lease's local deadline, the task's
+    /// [`LockContext::cancelled`] fires.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`keep_alive_interval`) unless `0 < interval < lock_at_most_for`;
+    /// otherwise as [`execute`](Self::execute).
+    pub async fn execute_with_keep_alive<F: Future>(
+        &self,
+        config: &LockConfiguration,
+        interval: Duration,
+        task: F,
+    ) -> Result<TaskResult<F::Output>, Error> {
+        if interval.is_zero() || interval >= config.lock_at_most_for() {
+            return Err(Error::invalid_config(
+                "keep_alive_interval",
+                "must be greater than zero and shorter than lock_at_most_for",
+            ));
+        }
+        let options = ExecuteOptions {
+            keep_alive: Some(interval),
+            ..ExecuteOptions::default()
+        };
+        self.execute_with(config, options, task).await
+    }
+
     pub(crate) async fn execute_with<F: Future>(
         &self,
         config: &LockConfiguration,

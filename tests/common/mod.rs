@@ -1,0 +1,218 @@
+//! Real databases for the facade's tests: a fresh lock table per test, providers per holder,
+//! and the environment rules (skip without a URL; fail instead under `CI=true`).
+
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::sync::Arc;
+
+use shedlock::{LockProvider, MySqlLockProvider, PgLockProvider, SqliteLockProvider};
+
+/// A database kind under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Db {
+    Sqlite,
+    Postgres,
+    MySql,
+}
+
+/// One provider, typed, so tests can use its fencing guard and pool.
+#[derive(Debug, Clone)]
+pub(crate) enum Provider {
+    Sqlite(SqliteLockProvider),
+    Postgres(PgLockProvider),
+    MySql(MySqlLockProvider),
+}
+
+impl Provider {
+    pub(crate) fn shared(&self) -> Arc<dyn LockProvider> {
+        match self {
+            Provider::Sqlite(p) => Arc::new(p.clone()),
+            Provider::Postgres(p) => Arc::new(p.clone()),
+            Provider::MySql(p) => Arc::new(p.clone()),
+        }
+    }
+
+    pub(crate) fn with_holder(&self, holder: &str) -> Provider {
+        match self {
+            Provider::Sqlite(p) => Provider::Sqlite(p.with_holder(holder).unwrap()),
+            Provider::Postgres(p) => Provider::Postgres(p.with_holder(holder).unwrap()),
+            Provider::MySql(p) => Provider::MySql(p.with_holder(holder).unwrap()),
+        }
+    }
+
+    /// Closes this provider's connections: every later store call fails.
+    pub(crate) async fn close(&self) {
+        match self {
+            Provider::Sqlite(p) => p.pool().close().await,
+            Provider::Postgres(p) => p.pool().close().await,
+            Provider::MySql(p) => p.pool().close().await,
+        }
+    }
+
+    /// Ends a lease behind its holder's back: `lock_until` an hour ago, on the database clock.
+    pub(crate) async fn expire_in_store(&self, lock_name: &str) {
+        let rows = match self {
+            Provider::Sqlite(p) => sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE {} SET lock_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 hour') WHERE name = ?",
+                p.table()
+            )))
+            .bind(lock_name)
+            .execute(p.pool())
+            .await
+            .map(|r| r.rows_affected()),
+            Provider::Postgres(p) => sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE {} SET lock_until = timezone('utc', clock_timestamp()) - interval '1 hour' WHERE name = $1",
+                p.table()
+            )))
+            .bind(lock_name)
+            .execute(p.pool())
+            .await
+            .map(|r| r.rows_affected()),
+            Provider::MySql(p) => sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE {} SET lock_until = UTC_TIMESTAMP(3) - INTERVAL 1 HOUR WHERE name = ?",
+                p.table()
+            )))
+            .bind(lock_name)
+            .execute(p.pool())
+            .await
+            .map(|r| r.rows_affected()),
+        };
+        assert_eq!(rows.expect("expire the lease in the store"), 1);
+    }
+
+    /// A write fenced by `(lock_name, token)` in this database: `Ok` if the guard let it through.
+    pub(crate) async fn fenced_write(&self, lock_name: &str, token: u64) -> Result<(), shedlock::Error> {
+        match self {
+            Provider::Sqlite(p) => {
+                let mut tx = p.pool().begin_with("BEGIN IMMEDIATE").await.unwrap();
+                p.verify_lease(&mut tx, lock_name, token).await?;
+                tx.commit().await.unwrap();
+            }
+            Provider::Postgres(p) => {
+                let mut tx = p.pool().begin().await.unwrap();
+                p.verify_lease(&mut tx, lock_name, token).await?;
+                tx.commit().await.unwrap();
+            }
+            Provider::MySql(p) => {
+                let mut tx = p.pool().begin().await.unwrap();
+                p.verify_lease(&mut tx, lock_name, token).await?;
+                tx.commit().await.unwrap();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The URL of a server database, or `None` (with one `skipped:` line) when it is not configured.
+/// Under `CI=true` a missing URL is a failure, never a silent skip.
+fn server_url(db: Db) -> Option<String> {
+    let (var, example) = match db {
+        Db::Postgres => (
+            "SHEDLOCK_TEST_PG_URL",
+            "postgres://root@127.0.0.1:5432/test",
+        ),
+        Db::MySql => (
+            "SHEDLOCK_TEST_MYSQL_URL",
+            "mysql://root@127.0.0.1:3306/test",
+        ),
+        Db::Sqlite => unreachable!("SQLite needs no server"),
+    };
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
+            panic!("{var} must be set when CI=true (e.g. {example})")
+        }
+        _ => {
+            println!("skipped: {var} not set (set it to run {db:?} tests, e.g. {example})");
+            None
+        }
+    }
+}
+
+/// A provider over a fresh table of its own, as holder `holder`; `None` when skipped.
+pub(crate) async fn provider(db: Db, holder: &str) -> Option<Provider> {
+    let table = shedlock::conformance::unique_lock_name("facade").replace('-', "_");
+    let provider = match db {
+        Db::Sqlite => {
+            let path = std::env::temp_dir().join(format!("{table}.db"));
+            let p = SqliteLockProvider::connect(&format!("sqlite://{}", path.display()))
+                .await
+                .unwrap();
+            Provider::Sqlite(
+                SqliteLockProvider::builder(p.pool().clone())
+                    .table(&table)
+                    .holder(holder)
+                    .build()
+                    .unwrap(),
+            )
+        }
+        Db::Postgres => {
+            let pool = sqlx::PgPool::connect(&server_url(db)?).await.unwrap();
+            Provider::Postgres(
+                PgLockProvider::builder(pool)
+                    .table(&table)
+                    .holder(holder)
+                    .build()
+                    .unwrap(),
+            )
+        }
+        Db::MySql => {
+            let pool = sqlx::MySqlPool::connect(&server_url(db)?).await.unwrap();
+            Provider::MySql(
+                MySqlLockProvider::builder(pool)
+                    .table(&table)
+                    .holder(holder)
+                    .build()
+                    .unwrap(),
+            )
+        }
+    };
+    match &provider {
+        Provider::Sqlite(p) => p.create_schema().await.unwrap(),
+        Provider::Postgres(p) => p.create_schema().await.unwrap(),
+        Provider::MySql(p) => p.create_schema().await.unwrap(),
+    }
+    Some(provider)
+}
+
+/// Another instance on the same table, with its own connections (so closing them cuts only it).
+pub(crate) async fn another_instance(of: &Provider, holder: &str) -> Provider {
+    match of {
+        Provider::Sqlite(p) => {
+            let pool = sqlx::SqlitePool::connect_with((*p.pool().connect_options()).clone())
+                .await
+                .unwrap();
+            Provider::Sqlite(
+                SqliteLockProvider::builder(pool)
+                    .table(p.table())
+                    .holder(holder)
+                    .build()
+                    .unwrap(),
+            )
+        }
+        Provider::Postgres(p) => {
+            let pool = sqlx::PgPool::connect_with((*p.pool().connect_options()).clone())
+                .await
+                .unwrap();
+            Provider::Postgres(
+                PgLockProvider::builder(pool)
+                    .table(p.table())
+                    .holder(holder)
+                    .build()
+                    .unwrap(),
+            )
+        }
+        Provider::MySql(p) => {
+            let pool = sqlx::MySqlPool::connect_with((*p.pool().connect_options()).clone())
+                .await
+                .unwrap();
+            Provider::MySql(
+                MySqlLockProvider::builder(pool)
+                    .table(p.table())
+                    .holder(holder)
+                    .build()
+                    .unwrap(),
+            )
+        }
+    }
+}

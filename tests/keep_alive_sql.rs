@@ -1,0 +1,129 @@
+//! Keep-alive and the lost-lock signal against real databases (SQLite always; PostgreSQL and
+//! MariaDB when their URLs are set).
+
+mod common;
+
+use std::time::Duration;
+
+use common::Db;
+use shedlock::{Error, LockConfiguration, LockContext, LockingTaskExecutor};
+
+const LEASE: Duration = Duration::from_millis(1_000);
+const INTERVAL: Duration = Duration::from_millis(300);
+
+/// A job running three times its `lock_at_most_for` keeps the lock throughout: another instance
+/// polling all along never gets it; right after the job it does.
+async fn keep_alive_holds_the_lock(db: Db) {
+    let Some(holder) = common::provider(db, "holder").await else {
+        return;
+    };
+    let other =
+        LockingTaskExecutor::from_shared(common::another_instance(&holder, "other").await.shared());
+    let executor = LockingTaskExecutor::from_shared(holder.shared());
+    let lock = LockConfiguration::new("long_job", LEASE, Duration::ZERO).unwrap();
+
+    let job = executor.execute_with_keep_alive(&lock, INTERVAL, async {
+        let ctx = LockContext::current().unwrap();
+        let mut polls = 0;
+        let deadline = tokio::time::Instant::now() + 3 * LEASE;
+        while tokio::time::Instant::now() < deadline {
+            assert!(
+                other.try_lock(&lock).await.unwrap().is_none(),
+                "{db:?}: lock taken while kept alive"
+            );
+            assert!(
+                !ctx.is_cancelled(),
+                "{db:?}: lost-lock signal fired while kept alive"
+            );
+            polls += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        polls
+    });
+    let polls = job.await.unwrap().into_executed().expect("ran");
+    assert!(polls >= 20, "{db:?}: only {polls} polls");
+    let after = other.try_lock(&lock).await.unwrap();
+    assert!(after.is_some(), "{db:?}: not released after the job");
+}
+
+/// The lease is taken over behind the holder's back: its lost-lock signal fires within one
+/// extension interval, and its fenced write is rejected while the new holder's goes through.
+async fn lost_lock_signal_and_fenced_write(db: Db) {
+    let Some(holder) = common::provider(db, "holder").await else {
+        return;
+    };
+    let thief_provider = common::another_instance(&holder, "thief").await;
+    let thief = LockingTaskExecutor::from_shared(thief_provider.shared());
+    let executor = LockingTaskExecutor::from_shared(holder.shared());
+    let lock = LockConfiguration::new("stolen", Duration::from_secs(10), Duration::ZERO).unwrap();
+
+    let outcome = executor.execute_with_keep_alive(&lock, INTERVAL, async {
+        let ctx = LockContext::current().unwrap();
+        holder
+            .fenced_write("stolen", ctx.fencing_token())
+            .await
+            .expect("the live holder writes");
+        holder.expire_in_store("stolen").await;
+        let taken = thief
+            .try_lock(&lock)
+            .await
+            .unwrap()
+            .expect("an expired lease is taken over");
+        let stolen_at = tokio::time::Instant::now();
+        tokio::time::timeout(2 * INTERVAL + Duration::from_millis(500), ctx.cancelled())
+            .await
+            .unwrap_or_else(|_| panic!("{db:?}: lost-lock signal did not fire"));
+        let signalled_after = stolen_at.elapsed();
+        let stale = holder.fenced_write("stolen", ctx.fencing_token()).await;
+        let fresh = thief_provider
+            .fenced_write("stolen", taken.fencing_token())
+            .await;
+        (signalled_after, ctx.is_lost(), stale, fresh, taken)
+    });
+    let (signalled_after, lost, stale, fresh, taken) =
+        outcome.await.unwrap().into_executed().unwrap();
+    assert!(lost, "{db:?}");
+    assert!(
+        signalled_after <= INTERVAL + Duration::from_millis(500),
+        "{db:?}: took {signalled_after:?}"
+    );
+    assert!(
+        matches!(stale, Err(Error::LockLost { .. })),
+        "{db:?}: stale write not rejected: {stale:?}"
+    );
+    assert!(
+        fresh.is_ok(),
+        "{db:?}: the new holder's write was rejected: {fresh:?}"
+    );
+    taken.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_keep_alive_holds_the_lock() {
+    keep_alive_holds_the_lock(Db::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_keep_alive_holds_the_lock() {
+    keep_alive_holds_the_lock(Db::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_keep_alive_holds_the_lock() {
+    keep_alive_holds_the_lock(Db::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_lost_lock_signal_and_fenced_write() {
+    lost_lock_signal_and_fenced_write(Db::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_lost_lock_signal_and_fenced_write() {
+    lost_lock_signal_and_fenced_write(Db::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_lost_lock_signal_and_fenced_write() {
+    lost_lock_signal_and_fenced_write(Db::MySql).await;
+}
