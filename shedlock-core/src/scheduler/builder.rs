@@ -1,0 +1,296 @@
+//! Building a scheduler: validating the configuration and jobs, starting elections and one
+//! runner per job.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::runner::{PreparedJob, Runtime, ShutdownCounters};
+use super::status::JobState;
+use super::{RunNow, Scheduler};
+use crate::{
+    Clock, Error, Job, JobRegistry, LeaderElection, LockEvent, LockListener, LockProvider,
+    LockingTaskExecutor, SchedulerConfig, SystemClock, TaskResult,
+};
+
+/// Builds a [`Scheduler`]; see [`Scheduler::builder`].
+pub struct SchedulerBuilder<S> {
+    provider: Option<Arc<dyn LockProvider>>,
+    config: SchedulerConfig,
+    registry: Option<JobRegistry<S>>,
+    listeners: Vec<Arc<dyn LockListener>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl SchedulerBuilder<()> {
+    pub(super) fn new() -> Self {
+        SchedulerBuilder {
+            provider: None,
+            config: SchedulerConfig::default(),
+            registry: None,
+            listeners: Vec::new(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl<S> SchedulerBuilder<S> {
+    /// The lock store for locked jobs. Without one, only unlocked jobs may be registered.
+    pub fn provider(mut self, provider: impl LockProvider) -> Self {
+        self.provider = Some(Arc::new(provider));
+        self
+    }
+
+    /// A shared lock store.
+    pub fn shared_provider(mut self, provider: Arc<dyn LockProvider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// The configuration (defaults otherwise).
+    pub fn config(mut self, config: SchedulerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// A listener for lock events of every job (acquired, skipped, released, …).
+    pub fn listener(mut self, listener: impl LockListener) -> Self {
+        self.listeners.push(Arc::new(listener));
+        self
+    }
+
+    /// The wall clock cron schedules are read on (the system clock by default; tests use
+    /// [`TokioClock`](crate::TokioClock) with paused time).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The jobs to run and their state.
+    pub fn registry<T>(self, registry: JobRegistry<T>) -> SchedulerBuilder<T> {
+        SchedulerBuilder {
+            provider: self.provider,
+            config: self.config,
+            registry: Some(registry),
+            listeners: self.listeners,
+            clock: self.clock,
+        }
+    }
+}
+
+impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
+    /// Validates the configuration and every job, then starts one runner per job on the
+    /// current tokio runtime.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the field (and job) that is wrong; [`Error::Scheduler`]
+    /// for duplicate job names or a locked job without a provider.
+    pub async fn start(self) -> Result<Scheduler, Error> {
+        let config = self.config;
+        config.validate()?;
+        let locks_released = Arc::new(AtomicUsize::new(0));
+        let shutdown = CancellationToken::new();
+        let executor = self.provider.map(|provider| {
+            if let Some(holder) = &config.holder
+                && holder != provider.holder()
+            {
+                tracing::warn!(
+                    configured = %holder, provider = provider.holder(),
+                    "config.holder differs from the provider's holder; the provider's is used"
+                );
+            }
+            let counting = ReleaseCounter {
+                shutdown: shutdown.clone(),
+                released: Arc::clone(&locks_released),
+            };
+            self.listeners
+                .into_iter()
+                .fold(
+                    LockingTaskExecutor::from_shared(provider),
+                    LockingTaskExecutor::with_shared_listener,
+                )
+                .with_listener(counting)
+        });
+        let (state, registered) = match self.registry {
+            Some(registry) => (Some(registry.state), registry.jobs),
+            None => (None, Vec::new()),
+        };
+        let elections = start_elections(&registered, &config, executor.as_ref())?;
+        let prepared = prepare_jobs(&registered, &config, executor.is_some(), &elections)?;
+        let runtime = Arc::new(Runtime {
+            executor,
+            zone: config.zone()?,
+            clock: self.clock,
+            shutdown,
+            stop: CancellationToken::new(),
+            abort: CancellationToken::new(),
+            counters: ShutdownCounters {
+                locks_released,
+                ..ShutdownCounters::default()
+            },
+        });
+
+        let mut loops = JoinSet::new();
+        let mut jobs = Vec::new();
+        let mut run_now: Vec<RunNow> = Vec::new();
+        for (prepared, state) in prepared
+            .into_iter()
+            .zip(std::iter::repeat_with(|| state.clone()))
+        {
+            // Jobs come only with a registry, and so with its state.
+            let Some(state) = state else { break };
+            let status = Arc::new(JobState::new(
+                prepared.job.name.to_string(),
+                prepared.job.schedule.to_string(),
+                prepared.lock.as_ref().map(|lock| lock.name().to_owned()),
+            ));
+            run_now.push(run_now_fn(&prepared.job, &runtime, &config, &state));
+            if config.enabled {
+                loops.spawn(prepared.run(state, Arc::clone(&runtime), Arc::clone(&status)));
+            }
+            jobs.push(status);
+        }
+        tracing::info!(
+            jobs = jobs.len(),
+            enabled = config.enabled,
+            "scheduler started"
+        );
+        Ok(Scheduler {
+            runtime,
+            elections: elections.into_values().collect(),
+            config,
+            jobs,
+            run_now,
+            loops: Mutex::new(Some(loops)),
+        })
+    }
+}
+
+/// One election per distinct leader name of the leader-only jobs, on the scheduler's provider.
+fn start_elections<S>(
+    jobs: &[Job<S>],
+    config: &SchedulerConfig,
+    executor: Option<&LockingTaskExecutor>,
+) -> Result<HashMap<String, Arc<LeaderElection>>, Error> {
+    let mut elections = HashMap::new();
+    for job in jobs {
+        let Some(name) = &job.leader else { continue };
+        if elections.contains_key(name.as_ref()) || !config.enabled {
+            continue;
+        }
+        let Some(executor) = executor else {
+            return Err(Error::Scheduler(format!(
+                "job `{}` follows election `{name}` but the scheduler has no lock provider",
+                job.name
+            )));
+        };
+        let election =
+            LeaderElection::builder_shared(name.to_string(), Arc::clone(executor.provider()))
+                .config(config.leader_election)
+                .start()?;
+        elections.insert(name.to_string(), Arc::new(election));
+    }
+    Ok(elections)
+}
+
+fn prepare_jobs<S: Clone>(
+    jobs: &[Job<S>],
+    config: &SchedulerConfig,
+    has_provider: bool,
+    elections: &HashMap<String, Arc<LeaderElection>>,
+) -> Result<Vec<PreparedJob<S>>, Error> {
+    let mut names = HashSet::new();
+    jobs.iter()
+        .map(|job| {
+            if !names.insert(job.name.clone()) {
+                return Err(Error::Scheduler(format!(
+                    "two jobs are named `{}`; job names must be unique",
+                    job.name
+                )));
+            }
+            let leader = job.leader.as_ref().and_then(|name| elections.get(name.as_ref()).cloned());
+            let Some(job_lock) = &job.lock else {
+                return Ok(PreparedJob { job: job.clone(), lock: None, keep_alive: None, leader });
+            };
+            if !has_provider {
+                return Err(Error::Scheduler(format!(
+                    "job `{}` runs under lock `{}` but the scheduler has no lock provider",
+                    job.name, job_lock.name
+                )));
+            }
+            let lock = config.lock_configuration(job_lock)?;
+            let keep_alive = job_lock.keep_alive.unwrap_or(config.keep_alive).then(|| {
+                config
+                    .keep_alive_interval
+                    .unwrap_or(lock.lock_at_most_for() / 3)
+            });
+            if let Some(interval) = keep_alive
+                && (interval.is_zero() || interval >= lock.lock_at_most_for()) {
+                    return Err(Error::invalid_config(
+                        "keep_alive_interval",
+                        format!(
+                            "job `{}`: the keep-alive interval must be shorter than lock_at_most_for ({})",
+                            job.name,
+                            humantime::format_duration(lock.lock_at_most_for())
+                        ),
+                    ));
+                }
+            Ok(PreparedJob { job: job.clone(), lock: Some(lock), keep_alive, leader })
+        })
+        .collect()
+}
+
+fn run_now_fn<S: Clone + Send + Sync + 'static>(
+    job: &Job<S>,
+    runtime: &Arc<Runtime>,
+    config: &SchedulerConfig,
+    state: &S,
+) -> RunNow {
+    let (job, runtime, config, state) = (
+        job.clone(),
+        Arc::clone(runtime),
+        config.clone(),
+        state.clone(),
+    );
+    Box::new(move || {
+        let (job, runtime, config, state) = (
+            job.clone(),
+            Arc::clone(&runtime),
+            config.clone(),
+            state.clone(),
+        );
+        Box::pin(async move {
+            match &runtime.executor {
+                Some(executor) => job.run_once(executor, &config, state).await,
+                None => Ok(TaskResult::Executed((job.run)(state).await)),
+            }
+        })
+    })
+}
+
+/// Counts locks released once shutdown has begun, for the report.
+struct ReleaseCounter {
+    shutdown: CancellationToken,
+    released: Arc<AtomicUsize>,
+}
+
+impl LockListener for ReleaseCounter {
+    fn on_event(&self, event: &LockEvent<'_>) {
+        if matches!(event, LockEvent::Released(_)) && self.shutdown.is_cancelled() {
+            self.released.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl<S> fmt::Debug for SchedulerBuilder<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SchedulerBuilder")
+            .field("provider", &self.provider)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
