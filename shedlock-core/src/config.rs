@@ -114,6 +114,12 @@ impl SchedulerConfig {
         Ok(())
     }
 
+    /// The holder identity to build providers with: `holder` if set, else
+    /// [`default_holder`](crate::default_holder), e.g. `PgLockProvider::builder(pool).holder(config.holder_or_default())`.
+    pub fn holder_or_default(&self) -> &str {
+        self.holder.as_deref().unwrap_or_else(crate::default_holder)
+    }
+
     /// The default zone, parsed.
     pub(crate) fn zone(&self) -> Result<Tz, Error> {
         self.default_zone.parse::<Tz>().map_err(|_| {
