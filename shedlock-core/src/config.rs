@@ -117,7 +117,10 @@ impl SchedulerConfig {
     /// The holder identity to build providers with: `holder` if set, else
     /// [`default_holder`](crate::default_holder), e.g. `PgLockProvider::builder(pool).holder(config.holder_or_default())`.
     pub fn holder_or_default(&self) -> &str {
-        self.holder.as_deref().unwrap_or_else(crate::default_holder)
+        match &self.holder {
+            Some(holder) => holder,
+            None => crate::default_holder(),
+        }
     }
 
     /// The default zone, parsed.
