@@ -87,6 +87,10 @@ pub struct Report {
     pub missed_ticks: usize,
     /// Ticks that did not run because a faulted worker held the lock or the database was down.
     pub excused_ticks: usize,
+    /// Leadership terms begun (leader-election workers).
+    pub terms: usize,
+    /// Times two workers led at once.
+    pub leadership_overlaps: usize,
     /// Takeovers after faults.
     pub takeovers: Vec<Takeover>,
     /// What went wrong, one line each.
@@ -174,6 +178,13 @@ impl fmt::Display for Report {
             self.stale_attempted, self.stale_accepted
         )?;
         writeln!(f, "lost-lock signals       {}", self.lost_signals)?;
+        if self.terms > 0 {
+            writeln!(
+                f,
+                "leadership              {} terms, {} overlapping",
+                self.terms, self.leadership_overlaps
+            )?;
+        }
         writeln!(
             f,
             "unreported acquisitions {} (killed between acquiring and reporting)",
@@ -546,8 +557,55 @@ pub fn check(
             });
         }
     }
+    check_leadership(events, &mut report);
     report.locks = locks.len();
     report
+}
+
+/// Leader-election workers: no two lead at once. A term runs from the worker's `leader` line to
+/// its next `follower` line (or its last line, if it never printed one).
+fn check_leadership(events: &[Received], report: &mut Report) {
+    let mut open: HashMap<usize, (i64, u64)> = HashMap::new();
+    let mut last_seen: HashMap<usize, i64> = HashMap::new();
+    let mut terms = Vec::new();
+    for r in events {
+        last_seen.insert(r.worker, r.received_at);
+        match r.event {
+            Event::Leader { term, at } => {
+                open.insert(r.worker, (at, term));
+            }
+            Event::Follower { at } => {
+                if let Some((from, term)) = open.remove(&r.worker) {
+                    terms.push((from, at, r.worker, term));
+                }
+            }
+            _ => {}
+        }
+    }
+    for (worker, (from, term)) in open {
+        terms.push((from, last_seen[&worker], worker, term));
+    }
+    terms.sort_unstable();
+    report.terms = terms.len();
+    let mut latest: Option<(i64, i64, usize, u64)> = None;
+    for &term in &terms {
+        if let Some(prev) = latest
+            && term.0 < prev.1
+        {
+            report.leadership_overlaps += 1;
+            report.violations.push(format!(
+                "worker {} led (term {}) {} µs before worker {} stopped leading (term {})",
+                term.2,
+                term.3,
+                prev.1 - term.0,
+                prev.2,
+                prev.3
+            ));
+        }
+        if latest.is_none_or(|prev| term.1 > prev.1) {
+            latest = Some(term);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -419,3 +419,25 @@ fn a_token_gap_is_an_acquisition_nobody_reported() {
         "{report}"
     );
 }
+
+#[test]
+fn detects_two_leaders_at_once() {
+    let mut run = Run::new(2);
+    run.ev(0, Event::Leader { term: 1, at: 100 });
+    run.ev(0, Event::Follower { at: 200 });
+    run.ev(1, Event::Leader { term: 2, at: 250 });
+    run.ev(1, Event::Follower { at: 400 });
+    run.finish();
+    let report = check(&run.events, &[], &[], &[], &Expectations::default());
+    assert!(report.passed(), "{report}");
+    assert_eq!(report.terms, 2);
+
+    run.ev(0, Event::Leader { term: 3, at: 300 });
+    run.ev(0, Event::Follower { at: 500 });
+    let report = check(&run.events, &[], &[], &[], &Expectations::default());
+    assert_eq!(report.leadership_overlaps, 1, "{report}");
+    only_violation(
+        &report,
+        "led (term 3) 100 µs before worker 1 stopped leading (term 2)",
+    );
+}

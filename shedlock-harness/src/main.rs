@@ -17,6 +17,7 @@ The URL defaults to SHEDLOCK_TEST_PG_URL / SHEDLOCK_TEST_MYSQL_URL; SQLite uses 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),

@@ -35,7 +35,16 @@ impl TcpProxy {
     /// # Errors
     /// When the port cannot be bound.
     pub async fn start(upstream: &str) -> anyhow::Result<TcpProxy> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        TcpProxy::bind("127.0.0.1:0".parse()?, upstream).await
+    }
+
+    /// Like [`start`](Self::start), on a given address (e.g. a port a client is already
+    /// trying to reach).
+    ///
+    /// # Errors
+    /// When the address cannot be bound.
+    pub async fn bind(listen: SocketAddr, upstream: &str) -> anyhow::Result<TcpProxy> {
+        let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let (mode, watch) = watch::channel(ProxyMode::Open);
         let upstream = upstream.to_owned();
@@ -61,13 +70,7 @@ impl TcpProxy {
     /// # Errors
     /// When the URL has no `scheme://host…` part.
     pub fn url_through(&self, url: &str) -> anyhow::Result<String> {
-        let (scheme, rest) = url.split_once("://").context("URL without scheme://")?;
-        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        let (userinfo, _) = authority
-            .rsplit_once('@')
-            .map_or(("", authority), |(u, h)| (u, h));
-        let at = if userinfo.is_empty() { "" } else { "@" };
-        Ok(format!("{scheme}://{userinfo}{at}{}{path}", self.addr))
+        url_at(url, self.addr)
     }
 
     /// Switches what the proxy does, for existing and new connections.
@@ -81,6 +84,20 @@ impl Drop for TcpProxy {
         self.mode.send_replace(ProxyMode::Reset);
         self.task.abort();
     }
+}
+
+/// `url` with its `host:port` replaced by `addr`.
+///
+/// # Errors
+/// When the URL has no `scheme://host…` part.
+pub fn url_at(url: &str, addr: SocketAddr) -> anyhow::Result<String> {
+    let (scheme, rest) = url.split_once("://").context("URL without scheme://")?;
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let (userinfo, _) = authority
+        .rsplit_once('@')
+        .map_or(("", authority), |(u, h)| (u, h));
+    let at = if userinfo.is_empty() { "" } else { "@" };
+    Ok(format!("{scheme}://{userinfo}{at}{addr}{path}"))
 }
 
 /// `host:port` of a database URL (default port for the scheme when missing).

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::event::now_us;
-use crate::store::{Backend, JournalRow, Store, StoreConfig};
+use crate::store::{Backend, DEFAULT_ACQUIRE_TIMEOUT, JournalRow, Store, StoreConfig};
 use crate::worker::WorkerOptions;
 
 /// The URL of the test server for `backend` from its environment variable.
@@ -76,6 +76,7 @@ impl Run {
             journal_table: format!("journal_h{suffix}"),
             holder: "supervisor".to_owned(),
             max_connections: 2,
+            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
         };
         let store = Store::connect(&config).await?;
         store.create_tables(&config.journal_table).await?;
@@ -99,6 +100,7 @@ impl Run {
                 journal_table: self.journal_table.clone(),
                 holder: format!("worker-{index}"),
                 max_connections: 4,
+                acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
             },
             locks.to_vec(),
         )

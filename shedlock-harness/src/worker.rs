@@ -17,7 +17,7 @@ use tokio::io::AsyncReadExt as _;
 
 use crate::args::Args;
 use crate::event::{Counters, Event, WriteOutcome, now_us, unix_us};
-use crate::store::{Backend, JournalRow, Store, StoreConfig};
+use crate::store::{Backend, DEFAULT_ACQUIRE_TIMEOUT, JournalRow, Store, StoreConfig};
 
 /// Everything a worker needs, passed on its command line.
 #[derive(Debug, Clone)]
@@ -69,6 +69,7 @@ impl WorkerOptions {
             ("journal-table", s.journal_table.clone()),
             ("holder", s.holder.clone()),
             ("max-connections", s.max_connections.to_string()),
+            ("acquire-timeout-ms", ms(s.acquire_timeout)),
             ("locks", self.locks.join(",")),
             ("tick-ms", ms(self.tick)),
             ("job-ms", ms(self.job)),
@@ -99,6 +100,7 @@ impl WorkerOptions {
             journal_table: args.required("journal-table")?,
             holder: args.required("holder")?,
             max_connections: args.get("max-connections", 4)?,
+            acquire_timeout: args.millis("acquire-timeout-ms", DEFAULT_ACQUIRE_TIMEOUT)?,
         };
         let locks: String = args.required("locks")?;
         let locks: Vec<String> = locks.split(',').map(str::to_owned).collect();
