@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use shedlock::{Error, LockProvider, MySqlLockProvider, PgLockProvider, SqliteLockProvider};
+use shedlock::{
+    Error, LockProvider, LockRow, MySqlLockProvider, PgLockProvider, SqliteLockProvider,
+};
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
@@ -324,6 +326,50 @@ impl Store {
             Err(e) if e == "rejected" => WriteOutcome::Rejected,
             Err(e) => WriteOutcome::Failed(e),
         }
+    }
+
+    /// The lock table's rows, as the provider reads them.
+    ///
+    /// # Errors
+    /// The provider's error.
+    pub async fn list_locks(&self) -> Result<Vec<LockRow>, Error> {
+        each!(self, p => p.list_locks().await)
+    }
+
+    /// One row of the lock table, as the provider reads it.
+    ///
+    /// # Errors
+    /// The provider's error.
+    pub async fn lock_state(&self, name: &str) -> Result<Option<LockRow>, Error> {
+        each!(self, p => p.lock_state(name).await)
+    }
+
+    /// The provider's `create_schema`.
+    ///
+    /// # Errors
+    /// The provider's error.
+    pub async fn create_schema(&self) -> Result<(), Error> {
+        each!(self, p => p.create_schema().await)
+    }
+
+    /// Rows of a query whose columns are all text (cast them in the SQL), for tests that read
+    /// tables of any shape.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn fetch_text(&self, query: &str) -> anyhow::Result<Vec<Vec<Option<String>>>> {
+        use sqlx::Row as _;
+        let statement = sql(query.to_owned());
+        let rows = each!(self, p => {
+            sqlx::query(statement)
+                .fetch_all(p.pool())
+                .await?
+                .iter()
+                .map(|row| (0..row.len()).map(|i| row.try_get::<Option<String>, _>(i)).collect())
+                .collect::<Result<Vec<Vec<_>>, sqlx::Error>>()
+        })
+        .with_context(|| query.to_owned())?;
+        Ok(rows)
     }
 
     /// Every journal row, in commit order.
