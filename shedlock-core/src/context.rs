@@ -12,45 +12,29 @@ use crate::lock::{LockService, extend_lease, release_lease};
 use crate::{Error, LockEvent, LockLease};
 
 tokio::task_local! {
-    static CURRENT: Arc<Frame>;
+    /// The innermost lock held by the task; each links to the one it was taken inside.
+    static CURRENT: Arc<ActiveLock>;
 }
 
-/// One entry of the task's stack of held locks (innermost first).
-#[derive(Debug)]
-pub(crate) struct Frame {
-    pub(crate) active: Arc<ActiveLock>,
-    parent: Option<Arc<Frame>>,
+/// Runs `future` with `active` as the task's innermost held lock.
+pub(crate) async fn scope<F: Future>(active: Arc<ActiveLock>, future: F) -> F::Output {
+    CURRENT.scope(active, future).await
 }
 
-impl Frame {
-    /// The current stack with `active` pushed on top.
-    pub(crate) fn push(active: Arc<ActiveLock>) -> Arc<Frame> {
-        Arc::new(Frame {
-            active,
-            parent: CURRENT.try_with(Arc::clone).ok(),
-        })
-    }
-
-    /// Runs `future` with `frame` as the task's lock stack.
-    pub(crate) async fn scope<F: Future>(frame: Arc<Frame>, future: F) -> F::Output {
-        CURRENT.scope(frame, future).await
-    }
-
-    /// Whether the current task already holds `name` (re-entrant execution).
-    pub(crate) fn holds(name: &str) -> bool {
-        CURRENT
-            .try_with(|frame| {
-                let mut frame = Some(frame);
-                while let Some(f) = frame {
-                    if &*f.active.name == name {
-                        return true;
-                    }
-                    frame = f.parent.as_ref();
+/// Whether the current task already holds `name` (re-entrant execution).
+pub(crate) fn current_task_holds(name: &str) -> bool {
+    CURRENT
+        .try_with(|innermost| {
+            let mut held = Some(innermost);
+            while let Some(lock) = held {
+                if &*lock.name == name {
+                    return true;
                 }
-                false
-            })
-            .unwrap_or(false)
-    }
+                held = lock.outer.as_ref();
+            }
+            false
+        })
+        .unwrap_or(false)
 }
 
 /// A lease being used by a running task, shared by the executor, keep-alive and
@@ -58,6 +42,8 @@ impl Frame {
 #[derive(Debug)]
 pub(crate) struct ActiveLock {
     name: Arc<str>,
+    /// The lock the task held when this one was taken (nested executions).
+    outer: Option<Arc<ActiveLock>>,
     service: Arc<LockService>,
     state: Mutex<LeaseState>,
     /// Serialises extensions and the final release.
@@ -85,6 +71,7 @@ impl ActiveLock {
     ) -> Self {
         ActiveLock {
             name: lease.shared_name(),
+            outer: CURRENT.try_with(Arc::clone).ok(),
             service,
             state: Mutex::new(LeaseState {
                 lease,
@@ -246,7 +233,7 @@ impl LockContext {
     /// [`Error::NoActiveLock`] outside any locked execution.
     pub fn current() -> Result<LockContext, Error> {
         CURRENT
-            .try_with(|frame| LockContext::new(Arc::clone(&frame.active)))
+            .try_with(|active| LockContext::new(Arc::clone(active)))
             .map_err(|_| Error::NoActiveLock)
     }
 

@@ -8,9 +8,11 @@ use futures_util::FutureExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{ActiveLock, Frame};
+use crate::context::{self, ActiveLock};
 use crate::lock::LockService;
-use crate::{Error, Lock, LockConfiguration, LockContext, LockEvent, LockListener, LockProvider};
+use crate::{
+    Error, Lock, LockConfiguration, LockContext, LockEvent, LockLease, LockListener, LockProvider,
+};
 
 /// The outcome of a locked execution. "Skipped" is a normal outcome, not an error.
 #[must_use]
@@ -131,15 +133,21 @@ impl LockingTaskExecutor {
     /// # Errors
     /// [`Error::Store`] when the store failed.
     pub async fn try_lock(&self, config: &LockConfiguration) -> Result<Option<Lock>, Error> {
+        let acquired = self.acquire(config).await?;
+        Ok(acquired
+            .map(|(lease, requested_at)| Lock::new(Arc::clone(&self.service), lease, requested_at)))
+    }
+
+    /// One acquisition attempt, reported as an event; the lease and when it was requested.
+    async fn acquire(
+        &self,
+        config: &LockConfiguration,
+    ) -> Result<Option<(LockLease, Instant)>, Error> {
         let requested_at = Instant::now();
         match self.service.provider.acquire(config).await {
             Ok(Some(lease)) => {
                 self.service.emit(LockEvent::Acquired(&lease));
-                Ok(Some(Lock::new(
-                    Arc::clone(&self.service),
-                    lease,
-                    requested_at,
-                )))
+                Ok(Some((lease, requested_at)))
             }
             Ok(None) => {
                 self.service.emit(LockEvent::Skipped {
@@ -207,13 +215,14 @@ impl LockingTaskExecutor {
         options: ExecuteOptions,
         task: F,
     ) -> Result<TaskResult<F::Output>, Error> {
-        if Frame::holds(config.name()) {
+        if context::current_task_holds(config.name()) {
             return Ok(TaskResult::Executed(task.await));
         }
-        let Some(lock) = self.try_lock(config).await? else {
+        let Some((lease, requested_at)) = self.acquire(config).await? else {
             return Ok(TaskResult::Skipped);
         };
-        let (service, lease, local_deadline) = lock.into_parts();
+        let local_deadline = requested_at + lease.lock_at_most_for();
+        let service = Arc::clone(&self.service);
         let active = Arc::new(ActiveLock::new(
             service,
             lease,
@@ -225,10 +234,7 @@ impl LockingTaskExecutor {
         }
         let guard = ReleaseOnDrop(Some(Arc::clone(&active)));
 
-        let task = Frame::scope(
-            Frame::push(Arc::clone(&active)),
-            AssertUnwindSafe(task).catch_unwind(),
-        );
+        let task = context::scope(Arc::clone(&active), AssertUnwindSafe(task).catch_unwind());
         let outcome = match options.keep_alive {
             None => task.await,
             Some(interval) => {

@@ -167,16 +167,6 @@ impl Lock {
         Ok(extended
             .map(|(lease, requested_at)| Lock::new(Arc::clone(&self.service), lease, requested_at)))
     }
-
-    /// Hands the lease over to the executor, which releases it itself.
-    pub(crate) fn into_parts(mut self) -> (Arc<LockService>, LockLease, Instant) {
-        self.armed = false;
-        (
-            Arc::clone(&self.service),
-            self.lease.clone(),
-            self.local_deadline,
-        )
-    }
 }
 
 /// Extends `lease`; on success returns the new lease and when the request was sent.
