@@ -287,6 +287,7 @@ pub fn check(
                 token,
                 at,
                 until,
+                ..
             } => {
                 c.acquired += 1;
                 acquired
@@ -515,14 +516,19 @@ pub fn check(
         }
     }
 
-    // Takeovers after faults: never before the lease ended.
+    // Takeovers after faults: never before the lease ended. A lease hit by several faults
+    // (paused, then killed) counts once, for the first.
+    let mut faults: Vec<&Fault> = faults.iter().collect();
+    faults.sort_by_key(|f| f.at);
+    let mut counted: HashSet<(&str, u64)> = HashSet::new();
     for fault in faults {
         for r in events.iter().filter(|r| r.worker == fault.worker) {
             let Event::Acquired {
                 lock,
                 token,
-                at,
+                since,
                 until,
+                ..
             } = &r.event
             else {
                 continue;
@@ -530,7 +536,8 @@ pub fn check(
             let finished = writes.iter().any(|&(w, l, t, end, _)| {
                 w == fault.worker && l == lock && t == *token && end <= fault.at
             });
-            if *at > fault.at || finished {
+            // Granted (database clock) before the fault: a paused worker may print it later.
+            if *since > fault.at || finished || !counted.insert((lock.as_str(), *token)) {
                 continue;
             }
             // Tokens count up by one: the next holder's token is known, if it reported it.

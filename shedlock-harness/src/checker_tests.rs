@@ -96,6 +96,7 @@ impl Run {
                 lock: lock.into(),
                 token,
                 at,
+                since: at,
                 until,
             },
         );

@@ -68,6 +68,8 @@ pub enum Event {
         token: u64,
         /// When the worker learnt it.
         at: i64,
+        /// The lease's `locked_at`, database clock.
+        since: i64,
         /// The lease's `lock_until`, database clock.
         until: i64,
     },
@@ -180,11 +182,12 @@ impl fmt::Display for Event {
                 lock,
                 token,
                 at,
+                since,
                 until,
             } => {
                 write!(
                     f,
-                    "acquired lock={lock} token={token} at={at} until={until}"
+                    "acquired lock={lock} token={token} at={at} since={since} until={until}"
                 )
             }
             Event::Skipped { lock, at } => write!(f, "skipped lock={lock} at={at}"),
@@ -301,6 +304,7 @@ impl FromStr for Event {
                 lock: f.str("lock")?,
                 token: f.num("token")?,
                 at: f.num("at")?,
+                since: f.num("since")?,
                 until: f.num("until")?,
             },
             "skipped" => Event::Skipped {
@@ -382,6 +386,7 @@ mod tests {
                 lock: "l".into(),
                 token: 3,
                 at: 10,
+                since: 9,
                 until: 20,
             },
             Event::Skipped {

@@ -283,6 +283,7 @@ impl WorkerState {
                     lock: lease.name().to_owned(),
                     token: lease.fencing_token(),
                     at,
+                    since: unix_us(lease.locked_at()),
                     until: unix_us(lease.lock_until()),
                 });
             }
