@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::lock_config::MAX_DURATION;
 use crate::{Error, LockConfiguration, LockLease, LockProvider};
 
 /// Timing of a leader election (client-go's names and defaults: 15 s / 10 s / 2 s).
@@ -57,7 +58,14 @@ impl ElectionConfig {
                 "must be greater than zero",
             ));
         }
-        if self.renew_deadline <= self.retry_period.mul_f64(1.2) {
+        if self.lease_duration > MAX_DURATION {
+            return Err(Error::invalid_config(
+                "lease_duration",
+                "must be at most 100 years",
+            ));
+        }
+        // In floating point: `retry_period × 1.2` may not fit a Duration.
+        if self.renew_deadline.as_secs_f64() <= self.retry_period.as_secs_f64() * 1.2 {
             return Err(Error::invalid_config(
                 "renew_deadline",
                 "must be longer than 1.2 × retry_period",
@@ -391,6 +399,13 @@ mod tests {
         assert_eq!(field(10, 10, 2), "lease_duration");
         assert_eq!(field(15, 12, 10), "renew_deadline");
         assert_eq!(field(15, 10, 0), "retry_period");
+        let huge = Duration::MAX;
+        let config = ElectionConfig {
+            lease_duration: huge,
+            renew_deadline: huge,
+            retry_period: huge,
+        };
+        assert!(config.validate().is_err(), "an error, not a panic");
     }
 
     #[test]

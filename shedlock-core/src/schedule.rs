@@ -101,10 +101,10 @@ impl Schedule {
     /// # Errors
     /// [`Error::InvalidConfig`] (`fixed_rate`) when `period` is zero.
     pub fn fixed_rate(period: Duration) -> Result<Self, Error> {
-        if period.is_zero() {
+        if period.is_zero() || period > MAX_DURATION {
             return Err(Error::invalid_config(
                 "fixed_rate",
-                "must be greater than zero",
+                "must be greater than zero and at most 100 years",
             ));
         }
         Ok(Schedule {
@@ -118,10 +118,10 @@ impl Schedule {
     /// # Errors
     /// [`Error::InvalidConfig`] (`fixed_delay`) when `delay` is zero.
     pub fn fixed_delay(delay: Duration) -> Result<Self, Error> {
-        if delay.is_zero() {
+        if delay.is_zero() || delay > MAX_DURATION {
             return Err(Error::invalid_config(
                 "fixed_delay",
-                "must be greater than zero",
+                "must be greater than zero and at most 100 years",
             ));
         }
         Ok(Schedule {
