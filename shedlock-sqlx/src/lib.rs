@@ -10,9 +10,11 @@
 //!
 //! Release and extend are one `UPDATE` each (MySQL: extend reads the new `lock_until` back with
 //! a second statement). All statements run in autocommit; none waits for a lock to become free.
-//! The statement counts are pinned by the tests (`statements_per_operation`); a pool that pings
-//! connections on checkout (sqlx's default `test_before_acquire(true)`) adds one round trip
-//! per operation, so a pool used only for locks is best built with `test_before_acquire(false)`.
+//! The statement counts are pinned by the tests (`statements_per_operation`). sqlx's pool adds
+//! round trips of its own: a ping whenever it takes a connection back, and another whenever it
+//! hands one out unless built with `test_before_acquire(false)`. Build a pool used only for
+//! locks that way; under heavy lock traffic, let the provider keep connections of its own with
+//! `dedicated_connections` (PostgreSQL, MySQL), which saves both pings.
 //!
 //! ```
 //! # #[cfg(feature = "sqlite")]

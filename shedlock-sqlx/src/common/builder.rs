@@ -91,6 +91,9 @@ pub struct LockProviderBuilder<P> {
     table: String,
     columns: ColumnNames,
     holder: Option<String>,
+    /// Connections the provider keeps for lock statements (PostgreSQL and MySQL).
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    pub(crate) dedicated_connections: usize,
     #[cfg(feature = "postgres")]
     pub(crate) release_notify: crate::postgres::ReleaseNotify,
 }
@@ -102,6 +105,8 @@ impl<P> LockProviderBuilder<P> {
             table: "shedlock".into(),
             columns: ColumnNames::default(),
             holder: None,
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            dedicated_connections: 0,
             #[cfg(feature = "postgres")]
             release_notify: Default::default(),
         }

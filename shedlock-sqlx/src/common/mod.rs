@@ -2,6 +2,8 @@
 //! and conversions between Rust and SQL values.
 
 mod builder;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod dedicated;
 mod error;
 mod identifier;
 mod row;
@@ -17,6 +19,10 @@ pub use builder::{ColumnNames, LockProviderBuilder};
 pub use row::LockRow;
 
 pub(crate) use builder::{ColumnTypes, Table, validate_holder};
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) use dedicated::DedicatedConnections;
+#[cfg(feature = "mysql")]
+pub(crate) use dedicated::LockConnection;
 pub(crate) use error::store_error;
 #[cfg(feature = "postgres")]
 pub(crate) use identifier::MAX_IDENTIFIER_LEN;

@@ -12,8 +12,8 @@ use sqlx::{PgPool, Postgres, Transaction};
 use tokio::sync::broadcast;
 
 use crate::common::{
-    LockProviderBuilder, MAX_IDENTIFIER_LEN, Table, check_lock_name, lease_millis, lease_verdict,
-    shared_api, store_error, system_time, token_from_db, token_param,
+    DedicatedConnections, LockProviderBuilder, MAX_IDENTIFIER_LEN, Table, check_lock_name,
+    lease_millis, lease_verdict, shared_api, store_error, system_time, token_from_db, token_param,
 };
 pub(crate) use hints::ReleaseNotify;
 use hints::{NotifyPolicy, ReleaseHints};
@@ -60,12 +60,14 @@ const SCHEMA_LOCK_KEY: i64 = 0x5348_4544_4c4f_434b; // "SHEDLOCK"
 /// # }
 /// ```
 ///
-/// A pool used only for locks saves a round trip per operation with
-/// `PgPoolOptions::new().test_before_acquire(false)` (sqlx otherwise pings the connection on
-/// every checkout).
+/// sqlx's pool pings a connection on every return and, by default, on every checkout: a pool
+/// used only for locks saves one of those round trips per statement with
+/// `PgPoolOptions::new().test_before_acquire(false)`, and
+/// [`dedicated_connections`](LockProviderBuilder::dedicated_connections) saves both.
 #[derive(Debug, Clone)]
 pub struct PgLockProvider {
     pool: PgPool,
+    connections: Arc<DedicatedConnections<Postgres>>,
     holder: Arc<str>,
     table: Arc<Table>,
     channel: Option<Arc<str>>,
@@ -184,6 +186,27 @@ impl LockProviderBuilder<PgPool> {
         self
     }
 
+    /// Runs the lock statements (acquire, release, extend) on up to `connections` connections
+    /// that the provider and its clones keep open, instead of checking a connection out of the
+    /// pool for each statement; default 0 (always the pool).
+    ///
+    /// sqlx pings a connection on every return to the pool (and, with its default
+    /// `test_before_acquire(true)`, on every checkout): a kept connection needs neither ping,
+    /// so each statement is one round trip. That matters under load, e.g. many jobs, or one
+    /// provider shared by a busy service: see `BENCHMARKS.md` for the measured effect.
+    ///
+    /// - The connections come from the pool and are detached from it: they count in addition
+    ///   to its `max_connections`, and the pool's `after_connect` set them up.
+    /// - When all are busy, a statement uses the pool as before: nothing waits for them.
+    /// - One idle for 30 s is pinged before use; one whose statement failed on the connection
+    ///   (not in the database) or was cancelled is closed, and replaced when needed.
+    /// - They are closed at the next operation after the pool was closed, and when the
+    ///   provider and all its clones are dropped.
+    pub fn dedicated_connections(mut self, connections: usize) -> Self {
+        self.dedicated_connections = connections;
+        self
+    }
+
     /// Validates the configuration and builds the provider.
     ///
     /// # Errors
@@ -191,6 +214,7 @@ impl LockProviderBuilder<PgPool> {
     /// `release_channel`.
     pub fn build(self) -> Result<PgLockProvider, Error> {
         let notify = self.release_notify.clone();
+        let dedicated = self.dedicated_connections;
         let (pool, table, holder) = self.validate()?;
         let channel = match (notify.policy, notify.channel) {
             (NotifyPolicy::Never, _) => None,
@@ -211,6 +235,7 @@ impl LockProviderBuilder<PgPool> {
         let sql = Statements::new(&table);
         Ok(PgLockProvider {
             pool,
+            connections: Arc::new(DedicatedConnections::new(dedicated)),
             holder,
             table: Arc::new(table),
             channel: channel.map(Arc::from),
@@ -231,14 +256,16 @@ impl LockProvider for PgLockProvider {
     async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
         let name = config.name();
         check_lock_name(name)?;
-        let row: Option<(i64, NaiveDateTime, NaiveDateTime)> =
-            sqlx::query_as(self.sql.acquire.clone())
-                .bind(name)
-                .bind(&*self.holder)
-                .bind(interval(config.lock_at_most_for()))
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(|e| store_error(Operation::Acquire, name, &self.table, e))?;
+        let fail = |e| store_error(Operation::Acquire, name, &self.table, e);
+        let mut connection = self.connections.get(&self.pool).await.map_err(fail)?;
+        let row = sqlx::query_as(self.sql.acquire.clone())
+            .bind(name)
+            .bind(&*self.holder)
+            .bind(interval(config.lock_at_most_for()))
+            .fetch_optional(connection.connection())
+            .await;
+        connection.finish(&row);
+        let row: Option<(i64, NaiveDateTime, NaiveDateTime)> = row.map_err(fail)?;
         let Some((token, locked_at, lock_until)) = row else {
             return Ok(None);
         };
@@ -274,11 +301,11 @@ impl LockProvider for PgLockProvider {
         if let Some(channel) = notify {
             query = query.bind(channel);
         }
-        let released = query
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| store_error(Operation::Release, lease.name(), &self.table, e))?;
-        Ok(released.is_some())
+        let fail = |e| store_error(Operation::Release, lease.name(), &self.table, e);
+        let mut connection = self.connections.get(&self.pool).await.map_err(fail)?;
+        let released = query.fetch_optional(connection.connection()).await;
+        connection.finish(&released);
+        Ok(released.map_err(fail)?.is_some())
     }
 
     async fn extend(
@@ -290,14 +317,17 @@ impl LockProvider for PgLockProvider {
         let Some(token) = token_param(lease.fencing_token()) else {
             return Ok(None);
         };
-        let lock_until: Option<NaiveDateTime> = sqlx::query_scalar(self.sql.extend.clone())
+        let fail = |e| store_error(Operation::Extend, lease.name(), &self.table, e);
+        let mut connection = self.connections.get(&self.pool).await.map_err(fail)?;
+        let lock_until = sqlx::query_scalar(self.sql.extend.clone())
             .bind(lease.name())
             .bind(&*self.holder)
             .bind(token)
             .bind(interval(lock_at_most_for))
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| store_error(Operation::Extend, lease.name(), &self.table, e))?;
+            .fetch_optional(connection.connection())
+            .await;
+        connection.finish(&lock_until);
+        let lock_until: Option<NaiveDateTime> = lock_until.map_err(fail)?;
         Ok(lock_until
             .map(|until| lease.extended(system_time(until), lock_at_most_for, lock_at_least_for)))
     }
