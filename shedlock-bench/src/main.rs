@@ -1,3 +1,183 @@
-//! Placeholder: the lock throughput, scaling and handover benchmarks (issue 9) are being written.
+//! Benchmarks of shedlock's SQL providers and leader election (issue 9); results and method
+//! in `BENCHMARKS.md`.
+//!
+//! Run with: `cargo run --release -p shedlock-bench -- all` (about 8 minutes), or one part:
+//! `throughput`, `statements`, `scaling`, `handover`. Options: `--db postgres,mysql,sqlite`,
+//! `--workers 1,8,32`, `--seconds 1` (per timed run), `--reps 3` (interleaved runs per client),
+//! `--handovers 20`. Databases: `SHEDLOCK_TEST_PG_URL` and `SHEDLOCK_TEST_MYSQL_URL`, else
+//! `postgres://root@127.0.0.1:5432/test` and `mysql://root@127.0.0.1:3306/test`; SQLite in a
+//! temporary file. PostgreSQL's ceiling comes from `../shared/bench/pgbench-baseline.sh`
+//! (or `SHEDLOCK_PGBENCH_SCRIPT`).
 
-fn main() {}
+mod db;
+mod handover;
+mod machine;
+mod pgbench;
+mod raw;
+mod scaling;
+mod statements;
+mod stats;
+mod throughput;
+
+use std::time::Duration;
+
+use db::{Databases, Db};
+
+/// What to run and for how long.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    part: String,
+    databases: Vec<Db>,
+    pub(crate) workers: Vec<usize>,
+    /// Only these throughput clients (`ours`, `raw`, `ours-dedicated`, …), for investigations.
+    pub(crate) clients: Option<Vec<String>>,
+    /// Only this throughput mode (`uncontended` or `contended`).
+    pub(crate) mode: Option<String>,
+    /// Tokio worker threads (1: current-thread runtime); default one per core.
+    threads: Option<usize>,
+    pub(crate) reps: usize,
+    pub(crate) warmup: Duration,
+    pub(crate) run: Duration,
+    handovers: usize,
+    scaling_iterations: usize,
+}
+
+const USAGE: &str = "usage: shedlock-bench [all|throughput|statements|scaling|handover] \
+    [--db postgres,mysql,sqlite] [--workers 1,8,32] [--seconds 1] [--reps 3] [--handovers 20] [--clients ours,raw,…] [--mode uncontended|contended] [--threads N]";
+
+impl Settings {
+    fn parse(mut args: impl Iterator<Item = String>) -> anyhow::Result<Self> {
+        let mut settings = Settings {
+            part: "all".into(),
+            databases: Db::ALL.to_vec(),
+            workers: vec![1, 8, 32],
+            clients: None,
+            mode: None,
+            threads: None,
+            reps: 3,
+            warmup: Duration::from_millis(250),
+            run: Duration::from_secs(1),
+            handovers: 20,
+            scaling_iterations: 1000,
+        };
+        while let Some(arg) = args.next() {
+            let mut value = || {
+                args.next()
+                    .ok_or_else(|| anyhow::anyhow!("{arg} needs a value\n{USAGE}"))
+            };
+            match arg.as_str() {
+                "--db" => {
+                    settings.databases = value()?
+                        .split(',')
+                        .map(str::parse)
+                        .collect::<Result<_, _>>()?
+                }
+                "--workers" => {
+                    settings.workers = value()?
+                        .split(',')
+                        .map(str::parse)
+                        .collect::<Result<_, _>>()?
+                }
+                "--clients" => {
+                    settings.clients = Some(value()?.split(',').map(str::to_owned).collect())
+                }
+                "--mode" => settings.mode = Some(value()?),
+                "--threads" => settings.threads = Some(value()?.parse()?),
+                "--seconds" => settings.run = Duration::from_secs_f64(value()?.parse()?),
+                "--reps" => settings.reps = value()?.parse()?,
+                "--handovers" => settings.handovers = value()?.parse()?,
+                "all" | "throughput" | "statements" | "scaling" | "handover" => settings.part = arg,
+                _ => anyhow::bail!("unknown argument {arg:?}\n{USAGE}"),
+            }
+        }
+        Ok(settings)
+    }
+
+    fn runs(&self, part: &str) -> bool {
+        self.part == "all" || self.part == part
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("candidate") {
+        let rest: Vec<String> = args.skip(1).collect();
+        return runtime(None)?.block_on(handover::candidate(&rest));
+    }
+    let settings = Settings::parse(args)?;
+    statements::install()?;
+    let dbs = Databases::from_env()?;
+    let result = runtime(settings.threads)?.block_on(run(&dbs, &settings));
+    let _ = std::fs::remove_dir_all(dbs.sqlite_file.parent().unwrap_or(&dbs.sqlite_file));
+    result
+}
+
+/// Tokio's default multi-threaded runtime (a worker per core), or one on `threads` workers
+/// (1: the current-thread runtime).
+fn runtime(threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = match threads {
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    if let Some(threads) = threads.filter(|&t| t > 1) {
+        builder.worker_threads(threads);
+    }
+    builder.enable_all().build()
+}
+
+async fn run(dbs: &Databases, settings: &Settings) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    machine::describe(dbs, &settings.databases).await;
+    if settings.runs("statements") {
+        statements::run(dbs, &settings.databases).await?;
+    }
+    if settings.runs("scaling") {
+        scaling::run(dbs, &settings.databases, settings.scaling_iterations).await?;
+    }
+    if settings.runs("throughput") {
+        let ratios = throughput::run(dbs, &settings.databases, settings).await?;
+        let summaries = [
+            (
+                "raw_sql",
+                0.95,
+                ratios.iter().map(|r| Some(r.to_raw)).collect::<Vec<_>>(),
+            ),
+            (
+                "raw_sql_dedicated",
+                0.95,
+                ratios.iter().map(|r| r.dedicated_to_raw).collect(),
+            ),
+            (
+                "pgbench",
+                0.90,
+                ratios.iter().map(|r| r.to_pgbench).collect(),
+            ),
+            (
+                "pgbench_dedicated",
+                0.90,
+                ratios.iter().map(|r| r.dedicated_to_pgbench).collect(),
+            ),
+        ];
+        for (label, target, values) in summaries {
+            let values: Vec<f64> = values.into_iter().flatten().collect();
+            if values.is_empty() {
+                continue;
+            }
+            let met = values.iter().filter(|&&r| r >= target).count();
+            let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+            println!(
+                "summary ratio_to_{label}: min={min:.2}, >= {target:.2} in {met} of {} cases",
+                values.len()
+            );
+        }
+    }
+    if settings.runs("handover") {
+        handover::run(dbs, &settings.databases, settings.handovers).await?;
+    }
+    println!(
+        "# done in {:.0} s; load average now {}",
+        started.elapsed().as_secs_f64(),
+        machine::load_average()
+    );
+    Ok(())
+}

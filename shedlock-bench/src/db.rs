@@ -1,0 +1,285 @@
+//! The three databases: where they are, the pools the benchmarks open, providers on them.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shedlock::{LockProvider, MySqlLockProvider, PgLockProvider, SqliteLockProvider};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sqlx::{ConnectOptions, Connection, MySqlConnection, PgConnection, SqliteConnection};
+
+/// A database under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Db {
+    Postgres,
+    Mysql,
+    Sqlite,
+}
+
+impl Db {
+    pub(crate) const ALL: [Db; 3] = [Db::Postgres, Db::Mysql, Db::Sqlite];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Db::Postgres => "postgres",
+            Db::Mysql => "mysql",
+            Db::Sqlite => "sqlite",
+        }
+    }
+}
+
+impl FromStr for Db {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        Db::ALL
+            .into_iter()
+            .find(|db| db.name() == s)
+            .ok_or_else(|| anyhow::anyhow!("unknown database {s:?}: postgres, mysql or sqlite"))
+    }
+}
+
+/// How a pool is configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PoolKind {
+    /// One connection per worker (SQLite: up to 4, its single writer makes more useless) and no
+    /// ping before each checkout (`test_before_acquire(false)`): what a pool used for locks
+    /// should look like.
+    Tuned,
+    /// What `PgPool::connect(url)` / `MySqlPool::connect(url)` give (10 connections, ping on
+    /// every checkout); for SQLite, `SqliteLockProvider::connect`.
+    SqlxDefaults,
+}
+
+/// A pool of one of the databases.
+#[derive(Debug, Clone)]
+pub(crate) enum Pool {
+    Pg(sqlx::PgPool),
+    My(sqlx::MySqlPool),
+    Lite(sqlx::SqlitePool),
+}
+
+/// A connection outside any pool.
+#[derive(Debug)]
+pub(crate) enum Dedicated {
+    Pg(PgConnection),
+    My(MySqlConnection),
+    Lite(SqliteConnection),
+}
+
+/// Where the databases are.
+#[derive(Debug, Clone)]
+pub(crate) struct Databases {
+    pub(crate) postgres: String,
+    pub(crate) mysql: String,
+    /// A file in a directory of its own, removed at exit.
+    pub(crate) sqlite_file: PathBuf,
+}
+
+/// How long SQLite statements wait for the write lock (as `SqliteLockProvider::connect`).
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(1);
+
+impl Databases {
+    /// `SHEDLOCK_TEST_PG_URL` / `SHEDLOCK_TEST_MYSQL_URL` or the local defaults, and a fresh
+    /// SQLite file.
+    pub(crate) fn from_env() -> anyhow::Result<Self> {
+        let var = |name: &str, default: &str| {
+            std::env::var(name)
+                .ok()
+                .filter(|url| !url.is_empty())
+                .unwrap_or_else(|| default.to_owned())
+        };
+        let dir = std::env::temp_dir().join(format!("shedlock-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Databases {
+            postgres: var(
+                "SHEDLOCK_TEST_PG_URL",
+                "postgres://root@127.0.0.1:5432/test",
+            ),
+            mysql: var(
+                "SHEDLOCK_TEST_MYSQL_URL",
+                "mysql://root@127.0.0.1:3306/test",
+            ),
+            sqlite_file: dir.join("locks.db"),
+        })
+    }
+
+    pub(crate) fn url(&self, db: Db) -> String {
+        match db {
+            Db::Postgres => self.postgres.clone(),
+            Db::Mysql => self.mysql.clone(),
+            Db::Sqlite => format!("sqlite://{}", self.sqlite_file.display()),
+        }
+    }
+
+    fn sqlite_options(&self) -> SqliteConnectOptions {
+        SqliteConnectOptions::new()
+            .filename(&self.sqlite_file)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(SQLITE_BUSY_TIMEOUT)
+    }
+
+    /// A pool for `workers` concurrent tasks.
+    pub(crate) async fn pool(
+        &self,
+        db: Db,
+        kind: PoolKind,
+        workers: usize,
+    ) -> anyhow::Result<Pool> {
+        let size = u32::try_from(workers)?.max(1);
+        Ok(match (db, kind) {
+            (Db::Postgres, PoolKind::Tuned) => Pool::Pg(
+                PgPoolOptions::new()
+                    .max_connections(size)
+                    .test_before_acquire(false)
+                    .connect(&self.postgres)
+                    .await?,
+            ),
+            (Db::Postgres, PoolKind::SqlxDefaults) => {
+                Pool::Pg(sqlx::PgPool::connect(&self.postgres).await?)
+            }
+            (Db::Mysql, PoolKind::Tuned) => Pool::My(
+                MySqlPoolOptions::new()
+                    .max_connections(size)
+                    .test_before_acquire(false)
+                    .connect(&self.mysql)
+                    .await?,
+            ),
+            (Db::Mysql, PoolKind::SqlxDefaults) => {
+                Pool::My(sqlx::MySqlPool::connect(&self.mysql).await?)
+            }
+            (Db::Sqlite, PoolKind::Tuned) => Pool::Lite(
+                SqlitePoolOptions::new()
+                    .max_connections(size.min(4))
+                    .test_before_acquire(false)
+                    .connect_with(self.sqlite_options())
+                    .await?,
+            ),
+            (Db::Sqlite, PoolKind::SqlxDefaults) => Pool::Lite(
+                SqliteLockProvider::connect(&self.url(Db::Sqlite))
+                    .await?
+                    .pool()
+                    .clone(),
+            ),
+        })
+    }
+
+    /// One connection of its own.
+    pub(crate) async fn dedicated(&self, db: Db) -> anyhow::Result<Dedicated> {
+        Ok(match db {
+            Db::Postgres => Dedicated::Pg(
+                PgConnectOptions::from_str(&self.postgres)?
+                    .connect()
+                    .await?,
+            ),
+            Db::Mysql => Dedicated::My(
+                MySqlConnectOptions::from_str(&self.mysql)?
+                    .connect()
+                    .await?,
+            ),
+            Db::Sqlite => Dedicated::Lite(self.sqlite_options().connect().await?),
+        })
+    }
+}
+
+impl Pool {
+    /// A provider on this pool for `table`, acquiring as `holder`, keeping `dedicated`
+    /// connections (PostgreSQL and MySQL; SQLite has no such setting).
+    pub(crate) fn provider(
+        &self,
+        table: &str,
+        holder: &str,
+        dedicated: usize,
+    ) -> anyhow::Result<Arc<dyn LockProvider>> {
+        Ok(match self {
+            Pool::Pg(pool) => Arc::new(
+                PgLockProvider::builder(pool.clone())
+                    .table(table)
+                    .holder(holder)
+                    .dedicated_connections(dedicated)
+                    .build()?,
+            ),
+            Pool::My(pool) => Arc::new(
+                MySqlLockProvider::builder(pool.clone())
+                    .table(table)
+                    .holder(holder)
+                    .dedicated_connections(dedicated)
+                    .build()?,
+            ),
+            Pool::Lite(pool) => Arc::new(
+                SqliteLockProvider::builder(pool.clone())
+                    .table(table)
+                    .holder(holder)
+                    .build()?,
+            ),
+        })
+    }
+
+    /// Creates `table` if needed.
+    pub(crate) async fn create_schema(&self, table: &str) -> anyhow::Result<()> {
+        match self {
+            Pool::Pg(pool) => {
+                PgLockProvider::builder(pool.clone())
+                    .table(table)
+                    .build()?
+                    .create_schema()
+                    .await?
+            }
+            Pool::My(pool) => {
+                MySqlLockProvider::builder(pool.clone())
+                    .table(table)
+                    .build()?
+                    .create_schema()
+                    .await?
+            }
+            Pool::Lite(pool) => {
+                SqliteLockProvider::builder(pool.clone())
+                    .table(table)
+                    .build()?
+                    .create_schema()
+                    .await?
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one statement (SQL built by the benchmarks themselves, never from input).
+    pub(crate) async fn execute(&self, sql: String) -> anyhow::Result<()> {
+        let sql = sqlx::AssertSqlSafe(sql);
+        match self {
+            Pool::Pg(pool) => {
+                sqlx::query(sql).execute(pool).await?;
+            }
+            Pool::My(pool) => {
+                sqlx::query(sql).execute(pool).await?;
+            }
+            Pool::Lite(pool) => {
+                sqlx::query(sql).execute(pool).await?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn close(&self) {
+        match self {
+            Pool::Pg(pool) => pool.close().await,
+            Pool::My(pool) => pool.close().await,
+            Pool::Lite(pool) => pool.close().await,
+        }
+    }
+}
+
+impl Dedicated {
+    pub(crate) async fn close(self) -> anyhow::Result<()> {
+        match self {
+            Dedicated::Pg(conn) => conn.close().await?,
+            Dedicated::My(conn) => conn.close().await?,
+            Dedicated::Lite(conn) => conn.close().await?,
+        }
+        Ok(())
+    }
+}

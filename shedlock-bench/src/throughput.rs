@@ -1,0 +1,436 @@
+//! Acquire + release pairs per second: our providers against the same statements through a
+//! bare sqlx loop on the same pool configuration, and (PostgreSQL) against pgbench; runs of
+//! the clients interleaved (A B C A B C …), medians reported.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use shedlock::{LockConfiguration, LockProvider};
+
+use crate::db::{Databases, Db, PoolKind};
+use crate::raw::{LEASE, RawSql, Source};
+use crate::stats::{median, process_cpu};
+use crate::{Settings, pgbench};
+
+const TABLE: &str = "shedlock_bench";
+
+/// Each worker on a lock name of its own, or all on one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Uncontended,
+    Contended,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Uncontended => "uncontended",
+            Mode::Contended => "contended",
+        }
+    }
+}
+
+/// Who sends the statements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Client {
+    /// Our provider on a pool.
+    Provider(PoolKind),
+    /// Our provider with `dedicated_connections(workers)` on the tuned pool.
+    ProviderDedicated,
+    /// The bare loop on a pool.
+    Raw(PoolKind),
+    /// The bare loop, each worker on a connection of its own (no pool at all).
+    RawDedicated,
+}
+
+impl Client {
+    fn label(self) -> &'static str {
+        match self {
+            Client::Provider(PoolKind::Tuned) => "ours",
+            Client::Raw(PoolKind::Tuned) => "raw",
+            Client::Provider(PoolKind::SqlxDefaults) => "ours-sqlx-defaults",
+            Client::ProviderDedicated => "ours-dedicated",
+            Client::Raw(PoolKind::SqlxDefaults) => "raw-sqlx-defaults",
+            Client::RawDedicated => "raw-dedicated",
+        }
+    }
+}
+
+/// One timed run.
+#[derive(Debug, Clone, Copy, Default)]
+struct Run {
+    pairs_per_sec: f64,
+    cpu_us_per_pair: f64,
+    acquired_share: f64,
+    /// Every pair of the run, warm-up included (to divide `strace -c` counts by).
+    total_pairs: u64,
+}
+
+/// What the workers share.
+#[derive(Debug, Default)]
+struct Control {
+    stop: AtomicBool,
+    pairs: AtomicU64,
+    acquired: AtomicU64,
+    errors: AtomicU64,
+    first_error: Mutex<Option<String>>,
+}
+
+impl Control {
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    async fn record<E: std::fmt::Display>(&self, outcome: Result<bool, E>) {
+        match outcome {
+            Ok(acquired) => {
+                self.pairs.fetch_add(1, Ordering::Relaxed);
+                self.acquired
+                    .fetch_add(u64::from(acquired), Ordering::Relaxed);
+            }
+            Err(error) => {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                self.first_error
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert_with(|| error.to_string());
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    }
+}
+
+/// The lock name of worker `i` of a client.
+fn lock_name(client: Client, mode: Mode, i: usize) -> String {
+    match mode {
+        Mode::Uncontended => format!("{}-{i}", client.label()),
+        Mode::Contended => format!("{}-shared", client.label()),
+    }
+}
+
+/// One run of `client`: connect, warm up, measure, stop, close.
+async fn run_once(
+    dbs: &Databases,
+    db: Db,
+    client: Client,
+    workers: usize,
+    mode: Mode,
+    sql: &Arc<RawSql>,
+    settings: &Settings,
+) -> anyhow::Result<Run> {
+    let control = Arc::new(Control::default());
+    let mut pool = None;
+    let mut provider: Option<Arc<dyn LockProvider>> = None;
+    let mut handles = Vec::with_capacity(workers);
+    for i in 0..workers {
+        let (control, name) = (Arc::clone(&control), lock_name(client, mode, i));
+        let handle = match client {
+            Client::Provider(_) | Client::ProviderDedicated => {
+                if provider.is_none() {
+                    // One provider for all workers, as one instance of a service has.
+                    let (kind, dedicated) = match client {
+                        Client::Provider(kind) => (kind, 0),
+                        _ => (PoolKind::Tuned, workers),
+                    };
+                    let on = dbs.pool(db, kind, workers).await?;
+                    provider = Some(on.provider(TABLE, "bench-ours", dedicated)?);
+                    pool = Some(on);
+                }
+                let provider = provider
+                    .clone()
+                    .ok_or_else(|| anyhow::anyhow!("no provider"))?;
+                let config = LockConfiguration::new(name, LEASE, Duration::ZERO)?;
+                tokio::spawn(async move {
+                    while !control.stopped() {
+                        let outcome = match provider.acquire(&config).await {
+                            Ok(Some(lease)) => provider.release(&lease).await.map(|_| true),
+                            Ok(None) => Ok(false),
+                            Err(error) => Err(error),
+                        };
+                        control.record(outcome).await;
+                    }
+                    None
+                })
+            }
+            Client::Raw(_) | Client::RawDedicated => {
+                let mut source = match client {
+                    Client::Raw(kind) => {
+                        if pool.is_none() {
+                            pool = Some(dbs.pool(db, kind, workers).await?);
+                        }
+                        Source::Pool(pool.clone().ok_or_else(|| anyhow::anyhow!("no pool"))?)
+                    }
+                    _ => Source::Dedicated(dbs.dedicated(db).await?),
+                };
+                let sql = Arc::clone(sql);
+                tokio::spawn(async move {
+                    while !control.stopped() {
+                        let outcome = sql.pair(&mut source, &name, "bench-raw").await;
+                        control.record(outcome).await;
+                    }
+                    match source {
+                        Source::Dedicated(connection) => Some(connection),
+                        Source::Pool(_) => None,
+                    }
+                })
+            }
+        };
+        handles.push(handle);
+    }
+
+    tokio::time::sleep(settings.warmup).await;
+    let (pairs_0, acquired_0) = (
+        control.pairs.load(Ordering::Relaxed),
+        control.acquired.load(Ordering::Relaxed),
+    );
+    let (cpu_0, start) = (process_cpu(), Instant::now());
+    tokio::time::sleep(settings.run).await;
+    let (pairs_1, acquired_1) = (
+        control.pairs.load(Ordering::Relaxed),
+        control.acquired.load(Ordering::Relaxed),
+    );
+    let (cpu_1, elapsed) = (process_cpu(), start.elapsed());
+    control.stop.store(true, Ordering::Relaxed);
+    for handle in handles {
+        if let Some(connection) = handle.await? {
+            connection.close().await?;
+        }
+    }
+    // Dropped first: its dedicated connections are closed with it.
+    drop(provider);
+    if let Some(pool) = pool {
+        pool.close().await;
+    }
+    let errors = control.errors.load(Ordering::Relaxed);
+    if errors > 0 {
+        let first = control
+            .first_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        eprintln!(
+            "  warning: db={} client={} workers={workers} mode={}: {errors} errors, first: {}",
+            db.name(),
+            client.label(),
+            mode.name(),
+            first.unwrap_or_default()
+        );
+    }
+    let pairs = (pairs_1 - pairs_0) as f64;
+    Ok(Run {
+        pairs_per_sec: pairs / elapsed.as_secs_f64(),
+        cpu_us_per_pair: if pairs > 0.0 {
+            (cpu_1 - cpu_0).as_secs_f64() * 1e6 / pairs
+        } else {
+            0.0
+        },
+        acquired_share: if pairs > 0.0 {
+            (acquired_1 - acquired_0) as f64 / pairs
+        } else {
+            0.0
+        },
+        total_pairs: control.pairs.load(Ordering::Relaxed),
+    })
+}
+
+/// Medians of a client's runs.
+#[derive(Debug, Default)]
+struct Series(Vec<Run>);
+
+impl Series {
+    fn rate(&self) -> f64 {
+        median(&self.0.iter().map(|r| r.pairs_per_sec).collect::<Vec<_>>())
+    }
+    fn cpu(&self) -> f64 {
+        median(&self.0.iter().map(|r| r.cpu_us_per_pair).collect::<Vec<_>>())
+    }
+    fn acquired(&self) -> f64 {
+        median(&self.0.iter().map(|r| r.acquired_share).collect::<Vec<_>>())
+    }
+    fn runs(&self) -> String {
+        let rates: Vec<String> = self
+            .0
+            .iter()
+            .map(|r| format!("{:.0}", r.pairs_per_sec))
+            .collect();
+        let total: u64 = self.0.iter().map(|r| r.total_pairs).sum();
+        format!("{}]/{total}", rates.join(","))
+    }
+}
+
+/// The ratios of one case, for the summary.
+#[derive(Debug, Default)]
+pub(crate) struct Ratios {
+    /// Ours to the bare loop, both on the tuned pool.
+    pub(crate) to_raw: f64,
+    /// Ours to the bare loop, both on dedicated connections.
+    pub(crate) dedicated_to_raw: Option<f64>,
+    /// Ours (tuned pool) to pgbench.
+    pub(crate) to_pgbench: Option<f64>,
+    /// Ours (dedicated connections) to pgbench.
+    pub(crate) dedicated_to_pgbench: Option<f64>,
+}
+
+/// The clients of a case, in the order they run in each round.
+fn clients(db: Db, mode: Mode) -> Vec<Client> {
+    let mut clients = vec![
+        Client::Provider(PoolKind::Tuned),
+        Client::Raw(PoolKind::Tuned),
+        Client::Provider(PoolKind::SqlxDefaults),
+    ];
+    if mode == Mode::Uncontended {
+        if db != Db::Sqlite {
+            clients.push(Client::ProviderDedicated);
+        }
+        clients.push(Client::RawDedicated);
+    }
+    clients
+}
+
+/// Every case on `databases`; returns each case's ratios.
+pub(crate) async fn run(
+    dbs: &Databases,
+    databases: &[Db],
+    settings: &Settings,
+) -> anyhow::Result<Vec<Ratios>> {
+    let mut all = Vec::new();
+    let with_pgbench = pgbench::available();
+    if !with_pgbench {
+        println!(
+            "# pgbench-baseline.sh not found: set SHEDLOCK_PGBENCH_SCRIPT; pgbench lines skipped"
+        );
+    }
+    for &db in databases {
+        let setup = dbs.pool(db, PoolKind::Tuned, 1).await?;
+        setup.create_schema(TABLE).await?;
+        let sql = Arc::new(RawSql::capture(db, &setup, TABLE).await?);
+        setup.close().await;
+        println!(
+            "# db={} statements of a pair (ours and raw):\n  {}",
+            db.name(),
+            sql.describe()
+        );
+        for mode in [Mode::Uncontended, Mode::Contended] {
+            if settings
+                .mode
+                .as_deref()
+                .is_some_and(|only| only != mode.name())
+            {
+                continue;
+            }
+            for &workers in &settings.workers {
+                let mut clients = clients(db, mode);
+                if let Some(only) = &settings.clients {
+                    clients.retain(|c| only.iter().any(|o| o == c.label()));
+                }
+                let pgbench = with_pgbench && db == Db::Postgres && mode == Mode::Uncontended;
+                let mut series: Vec<Series> = clients.iter().map(|_| Series::default()).collect();
+                let mut pgbench_runs = Vec::new();
+                for _ in 0..settings.reps {
+                    for (client, series) in clients.iter().zip(&mut series) {
+                        series
+                            .0
+                            .push(run_once(dbs, db, *client, workers, mode, &sql, settings).await?);
+                    }
+                    if pgbench {
+                        let seconds = settings.run.as_secs_f64().round() as u64;
+                        pgbench_runs
+                            .push(pgbench::pairs_per_sec(&dbs.postgres, workers, seconds).await?);
+                    }
+                }
+                let case = format!("db={} workers={workers} mode={}", db.name(), mode.name());
+                let pgbench_runs = pgbench.then_some(&pgbench_runs[..]);
+                all.push(report(&case, &clients, &series, pgbench_runs));
+            }
+        }
+    }
+    Ok(all)
+}
+
+/// Prints a case: the `lock-bench` line, details, every run, and the pgbench line.
+fn report(
+    case: &str,
+    clients: &[Client],
+    series: &[Series],
+    pgbench_runs: Option<&[f64]>,
+) -> Ratios {
+    let of = |client: Client| {
+        clients
+            .iter()
+            .position(|&c| c == client)
+            .map(|i| &series[i])
+    };
+    let missing = Series::default();
+    let get = |client| of(client).unwrap_or(&missing);
+    let (ours, raw) = (
+        get(Client::Provider(PoolKind::Tuned)),
+        get(Client::Raw(PoolKind::Tuned)),
+    );
+    let defaults = get(Client::Provider(PoolKind::SqlxDefaults));
+    let mut ratios = Ratios {
+        to_raw: ours.rate() / raw.rate(),
+        ..Ratios::default()
+    };
+    println!(
+        "lock-bench {case} pairs_per_sec={:.0} raw_sql_pairs_per_sec={:.0} ratio={:.2}",
+        ours.rate(),
+        raw.rate(),
+        ratios.to_raw
+    );
+    println!(
+        "  detail {case} cpu_us_per_pair ours={:.1} raw={:.1} acquired={:.0}% \
+         ours_with_sqlx_default_pool={:.0} (x{:.2} of ours)",
+        ours.cpu(),
+        raw.cpu(),
+        ours.acquired() * 100.0,
+        defaults.rate(),
+        defaults.rate() / ours.rate()
+    );
+    let ours_dedicated = of(Client::ProviderDedicated);
+    if let Some(raw_dedicated) = of(Client::RawDedicated) {
+        let mut line = format!(
+            "  dedicated {case} raw_dedicated_pairs_per_sec={:.0} cpu_us_per_pair={:.1}",
+            raw_dedicated.rate(),
+            raw_dedicated.cpu()
+        );
+        if let Some(dedicated) = ours_dedicated {
+            let ratio = dedicated.rate() / raw_dedicated.rate();
+            ratios.dedicated_to_raw = Some(ratio);
+            line += &format!(
+                " ours_dedicated_pairs_per_sec={:.0} cpu_us_per_pair={:.1} ratio={ratio:.2} (x{:.2} of ours on the pool)",
+                dedicated.rate(),
+                dedicated.cpu(),
+                dedicated.rate() / ours.rate()
+            );
+        }
+        println!("{line}");
+    }
+    let runs: Vec<String> = clients
+        .iter()
+        .zip(series)
+        .map(|(c, s)| format!("{}=[{}", c.label(), s.runs()))
+        .collect();
+    println!("  runs {case} {}", runs.join(" "));
+    if let Some(pgbench_runs) = pgbench_runs {
+        let baseline = median(pgbench_runs);
+        ratios.to_pgbench = Some(ours.rate() / baseline);
+        let mut line = format!(
+            "lock-bench-pgbench {case} pgbench_pairs_per_sec={baseline:.0} pairs_per_sec={:.0} ratio={:.2}",
+            ours.rate(),
+            ours.rate() / baseline
+        );
+        if let Some(dedicated) = ours_dedicated {
+            ratios.dedicated_to_pgbench = Some(dedicated.rate() / baseline);
+            line += &format!(
+                " dedicated_pairs_per_sec={:.0} dedicated_ratio={:.2}",
+                dedicated.rate(),
+                dedicated.rate() / baseline
+            );
+        }
+        println!("{line}");
+        let runs: Vec<String> = pgbench_runs.iter().map(|r| format!("{r:.0}")).collect();
+        println!("  runs {case} pgbench=[{}]", runs.join(","));
+    }
+    ratios
+}
