@@ -211,54 +211,69 @@ async fn invalid_values_found_at_start_name_their_field() {
     assert_eq!(field("empty election name", election), "name");
 }
 
-/// Durations far beyond any sensible value must still be errors, not panics.
-/// `ElectionConfig::validate` multiplies `retry_period` by 1.2 with `Duration::mul_f64`, which
-/// panics when the product does not fit ("cannot convert float seconds to Duration"); so do
-/// `SchedulerConfig::validate` and `Scheduler::start`, which call it.
-#[test]
-#[ignore = "bug in shedlock-core: ElectionConfig::validate panics when retry_period × 1.2 overflows a Duration"]
-fn huge_election_timing_is_an_error_not_a_panic() {
+/// Durations far beyond any sensible value are errors, not panics. These panicked until
+/// 776622a (`ElectionConfig::validate` multiplied `retry_period` by 1.2 with
+/// `Duration::mul_f64`; a huge `fixed_delay` overflowed the runner's clock arithmetic after the
+/// first run).
+#[tokio::test]
+async fn huge_durations_are_errors_not_panics() {
     let huge = ElectionConfig {
         lease_duration: Duration::MAX,
         renew_deadline: Duration::MAX,
         retry_period: Duration::MAX,
     };
-    let result = catch(|| huge.validate());
-    assert!(result.is_ok(), "ElectionConfig::validate panicked");
-    assert!(result.unwrap().is_err());
+    assert_eq!(
+        field(
+            "election timing of Duration::MAX",
+            catch(|| huge.validate())
+        ),
+        "lease_duration"
+    );
     let config = SchedulerConfig {
         leader_election: huge,
         ..SchedulerConfig::default()
     };
-    assert!(
-        catch(|| config.validate()).is_ok(),
-        "SchedulerConfig::validate panicked"
+    assert_eq!(
+        field("scheduler with that election", catch(|| config.validate())),
+        "lease_duration"
     );
-}
+    assert_eq!(
+        field(
+            "fixed_delay(MAX)",
+            catch(|| Schedule::fixed_delay(Duration::MAX).map(drop))
+        ),
+        "fixed_delay"
+    );
+    assert_eq!(
+        field(
+            "fixed_rate(MAX)",
+            catch(|| Schedule::fixed_rate(Duration::MAX).map(drop))
+        ),
+        "fixed_rate"
+    );
 
-/// `Schedule::fixed_delay` accepts any non-zero delay; with one that does not fit after "now"
-/// (e.g. `Duration::MAX`), the job runs once and then its runner task panics ("overflow when
-/// adding duration to instant": `runtime.clock.now() + delay` in `run_fixed_delay`). The panic
-/// is not reported as the job's, and the job never fires again. `with_initial_delay` and lock
-/// durations are capped or rejected at 100 years; `fixed_delay` (and `fixed_rate`) are not.
-#[tokio::test]
-#[ignore = "bug in shedlock-core: a huge Schedule::fixed_delay panics the job's runner task after the first run"]
-async fn huge_fixed_delay_is_rejected_or_capped_not_a_panic() {
-    let Ok(schedule) = Schedule::fixed_delay(Duration::MAX) else {
-        return; // rejected: fine
+    // A default lease over 100 years passes `validate` and is refused at start, naming the
+    // lease it produced for the job.
+    let config = SchedulerConfig {
+        default_lock_at_most_for: Duration::MAX,
+        ..SchedulerConfig::default()
     };
-    let job = Job::new("j", schedule, |()| async {});
-    let scheduler = Scheduler::builder()
-        .registry(JobRegistry::new(()).add(job))
-        .start()
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let status = scheduler.status().remove(0);
-    assert_eq!(status.executions, 1);
+    let job = Job::new("j", Schedule::fixed_rate(S(1)).unwrap(), |()| async {})
+        .with_lock(JobLock::new("j").unwrap());
+    let start = tokio::spawn(async move {
+        Scheduler::builder()
+            .provider(InMemoryLockProvider::new())
+            .config(config)
+            .registry(JobRegistry::new(()).add(job))
+            .start()
+            .await
+            .map(drop)
+    })
+    .await
+    .map_err(|e| Box::new(e.to_string()) as Box<dyn std::any::Any + Send>);
+    let named = field("default_lock_at_most_for of Duration::MAX", start);
     assert!(
-        status.next_fire.is_some(),
-        "the runner stopped (panicked) after the first run: {status:?}"
+        ["default_lock_at_most_for", "lock_at_most_for"].contains(&named),
+        "{named}"
     );
-    scheduler.shutdown().await;
 }

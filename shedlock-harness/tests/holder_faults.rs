@@ -56,10 +56,12 @@ async fn holder_killed_mid_job(backend: Backend) {
 
 /// A holder frozen past its lease: another worker takes over and commits; when the frozen one
 /// resumes, its lost-lock signal fires and its fenced write is rejected.
+///
+/// One lock only, so that the worker is frozen while its job sleeps and not in the middle of a
+/// statement for another lock: on SQLite a process frozen mid-statement holds the database's
+/// single write lock, and every other process then waits for it to resume (docs/RELIABILITY.md).
 async fn holder_paused_beyond_its_lease(backend: Backend) {
-    let Some(mut s) =
-        Scenario::start(backend, 3, &["victim", "bystander"], lease_between_ticks).await
-    else {
+    let Some(mut s) = Scenario::start(backend, 3, &["victim"], lease_between_ticks).await else {
         return;
     };
     s.committed_after("victim", 0, PATIENCE).await;
