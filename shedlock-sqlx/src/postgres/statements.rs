@@ -82,9 +82,18 @@ impl Statements {
             "SELECT 1 FROM {t} AS l \
              WHERE l.{name} = $1 AND l.{token} = $2 AND l.{until} > {NOW} FOR SHARE"
         );
+        // Inspection clamps times to years 1..=9999: PostgreSQL also stores `infinity` and
+        // years sqlx/chrono cannot represent (it would panic decoding them).
+        let clamp = |column: &str| {
+            format!(
+                "GREATEST(LEAST(l.{column}, TIMESTAMP '9999-12-31 23:59:59.999'), \
+                 TIMESTAMP '0001-01-01 00:00:00')"
+            )
+        };
+        let (until_shown, at_shown) = (clamp(until), clamp(at));
         let select_rows = format!(
-            "SELECT l.{name}, l.{until}, l.{at}, l.{by}, COALESCE(l.{token}, 0), l.{until} > {NOW} \
-             FROM {t} AS l"
+            "SELECT l.{name}, {until_shown}, {at_shown}, l.{by}, COALESCE(l.{token}, 0), \
+             l.{until} > {NOW} FROM {t} AS l"
         );
         Statements {
             acquire: trusted_sql(acquire),
