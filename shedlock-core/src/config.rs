@@ -87,6 +87,12 @@ impl SchedulerConfig {
                 "must be greater than zero",
             ));
         }
+        if self.default_lock_at_most_for > crate::lock_config::MAX_DURATION {
+            return Err(Error::invalid_config(
+                "default_lock_at_most_for",
+                "must be at most 100 years",
+            ));
+        }
         if self.default_lock_at_least_for > self.default_lock_at_most_for {
             return Err(Error::invalid_config(
                 "default_lock_at_least_for",

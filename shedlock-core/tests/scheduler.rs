@@ -173,6 +173,15 @@ async fn a_slow_job_never_overlaps_itself() {
     );
     // Runs start at 0, 4 and 8 s: the ticks in between were skipped, and firing went on.
     assert_eq!(runs.load(Ordering::SeqCst), 3);
+    let status = &scheduler.status()[0];
+    assert!(
+        matches!(status.last_outcome, Some(JobOutcome::Executed { .. })),
+        "{status:?}"
+    );
+    assert_eq!(
+        status.overlapped_ticks, 6,
+        "skipped ticks are counted: {status:?}"
+    );
     scheduler.shutdown().await;
 }
 

@@ -164,7 +164,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                 missed,
                 "skipped ticks: the previous run of this job was still going"
             );
-            status.record(JobOutcome::Overlapped);
+            status.record_overlap(missed);
         }
     }
 

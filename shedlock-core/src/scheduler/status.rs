@@ -15,8 +15,6 @@ pub enum JobOutcome {
     },
     /// Another instance held the lock; the job did not run.
     Skipped,
-    /// The tick came while this instance's previous run was still going; it was skipped.
-    Overlapped,
     /// A leader-only job's tick came while this instance did not lead; it was skipped.
     NotLeader,
     /// The job returned an error (its display text).
@@ -49,6 +47,8 @@ pub struct JobStatus {
     pub executions: u64,
     /// Ticks skipped because another instance held the lock.
     pub skips: u64,
+    /// Ticks skipped because this instance's previous run was still going (no self-overlap).
+    pub overlapped_ticks: u64,
 }
 
 /// What [`Scheduler::shutdown`](crate::Scheduler::shutdown) did.
@@ -76,6 +76,7 @@ pub(crate) struct JobState {
     running: AtomicBool,
     executions: AtomicU64,
     skips: AtomicU64,
+    overlapped_ticks: AtomicU64,
 }
 
 impl JobState {
@@ -89,6 +90,7 @@ impl JobState {
             running: AtomicBool::new(false),
             executions: AtomicU64::new(0),
             skips: AtomicU64::new(0),
+            overlapped_ticks: AtomicU64::new(0),
         }
     }
 
@@ -100,12 +102,18 @@ impl JobState {
         self.running.store(running, Ordering::Release);
     }
 
+    /// Ticks missed while the previous run went on; the run's own outcome stays recorded.
+    pub(crate) fn record_overlap(&self, missed: u32) {
+        self.overlapped_ticks
+            .fetch_add(u64::from(missed), Ordering::Relaxed);
+    }
+
     pub(crate) fn record(&self, outcome: JobOutcome) {
         match outcome {
             JobOutcome::Skipped => {
                 self.skips.fetch_add(1, Ordering::Relaxed);
             }
-            JobOutcome::Overlapped | JobOutcome::NotLeader | JobOutcome::StoreError(_) => {}
+            JobOutcome::NotLeader | JobOutcome::StoreError(_) => {}
             _ => {
                 self.executions.fetch_add(1, Ordering::Relaxed);
             }
@@ -127,6 +135,7 @@ impl JobState {
                 .clone(),
             executions: self.executions.load(Ordering::Relaxed),
             skips: self.skips.load(Ordering::Relaxed),
+            overlapped_ticks: self.overlapped_ticks.load(Ordering::Relaxed),
         }
     }
 }
