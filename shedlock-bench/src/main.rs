@@ -3,7 +3,7 @@
 //!
 //! Run with: `cargo run --release -p shedlock-bench -- all` (about 8 minutes), or one part:
 //! `throughput`, `statements`, `scaling`, `handover`. Options: `--db postgres,mysql,sqlite`,
-//! `--workers 1,8,32`, `--seconds 1` (per timed run), `--reps 3` (interleaved runs per client),
+//! `--workers 1,8,32`, `--seconds 0.8` (per timed run), `--reps 4` (interleaved rounds),
 //! `--handovers 20`. Databases: `SHEDLOCK_TEST_PG_URL` and `SHEDLOCK_TEST_MYSQL_URL`, else
 //! `postgres://root@127.0.0.1:5432/test` and `mysql://root@127.0.0.1:3306/test`; SQLite in a
 //! temporary file. PostgreSQL's ceiling comes from `../shared/bench/pgbench-baseline.sh`
@@ -43,7 +43,7 @@ pub(crate) struct Settings {
 }
 
 const USAGE: &str = "usage: shedlock-bench [all|throughput|statements|scaling|handover] \
-    [--db postgres,mysql,sqlite] [--workers 1,8,32] [--seconds 1] [--reps 3] [--handovers 20] [--clients ours,raw,…] [--mode uncontended|contended] [--threads N]";
+    [--db postgres,mysql,sqlite] [--workers 1,8,32] [--seconds 0.8] [--reps 4] [--handovers 20] [--clients ours,raw,…] [--mode uncontended|contended] [--threads N]";
 
 impl Settings {
     fn parse(mut args: impl Iterator<Item = String>) -> anyhow::Result<Self> {
@@ -54,9 +54,9 @@ impl Settings {
             clients: None,
             mode: None,
             threads: None,
-            reps: 3,
+            reps: 4,
             warmup: Duration::from_millis(250),
-            run: Duration::from_secs(1),
+            run: Duration::from_millis(800),
             handovers: 20,
             scaling_iterations: 1000,
         };

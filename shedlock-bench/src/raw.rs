@@ -59,57 +59,63 @@ macro_rules! pg_pair {
     }};
 }
 
-macro_rules! mysql_pair {
-    ($sql:expr, $exec:expr, $name:expr, $holder:expr) => {{
-        let updated = sqlx::query($sql.acquire.clone())
-            .bind($holder)
-            .bind(LEASE_MICROS)
-            .bind($name)
-            .execute($exec)
-            .await?;
-        let token = if updated.rows_affected() == 0 {
-            let insert = $sql
-                .insert
-                .clone()
-                .unwrap_or_else(|| unreachable!("captured for MySQL"));
-            let inserted = sqlx::query(insert)
-                .bind($name)
-                .bind(LEASE_MICROS)
+/// The acquire of a MySQL pair, all its statements on one connection as the provider runs
+/// them: the new token, or `None` when not acquired.
+macro_rules! mysql_acquire {
+    ($sql:expr, $exec:expr, $name:expr, $holder:expr) => {
+        'acquire: {
+            let updated = sqlx::query($sql.acquire.clone())
                 .bind($holder)
+                .bind(LEASE_MICROS)
+                .bind($name)
                 .execute($exec)
                 .await?;
-            if inserted.rows_affected() == 0 {
-                return Ok(false);
-            }
-            1
-        } else {
-            match updated.last_insert_id() {
-                0 => return Ok(false),
-                token => token as i64,
-            }
-        };
-        let lease_times = $sql
-            .lease_times
-            .clone()
-            .unwrap_or_else(|| unreachable!("captured for MySQL"));
-        let times: Option<(NaiveDateTime, NaiveDateTime)> = sqlx::query_as(lease_times)
-            .bind($name)
-            .bind($holder)
-            .bind(token)
-            .fetch_optional($exec)
-            .await?;
-        if times.is_none() {
-            return Ok(false);
+            let token = if updated.rows_affected() == 0 {
+                let insert = $sql
+                    .insert
+                    .clone()
+                    .unwrap_or_else(|| unreachable!("captured for MySQL"));
+                let inserted = sqlx::query(insert)
+                    .bind($name)
+                    .bind(LEASE_MICROS)
+                    .bind($holder)
+                    .execute($exec)
+                    .await?;
+                if inserted.rows_affected() == 0 {
+                    break 'acquire None;
+                }
+                1
+            } else {
+                match updated.last_insert_id() {
+                    0 => break 'acquire None,
+                    token => token as i64,
+                }
+            };
+            let lease_times = $sql
+                .lease_times
+                .clone()
+                .unwrap_or_else(|| unreachable!("captured for MySQL"));
+            let times: Option<(NaiveDateTime, NaiveDateTime)> = sqlx::query_as(lease_times)
+                .bind($name)
+                .bind($holder)
+                .bind(token)
+                .fetch_optional($exec)
+                .await?;
+            times.map(|_| token)
         }
+    };
+}
+
+macro_rules! mysql_release {
+    ($sql:expr, $exec:expr, $name:expr, $holder:expr, $token:expr) => {
         sqlx::query($sql.release.clone())
             .bind(0i64)
             .bind($name)
             .bind($holder)
-            .bind(token)
+            .bind($token)
             .execute($exec)
-            .await?;
-        Ok(true)
-    }};
+            .await?
+    };
 }
 
 macro_rules! sqlite_pair {
@@ -188,8 +194,25 @@ impl RawSql {
         match source {
             Source::Pool(Pool::Pg(pool)) => pg_pair!(self, &*pool, name, holder),
             Source::Dedicated(Dedicated::Pg(conn)) => pg_pair!(self, &mut *conn, name, holder),
-            Source::Pool(Pool::My(pool)) => mysql_pair!(self, &*pool, name, holder),
-            Source::Dedicated(Dedicated::My(conn)) => mysql_pair!(self, &mut *conn, name, holder),
+            Source::Pool(Pool::My(pool)) => {
+                // One checkout per operation, as the provider does.
+                let token = {
+                    let mut conn = pool.acquire().await?;
+                    mysql_acquire!(self, &mut *conn, name, holder)
+                };
+                let Some(token) = token else {
+                    return Ok(false);
+                };
+                mysql_release!(self, &*pool, name, holder, token);
+                Ok(true)
+            }
+            Source::Dedicated(Dedicated::My(conn)) => {
+                let Some(token) = mysql_acquire!(self, &mut *conn, name, holder) else {
+                    return Ok(false);
+                };
+                mysql_release!(self, &mut *conn, name, holder, token);
+                Ok(true)
+            }
             Source::Pool(Pool::Lite(pool)) => sqlite_pair!(self, &*pool, name, holder),
             Source::Dedicated(Dedicated::Lite(conn)) => {
                 sqlite_pair!(self, &mut *conn, name, holder)

@@ -24,9 +24,37 @@ pub(crate) fn percentile(values: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// User + system CPU time of this process so far, all threads (also those that ended), from
-/// `/proc/self/stat` (in 10 ms ticks); zero where that file does not exist.
+/// CPU time of this process's threads so far, in nanoseconds from `/proc/self/task/*/schedstat`:
+/// the 10 ms ticks of `/proc/self/stat` are too coarse for runs of a second. Threads that end
+/// between two readings take their time with them, so compare readings only across a window
+/// in which the threads doing the work stay alive (a timed run). Zero where neither file exists.
 pub(crate) fn process_cpu() -> Duration {
+    let mut nanos = 0;
+    let mut found = false;
+    for task in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let schedstat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+        if let Some(on_cpu) = schedstat
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            nanos += on_cpu;
+            found = true;
+        }
+    }
+    if found {
+        Duration::from_nanos(nanos)
+    } else {
+        process_cpu_ticks()
+    }
+}
+
+/// User + system CPU time of this process from `/proc/self/stat`, in 10 ms ticks.
+fn process_cpu_ticks() -> Duration {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return Duration::ZERO;
     };

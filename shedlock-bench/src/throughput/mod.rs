@@ -1,6 +1,8 @@
 //! Acquire + release pairs per second: our providers against the same statements through a
 //! bare sqlx loop on the same pool configuration, and (PostgreSQL) against pgbench; runs of
-//! the clients interleaved (A B C A B C …), medians reported.
+//! the clients interleaved (A B C, then C B A, …), medians reported.
+
+mod report;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,8 +12,10 @@ use shedlock::{LockConfiguration, LockProvider};
 
 use crate::db::{Databases, Db, PoolKind};
 use crate::raw::{LEASE, RawSql, Source};
-use crate::stats::{median, process_cpu};
+use crate::stats::process_cpu;
 use crate::{Settings, pgbench};
+pub(crate) use report::Ratios;
+use report::{Series, report};
 
 const TABLE: &str = "shedlock_bench";
 
@@ -234,44 +238,6 @@ async fn run_once(
     })
 }
 
-/// Medians of a client's runs.
-#[derive(Debug, Default)]
-struct Series(Vec<Run>);
-
-impl Series {
-    fn rate(&self) -> f64 {
-        median(&self.0.iter().map(|r| r.pairs_per_sec).collect::<Vec<_>>())
-    }
-    fn cpu(&self) -> f64 {
-        median(&self.0.iter().map(|r| r.cpu_us_per_pair).collect::<Vec<_>>())
-    }
-    fn acquired(&self) -> f64 {
-        median(&self.0.iter().map(|r| r.acquired_share).collect::<Vec<_>>())
-    }
-    fn runs(&self) -> String {
-        let rates: Vec<String> = self
-            .0
-            .iter()
-            .map(|r| format!("{:.0}", r.pairs_per_sec))
-            .collect();
-        let total: u64 = self.0.iter().map(|r| r.total_pairs).sum();
-        format!("{}]/{total}", rates.join(","))
-    }
-}
-
-/// The ratios of one case, for the summary.
-#[derive(Debug, Default)]
-pub(crate) struct Ratios {
-    /// Ours to the bare loop, both on the tuned pool.
-    pub(crate) to_raw: f64,
-    /// Ours to the bare loop, both on dedicated connections.
-    pub(crate) dedicated_to_raw: Option<f64>,
-    /// Ours (tuned pool) to pgbench.
-    pub(crate) to_pgbench: Option<f64>,
-    /// Ours (dedicated connections) to pgbench.
-    pub(crate) dedicated_to_pgbench: Option<f64>,
-}
-
 /// The clients of a case, in the order they run in each round.
 fn clients(db: Db, mode: Mode) -> Vec<Client> {
     let mut clients = vec![
@@ -327,14 +293,23 @@ pub(crate) async fn run(
                 let pgbench = with_pgbench && db == Db::Postgres && mode == Mode::Uncontended;
                 let mut series: Vec<Series> = clients.iter().map(|_| Series::default()).collect();
                 let mut pgbench_runs = Vec::new();
-                for _ in 0..settings.reps {
-                    for (client, series) in clients.iter().zip(&mut series) {
-                        series
-                            .0
-                            .push(run_once(dbs, db, *client, workers, mode, &sql, settings).await?);
+                let seconds = settings.run.as_secs_f64().round() as u64;
+                for rep in 0..settings.reps {
+                    // A B C pgbench, then pgbench C B A, …: neighbours in time get compared.
+                    let forward = rep % 2 == 0;
+                    if pgbench && !forward {
+                        pgbench_runs
+                            .push(pgbench::pairs_per_sec(&dbs.postgres, workers, seconds).await?);
                     }
-                    if pgbench {
-                        let seconds = settings.run.as_secs_f64().round() as u64;
+                    let mut order: Vec<usize> = (0..clients.len()).collect();
+                    if !forward {
+                        order.reverse();
+                    }
+                    for i in order {
+                        let run = run_once(dbs, db, clients[i], workers, mode, &sql, settings);
+                        series[i].0.push(run.await?);
+                    }
+                    if pgbench && forward {
                         pgbench_runs
                             .push(pgbench::pairs_per_sec(&dbs.postgres, workers, seconds).await?);
                     }
@@ -346,91 +321,4 @@ pub(crate) async fn run(
         }
     }
     Ok(all)
-}
-
-/// Prints a case: the `lock-bench` line, details, every run, and the pgbench line.
-fn report(
-    case: &str,
-    clients: &[Client],
-    series: &[Series],
-    pgbench_runs: Option<&[f64]>,
-) -> Ratios {
-    let of = |client: Client| {
-        clients
-            .iter()
-            .position(|&c| c == client)
-            .map(|i| &series[i])
-    };
-    let missing = Series::default();
-    let get = |client| of(client).unwrap_or(&missing);
-    let (ours, raw) = (
-        get(Client::Provider(PoolKind::Tuned)),
-        get(Client::Raw(PoolKind::Tuned)),
-    );
-    let defaults = get(Client::Provider(PoolKind::SqlxDefaults));
-    let mut ratios = Ratios {
-        to_raw: ours.rate() / raw.rate(),
-        ..Ratios::default()
-    };
-    println!(
-        "lock-bench {case} pairs_per_sec={:.0} raw_sql_pairs_per_sec={:.0} ratio={:.2}",
-        ours.rate(),
-        raw.rate(),
-        ratios.to_raw
-    );
-    println!(
-        "  detail {case} cpu_us_per_pair ours={:.1} raw={:.1} acquired={:.0}% \
-         ours_with_sqlx_default_pool={:.0} (x{:.2} of ours)",
-        ours.cpu(),
-        raw.cpu(),
-        ours.acquired() * 100.0,
-        defaults.rate(),
-        defaults.rate() / ours.rate()
-    );
-    let ours_dedicated = of(Client::ProviderDedicated);
-    if let Some(raw_dedicated) = of(Client::RawDedicated) {
-        let mut line = format!(
-            "  dedicated {case} raw_dedicated_pairs_per_sec={:.0} cpu_us_per_pair={:.1}",
-            raw_dedicated.rate(),
-            raw_dedicated.cpu()
-        );
-        if let Some(dedicated) = ours_dedicated {
-            let ratio = dedicated.rate() / raw_dedicated.rate();
-            ratios.dedicated_to_raw = Some(ratio);
-            line += &format!(
-                " ours_dedicated_pairs_per_sec={:.0} cpu_us_per_pair={:.1} ratio={ratio:.2} (x{:.2} of ours on the pool)",
-                dedicated.rate(),
-                dedicated.cpu(),
-                dedicated.rate() / ours.rate()
-            );
-        }
-        println!("{line}");
-    }
-    let runs: Vec<String> = clients
-        .iter()
-        .zip(series)
-        .map(|(c, s)| format!("{}=[{}", c.label(), s.runs()))
-        .collect();
-    println!("  runs {case} {}", runs.join(" "));
-    if let Some(pgbench_runs) = pgbench_runs {
-        let baseline = median(pgbench_runs);
-        ratios.to_pgbench = Some(ours.rate() / baseline);
-        let mut line = format!(
-            "lock-bench-pgbench {case} pgbench_pairs_per_sec={baseline:.0} pairs_per_sec={:.0} ratio={:.2}",
-            ours.rate(),
-            ours.rate() / baseline
-        );
-        if let Some(dedicated) = ours_dedicated {
-            ratios.dedicated_to_pgbench = Some(dedicated.rate() / baseline);
-            line += &format!(
-                " dedicated_pairs_per_sec={:.0} dedicated_ratio={:.2}",
-                dedicated.rate(),
-                dedicated.rate() / baseline
-            );
-        }
-        println!("{line}");
-        let runs: Vec<String> = pgbench_runs.iter().map(|r| format!("{r:.0}")).collect();
-        println!("  runs {case} pgbench=[{}]", runs.join(","));
-    }
-    ratios
 }
