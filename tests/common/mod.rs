@@ -81,7 +81,11 @@ impl Provider {
     }
 
     /// A write fenced by `(lock_name, token)` in this database: `Ok` if the guard let it through.
-    pub(crate) async fn fenced_write(&self, lock_name: &str, token: u64) -> Result<(), shedlock::Error> {
+    pub(crate) async fn fenced_write(
+        &self,
+        lock_name: &str,
+        token: u64,
+    ) -> Result<(), shedlock::Error> {
         match self {
             Provider::Sqlite(p) => {
                 let mut tx = p.pool().begin_with("BEGIN IMMEDIATE").await.unwrap();
