@@ -2,7 +2,7 @@
 //! SQLite, PostgreSQL and MariaDB, with faults injected from outside (SIGKILL, SIGSTOP, database
 //! restarts, cut connections), and a checker that proves what held.
 //!
-//! - [`worker`]: one process = one service instance: a scheduler with a locked cron job per
+//! - `worker`: one process = one service instance: a scheduler with a locked cron job per
 //!   lock name (or a leader-election candidate). Each execution is journaled in a table of the
 //!   run, inside the job's own transaction behind the provider's fencing guard
 //!   (`verify_lease`), and reported as a line on stdout ([`Event`]).
