@@ -1,6 +1,7 @@
 //! Handover latency of `LeaderElection`: from the leader's graceful `resign()`, or from the
 //! SIGKILL of a leader running in another process, to the new leader's `on_elected`.
 
+use std::hash::BuildHasher;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -98,8 +99,9 @@ async fn elected(
 /// A pause of `base` plus up to `spread`, different each time, so that the measured event falls
 /// at a random phase of the candidates' retry timers.
 async fn settle(base: Duration, spread: Duration) {
-    let nanos = Instant::now().elapsed().as_nanos() as u64 ^ u64::from(std::process::id());
-    let fraction = (nanos.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64;
+    // std seeds every `RandomState` differently: a random number without a dependency.
+    let random = std::collections::hash_map::RandomState::new().hash_one(0u8);
+    let fraction = (random >> 11) as f64 / (1u64 << 53) as f64;
     tokio::time::sleep(base + spread.mul_f64(fraction)).await;
 }
 

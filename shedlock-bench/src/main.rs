@@ -1,7 +1,7 @@
 //! Benchmarks of shedlock's SQL providers and leader election (issue 9); results and method
 //! in `BENCHMARKS.md`.
 //!
-//! Run with: `cargo run --release -p shedlock-bench -- all` (about 8 minutes), or one part:
+//! Run with: `cargo run --release -p shedlock-bench -- all` (about 8½ minutes), or one part:
 //! `throughput`, `statements`, `scaling`, `handover`. Options: `--db postgres,mysql,sqlite`,
 //! `--workers 1,8,32`, `--seconds 0.8` (per timed run), `--reps 4` (interleaved rounds),
 //! `--handovers 20`. Databases: `SHEDLOCK_TEST_PG_URL` and `SHEDLOCK_TEST_MYSQL_URL`, else
