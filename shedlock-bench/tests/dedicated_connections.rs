@@ -18,7 +18,8 @@ fn database_url(var: &str) -> Option<String> {
         Ok(url) if !url.is_empty() => Some(url),
         _ if std::env::var("CI").as_deref() == Ok("true") => panic!("{var} must be set on CI"),
         _ => {
-            println!("skipped: {var} not set");
+            let line = format!("skipped: {var} not set\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             None
         }
     }

@@ -26,10 +26,12 @@ pub fn database_url(backend: Backend) -> Option<String> {
             backend.example_url()
         ),
         _ => {
-            println!(
-                "skipped: {var} not set (set it to run the {backend} harness tests, e.g. {var}={})",
+            // Written to stderr directly: cargo test would capture `println!` of a passing test.
+            let line = format!(
+                "skipped: {var} not set (set it to run the {backend} harness tests, e.g. {var}={})\n",
                 backend.example_url()
             );
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             None
         }
     }

@@ -28,7 +28,11 @@ pub(crate) fn database_url(var: &str, database: &str, example: &str) -> Option<S
             )
         }
         _ => {
-            println!("skipped: {var} not set (set it to run {database} tests, e.g. {example})");
+            // Written to stderr directly: cargo test would capture `println!` of a passing test.
+            let line = format!(
+                "skipped: {var} not set (set it to run {database} tests, e.g. {example})\n"
+            );
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             None
         }
     }
