@@ -46,7 +46,7 @@ async fn main() -> anyhow::Result<()> {
     let me = provider.holder().to_owned();
     println!("[{}] {me}: candidate in election `coordinator`", now());
 
-    let election = LeaderElection::builder_shared("coordinator", provider)
+    let election = LeaderElection::builder("coordinator", provider)
         .on_elected(|term| println!("[{}] elected: this instance leads (term {term})", now()))
         .on_revoked(|| println!("[{}] revoked: this instance no longer leads", now()))
         .start()?;

@@ -40,7 +40,7 @@ impl Candidates {
             .enumerate()
             .map(|(who, provider)| {
                 let (elected, revoked) = (Arc::clone(&events), Arc::clone(&events));
-                LeaderElection::builder_shared("leader", provider.shared())
+                LeaderElection::builder("leader", provider.shared())
                     .config(CONFIG)
                     .on_elected(move |term| {
                         elected.lock().unwrap().push(Event::Elected {

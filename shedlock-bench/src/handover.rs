@@ -76,7 +76,7 @@ fn campaign(
     elected: &Elected,
 ) -> anyhow::Result<LeaderElection> {
     let elected = elected.clone();
-    Ok(LeaderElection::builder_shared(name, Arc::clone(provider))
+    Ok(LeaderElection::builder(name, Arc::clone(provider))
         .config(config)
         .on_elected(move |_term| {
             let _ = elected.send((id, Instant::now()));
@@ -200,7 +200,7 @@ pub(crate) async fn candidate(args: &[String]) -> anyhow::Result<()> {
         retry_period: millis(retry)?,
     };
     let provider = provider(db.parse()?, url, format!("{}-child", default_holder())).await?;
-    let _election = LeaderElection::builder_shared(name.as_str(), provider)
+    let _election = LeaderElection::builder(name.as_str(), provider)
         .config(config)
         .on_elected(|term| println!("elected {term}"))
         .start()?;

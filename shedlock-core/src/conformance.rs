@@ -281,6 +281,108 @@ pub async fn fencing_tokens_strictly_increase<H: Harness>(h: &H) {
     );
 }
 
+/// `unless_acquired_within`: a free lock acquired more recently than the window is refused
+/// (and left as it was); an older acquisition, a first use and an expired lease are not.
+pub async fn recent_acquisition_is_refused_within_window<H: Harness>(h: &H) {
+    let (a, b) = (h.provider("a").await, h.provider("b").await);
+    let lease_len = h.short_lease();
+    let c = config(&unique_lock_name("window"), LONG, Duration::ZERO);
+    let first = acquire(&b, &c.clone().unless_acquired_within(LONG))
+        .await
+        .expect("first use is not refused by the window");
+    assert!(b.release(&first).await.expect("release"));
+    assert!(
+        acquire(&a, &c.clone().unless_acquired_within(LONG))
+            .await
+            .is_none(),
+        "a lock acquired within the window was granted"
+    );
+    assert!(
+        acquire(&b, &c.clone().unless_acquired_within(LONG))
+            .await
+            .is_none(),
+        "the window applies to the last holder too"
+    );
+    h.pass_time(lease_len + lease_len / 4).await;
+    let later = acquire(&a, &c.clone().unless_acquired_within(lease_len))
+        .await
+        .expect("an acquisition older than the window refused the lock");
+    assert_eq!(
+        later.fencing_token(),
+        first.fencing_token() + 1,
+        "a refused attempt changed the token"
+    );
+    assert!(a.release(&later).await.expect("release"));
+
+    // An expired lease, never released: refused while its acquisition is within the window.
+    let expiring = config(&unique_lock_name("window-exp"), lease_len, Duration::ZERO);
+    acquire(&a, &expiring).await.expect("acquired");
+    h.pass_time(lease_len + lease_len / 4).await;
+    assert!(
+        acquire(&b, &expiring.clone().unless_acquired_within(LONG))
+            .await
+            .is_none(),
+        "an expired lease acquired within the window was taken"
+    );
+    assert!(
+        acquire(&b, &expiring.clone().unless_acquired_within(lease_len))
+            .await
+            .is_some(),
+        "an expired lease acquired before the window was refused"
+    );
+}
+
+/// A lease whose acquire answer arrives after its local deadline (`lock_at_most_for` after the
+/// request; here the answer is held back, as by a pause or a slow network) is never handed to
+/// the task, and is released so another instance can take the lock.
+pub async fn late_acquire_answer_is_not_used<H: Harness>(h: &H) {
+    let lease_len = h.short_lease();
+    let slow = LockingTaskExecutor::new(SlowAnswers {
+        inner: h.provider("slow").await,
+        delay: lease_len + lease_len / 4,
+    });
+    let b = h.provider("b").await;
+    let c = config(&unique_lock_name("late-answer"), lease_len, Duration::ZERO);
+    let ran = slow.execute(&c, async {}).await.expect("no store error");
+    assert_eq!(ran, TaskResult::Skipped, "a late lease was used");
+    let lease = acquire(&b, &c)
+        .await
+        .expect("the late lease was neither released nor expired");
+    assert!(b.release(&lease).await.expect("release"));
+}
+
+/// A provider whose acquire answers arrive `delay` after the store acted.
+#[derive(Debug)]
+struct SlowAnswers {
+    inner: Arc<dyn LockProvider>,
+    delay: Duration,
+}
+
+#[async_trait]
+impl LockProvider for SlowAnswers {
+    async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, crate::Error> {
+        let answer = self.inner.acquire(config).await;
+        tokio::time::sleep(self.delay).await;
+        answer
+    }
+    async fn release(&self, lease: &LockLease) -> Result<bool, crate::Error> {
+        self.inner.release(lease).await
+    }
+    async fn extend(
+        &self,
+        lease: &LockLease,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+    ) -> Result<Option<LockLease>, crate::Error> {
+        self.inner
+            .extend(lease, lock_at_most_for, lock_at_least_for)
+            .await
+    }
+    fn holder(&self) -> &str {
+        self.inner.holder()
+    }
+}
+
 /// 8 workers over 2 lock names, each name guarding a plain counter read, paused and written
 /// back under the lock; every worker retries until it did its quota. Lost updates show as a
 /// wrong final count.
@@ -354,6 +456,8 @@ macro_rules! conformance_tests {
             old_lease_is_dead,
             taken_over_holder_cannot_touch_new_lease,
             fencing_tokens_strictly_increase,
+            recent_acquisition_is_refused_within_window,
+            late_acquire_answer_is_not_used,
             lost_update_fuzz,
         );
     };

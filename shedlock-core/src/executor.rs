@@ -128,7 +128,10 @@ impl LockingTaskExecutor {
         &self.service.provider
     }
 
-    /// Tries once to take the lock. `Ok(None)` when it is held elsewhere.
+    /// Tries once to take the lock. `Ok(None)` when it is held elsewhere, and when the store's
+    /// answer arrived after the lease's local deadline (`lock_at_most_for` after the request
+    /// was sent): such a lease is reported as [`LockEvent::Lost`](crate::LockEvent::Lost) and
+    /// released, never used.
     ///
     /// # Errors
     /// [`Error::Store`] when the store failed.
@@ -145,6 +148,14 @@ impl LockingTaskExecutor {
     ) -> Result<Option<(LockLease, Instant)>, Error> {
         let requested_at = Instant::now();
         match self.service.provider.acquire(config).await {
+            Ok(Some(lease)) if Instant::now() >= requested_at + lease.lock_at_most_for() => {
+                // Granted, but the answer came after the lease's local deadline (a pause, a slow
+                // network): another instance may hold it by now. Never hand it to the task; give
+                // it back in case it is still ours.
+                self.service.emit(LockEvent::Lost(&lease));
+                let _ = crate::lock::release_lease(&self.service, &lease).await;
+                Ok(None)
+            }
             Ok(Some(lease)) => {
                 self.service.emit(LockEvent::Acquired(&lease));
                 Ok(Some((lease, requested_at)))

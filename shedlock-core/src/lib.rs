@@ -55,7 +55,9 @@ pub mod conformance;
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use config::SchedulerConfig;
 pub use context::LockContext;
-pub use election::{ElectionConfig, LeaderElection, LeaderElectionBuilder, LeaderState};
+pub use election::{
+    Candidacy, ElectionConfig, Elector, LeaderElection, LeaderElectionBuilder, LeaderState,
+};
 pub use error::{BoxError, Error, Operation};
 pub use executor::{LockingTaskExecutor, TaskResult};
 pub use holder::default_holder;

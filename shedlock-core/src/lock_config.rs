@@ -13,6 +13,10 @@ pub const MAX_LOCK_NAME_LEN: usize = 64;
 /// - `lock_at_most_for`: the lease. If the holder dies, the lock frees itself after this long.
 /// - `lock_at_least_for`: the minimum time the lock stays taken, even when the job ends earlier.
 ///   It stops fast jobs from running again on an instance whose trigger fires a little later.
+/// - [`unless_acquired_within`](Self::unless_acquired_within) (optional, zero by default): refuse
+///   the lock, even when it is free, if anyone acquired it this recently. The scheduler sets it
+///   for each tick so that a tick that starts late never runs work another instance already did
+///   for it.
 ///
 /// ```
 /// use std::time::Duration;
@@ -28,6 +32,7 @@ pub struct LockConfiguration {
     name: Arc<str>,
     lock_at_most_for: Duration,
     lock_at_least_for: Duration,
+    unless_acquired_within: Duration,
 }
 
 impl LockConfiguration {
@@ -49,7 +54,45 @@ impl LockConfiguration {
             name: name.into(),
             lock_at_most_for,
             lock_at_least_for,
+            unless_acquired_within: Duration::ZERO,
         })
+    }
+
+    /// The same lock, acquired only if nobody (this holder included) acquired it within the last
+    /// `window` of store time: a free lock whose latest acquisition is more recent than
+    /// `now - window` is refused like a held one (`Ok(None)`). Longer than 100 years is
+    /// shortened to that.
+    ///
+    /// A late tick uses it to act as if it had asked on time: the work another instance did
+    /// for that tick, since then, counts as done.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock_core::{InMemoryLockProvider, LockConfiguration, LockProvider};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), shedlock_core::Error> {
+    /// let provider = InMemoryLockProvider::new();
+    /// let config = LockConfiguration::new("report", Duration::from_secs(60), Duration::ZERO)?;
+    /// let lease = provider.acquire(&config).await?.expect("free");
+    /// provider.release(&lease).await?;
+    /// // Free again, but taken a moment ago: refused within a 5-second window.
+    /// let late = config.clone().unless_acquired_within(Duration::from_secs(5));
+    /// assert!(provider.acquire(&late).await?.is_none());
+    /// assert!(provider.acquire(&config).await?.is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn unless_acquired_within(mut self, window: Duration) -> Self {
+        self.unless_acquired_within = window.min(MAX_DURATION);
+        self
+    }
+
+    /// The window set by [`unless_acquired_within`](Self::unless_acquired_within): zero (no
+    /// condition) unless set. Providers refuse the lock when its `locked_at > now - window`.
+    pub fn acquired_within_window(&self) -> Duration {
+        self.unless_acquired_within
     }
 
     /// The lock's name, unique per protected task.

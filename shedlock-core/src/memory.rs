@@ -102,6 +102,7 @@ impl LockProvider for InMemoryLockProvider {
         let mut rows = self.rows();
         let previous_token = match rows.get(config.name()) {
             Some(row) if row.lock_until > now => return Ok(None),
+            Some(row) if row.locked_at + config.acquired_within_window() > now => return Ok(None),
             Some(row) => row.fencing_token,
             None => 0,
         };

@@ -13,13 +13,14 @@ use super::runner::{PreparedJob, Runtime, ShutdownCounters};
 use super::status::JobState;
 use super::{RunNow, Scheduler};
 use crate::{
-    Clock, Error, Job, JobRegistry, LeaderElection, LockEvent, LockListener, LockProvider,
+    Clock, Elector, Error, Job, JobRegistry, LeaderElection, LockEvent, LockListener, LockProvider,
     LockingTaskExecutor, SchedulerConfig, SystemClock, TaskResult,
 };
 
 /// Builds a [`Scheduler`]; see [`Scheduler::builder`].
 pub struct SchedulerBuilder<S> {
     provider: Option<Arc<dyn LockProvider>>,
+    elector: Option<Arc<dyn Elector>>,
     config: SchedulerConfig,
     registry: Option<JobRegistry<S>>,
     listeners: Vec<Arc<dyn LockListener>>,
@@ -30,6 +31,7 @@ impl SchedulerBuilder<()> {
     pub(super) fn new() -> Self {
         SchedulerBuilder {
             provider: None,
+            elector: None,
             config: SchedulerConfig::default(),
             registry: None,
             listeners: Vec::new(),
@@ -48,6 +50,13 @@ impl<S> SchedulerBuilder<S> {
     /// A shared lock store.
     pub fn shared_provider(mut self, provider: Arc<dyn LockProvider>) -> Self {
         self.provider = Some(provider);
+        self
+    }
+
+    /// Where leader-only jobs' elections run (the lock provider by default), e.g. ZooKeeper's
+    /// elector while locks stay on a SQL database.
+    pub fn elector(mut self, elector: impl Elector) -> Self {
+        self.elector = Some(Arc::new(elector));
         self
     }
 
@@ -74,6 +83,7 @@ impl<S> SchedulerBuilder<S> {
     pub fn registry<T>(self, registry: JobRegistry<T>) -> SchedulerBuilder<T> {
         SchedulerBuilder {
             provider: self.provider,
+            elector: self.elector,
             config: self.config,
             registry: Some(registry),
             listeners: self.listeners,
@@ -119,7 +129,11 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
             Some(registry) => (Some(registry.state), registry.jobs),
             None => (None, Vec::new()),
         };
-        let elections = start_elections(&registered, &config, executor.as_ref())?;
+        let elector = self.elector.or_else(|| {
+            let provider = Arc::clone(executor.as_ref()?.provider());
+            Some(Arc::new(provider) as Arc<dyn Elector>)
+        });
+        let elections = start_elections(&registered, &config, elector.as_ref())?;
         let prepared = prepare_jobs(&registered, &config, executor.is_some(), &elections)?;
         let runtime = Arc::new(Runtime {
             executor,
@@ -170,11 +184,11 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
     }
 }
 
-/// One election per distinct leader name of the leader-only jobs, on the scheduler's provider.
+/// One election per distinct leader name of the leader-only jobs, on the scheduler's elector.
 fn start_elections<S>(
     jobs: &[Job<S>],
     config: &SchedulerConfig,
-    executor: Option<&LockingTaskExecutor>,
+    elector: Option<&Arc<dyn Elector>>,
 ) -> Result<HashMap<String, Arc<LeaderElection>>, Error> {
     let mut elections = HashMap::new();
     for job in jobs {
@@ -182,16 +196,16 @@ fn start_elections<S>(
         if elections.contains_key(name.as_ref()) || !config.enabled {
             continue;
         }
-        let Some(executor) = executor else {
+        let Some(elector) = elector else {
             return Err(Error::Scheduler(format!(
-                "job `{}` follows election `{name}` but the scheduler has no lock provider",
+                "job `{}` follows election `{name}` but the scheduler has neither a lock provider \
+                 nor an elector",
                 job.name
             )));
         };
-        let election =
-            LeaderElection::builder_shared(name.to_string(), Arc::clone(executor.provider()))
-                .config(config.leader_election)
-                .start()?;
+        let election = LeaderElection::builder_shared(name.to_string(), Arc::clone(elector))
+            .config(config.leader_election)
+            .start()?;
         elections.insert(name.to_string(), Arc::new(election));
     }
     Ok(elections)
@@ -290,6 +304,7 @@ impl<S> fmt::Debug for SchedulerBuilder<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SchedulerBuilder")
             .field("provider", &self.provider)
+            .field("elector", &self.elector)
             .field("config", &self.config)
             .finish_non_exhaustive()
     }

@@ -311,7 +311,7 @@ async fn run_election(
         .locks
         .first()
         .context("an election needs a name (--locks)")?;
-    let election = LeaderElection::builder_shared(name.clone(), store.provider())
+    let election = LeaderElection::builder(name.clone(), store.provider())
         .config(config)
         .on_elected(|term| emit(&Event::Leader { term, at: now_us() }))
         .on_revoked(|| emit(&Event::Follower { at: now_us() }))

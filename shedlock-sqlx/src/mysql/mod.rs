@@ -221,8 +221,14 @@ impl LockProvider for MySqlLockProvider {
         let lease = micros(config.lock_at_most_for());
         // All statements of the attempt on one connection.
         let mut connection = self.connections.get(&self.pool).await.map_err(fail)?;
+        let window = micros(config.acquired_within_window());
         let updated = sqlx::query(self.sql.acquire.clone())
+            .bind(window)
             .bind(&*self.holder)
+            .bind(window)
+            .bind(window)
+            .bind(lease)
+            .bind(window)
             .bind(lease)
             .bind(name)
             .execute(connection.connection())

@@ -18,8 +18,10 @@ pub(crate) const COLUMN_TYPES: ColumnTypes = ColumnTypes {
 /// The statements of each provider operation.
 #[derive(Debug)]
 pub(crate) struct Statements {
-    /// `?` holder, `?` lease µs, `?` name. Takes an expired lock in place, reporting the new
-    /// token through `LAST_INSERT_ID` (0: held). Matches 1 row whenever the lock's row exists.
+    /// `?` window µs, `?` holder, `?` window µs, `?` window µs, `?` lease µs, `?` window µs,
+    /// `?` lease µs, `?` name (the window: refused if acquired more recently). Takes an expired
+    /// lock in place, reporting the new token through `LAST_INSERT_ID` (0: held). Matches 1 row
+    /// whenever the lock's row exists.
     pub(crate) acquire: SqlStr,
     /// `?` name, `?` lease µs, `?` holder: first use of a lock name, token 1.
     pub(crate) insert: SqlStr,
@@ -60,15 +62,19 @@ impl Statements {
         // or not. Matching on the name alone and deciding per column with IF() lets one
         // statement tell "held" (1 row, no LAST_INSERT_ID) from "missing" (0 rows) and from
         // "acquired" (LAST_INSERT_ID = new token). MySQL assigns left to right and later
-        // expressions see earlier new values, so `lock_until`, which every condition reads,
-        // is assigned last (also correct under MariaDB's SIMULTANEOUS_ASSIGNMENT).
-        let expired = format!("{until} <= {NOW}");
+        // expressions see earlier new values, so the columns the condition reads are assigned
+        // last: `lock_until`, then `locked_at`, whose own condition reads the new `lock_until`
+        // (it equals `now + lease` exactly when this statement took the lock, or when the holder
+        // renewed it within the same millisecond, where moving `locked_at` to now only holds
+        // the lock longer). Also correct under MariaDB's SIMULTANEOUS_ASSIGNMENT.
+        let not_recent = format!("COALESCE({at} <= {NOW} - INTERVAL ? MICROSECOND, TRUE)");
+        let free = format!("({until} <= {NOW} AND {not_recent})");
         let acquire = format!(
             "UPDATE {t} SET \
-             {by} = IF({expired}, ?, {by}), \
-             {at} = IF({expired}, {NOW}, {at}), \
-             {token} = IF({expired}, LAST_INSERT_ID(GREATEST(COALESCE({token}, 0), 0) + 1), {token}), \
-             {until} = IF({expired}, {NOW} + INTERVAL ? MICROSECOND, {until}) \
+             {by} = IF({free}, ?, {by}), \
+             {token} = IF({free}, LAST_INSERT_ID(GREATEST(COALESCE({token}, 0), 0) + 1), {token}), \
+             {until} = IF({free}, {NOW} + INTERVAL ? MICROSECOND, {until}), \
+             {at} = IF({not_recent} AND {until} = {NOW} + INTERVAL ? MICROSECOND, {NOW}, {at}) \
              WHERE {name} = ?"
         );
         // IGNORE: a concurrent first use inserts too; exactly one of them gets the row.

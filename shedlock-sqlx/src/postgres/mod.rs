@@ -262,6 +262,7 @@ impl LockProvider for PgLockProvider {
             .bind(name)
             .bind(&*self.holder)
             .bind(interval(config.lock_at_most_for()))
+            .bind(interval(config.acquired_within_window()))
             .fetch_optional(connection.connection())
             .await;
         connection.finish(&row);

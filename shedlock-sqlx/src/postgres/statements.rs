@@ -19,7 +19,8 @@ pub(crate) const COLUMN_TYPES: ColumnTypes = ColumnTypes {
 /// One statement per provider operation.
 #[derive(Debug)]
 pub(crate) struct Statements {
-    /// `$1` name, `$2` holder, `$3` lease: one row (token, locked_at, lock_until) if acquired.
+    /// `$1` name, `$2` holder, `$3` lease, `$4` window (refused if acquired more recently): one
+    /// row (token, locked_at, lock_until) if acquired.
     pub(crate) acquire: SqlStr,
     /// `$1` name, `$2` holder, `$3` token, `$4` lock_at_least_for: one row if released.
     pub(crate) release: SqlStr,
@@ -63,6 +64,7 @@ impl Statements {
              ON CONFLICT ({name}) DO UPDATE SET {until} = EXCLUDED.{until}, \
              {at} = EXCLUDED.{at}, {by} = EXCLUDED.{by}, {token} = GREATEST(l.{token}, 0) + 1 \
              WHERE l.{until} <= EXCLUDED.{at} \
+             AND (l.{at} IS NULL OR l.{at} <= EXCLUDED.{at} - $4) \
              RETURNING {token}, {at}, {until}"
         );
         let release = format!(

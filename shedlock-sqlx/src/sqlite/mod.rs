@@ -232,6 +232,12 @@ fn modifier(duration: Duration) -> String {
     format!("+{}.{:03} seconds", millis / 1000, millis % 1000)
 }
 
+/// A duration back in time as an SQLite date modifier: `-0.250 seconds`.
+fn modifier_back(duration: Duration) -> String {
+    let millis = lease_millis(duration);
+    format!("-{}.{:03} seconds", millis / 1000, millis % 1000)
+}
+
 /// `SQLITE_BUSY` or `SQLITE_LOCKED` (with any extended code): another connection holds a lock.
 fn is_busy(error: &sqlx::Error) -> bool {
     error
@@ -251,6 +257,7 @@ impl LockProvider for SqliteLockProvider {
         .bind(name)
         .bind(&*self.holder)
         .bind(modifier(config.lock_at_most_for()))
+        .bind(modifier_back(config.acquired_within_window()))
         .fetch_optional(&self.pool)
         .await
         {

@@ -21,8 +21,8 @@ pub(crate) const COLUMN_TYPES: ColumnTypes = ColumnTypes {
 /// The statements of each provider operation.
 #[derive(Debug)]
 pub(crate) struct Statements {
-    /// `?1` name, `?2` holder, `?3` lease modifier: one row (token, locked_at, lock_until) if
-    /// acquired.
+    /// `?1` name, `?2` holder, `?3` lease modifier, `?4` window modifier (negative; refused if
+    /// acquired more recently): one row (token, locked_at, lock_until) if acquired.
     pub(crate) acquire: SqlStr,
     /// `?1` name, `?2` holder, `?3` token, `?4` lock_at_least_for modifier: 1 row changed if
     /// released.
@@ -71,6 +71,7 @@ impl Statements {
              ON CONFLICT ({name}) DO UPDATE SET {until} = excluded.{until}, \
              {at} = excluded.{at}, {by} = excluded.{by}, {token} = {next_token} \
              WHERE {stored_until} <= excluded.{at} \
+             AND ifnull(strftime({FORMAT}, l.{at}), '') <= strftime({FORMAT}, excluded.{at}, ?4) \
              RETURNING {token}, {at}, {until}"
         );
         let owned_and_live =
