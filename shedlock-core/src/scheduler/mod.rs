@@ -11,6 +11,7 @@
 mod builder;
 mod runner;
 mod status;
+mod tick;
 
 use std::fmt;
 use std::sync::atomic::Ordering;
