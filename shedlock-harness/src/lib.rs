@@ -34,4 +34,4 @@ pub use proxy::{ProxyMode, TcpProxy, upstream_of, url_at};
 pub use run::{Run, database_url, lock_names};
 pub use store::{Backend, DEFAULT_ACQUIRE_TIMEOUT, JournalRow, Store, StoreConfig};
 pub use stress::{StressOptions, run_stress};
-pub use worker::{WorkerOptions, emit, run_worker};
+pub use worker::{LeaderWork, WorkerOptions, emit, run_worker};

@@ -74,6 +74,15 @@ impl Scheduler {
         self.jobs.iter().map(|job| job.snapshot()).collect()
     }
 
+    /// The election a leader-only job follows (by its name, as in `leader = "…"`), to ask
+    /// whether this instance leads it or to watch its changes.
+    pub fn election(&self, name: &str) -> Option<&LeaderElection> {
+        self.elections
+            .iter()
+            .find(|election| election.name() == name)
+            .map(|election| &**election)
+    }
+
     /// The executor locked jobs run through, if the scheduler has a provider.
     pub fn executor(&self) -> Option<&LockingTaskExecutor> {
         self.runtime.executor.as_ref()

@@ -8,6 +8,7 @@
 //! stale certainly was).
 
 mod leadership;
+mod missed;
 mod report;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -17,6 +18,7 @@ use crate::event::{Counters, Event, WriteOutcome};
 use crate::fleet::{Received, Signal};
 use crate::store::JournalRow;
 use leadership::check_leadership;
+use missed::check_unattempted_ticks;
 use report::add;
 pub use report::{Report, Takeover};
 
@@ -116,6 +118,8 @@ pub fn check(
                     .push((*at, *token, *until, r.worker));
             }
             Event::Skipped { .. } => c.skipped += 1,
+            Event::Missed { count, .. } => c.missed += count,
+            Event::Overlapped { count, .. } => c.overlapped += count,
             Event::AcquireFailed { .. } => c.errors += 1,
             Event::Lost { .. } => report.lost_signals += 1,
             Event::Write {
@@ -338,8 +342,12 @@ pub fn check(
 
     // Takeovers after faults: never before the lease ended. A lease hit by several faults
     // (paused, then killed) counts once, for the first.
-    let mut faults: Vec<&Fault> = faults.iter().collect();
-    faults.sort_by_key(|f| f.at);
+    let faults_in_order = {
+        let mut sorted = faults.to_vec();
+        sorted.sort_by_key(|f| f.at);
+        sorted
+    };
+    let faults = &faults_in_order;
     let mut counted: HashSet<(&str, u64)> = HashSet::new();
     for fault in faults {
         for r in events.iter().filter(|r| r.worker == fault.worker) {
@@ -384,7 +392,8 @@ pub fn check(
             });
         }
     }
-    check_leadership(events, &mut report);
+    check_leadership(events, &faults_in_order, &mut report);
+    check_unattempted_ticks(events, killed, &mut report);
     report.locks = locks.len();
     report
 }

@@ -97,6 +97,32 @@ impl Scenario {
         }
     }
 
+    /// Stops `worker` (SIGSTOP) at a moment it holds no database lock. On SQLite a process
+    /// stopped inside a statement holds the database's only write lock and every other process
+    /// waits for it: that is a frozen database, not a frozen instance. There the worker is
+    /// resumed at once when that happened (recorded as a fault all the same) and stopped again
+    /// a moment later. Returns when it was stopped for good.
+    pub(crate) async fn stop_between_statements(&mut self, worker: usize) -> i64 {
+        loop {
+            self.inject(worker, Signal::Stop);
+            let stopped_at = now_us();
+            if self.run.write_lock_free().await {
+                return stopped_at;
+            }
+            self.inject(worker, Signal::Cont);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Sleeps until `fraction` of a tick has passed since the last tick boundary (host clock).
+    /// Not a synchronisation: it places a fault at a chosen phase of the tick.
+    pub(crate) async fn sleep_until_phase(&self, fraction: f64) {
+        let into = now_us().rem_euclid(self.tick_us);
+        let target = (fraction * self.tick_us as f64) as i64;
+        let wait = (target - into).rem_euclid(self.tick_us);
+        tokio::time::sleep(Duration::from_micros(wait as u64)).await;
+    }
+
     /// Waits for the first event from index `since` that `matches` accepts.
     pub(crate) async fn wait<T>(
         &mut self,
