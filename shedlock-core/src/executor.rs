@@ -94,12 +94,11 @@ pub(crate) struct TickWindow {
 
 impl TickWindow {
     /// The acquisition window, measured now: refuse the lock if anyone took it since the tick
-    /// was due (less `lock_at_least_for` or the allowance, whichever is longer). For a tick on
-    /// time this adds nothing to the lease check; for a late one it stops it from redoing what
-    /// another instance did for it meanwhile.
-    fn window(&self, config: &LockConfiguration) -> Duration {
-        Instant::now().saturating_duration_since(self.due)
-            + config.lock_at_least_for().max(self.allowance)
+    /// was due, less the allowance. For a tick on time this adds little to the lease check
+    /// (which `lock_at_least_for` extends); for a late one it stops it from redoing what another
+    /// instance did for it meanwhile.
+    fn window(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.due) + self.allowance
     }
 }
 
@@ -253,7 +252,7 @@ impl LockingTaskExecutor {
         }
         let acquired = match &options.tick {
             Some(tick) => {
-                let window = tick.window(config);
+                let window = tick.window();
                 self.acquire(&config.clone().unless_acquired_within(window))
                     .await?
             }

@@ -223,9 +223,19 @@ impl Scenario {
         if report.passed() {
             self.run.cleanup().await;
         } else {
+            let lines: Vec<String> = self
+                .fleet
+                .events()
+                .iter()
+                .map(|r| format!("{} w{} {}", r.received_at, r.worker, r.event))
+                .collect();
+            let dump = std::env::temp_dir().join(format!("{}.events", self.run.journal_table));
+            let _ = std::fs::write(&dump, lines.join("\n"));
             println!(
-                "tables kept for inspection: {} and {}",
-                self.run.lock_table, self.run.journal_table
+                "tables kept for inspection: {} and {}; event lines in {}",
+                self.run.lock_table,
+                self.run.journal_table,
+                dump.display()
             );
         }
         report
