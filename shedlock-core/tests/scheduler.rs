@@ -760,3 +760,32 @@ async fn fixed_rate_after_a_pause_runs_the_latest_tick_and_counts_the_rest_misse
     assert_eq!(status.missed_ticks, 2, "{status:?}");
     scheduler.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn after_a_host_suspend_the_wall_clock_says_how_late_a_cron_tick_is() {
+    // While a host is suspended its monotonic clock stands still; only the wall clock shows
+    // that the 10:00, 11:00 and 12:00 ticks have passed. At 12:30 all three are missed.
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&runs);
+    let job = Job::new("hourly", Schedule::cron("0 0 * * * *").unwrap(), move |()| {
+        let counter = Arc::clone(&counter);
+        async move {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let ten = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let wall = Arc::new(shedlock_core::ManualClock::new(ten - Duration::from_secs(10)));
+    let scheduler = Scheduler::builder()
+        .clock(wall.clone())
+        .registry(JobRegistry::new(()).add(job))
+        .start()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    wall.advance(Duration::from_secs(2 * 3600 + 30 * 60)); // suspended until 12:30
+    tokio::time::sleep(Duration::from_secs(60)).await; // the runner's next look at the clock
+    let status = scheduler.status().remove(0);
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "{status:?}");
+    assert_eq!(status.missed_ticks, 3, "{status:?}");
+    scheduler.shutdown().await;
+}

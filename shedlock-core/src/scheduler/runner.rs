@@ -116,8 +116,14 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                 .next_cron_fire(latest, runtime)
                 .and_then(|next| (next - latest).to_std().ok())
                 .unwrap_or(Duration::MAX);
+            // Late by the monotonic clock (a pause), or by the wall clock the fire times are
+            // read on, whichever says more: the monotonic clock stands still while the host
+            // is suspended.
+            let mapped = due + (latest - fire).to_std().unwrap_or_default();
+            let wall_late = (now - latest).to_std().unwrap_or_default();
+            let by_wall = Instant::now().checked_sub(wall_late).unwrap_or(mapped);
             let due = Due {
-                at: due + (latest - fire).to_std().unwrap_or_default(),
+                at: mapped.min(by_wall),
                 fire: latest.into(),
                 allowance: CRON_ALLOWANCE.min(gap / 2),
             };
