@@ -767,14 +767,20 @@ async fn after_a_host_suspend_the_wall_clock_says_how_late_a_cron_tick_is() {
     // that the 10:00, 11:00 and 12:00 ticks have passed. At 12:30 all three are missed.
     let runs = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&runs);
-    let job = Job::new("hourly", Schedule::cron("0 0 * * * *").unwrap(), move |()| {
-        let counter = Arc::clone(&counter);
-        async move {
-            counter.fetch_add(1, Ordering::SeqCst);
-        }
-    });
+    let job = Job::new(
+        "hourly",
+        Schedule::cron("0 0 * * * *").unwrap(),
+        move |()| {
+            let counter = Arc::clone(&counter);
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+        },
+    );
     let ten = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    let wall = Arc::new(shedlock_core::ManualClock::new(ten - Duration::from_secs(10)));
+    let wall = Arc::new(shedlock_core::ManualClock::new(
+        ten - Duration::from_secs(10),
+    ));
     let scheduler = Scheduler::builder()
         .clock(wall.clone())
         .registry(JobRegistry::new(()).add(job))

@@ -54,6 +54,10 @@ pub struct Report {
     pub missed_ticks: usize,
     /// Ticks that did not run because a faulted worker held the lock or the database was down.
     pub excused_ticks: usize,
+    /// Ticks that did not run because an earlier tick's run, started late, still held the lock.
+    pub suppressed_ticks: usize,
+    /// Ticks no worker attempted: every one reported them missed (see `unreported_missed`).
+    pub missed_everywhere: usize,
     /// Ticks the schedulers reported missed (a pause passed over them, or they were too late).
     pub reported_missed: u64,
     /// Ticks a worker neither attempted nor reported missed or overlapped (must be 0).
@@ -125,14 +129,22 @@ impl fmt::Display for Report {
             "attempts                {} = executed {} + skipped {} + store errors {} + cut short by SIGKILL {}",
             c.attempts, c.acquired, c.skipped, c.errors, in_flight
         )?;
+        let not_once = self.duplicate_ticks
+            + self.missed_ticks
+            + self.excused_ticks
+            + self.suppressed_ticks
+            + self.missed_everywhere;
         writeln!(
             f,
-            "ticks checked           {}: exactly once {}, duplicates {}, missed {}, excused by faults {}",
+            "ticks checked           {}: exactly once {}, duplicates {}, skipped with the lock free {}, \
+             excused by faults {}, held by a late earlier run {}, missed by every worker {}",
             self.ticks_checked,
-            self.ticks_checked - self.duplicate_ticks - self.missed_ticks - self.excused_ticks,
+            self.ticks_checked - not_once,
             self.duplicate_ticks,
             self.missed_ticks,
-            self.excused_ticks
+            self.excused_ticks,
+            self.suppressed_ticks,
+            self.missed_everywhere
         )?;
         writeln!(
             f,

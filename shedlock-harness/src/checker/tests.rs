@@ -195,6 +195,7 @@ impl Run {
 
     fn check(&self, ticks: Range<i64>, killed: &[usize], faults: &[Fault]) -> Report {
         let expect = Expectations {
+            at_least_us: 800_000,
             tick_us: TICK,
             ticks: Some(ticks),
             outages: Vec::new(),
@@ -563,4 +564,89 @@ fn detects_leader_work_in_a_superseded_term() {
         &report,
         "worker 0 did leader work in term 1 150 µs after worker 1 was elected with term 2",
     );
+}
+
+#[test]
+fn a_tick_skipped_while_the_lock_was_free_is_a_violation_unless_a_late_run_held_it() {
+    // Tick 0 runs 700 ms late and releases at 0.9 s; both workers skip tick 1 at 1.01 s.
+    let run_with = |at_least_us: i64| {
+        let mut run = Run::new(2);
+        for w in 0..2 {
+            run.ev(
+                w,
+                Event::Attempt {
+                    lock: "a".into(),
+                    tick: 0,
+                    at: 700_000,
+                },
+            );
+        }
+        run.ev(
+            0,
+            Event::Acquired {
+                lock: "a".into(),
+                token: 1,
+                at: 701_000,
+                since: 700_000,
+                until: 3 * TICK,
+            },
+        );
+        run.ev(
+            1,
+            Event::Skipped {
+                lock: "a".into(),
+                at: 702_000,
+            },
+        );
+        run.write(0, "a", 0, 1, 701_000, 880_000, WriteOutcome::Accepted);
+        run.journal.push(JournalRow {
+            id: 1,
+            lock: "a".into(),
+            token: 1,
+            holder: "w0".into(),
+            tick: 0,
+            start: 701_000,
+            end: 880_000,
+        });
+        run.ev(
+            0,
+            Event::Released {
+                lock: "a".into(),
+                token: 1,
+                at: 900_000,
+            },
+        );
+        for w in 0..2 {
+            run.ev(
+                w,
+                Event::Attempt {
+                    lock: "a".into(),
+                    tick: 1,
+                    at: TICK + 10_000,
+                },
+            );
+            run.ev(
+                w,
+                Event::Skipped {
+                    lock: "a".into(),
+                    at: TICK + 20_000,
+                },
+            );
+        }
+        run.finish();
+        let expect = Expectations {
+            at_least_us,
+            tick_us: TICK,
+            ticks: Some(0..2),
+            outages: Vec::new(),
+        };
+        check(&run.events, &run.journal, &[], &[], &expect)
+    };
+    let report = run_with(800_000);
+    assert!(report.passed(), "{report}");
+    assert_eq!(report.suppressed_ticks, 1, "{report}");
+
+    let report = run_with(0);
+    assert_eq!(report.missed_ticks, 1, "{report}");
+    only_violation(&report, "a: tick 1 did not run, though the lock was free");
 }

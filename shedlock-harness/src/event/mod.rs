@@ -107,6 +107,16 @@ pub enum Event {
         /// When.
         at: i64,
     },
+    /// The lock was released after the run (listener event): it stays taken until
+    /// `locked_at + lock_at_least_for` if that is later.
+    Released {
+        /// The lock.
+        lock: String,
+        /// The released lease's token.
+        token: u64,
+        /// When.
+        at: i64,
+    },
     /// The job's fenced journal write, and how it ended.
     Write {
         /// The lock.
@@ -232,6 +242,9 @@ impl fmt::Display for Event {
                 write!(f, "start lock={lock} token={token} at={at}")
             }
             Event::Lost { lock, token, at } => write!(f, "lost lock={lock} token={token} at={at}"),
+            Event::Released { lock, token, at } => {
+                write!(f, "released lock={lock} token={token} at={at}")
+            }
             Event::Write {
                 lock,
                 token,
@@ -368,6 +381,11 @@ impl FromStr for Event {
                 at: f.num("at")?,
             },
             "lost" => Event::Lost {
+                lock: f.str("lock")?,
+                token: f.num("token")?,
+                at: f.num("at")?,
+            },
+            "released" => Event::Released {
                 lock: f.str("lock")?,
                 token: f.num("token")?,
                 at: f.num("at")?,

@@ -62,6 +62,11 @@ fn every_event_round_trips() {
             lost: false,
             outcome: WriteOutcome::Failed("connection reset".into()),
         },
+        Event::Released {
+            lock: "l".into(),
+            token: 3,
+            at: 14,
+        },
         Event::Leader { term: 9, at: 1 },
         Event::Follower { at: 2 },
         Event::LeaderWork { term: 9, at: 3 },

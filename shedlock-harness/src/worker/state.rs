@@ -101,6 +101,11 @@ impl WorkerState {
                     error: error.to_string(),
                 });
             }
+            LockEvent::Released(lease) => emit(&Event::Released {
+                lock: lease.name().to_owned(),
+                token: lease.fencing_token(),
+                at,
+            }),
             LockEvent::Lost(lease) => emit(&Event::Lost {
                 lock: lease.name().to_owned(),
                 token: lease.fencing_token(),

@@ -21,6 +21,8 @@ pub(crate) struct Scenario {
     pub(crate) run: Run,
     pub(crate) fleet: Fleet,
     pub(crate) tick_us: i64,
+    /// The workers' `lock_at_least_for` (µs).
+    pub(crate) at_least_us: i64,
     pub(crate) first_tick: i64,
     /// Whether every tick must have run exactly once (not with jobs longer than a tick).
     pub(crate) check_ticks: bool,
@@ -40,6 +42,7 @@ impl Scenario {
             run,
             fleet: Fleet::new(EXE),
             tick_us: 0,
+            at_least_us: 0,
             first_tick: 0,
             check_ticks: true,
             faults: Vec::new(),
@@ -64,6 +67,7 @@ impl Scenario {
             .expect("worker ready");
         if self.tick_us == 0 {
             self.tick_us = options.tick.as_micros() as i64;
+            self.at_least_us = options.at_least.as_micros() as i64;
             self.first_tick = now_us() / self.tick_us + 1;
         }
         worker
@@ -203,6 +207,7 @@ impl Scenario {
         }
         let journal = self.run.journal().await.expect("read the journal");
         let expect = Expectations {
+            at_least_us: self.at_least_us,
             tick_us: self.tick_us,
             ticks: self.check_ticks.then_some(self.first_tick..last_tick),
             outages: self.outages.clone(),
