@@ -103,6 +103,35 @@ async fn paused_leader_resumes_after_its_leases(backend: Backend) {
         },
     )
     .await;
+    let events = s.fleet.events();
+    let elected_at = events.iter().find_map(|r| match r.event {
+        Event::Leader { at, .. } if r.worker == new_leader && at > stopped_at => Some(at),
+        _ => None,
+    });
+    let deposed_at = events.iter().find_map(|r| match r.event {
+        Event::Follower { at } if r.worker == leader && at > stopped_at => Some(at),
+        _ => None,
+    });
+    let late_attempt = events[resumed_from..].iter().find_map(|r| match &r.event {
+        Event::Skipped { at, .. } if r.worker == leader => {
+            Some(format!("skipped at +{} ms", (at - resumed_at) / 1000))
+        }
+        Event::Acquired { at, .. } if r.worker == leader => {
+            Some(format!("ran at +{} ms", (at - resumed_at) / 1000))
+        }
+        _ => None,
+    });
+    let ms = |at: Option<i64>, from: i64| {
+        at.map_or("never".into(), |at| format!("{} ms", (at - from) / 1000))
+    };
+    println!(
+        "{backend}: paused {} ms; another worker elected {} after the stop; the resumed one \
+         deposed {} after resuming, its first tick {}",
+        (resumed_at - stopped_at) / 1000,
+        ms(elected_at, stopped_at),
+        ms(deposed_at, resumed_at),
+        late_attempt.unwrap_or_else(|| "not attempted".into()),
+    );
     let report = s.finish().await;
     assert_passed(&report);
     assert_eq!(report.excused_ticks, 0, "no tick may be excused:\n{report}");
