@@ -1,7 +1,9 @@
 //! The scheduler on the in-memory store with tokio's paused clock: exactly-once across
 //! instances, no self-overlap, panics and errors, graceful shutdown, fixed-rate catch-up.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -793,5 +795,91 @@ async fn after_a_host_suspend_the_wall_clock_says_how_late_a_cron_tick_is() {
     let status = scheduler.status().remove(0);
     assert_eq!(runs.load(Ordering::SeqCst), 0, "{status:?}");
     assert_eq!(status.missed_ticks, 3, "{status:?}");
+    scheduler.shutdown().await;
+}
+
+/// One leader-only job, `locked` or not, that runs until told to stop (or forever, without a
+/// lock context to tell it), on an instance whose store connection the test cuts.
+async fn leader_with_a_long_run(locked: bool) -> (Scheduler, Arc<AtomicBool>, Arc<AtomicUsize>) {
+    let cut = Arc::new(AtomicBool::new(false));
+    let provider = common::Cuttable {
+        inner: InMemoryLockProvider::new()
+            .with_clock(Arc::new(TokioClock::new()))
+            .with_holder("leader"),
+        cut: Arc::clone(&cut),
+    };
+    let stopped = Arc::new(AtomicUsize::new(0));
+    let told = Arc::clone(&stopped);
+    let job = Job::new(
+        "coordinate",
+        Schedule::fixed_rate(Duration::from_secs(600)).unwrap(),
+        move |()| {
+            let told = Arc::clone(&told);
+            async move {
+                match LockContext::current() {
+                    Ok(lock) => {
+                        lock.cancelled().await;
+                        told.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(_) => std::future::pending().await,
+                }
+            }
+        },
+    )
+    .leader_only("coordinator")
+    .unwrap();
+    let job = if locked {
+        job.with_lock(JobLock::new("coordinate").unwrap())
+    } else {
+        job
+    };
+    let scheduler = Scheduler::builder()
+        .provider(provider)
+        .registry(JobRegistry::new(()).add(job))
+        .start()
+        .await
+        .unwrap();
+    (scheduler, cut, stopped)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_running_leader_only_job_is_told_when_the_leadership_ends() {
+    let (scheduler, cut, told) = leader_with_a_long_run(true).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(scheduler.status()[0].running, "it runs as leader");
+    cut.store(true, Ordering::SeqCst); // renewals fail from now on
+    let election = scheduler.election("coordinator").unwrap();
+    election.candidacy().term_ended().await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        told.load(Ordering::SeqCst),
+        1,
+        "its lock context was cancelled"
+    );
+    let status = scheduler.status().remove(0);
+    assert_eq!(status.last_outcome, Some(JobOutcome::LeadershipLost));
+    assert!(!status.running);
+    scheduler.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_running_leader_only_job_without_a_lock_is_cancelled_when_the_leadership_ends() {
+    let (scheduler, cut, _) = leader_with_a_long_run(false).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(scheduler.status()[0].running, "it runs as leader");
+    let ended = tokio::time::Instant::now();
+    cut.store(true, Ordering::SeqCst);
+    let election = scheduler.election("coordinator").unwrap();
+    election.candidacy().term_ended().await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let status = scheduler.status().remove(0);
+    assert_eq!(status.last_outcome, Some(JobOutcome::LeadershipLost));
+    assert!(!status.running, "cancelled");
+    // The default renew deadline (10 s) after the last renewal before the cut.
+    assert!(
+        ended.elapsed() <= Duration::from_secs(10),
+        "{:?}",
+        ended.elapsed()
+    );
     scheduler.shutdown().await;
 }
