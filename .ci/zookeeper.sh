@@ -41,7 +41,7 @@ zk_configure() {
     echo "clientPort=$(zk_port "$id")"
     echo "clientPortAddress=127.0.0.1"
     echo "admin.enableServer=false"
-    echo "4lw.commands.whitelist=srvr,ruok,mntr"
+    echo "4lw.commands.whitelist=srvr,ruok,mntr,wchp"
     for peer in "${zk_servers[@]}"; do
       echo "server.$peer=127.0.0.1:$((2880 + peer)):$((3880 + peer))"
     done

@@ -6,7 +6,9 @@ use std::time::Duration;
 use shedlock_core::{Candidacy, ElectionConfig};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use zookeeper_client::{Acls, Client, CreateMode, EventType};
+use zookeeper_client::{
+    Acls, AddWatchMode, Client, CreateMode, EventType, PersistentWatcher, WatchedEvent,
+};
 
 use crate::error::{ZkError, session_ended};
 use crate::session::{connect, timed};
@@ -226,6 +228,16 @@ impl Campaign<'_> {
             Err(ZkError::Client(zookeeper_client::Error::NoNode)) => return Turn::NodeGone,
             Err(error) => return self.after_error(error, "taking office").await,
         };
+        // Watching its own node, the leader learns of its deletion (by hand) from the same
+        // transaction that wakes its successor, not at its next confirmation.
+        let mut own_node = match timed(trust, client.watch(path, AddWatchMode::Persistent)).await {
+            Ok(watcher) => Some(watcher),
+            Err(error) => {
+                return self
+                    .after_error(error, "watching the leader's own node")
+                    .await;
+            }
+        };
         if !self.candidacy.elected(term, sent + trust) {
             return Turn::Recheck;
         }
@@ -240,6 +252,16 @@ impl Campaign<'_> {
                 () = self.stop.cancelled() => return Turn::Stopped,
                 () = &mut session_end => return Turn::SessionEnded,
                 () = self.candidacy.term_ended() => return Turn::Recheck,
+                event = next_event(&mut own_node) => {
+                    if event.event_type == EventType::NodeDeleted {
+                        self.candidacy.step_down("the leader's node was deleted");
+                        return Turn::NodeGone;
+                    }
+                    if event.session_state.is_terminated() {
+                        return Turn::SessionEnded;
+                    }
+                    continue;
+                }
                 () = tokio::time::sleep_until(next) => {}
             }
             if !self.candidacy.is_leader() {
@@ -288,6 +310,15 @@ impl Campaign<'_> {
         } else {
             Turn::Stopped
         }
+    }
+}
+
+/// The next event of a persistent watch; never, without one. (A terminal session event is
+/// the last one: the caller must not ask again.)
+async fn next_event(watcher: &mut Option<PersistentWatcher>) -> WatchedEvent {
+    match watcher {
+        Some(watcher) => watcher.changed().await,
+        None => std::future::pending().await,
     }
 }
 
