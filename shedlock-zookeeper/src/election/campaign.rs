@@ -222,15 +222,20 @@ impl Campaign<'_> {
     /// Takes office with a write to this candidate's node (its zxid is the term), then
     /// confirms the session with another write every retry period.
     async fn lead(&self, client: &Client, path: &str, trust: Duration) -> Turn {
+        // Both requests leave at once. Watching its own node, the leader learns of its
+        // deletion (by hand) from the same transaction that wakes its successor, not at its
+        // next confirmation.
         let sent = Instant::now();
-        let term = match timed(trust, client.set_data(path, self.holder.as_bytes(), None)).await {
+        let (written, watch) = tokio::join!(
+            timed(trust, client.set_data(path, self.holder.as_bytes(), None)),
+            timed(trust, client.watch(path, AddWatchMode::Persistent)),
+        );
+        let term = match written {
             Ok(stat) => stat.mzxid.max(0) as u64,
             Err(ZkError::Client(zookeeper_client::Error::NoNode)) => return Turn::NodeGone,
             Err(error) => return self.after_error(error, "taking office").await,
         };
-        // Watching its own node, the leader learns of its deletion (by hand) from the same
-        // transaction that wakes its successor, not at its next confirmation.
-        let mut own_node = match timed(trust, client.watch(path, AddWatchMode::Persistent)).await {
+        let mut own_node = match watch {
             Ok(watcher) => Some(watcher),
             Err(error) => {
                 return self
