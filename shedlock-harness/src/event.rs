@@ -136,6 +136,14 @@ pub enum Event {
         /// When.
         at: i64,
     },
+    /// A leader's work: the worker asked `is_leader()` at `at` (taken just before asking),
+    /// was told it leads with `term`, and acted.
+    Act {
+        /// The term it acted under.
+        term: u64,
+        /// When it asked.
+        at: i64,
+    },
     /// The worker's own counters, printed at a clean exit.
     Summary(Counters),
     /// The worker gave up.
@@ -225,6 +233,7 @@ impl fmt::Display for Event {
             }
             Event::Leader { term, at } => write!(f, "leader term={term} at={at}"),
             Event::Follower { at } => write!(f, "follower at={at}"),
+            Event::Act { term, at } => write!(f, "act term={term} at={at}"),
             Event::Summary(c) => write!(
                 f,
                 "summary attempts={} acquired={} skipped={} errors={} accepted={} rejected={} failed={}",
@@ -345,6 +354,10 @@ impl FromStr for Event {
                 at: f.num("at")?,
             },
             "follower" => Event::Follower { at: f.num("at")? },
+            "act" => Event::Act {
+                term: f.num("term")?,
+                at: f.num("at")?,
+            },
             "summary" => Event::Summary(Counters {
                 attempts: f.num("attempts")?,
                 acquired: f.num("acquired")?,
@@ -428,6 +441,7 @@ mod tests {
             },
             Event::Leader { term: 9, at: 1 },
             Event::Follower { at: 2 },
+            Event::Act { term: 9, at: 3 },
             Event::Summary(Counters {
                 attempts: 5,
                 acquired: 2,

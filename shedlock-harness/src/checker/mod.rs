@@ -16,7 +16,7 @@ use std::ops::Range;
 use crate::event::{Counters, Event, WriteOutcome};
 use crate::fleet::{Received, Signal};
 use crate::store::JournalRow;
-use leadership::check_leadership;
+use leadership::{check_acts, check_leadership};
 use report::add;
 pub use report::{Report, Takeover};
 
@@ -338,10 +338,10 @@ pub fn check(
 
     // Takeovers after faults: never before the lease ended. A lease hit by several faults
     // (paused, then killed) counts once, for the first.
-    let mut faults: Vec<&Fault> = faults.iter().collect();
-    faults.sort_by_key(|f| f.at);
+    let mut by_time: Vec<&Fault> = faults.iter().collect();
+    by_time.sort_by_key(|f| f.at);
     let mut counted: HashSet<(&str, u64)> = HashSet::new();
-    for fault in faults {
+    for fault in by_time {
         for r in events.iter().filter(|r| r.worker == fault.worker) {
             let Event::Acquired {
                 lock,
@@ -384,7 +384,8 @@ pub fn check(
             });
         }
     }
-    check_leadership(events, &mut report);
+    check_leadership(events, faults, &mut report);
+    check_acts(events, &mut report);
     report.locks = locks.len();
     report
 }

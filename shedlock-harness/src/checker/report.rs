@@ -58,6 +58,10 @@ pub struct Report {
     pub terms: usize,
     /// Times two workers led at once.
     pub leadership_overlaps: usize,
+    /// Leaders' actions (`act` lines).
+    pub acts: usize,
+    /// Actions under a term a newer leader had superseded (must be 0).
+    pub stale_acts: usize,
     /// Takeovers after faults.
     pub takeovers: Vec<Takeover>,
     /// What went wrong, one line each.
@@ -150,6 +154,13 @@ impl fmt::Display for Report {
                 f,
                 "leadership              {} terms, {} overlapping",
                 self.terms, self.leadership_overlaps
+            )?;
+        }
+        if self.acts > 0 {
+            writeln!(
+                f,
+                "leader actions          {}, stale {}",
+                self.acts, self.stale_acts
             )?;
         }
         writeln!(

@@ -442,3 +442,49 @@ fn detects_two_leaders_at_once() {
         "led (term 3) 100 µs before worker 1 stopped leading (term 2)",
     );
 }
+
+#[test]
+fn a_paused_leader_leads_until_it_was_stopped() {
+    let mut run = Run::new(2);
+    run.ev(0, Event::Leader { term: 1, at: 100 });
+    run.ev(1, Event::Leader { term: 2, at: 400 });
+    // Printed when worker 0 resumed, after worker 1 was elected.
+    run.ev(0, Event::Follower { at: 600 });
+    run.ev(1, Event::Follower { at: 700 });
+    run.finish();
+    let stopped = Fault {
+        worker: 0,
+        signal: Signal::Stop,
+        at: 300,
+    };
+    let report = check(&run.events, &[], &[], &[stopped], &Expectations::default());
+    assert!(report.passed(), "{report}");
+    let report = check(&run.events, &[], &[], &[], &Expectations::default());
+    assert_eq!(report.leadership_overlaps, 1, "{report}");
+}
+
+#[test]
+fn detects_a_stale_leader_action() {
+    let mut run = Run::new(2);
+    run.ev(0, Event::Leader { term: 1, at: 100 });
+    run.ev(0, Event::Act { term: 1, at: 150 });
+    run.ev(1, Event::Leader { term: 2, at: 400 });
+    run.ev(1, Event::Act { term: 2, at: 450 });
+    run.finish();
+    let report = check(&run.events, &[], &[], &[], &Expectations::default());
+    assert!(report.passed(), "{report}");
+    assert_eq!(report.acts, 2);
+
+    // Worker 0 acts on its old term after worker 1 was elected.
+    run.ev(0, Event::Act { term: 1, at: 500 });
+    let report = check(&run.events, &[], &[], &[], &Expectations::default());
+    assert_eq!(report.stale_acts, 1, "{report}");
+    assert!(
+        report.violations[0].contains("acted as leader (term 1) 100 µs after worker 1 was elected (term 2)"),
+        "{report}"
+    );
+    assert!(
+        report.violations.iter().any(|v| v.contains("acted as leaders in the same")),
+        "{report}"
+    );
+}
