@@ -71,9 +71,6 @@ async fn main() -> anyhow::Result<()> {
         _ = tokio::signal::ctrl_c() => {}
     }
     election.resign().await;
-    println!(
-        "stopped (was master: {})",
-        master.load(Ordering::SeqCst)
-    );
+    println!("stopped (was master: {})", master.load(Ordering::SeqCst));
     Ok(())
 }

@@ -177,7 +177,10 @@ impl Ensemble {
             .env("SHEDLOCK_TEST_ZK_DIR", &self.dir)
             .status()
             .context("run .ci/zookeeper.sh")?;
-        anyhow::ensure!(status.success(), "zookeeper.sh {command} {server}: {status}");
+        anyhow::ensure!(
+            status.success(),
+            "zookeeper.sh {command} {server}: {status}"
+        );
         Ok(())
     }
 
@@ -269,7 +272,10 @@ impl Drop for StoppedServer {
         if !self.started
             && let Err(error) = self.ensemble.control("start-server", self.server)
         {
-            eprintln!("could not start ZooKeeper server {} again: {error:#}", self.server);
+            eprintln!(
+                "could not start ZooKeeper server {} again: {error:#}",
+                self.server
+            );
         }
     }
 }

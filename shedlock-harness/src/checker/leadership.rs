@@ -38,7 +38,12 @@ pub(super) fn check_leadership(events: &[Received], faults: &[Fault], report: &m
         }
     }
     for (worker, (from, term)) in open {
-        terms.push((from, stopped_after(worker, from, last_seen[&worker]), worker, term));
+        terms.push((
+            from,
+            stopped_after(worker, from, last_seen[&worker]),
+            worker,
+            term,
+        ));
     }
     terms.sort_unstable();
     report.terms = terms.len();

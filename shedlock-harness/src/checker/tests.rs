@@ -480,11 +480,15 @@ fn detects_a_stale_leader_action() {
     let report = check(&run.events, &[], &[], &[], &Expectations::default());
     assert_eq!(report.stale_acts, 1, "{report}");
     assert!(
-        report.violations[0].contains("acted as leader (term 1) 100 µs after worker 1 was elected (term 2)"),
+        report.violations[0]
+            .contains("acted as leader (term 1) 100 µs after worker 1 was elected (term 2)"),
         "{report}"
     );
     assert!(
-        report.violations.iter().any(|v| v.contains("acted as leaders in the same")),
+        report
+            .violations
+            .iter()
+            .any(|v| v.contains("acted as leaders in the same")),
         "{report}"
     );
 }
