@@ -55,6 +55,7 @@ zk_start_server() {
   # Small heaps: three JVMs share the machine with the builds and the tests.
   nohup java -Xms32m -Xmx192m -XX:+UseSerialGC -Xss512k \
     -Dorg.slf4j.simpleLogger.showDateTime=true \
+    "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss.SSS" \
     -Dzookeeper.jmx.log4j.disable=true \
     -cp "$(zk_classpath)" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" \
     >> "$dir/server.log" 2>&1 < /dev/null &
@@ -96,9 +97,17 @@ zk_start_all() {
   if ! command -v java >/dev/null || [ ! -f /usr/share/java/zookeeper.jar ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null
   fi
+  local id
+  if [ -z "${SHEDLOCK_TEST_ZK_DIR:-}" ]; then
+    for id in "${zk_servers[@]}"; do
+      if [ "$(zk_mode "$id")" != down ]; then
+        echo "a ZooKeeper server already answers on 127.0.0.1:$(zk_port "$id"); stop it, or set SHEDLOCK_TEST_ZK_DIR to the directory of the ensemble it belongs to" >&2
+        return 1
+      fi
+    done
+  fi
   SHEDLOCK_TEST_ZK_DIR=${SHEDLOCK_TEST_ZK_DIR:-$(mktemp -d /tmp/shedlock-zk.XXXXXX)}
   export SHEDLOCK_TEST_ZK_DIR
-  local id
   for id in "${zk_servers[@]}"; do
     zk_configure "$id"
     zk_start_server "$id"
