@@ -22,7 +22,7 @@ const CONFIG: ElectionConfig = ElectionConfig {
 #[derive(Debug, Clone, Copy)]
 enum Event {
     Elected { who: usize, term: u64, at: Instant },
-    Revoked { who: usize, at: Instant },
+    Revoked { who: usize },
 }
 
 struct Candidates {
@@ -52,10 +52,7 @@ impl Candidates {
                             .unwrap()
                             .push(Event::Elected { who, term, at });
                     })
-                    .on_revoked(move || {
-                        let at = Instant::now();
-                        revoked.lock().unwrap().push(Event::Revoked { who, at });
-                    })
+                    .on_revoked(move || revoked.lock().unwrap().push(Event::Revoked { who }))
                     .start()
                     .unwrap()
             })

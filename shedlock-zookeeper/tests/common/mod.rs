@@ -15,7 +15,7 @@ use shedlock_zookeeper::ZkLockProvider;
 ///
 /// # Panics
 /// When the variable is missing and `CI=true`: on CI a missing ensemble is a failure.
-pub fn zk_url() -> Option<String> {
+pub(crate) fn zk_url() -> Option<String> {
     const VAR: &str = "SHEDLOCK_TEST_ZK_URL";
     const EXAMPLE: &str =
         "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183 (bash .ci/zookeeper.sh start)";
@@ -38,12 +38,12 @@ pub fn zk_url() -> Option<String> {
 }
 
 /// A root no other test (thread or process) uses.
-pub fn unique_root(base: &str) -> String {
+pub(crate) fn unique_root(base: &str) -> String {
     format!("/shedlock-test/{}", unique_lock_name(base))
 }
 
 /// A provider on a root of its own, schema created.
-pub async fn provider(base: &str) -> Option<ZkLockProvider> {
+pub(crate) async fn provider(base: &str) -> Option<ZkLockProvider> {
     let url = zk_url()?;
     let provider = ZkLockProvider::builder(url)
         .root(unique_root(base))
@@ -57,12 +57,12 @@ pub async fn provider(base: &str) -> Option<ZkLockProvider> {
 
 /// The conformance harness: providers per holder on one root, and real waiting (the
 /// ensemble's clock cannot be stepped).
-pub struct ZkHarness {
+pub(crate) struct ZkHarness {
     provider: ZkLockProvider,
 }
 
 impl ZkHarness {
-    pub async fn connect() -> Option<Self> {
+    pub(crate) async fn connect() -> Option<Self> {
         Some(ZkHarness {
             provider: provider("conformance").await?,
         })
