@@ -263,17 +263,7 @@ async fn graceful(url: &str, handovers: usize) -> anyhow::Result<()> {
     for election in &elections {
         election.resign().await;
     }
-    println!(
-        "zk-handover case=graceful n={} median_ms={:.1} p99_ms={:.1} min_ms={:.1} max_ms={:.1} config=session{}ms/renew{}ms/retry{}ms",
-        samples.len(),
-        median(&samples),
-        percentile(&samples, 99.0),
-        samples.iter().copied().fold(f64::INFINITY, f64::min),
-        samples.iter().copied().fold(0.0, f64::max),
-        TIMING.lease_duration.as_millis(),
-        TIMING.renew_deadline.as_millis(),
-        TIMING.retry_period.as_millis()
-    );
+    report_handover("graceful", &samples);
     Ok(())
 }
 
@@ -312,17 +302,7 @@ async fn killed(url: &str, handovers: usize) -> anyhow::Result<()> {
         follower.resign().await;
         let _ = child.wait().await;
     }
-    println!(
-        "zk-handover case=killed n={} median_ms={:.0} p99_ms={:.0} min_ms={:.0} max_ms={:.0} config=session{}ms/renew{}ms/retry{}ms",
-        samples.len(),
-        median(&samples),
-        percentile(&samples, 99.0),
-        samples.iter().copied().fold(f64::INFINITY, f64::min),
-        samples.iter().copied().fold(0.0, f64::max),
-        TIMING.lease_duration.as_millis(),
-        TIMING.renew_deadline.as_millis(),
-        TIMING.retry_period.as_millis()
-    );
+    report_handover("killed", &samples);
     Ok(())
 }
 
@@ -341,6 +321,20 @@ pub(crate) async fn child_candidate(args: &[String]) -> anyhow::Result<()> {
     println!("leader");
     std::future::pending::<()>().await;
     Ok(())
+}
+
+fn report_handover(case: &str, samples: &[f64]) {
+    println!(
+        "zk-handover case={case} n={} median_ms={:.1} p99_ms={:.1} min_ms={:.1} max_ms={:.1} config=session{}ms/renew{}ms/retry{}ms",
+        samples.len(),
+        median(samples),
+        percentile(samples, 99.0),
+        samples.iter().copied().fold(f64::INFINITY, f64::min),
+        samples.iter().copied().fold(0.0, f64::max),
+        TIMING.lease_duration.as_millis(),
+        TIMING.renew_deadline.as_millis(),
+        TIMING.retry_period.as_millis()
+    );
 }
 
 /// A byte that differs between calls, for pauses at random phases.

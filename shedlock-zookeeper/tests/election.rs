@@ -110,6 +110,19 @@ impl Candidates {
             .expect("on_elected ran")
     }
 
+    /// Terms strictly increase over every election so far.
+    fn assert_terms_increase(&self) {
+        let terms: Vec<u64> = self
+            .events()
+            .iter()
+            .filter_map(|e| match *e {
+                Event::Elected { term, .. } => Some(term),
+                Event::Revoked { .. } => None,
+            })
+            .collect();
+        assert!(terms.windows(2).all(|w| w[0] < w[1]), "terms {terms:?}");
+    }
+
     async fn resign_all(&self) {
         for election in &self.elections {
             election.resign().await;
@@ -145,15 +158,7 @@ async fn one_leader_and_a_prompt_successor_on_resign() {
     let third = candidates
         .next_leader(Some(second), CONFIG.renew_deadline)
         .await;
-    let terms: Vec<u64> = candidates
-        .events()
-        .iter()
-        .filter_map(|e| match *e {
-            Event::Elected { term, .. } => Some(term),
-            Event::Revoked { .. } => None,
-        })
-        .collect();
-    assert!(terms.windows(2).all(|w| w[0] < w[1]), "terms {terms:?}");
+    candidates.assert_terms_increase();
     assert!(![first, second].contains(&third));
     candidates.resign_all().await;
 }
@@ -189,15 +194,7 @@ async fn a_leader_whose_node_is_deleted_steps_down_and_joins_again() {
         .iter()
         .any(|e| matches!(*e, Event::Revoked { who, .. } if who == first));
     assert!(revoked_first, "the former leader stepped down");
-    let terms: Vec<u64> = candidates
-        .events()
-        .iter()
-        .filter_map(|e| match *e {
-            Event::Elected { term, .. } => Some(term),
-            Event::Revoked { .. } => None,
-        })
-        .collect();
-    assert!(terms.windows(2).all(|w| w[0] < w[1]), "terms {terms:?}");
+    candidates.assert_terms_increase();
     // It joined again with a new node, behind the new leader.
     let deadline = Instant::now() + CONFIG.lease_duration;
     loop {
