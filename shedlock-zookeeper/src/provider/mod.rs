@@ -38,7 +38,8 @@ use crate::{ZkElector, ZkLockProviderBuilder};
 /// [`Error::Store`]: an acquire never waits for a lost quorum to come back.
 ///
 /// ```no_run
-/// /// use shedlock_core::{LockConfiguration, LockProvider};
+/// use std::time::Duration;
+/// use shedlock_core::{LockConfiguration, LockProvider};
 /// use shedlock_zookeeper::ZkLockProvider;
 ///
 /// # async fn run() -> Result<(), shedlock_core::Error> {
