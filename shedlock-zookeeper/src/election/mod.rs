@@ -26,6 +26,8 @@ use crate::paths::Paths;
 ///   monotonic clock), scaled down if the ensemble granted a shorter session timeout than
 ///   requested. It is shorter than the session timeout, so a leader cut off from the ensemble
 ///   (or paused) steps down **before** the ensemble can expire its session and elect another.
+///   Keep the difference above the ensemble's `tickTime`: a follower server tells the leader
+///   server of a session's activity once per tick.
 /// - `retry_period`: how often the leader confirms its session with a write to its own node,
 ///   and how long a candidate waits before trying again after an error.
 ///

@@ -172,10 +172,15 @@ impl LockProvider for ZkLockProvider {
                 let data =
                     LeaseRecord::acquisition(&self.holder, config.lock_at_most_for(), Some(token))
                         .encode();
-                self.session
+                match self
+                    .session
                     .timed(client.set_data(&path, &data, Some(stat.version)))
                     .await
-                    .map(|stat| (stat, token))
+                {
+                    // Deleted by hand since the read: this attempt simply did not get it.
+                    Err(ZkError::Client(zookeeper_client::Error::NoNode)) => return Ok(None),
+                    written => written.map(|stat| (stat, token)),
+                }
             }
             Err(ZkError::Client(zookeeper_client::Error::NoNode)) => {
                 let data = LeaseRecord::acquisition(&self.holder, config.lock_at_most_for(), None)
