@@ -1,8 +1,9 @@
-//! Benchmarks of shedlock's SQL providers and leader election (issue 9); results and method
-//! in `BENCHMARKS.md`.
+//! Benchmarks of shedlock's SQL providers and leader election (issue 9), and of ZooKeeper
+//! (issue 14); results and method in `BENCHMARKS.md`.
 //!
 //! Run with: `cargo run --release -p shedlock-bench -- all` (about 8½ minutes), or one part:
-//! `throughput`, `statements`, `scaling`, `handover`. Options: `--db postgres,mysql,sqlite`,
+//! `throughput`, `statements`, `scaling`, `handover`; `zookeeper` runs the ZooKeeper provider
+//! and elector alone (needs `SHEDLOCK_TEST_ZK_URL`, not part of `all`). Options: `--db postgres,mysql,sqlite`,
 //! `--workers 1,8,32`, `--seconds 0.8` (per timed run), `--reps 4` (interleaved rounds),
 //! `--handovers 20`. Databases: `SHEDLOCK_TEST_PG_URL` and `SHEDLOCK_TEST_MYSQL_URL`, else
 //! `postgres://root@127.0.0.1:5432/test` and `mysql://root@127.0.0.1:3306/test`; SQLite in a
@@ -18,6 +19,7 @@ mod scaling;
 mod statements;
 mod stats;
 mod throughput;
+mod zookeeper;
 
 use std::time::Duration;
 
@@ -42,7 +44,7 @@ pub(crate) struct Settings {
     scaling_iterations: usize,
 }
 
-const USAGE: &str = "usage: shedlock-bench [all|throughput|statements|scaling|handover] \
+const USAGE: &str = "usage: shedlock-bench [all|throughput|statements|scaling|handover|zookeeper] \
     [--db postgres,mysql,sqlite] [--workers 1,8,32] [--seconds 0.8] [--reps 4] [--handovers 20] [--clients ours,raw,…] [--mode uncontended|contended] [--threads N]";
 
 impl Settings {
@@ -86,7 +88,9 @@ impl Settings {
                 "--seconds" => settings.run = Duration::from_secs_f64(value()?.parse()?),
                 "--reps" => settings.reps = value()?.parse()?,
                 "--handovers" => settings.handovers = value()?.parse()?,
-                "all" | "throughput" | "statements" | "scaling" | "handover" => settings.part = arg,
+                "all" | "throughput" | "statements" | "scaling" | "handover" | "zookeeper" => {
+                    settings.part = arg
+                }
                 _ => anyhow::bail!("unknown argument {arg:?}\n{USAGE}"),
             }
         }
@@ -104,7 +108,21 @@ fn main() -> anyhow::Result<()> {
         let rest: Vec<String> = args.skip(1).collect();
         return runtime(None)?.block_on(handover::candidate(&rest));
     }
+    if args.peek().map(String::as_str) == Some("zk-candidate") {
+        let rest: Vec<String> = args.skip(1).collect();
+        return runtime(None)?.block_on(zookeeper::child_candidate(&rest));
+    }
     let settings = Settings::parse(args)?;
+    if settings.part == "zookeeper" {
+        // ZooKeeper only: no SQL database needed.
+        return runtime(settings.threads)?.block_on(zookeeper::run(
+            &settings.workers,
+            settings.reps,
+            settings.warmup,
+            settings.run,
+            settings.handovers,
+        ));
+    }
     statements::install()?;
     let dbs = Databases::from_env()?;
     let result = runtime(settings.threads)?.block_on(run(&dbs, &settings));

@@ -94,10 +94,20 @@ impl Fleet {
     /// # Errors
     /// When the process cannot be spawned.
     pub fn spawn(&mut self, options: &WorkerOptions) -> anyhow::Result<usize> {
+        let mut args = vec!["worker".to_owned()];
+        args.extend(options.to_args());
+        self.spawn_args(args)
+    }
+
+    /// Starts the harness binary with `args` (a command and its options), a process that
+    /// prints event lines like a worker; returns its index.
+    ///
+    /// # Errors
+    /// When the process cannot be spawned.
+    pub fn spawn_args(&mut self, args: Vec<String>) -> anyhow::Result<usize> {
         let index = self.workers.len();
         let mut child = Command::new(&self.exe)
-            .arg("worker")
-            .args(options.to_args())
+            .args(args)
             .env(
                 "RUST_LOG",
                 std::env::var("HARNESS_WORKER_LOG").unwrap_or_else(|_| "warn".into()),

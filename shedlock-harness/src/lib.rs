@@ -12,6 +12,8 @@
 //!   the counts add up. Its own tests break each rule once.
 //! - [`run_stress`]: the stress run behind `shedlock-harness stress`, with its figures.
 //! - [`TcpProxy`]: a proxy on 127.0.0.1 whose connections can be cut, for one instance.
+//! - [`run_candidate`] and [`Ensemble`]: ZooKeeper election candidates (`zk-candidate`) that
+//!   do leader work at a fixed cadence, and the test ensemble's servers, stopped and started.
 //!
 //! The binary: `shedlock-harness stress --db postgres --processes 8 --locks 100 --seconds 60`
 //! (see `docs/RELIABILITY.md`), and `shedlock-harness worker …` as spawned by the fleet.
@@ -25,6 +27,7 @@ mod run;
 mod store;
 mod stress;
 mod worker;
+mod zookeeper;
 
 pub use args::Args;
 pub use checker::{Expectations, Fault, Report, Takeover, check};
@@ -35,3 +38,4 @@ pub use run::{Run, database_url, lock_names};
 pub use store::{Backend, DEFAULT_ACQUIRE_TIMEOUT, JournalRow, Store, StoreConfig};
 pub use stress::{StressOptions, run_stress};
 pub use worker::{LeaderWork, WorkerOptions, emit, run_worker};
+pub use zookeeper::{Ensemble, ServerMode, StoppedServer, ZkCandidateOptions, run_candidate};

@@ -4,7 +4,9 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use shedlock_harness::{Args, StressOptions, WorkerOptions, run_stress, run_worker};
+use shedlock_harness::{
+    Args, StressOptions, WorkerOptions, ZkCandidateOptions, run_candidate, run_stress, run_worker,
+};
 
 const USAGE: &str = "usage:
   shedlock-harness stress --db sqlite|postgres|mysql [--url URL] [--processes 3] [--locks 10]
@@ -12,6 +14,7 @@ const USAGE: &str = "usage:
                           [--at-least-ms 800] [--kill-every SECS] [--pause-every SECS]
                           [--max-connections 4]
   shedlock-harness worker …   (spawned by the harness)
+  shedlock-harness zk-candidate …   (spawned by the harness)
 The URL defaults to SHEDLOCK_TEST_PG_URL / SHEDLOCK_TEST_MYSQL_URL; SQLite uses a temp file.";
 
 fn main() -> ExitCode {
@@ -42,6 +45,9 @@ fn main() -> ExitCode {
                 .await
                 .map(|()| true),
             Some("stress") => stress(StressOptions::from_args(args)?).await,
+            Some("zk-candidate") => run_candidate(ZkCandidateOptions::from_args(args)?)
+                .await
+                .map(|()| true),
             _ => anyhow::bail!("{USAGE}"),
         }
     });

@@ -1,6 +1,6 @@
 //! Leader election: no two workers lead at once, and no leader work in a superseded term.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::{Fault, Report};
 use crate::event::Event;
@@ -13,7 +13,8 @@ use crate::fleet::{Received, Signal};
 /// the next rule.
 ///
 /// Leader work (a `leader_work` line) must carry the newest term granted before it started:
-/// work in a term after another worker had been elected with a newer one is a violation.
+/// work in a term after another worker had been elected with a newer one is a violation. A term
+/// is one worker's, and the work of two terms never interleaves in time.
 pub(super) fn check_leadership(events: &[Received], faults: &[Fault], report: &mut Report) {
     let mut open: HashMap<usize, (i64, u64)> = HashMap::new();
     let mut last_seen: HashMap<usize, i64> = HashMap::new();
@@ -74,6 +75,7 @@ pub(super) fn check_leadership(events: &[Received], faults: &[Fault], report: &m
 
     elections.sort_unstable();
     report.leader_work = work.len();
+    check_terms_of_work(&work, report);
     for (at, term, worker) in work {
         let newer = elections
             .iter()
@@ -86,6 +88,40 @@ pub(super) fn check_leadership(events: &[Received], faults: &[Fault], report: &m
                 "worker {worker} did leader work in term {term} {} µs after worker \
                  {newer_worker} was elected with term {newer_term}",
                 at - elected_at
+            ));
+        }
+    }
+}
+
+/// One worker per term, and the spans of different terms' work (first to last line) disjoint.
+fn check_terms_of_work(work: &[(i64, u64, usize)], report: &mut Report) {
+    let mut spans: BTreeMap<u64, (usize, i64, i64)> = BTreeMap::new();
+    for &(at, term, worker) in work {
+        let span = spans.entry(term).or_insert((worker, at, at));
+        if span.0 != worker {
+            report.violations.push(format!(
+                "workers {} and {worker} both did leader work in term {term}",
+                span.0
+            ));
+        }
+        span.1 = span.1.min(at);
+        span.2 = span.2.max(at);
+    }
+    let mut by_start: Vec<(i64, i64, u64, usize)> = spans
+        .iter()
+        .map(|(&term, &(worker, first, last))| (first, last, term, worker))
+        .collect();
+    by_start.sort_unstable();
+    for pair in by_start.windows(2) {
+        let (earlier, later) = (pair[0], pair[1]);
+        if later.0 < earlier.1 {
+            report.violations.push(format!(
+                "worker {} (term {}) and worker {} (term {}) did leader work in the same {} µs",
+                earlier.3,
+                earlier.2,
+                later.3,
+                later.2,
+                earlier.1 - later.0
             ));
         }
     }

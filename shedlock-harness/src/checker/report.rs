@@ -70,6 +70,10 @@ pub struct Report {
     pub stale_leader_work: usize,
     /// Times two workers led at once.
     pub leadership_overlaps: usize,
+    /// Leaders' actions (`act` lines).
+    pub acts: usize,
+    /// Actions under a term a newer leader had superseded (must be 0).
+    pub stale_acts: usize,
     /// Takeovers after faults.
     pub takeovers: Vec<Takeover>,
     /// What went wrong, one line each.
@@ -175,6 +179,13 @@ impl fmt::Display for Report {
                 f,
                 "leadership              {} terms, {} overlapping; leader work {}, in a superseded term {}",
                 self.terms, self.leadership_overlaps, self.leader_work, self.stale_leader_work
+            )?;
+        }
+        if self.acts > 0 {
+            writeln!(
+                f,
+                "leader actions          {}, stale {}",
+                self.acts, self.stale_acts
             )?;
         }
         writeln!(

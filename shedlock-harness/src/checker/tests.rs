@@ -564,6 +564,18 @@ fn detects_leader_work_in_a_superseded_term() {
         &report,
         "worker 0 did leader work in term 1 150 µs after worker 1 was elected with term 2",
     );
+    only_violation(&report, "did leader work in the same");
+}
+
+#[test]
+fn detects_two_workers_working_in_one_term() {
+    let mut run = Run::new(2);
+    run.ev(0, Event::Leader { term: 1, at: 100 });
+    run.ev(0, Event::LeaderWork { term: 1, at: 150 });
+    run.ev(1, Event::LeaderWork { term: 1, at: 160 });
+    run.finish();
+    let report = check(&run.events, &[], &[], &[], &Expectations::default());
+    only_violation(&report, "workers 0 and 1 both did leader work in term 1");
 }
 
 #[test]

@@ -76,7 +76,7 @@ async fn connect(options: &WorkerOptions) -> anyhow::Result<Store> {
 }
 
 /// Waits until stdin reaches end of file (the supervisor closed it) or SIGTERM arrives.
-async fn stop_requested() {
+pub(crate) async fn stop_requested() {
     let stdin_closed = async {
         let mut stdin = tokio::io::stdin();
         let mut buf = [0u8; 64];

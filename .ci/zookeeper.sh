@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# A three-server ZooKeeper ensemble on 127.0.0.1 for the tests: client ports 2181-2183, peer
+# ports 2881-2883, election ports 3881-3883, each server with its own data dir and myid under
+# one temporary directory. ZooKeeper comes from Debian's `zookeeper` package (3.8, on Java).
+#
+# Sourced by .ci/run: `ensure_zookeeper` installs it if needed, starts the servers, waits until
+# the ensemble serves, exports SHEDLOCK_TEST_ZK_URL and SHEDLOCK_TEST_ZK_DIR, and registers the
+# stop in the `cleanup` array.
+#
+# By hand (a development session):
+#   eval "$(bash .ci/zookeeper.sh start)"   # prints the two exports
+#   bash .ci/zookeeper.sh status            # mode of each server (leader / follower / down)
+#   bash .ci/zookeeper.sh stop-server 2     # the fault tests stop and start single servers
+#   bash .ci/zookeeper.sh start-server 2
+#   bash .ci/zookeeper.sh stop              # all three, and removes the directory
+
+zk_servers=(1 2 3)
+
+zk_port() { echo $((2180 + $1)); }
+
+zk_classpath() {
+  local cp=/usr/share/java/zookeeper.jar
+  # Server logs go to each server's server.log (slf4j-simple ships with ZooKeeper's slf4j).
+  [ -f /usr/share/java/slf4j-simple.jar ] && cp+=:/usr/share/java/slf4j-simple.jar
+  echo "$cp"
+}
+
+# Writes the configuration of server $1 into $SHEDLOCK_TEST_ZK_DIR/zk$1.
+zk_configure() {
+  local id=$1 dir=$SHEDLOCK_TEST_ZK_DIR/zk$1
+  mkdir -p "$dir/data"
+  echo "$id" > "$dir/data/myid"
+  {
+    # tickTime 500 ms: sessions of 1 s (2 ticks) to 60 s are accepted, so tests can use
+    # short session timeouts. syncLimit and initLimit leave room for a loaded 2-core machine.
+    echo "tickTime=500"
+    echo "initLimit=20"
+    echo "syncLimit=10"
+    echo "maxSessionTimeout=60000"
+    echo "dataDir=$dir/data"
+    echo "clientPort=$(zk_port "$id")"
+    echo "clientPortAddress=127.0.0.1"
+    echo "admin.enableServer=false"
+    echo "4lw.commands.whitelist=srvr,ruok,mntr,wchp"
+    for peer in "${zk_servers[@]}"; do
+      echo "server.$peer=127.0.0.1:$((2880 + peer)):$((3880 + peer))"
+    done
+  } > "$dir/zoo.cfg"
+}
+
+# Starts server $1 in the background (its pid in zk$1/pid), unless it runs.
+zk_start_server() {
+  local id=$1 dir=$SHEDLOCK_TEST_ZK_DIR/zk$1
+  if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then return 0; fi
+  # Small heaps: three JVMs share the machine with the builds and the tests.
+  nohup java -Xms32m -Xmx192m -XX:+UseSerialGC -Xss512k \
+    -Dorg.slf4j.simpleLogger.showDateTime=true \
+    "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss.SSS" \
+    -Dzookeeper.jmx.log4j.disable=true \
+    -cp "$(zk_classpath)" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" \
+    >> "$dir/server.log" 2>&1 < /dev/null &
+  echo $! > "$dir/pid"
+}
+
+# Stops server $1 (SIGTERM, then SIGKILL after 10 s) and waits until it is gone.
+zk_stop_server() {
+  local id=$1 dir=$SHEDLOCK_TEST_ZK_DIR/zk$1 pid
+  [ -f "$dir/pid" ] || return 0
+  pid=$(cat "$dir/pid")
+  kill "$pid" 2>/dev/null || { rm -f "$dir/pid"; return 0; }
+  for _ in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || { rm -f "$dir/pid"; return 0; }
+    sleep 0.1
+  done
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$dir/pid"
+}
+
+# Prints "leader", "follower", "standalone" or "down" for server $1.
+zk_mode() {
+  local reply
+  reply=$( { exec 3<>"/dev/tcp/127.0.0.1/$(zk_port "$1")" && printf srvr >&3 && cat <&3; } 2>/dev/null) || true
+  case $reply in
+    *"Mode: "*) sed -n 's/^Mode: //p' <<< "$reply" ;;
+    *) echo down ;;
+  esac
+}
+
+# True once a quorum serves: a leader and at least one follower.
+zk_serving() {
+  local modes="" id
+  for id in "${zk_servers[@]}"; do modes+=" $(zk_mode "$id")"; done
+  [[ $modes == *leader* && $modes == *follower* ]]
+}
+
+zk_start_all() {
+  if ! command -v java >/dev/null || [ ! -f /usr/share/java/zookeeper.jar ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null
+  fi
+  local id
+  if [ -z "${SHEDLOCK_TEST_ZK_DIR:-}" ]; then
+    for id in "${zk_servers[@]}"; do
+      if [ "$(zk_mode "$id")" != down ]; then
+        echo "a ZooKeeper server already answers on 127.0.0.1:$(zk_port "$id"); stop it, or set SHEDLOCK_TEST_ZK_DIR to the directory of the ensemble it belongs to" >&2
+        return 1
+      fi
+    done
+  fi
+  SHEDLOCK_TEST_ZK_DIR=${SHEDLOCK_TEST_ZK_DIR:-$(mktemp -d /tmp/shedlock-zk.XXXXXX)}
+  export SHEDLOCK_TEST_ZK_DIR
+  for id in "${zk_servers[@]}"; do
+    zk_configure "$id"
+    zk_start_server "$id"
+  done
+  for _ in $(seq 1 120); do
+    if zk_serving; then
+      export SHEDLOCK_TEST_ZK_URL=127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183
+      return 0
+    fi
+    sleep 0.5
+  done
+  echo "the ZooKeeper ensemble did not come up; logs in $SHEDLOCK_TEST_ZK_DIR/zk*/server.log" >&2
+  return 1
+}
+
+zk_stop_all() {
+  local id
+  [ -n "${SHEDLOCK_TEST_ZK_DIR:-}" ] || return 0
+  for id in "${zk_servers[@]}"; do zk_stop_server "$id"; done
+  rm -rf "$SHEDLOCK_TEST_ZK_DIR"
+}
+
+# For .ci/run: start, wait, export, and stop at exit.
+ensure_zookeeper() {
+  log "starting a three-server ZooKeeper ensemble"
+  zk_start_all
+  cleanup+=("zk_stop_all")
+  echo "ZooKeeper is up: $SHEDLOCK_TEST_ZK_URL (servers in $SHEDLOCK_TEST_ZK_DIR)"
+}
+
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+  set -euo pipefail
+  need_dir() {
+    : "${SHEDLOCK_TEST_ZK_DIR:?set SHEDLOCK_TEST_ZK_DIR to the ensemble directory}"
+  }
+  case ${1:-} in
+    start)
+      zk_start_all >&2
+      echo "export SHEDLOCK_TEST_ZK_URL=$SHEDLOCK_TEST_ZK_URL SHEDLOCK_TEST_ZK_DIR=$SHEDLOCK_TEST_ZK_DIR"
+      ;;
+    stop) need_dir; zk_stop_all ;;
+    start-server) need_dir; zk_start_server "${2:?server number}" ;;
+    stop-server) need_dir; zk_stop_server "${2:?server number}" ;;
+    status) for id in "${zk_servers[@]}"; do echo "server $id ($(zk_port "$id")): $(zk_mode "$id")"; done ;;
+    *) echo "usage: $0 start | stop | status | start-server N | stop-server N" >&2; exit 2 ;;
+  esac
+fi

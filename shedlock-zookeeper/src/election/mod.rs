@@ -1,0 +1,132 @@
+//! `ZkElector`: ZooKeeper's leader election recipe behind shedlock's [`Elector`] seam.
+
+mod campaign;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shedlock_core::{Candidacy, ElectionConfig, Elector, Error, LockConfiguration, async_trait};
+use tokio_util::sync::CancellationToken;
+
+use crate::ZkElectorBuilder;
+use crate::paths::Paths;
+
+/// Leader election on ZooKeeper: ephemeral sequential nodes, the lowest leads, each other
+/// candidate watches only the node just below its own.
+///
+/// Pass it where an election needs an [`Elector`]: `LeaderElection::builder("batch", elector)`
+/// or `Scheduler::builder().elector(elector)` for leader-only jobs, in place of a lock
+/// provider. The election's [`ElectionConfig`] keeps its meaning:
+///
+/// - `lease_duration` is the **session timeout** requested for the campaign's own session:
+///   when a candidate dies, the ensemble expires its session after this long and deletes its
+///   node, and the next candidate leads.
+/// - `renew_deadline`: the leader trusts its leadership until this long after the last write
+///   the ensemble confirmed (counted from before the write was sent, on this process's
+///   monotonic clock), scaled down if the ensemble granted a shorter session timeout than
+///   requested. It is shorter than the session timeout, so a leader cut off from the ensemble
+///   (or paused) steps down **before** the ensemble can expire its session and elect another.
+///   Keep the difference above the ensemble's `tickTime`: a follower server tells the leader
+///   server of a session's activity once per tick.
+/// - `retry_period`: how often the leader confirms its session with a write to its own node,
+///   and how long a candidate waits before trying again after an error.
+///
+/// The term (fencing token) of a leadership is the zxid of the write with which the candidate
+/// took office: greater than every earlier leader's, since it follows their nodes' deletion.
+/// A candidate that stepped down because its deadline passed, but whose session survived,
+/// takes office again with a new write, so a new term; one whose session ended joins again
+/// with a new node.
+///
+/// ```no_run
+/// use shedlock_core::LeaderElection;
+/// use shedlock_zookeeper::ZkElector;
+///
+/// # async fn run() -> Result<(), shedlock_core::Error> {
+/// let elector = ZkElector::connect("zk1:2181,zk2:2181,zk3:2181").await?;
+/// let election = LeaderElection::builder("batch", elector)
+///     .on_elected(|term| println!("going to master mode (term {term})"))
+///     .on_revoked(|| println!("going to slave mode"))
+///     .start()?;
+/// // … before each piece of master work:
+/// if election.is_leader() { /* work */ }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ZkElector {
+    connect_string: Arc<str>,
+    paths: Arc<Paths>,
+    holder: Arc<str>,
+}
+
+impl ZkElector {
+    /// An elector on the ensemble at `connect_string`, root `/shedlock`, candidates named by
+    /// [`default_holder()`](shedlock_core::default_holder). Checks that the ensemble accepts a
+    /// session and creates `/shedlock/elections` if missing.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when no server accepts a session within 5 s.
+    pub async fn connect(connect_string: &str) -> Result<Self, Error> {
+        Self::builder(connect_string).connect().await
+    }
+
+    /// Configures root, holder and the connect timeout; see [`ZkElectorBuilder`].
+    pub fn builder(connect_string: impl Into<String>) -> ZkElectorBuilder {
+        ZkElectorBuilder::new(connect_string.into())
+    }
+
+    pub(crate) fn from_parts(connect_string: &str, paths: Arc<Paths>, holder: Arc<str>) -> Self {
+        ZkElector {
+            connect_string: connect_string.into(),
+            paths,
+            holder,
+        }
+    }
+
+    /// The node under which the candidates of `election` create their nodes.
+    pub fn election_path(&self, election: &str) -> String {
+        self.paths.election(election)
+    }
+
+    /// The identity written into this candidate's nodes.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+}
+
+/// Longest session timeout ZooKeeper's protocol can carry (milliseconds in an `i32`).
+const MAX_SESSION_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
+
+#[async_trait]
+impl Elector for ZkElector {
+    fn check(&self, election: &str, config: &ElectionConfig) -> Result<(), Error> {
+        config.validate()?;
+        if config.lease_duration > MAX_SESSION_TIMEOUT {
+            return Err(Error::invalid_config(
+                "lease_duration",
+                "is the ZooKeeper session timeout, at most 24 days",
+            ));
+        }
+        // Election names follow the rules of lock names.
+        LockConfiguration::new(election, config.lease_duration, Duration::ZERO).map(drop)
+    }
+
+    async fn campaign(
+        &self,
+        election: &str,
+        config: &ElectionConfig,
+        candidacy: &Candidacy,
+        stop: &CancellationToken,
+    ) {
+        campaign::Campaign {
+            connect_string: &self.connect_string,
+            dir: self.paths.election(election),
+            holder: &self.holder,
+            config,
+            candidacy,
+            stop,
+        }
+        .run()
+        .await;
+    }
+}

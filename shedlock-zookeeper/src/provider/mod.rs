@@ -1,0 +1,190 @@
+//! `ZkLockProvider`: the lock contract on ZooKeeper nodes, compare-and-set on node versions.
+//! This module holds the type and its public API; `lease` the contract's operations.
+
+mod lease;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use shedlock_core::{Error, Operation};
+use zookeeper_client::{Acls, Client, CreateMode};
+
+use crate::error::ZkError;
+use crate::paths::Paths;
+use crate::record::LeaseRecord;
+use crate::session::Session;
+use crate::{ZkElector, ZkLockProviderBuilder};
+
+/// Locks as ZooKeeper nodes, on the ensemble's clock, with zxids as fencing tokens.
+///
+/// Each lock is a persistent node `<root>/locks/<name>` whose data is the lease, written with
+/// compare-and-set on the node's version. Times are the ensemble's: "now" is the `mtime` of a
+/// write to `<root>/clock` made for the purpose (ZooKeeper has no clock read), and a lease's
+/// `locked_at` is the `mtime` of the write that granted it. The fencing token of the first
+/// acquisition is the lock node's `czxid` (the zxid of the write that created it), and each
+/// later acquisition adds one in the same compare-and-set write, so tokens strictly increase
+/// per lock, by one, and stay above every earlier token even if the node is deleted by hand.
+///
+/// | operation | round trips | writes |
+/// |---|---|---|
+/// | acquire, lock held | 1 (clock write and node read, pipelined) | 1 (clock) |
+/// | acquire, lock free | 2 | 2 (clock, lease) |
+/// | release | 1 | 1 |
+/// | extend | 2 | 2 (clock, lease) |
+///
+/// Release and extend use the node version this provider last wrote; if the node changed
+/// since (another holder took the lock over), they read it once and match holder and token.
+/// Requests that get no answer within the request timeout (default 5 s) fail with
+/// [`Error::Store`]: an acquire never waits for a lost quorum to come back.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use shedlock_core::{LockConfiguration, LockProvider};
+/// use shedlock_zookeeper::ZkLockProvider;
+///
+/// # async fn run() -> Result<(), shedlock_core::Error> {
+/// let provider = ZkLockProvider::connect("zk1:2181,zk2:2181,zk3:2181").await?;
+/// provider.create_schema().await?;
+/// let config = LockConfiguration::new("nightly_report", Duration::from_secs(600), Duration::ZERO)?;
+/// if let Some(lease) = provider.acquire(&config).await? {
+///     println!("running with fencing token {}", lease.fencing_token());
+///     provider.release(&lease).await?;
+/// }
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Clones share the session.
+#[derive(Debug, Clone)]
+pub struct ZkLockProvider {
+    pub(crate) session: Arc<Session>,
+    pub(crate) paths: Arc<Paths>,
+    pub(crate) holder: Arc<str>,
+    /// The node version this provider's last write produced, per lock, with the lease's token
+    /// and end: release and extend need no read while nobody else wrote the node.
+    own: Arc<Mutex<HashMap<Arc<str>, lease::OwnWrite>>>,
+}
+
+impl ZkLockProvider {
+    /// Connects to the ensemble (`host:port,host:port,…`, optionally with a chroot suffix
+    /// `/path`) with root `/shedlock`, holding as
+    /// [`default_holder()`](shedlock_core::default_holder).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when no server accepts a session within the request timeout.
+    pub async fn connect(connect_string: &str) -> Result<Self, Error> {
+        Self::builder(connect_string).connect().await
+    }
+
+    /// Configures root, holder and timeouts; see [`ZkLockProviderBuilder`].
+    pub fn builder(connect_string: impl Into<String>) -> ZkLockProviderBuilder {
+        ZkLockProviderBuilder::new(connect_string.into())
+    }
+
+    pub(crate) fn from_parts(session: Session, paths: Paths, holder: Arc<str>) -> Self {
+        ZkLockProvider {
+            session: Arc::new(session),
+            paths: Arc::new(paths),
+            holder,
+            own: Arc::default(),
+        }
+    }
+
+    /// The same ensemble and session acting as another holder (another instance).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`holder`) when empty, longer than 255 characters or holding
+    /// control characters.
+    pub fn with_holder(&self, holder: impl Into<String>) -> Result<Self, Error> {
+        Ok(ZkLockProvider {
+            holder: crate::paths::validate_holder(holder.into())?,
+            ..self.clone()
+        })
+    }
+
+    /// The root node under which the locks, the clock and the elections live.
+    pub fn root(&self) -> &str {
+        &self.paths.root
+    }
+
+    /// An elector on the same ensemble, root and holder, for
+    /// [`LeaderElection`](shedlock_core::LeaderElection) and leader-only jobs. Each election
+    /// campaigns on a session of its own.
+    pub fn elector(&self) -> ZkElector {
+        ZkElector::from_parts(
+            self.session.connect_string(),
+            Arc::clone(&self.paths),
+            Arc::clone(&self.holder),
+        )
+    }
+
+    /// Creates `<root>/clock`, `<root>/locks` and `<root>/elections` (and `<root>`) if missing.
+    /// Idempotent and safe to run from several instances at once.
+    ///
+    /// # Errors
+    /// [`Error::Store`] (`Operation::Schema`) when ZooKeeper refuses, e.g. for lack of rights.
+    pub async fn create_schema(&self) -> Result<(), Error> {
+        let fail = |e: ZkError| e.into_store(Operation::Schema, &self.paths.root);
+        let client = self.session.client().await.map_err(fail)?;
+        let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        for dir in [&self.paths.locks, &self.paths.elections] {
+            self.session
+                .timed(client.mkdir(dir, &persistent))
+                .await
+                .map_err(fail)?;
+        }
+        match self
+            .session
+            .timed(client.create(&self.paths.clock, &[], &persistent))
+            .await
+        {
+            Ok(_) | Err(ZkError::Client(zookeeper_client::Error::NodeExists)) => Ok(()),
+            Err(error) => Err(fail(error)),
+        }
+    }
+
+    pub(crate) async fn client(
+        &self,
+        operation: Operation,
+        lock: &str,
+    ) -> Result<Arc<Client>, Error> {
+        self.session
+            .client()
+            .await
+            .map_err(|e| e.into_store(operation, lock))
+    }
+
+    /// The error for a ZooKeeper failure on `path`; a missing parent means a missing schema.
+    pub(crate) fn fail(
+        &self,
+        operation: Operation,
+        lock: &str,
+        path: &str,
+        error: ZkError,
+    ) -> Error {
+        let error = match error {
+            ZkError::Client(zookeeper_client::Error::NoNode) => ZkError::MissingSchema {
+                path: path.to_owned(),
+                root: self.paths.root.clone(),
+            },
+            other => other,
+        };
+        error.into_store(operation, lock)
+    }
+
+    /// Decodes a lock node, or fails naming it.
+    pub(crate) fn decode(
+        &self,
+        lock: &str,
+        operation: Operation,
+        data: &[u8],
+    ) -> Result<LeaseRecord, Error> {
+        LeaseRecord::decode(data).map_err(|reason| {
+            ZkError::Unreadable {
+                path: self.paths.lock(lock),
+                reason,
+            }
+            .into_store(operation, lock)
+        })
+    }
+}

@@ -1,0 +1,271 @@
+//! The lease a lock node holds, on ensemble time.
+//!
+//! ZooKeeper gives clients no clock, but every write's `Stat` carries `mtime`, set by the
+//! ensemble's leader when it orders the write, and `mzxid`, the write's transaction id. So a
+//! node's data states its lease *relative to the write that stored it*:
+//!
+//! ```text
+//! holder=web-1:4121:a83e   who holds (held) the lock
+//! lease_ms=60000           lock_until = max(mtime + lease_ms, locked_at + hold_ms)
+//! hold_ms=0
+//! token=…                  absent in the write that created the node: its czxid
+//! locked_at_ms=…           absent in the acquiring write: locked_at is that write's mtime
+//! ```
+//!
+//! An acquisition writes `lease_ms = lock_at_most_for`; an extension writes it again (the new
+//! `mtime` is "now"); a release writes `lease_ms = 0, hold_ms = lock_at_least_for`, which gives
+//! exactly `lock_until = max(now, locked_at + lock_at_least_for)`.
+//!
+//! Fencing tokens: the first acquisition (which creates the node) gets the node's `czxid`, each
+//! later one the previous token + 1, written by compare-and-set on the node's version. The k-th
+//! token is at most the zxid of the k-th acquiring write (every write takes a new zxid), so a
+//! node deleted by hand and created again starts above every token it ever gave.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use zookeeper_client::Stat;
+
+/// Longest lease in milliseconds (about 1000 years), so that time arithmetic never overflows.
+const MAX_LEASE_MILLIS: i64 = 31_556_952_000_000;
+
+/// The lease as a lock node stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LeaseRecord {
+    pub(crate) holder: String,
+    pub(crate) lease_ms: i64,
+    pub(crate) hold_ms: i64,
+    pub(crate) token: Option<u64>,
+    pub(crate) locked_at_ms: Option<i64>,
+}
+
+impl LeaseRecord {
+    /// What an acquisition writes: a lease of `lock_at_most_for` from the write itself, with
+    /// `token` (`None` when the write creates the node: the token is its czxid).
+    pub(crate) fn acquisition(
+        holder: &str,
+        lock_at_most_for: Duration,
+        token: Option<u64>,
+    ) -> Self {
+        LeaseRecord {
+            holder: holder.to_owned(),
+            lease_ms: millis(lock_at_most_for),
+            hold_ms: 0,
+            token,
+            locked_at_ms: None,
+        }
+    }
+
+    /// What an extension (`lease_ms = lock_at_most_for`) or a release (`lease_ms = 0`,
+    /// `hold_ms = lock_at_least_for`) of the lease `(token, locked_at)` writes.
+    pub(crate) fn renewal(
+        holder: &str,
+        token: u64,
+        locked_at: SystemTime,
+        lease: Duration,
+        hold: Duration,
+    ) -> Self {
+        LeaseRecord {
+            holder: holder.to_owned(),
+            lease_ms: millis(lease),
+            hold_ms: millis(hold),
+            token: Some(token),
+            locked_at_ms: Some(epoch_millis(locked_at)),
+        }
+    }
+
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut text = format!(
+            "holder={}\nlease_ms={}\nhold_ms={}\n",
+            self.holder, self.lease_ms, self.hold_ms
+        );
+        if let Some(token) = self.token {
+            text.push_str(&format!("token={token}\n"));
+        }
+        if let Some(at) = self.locked_at_ms {
+            text.push_str(&format!("locked_at_ms={at}\n"));
+        }
+        text.into_bytes()
+    }
+
+    /// Reads what [`encode`](Self::encode) wrote; anything else is an error saying what.
+    pub(crate) fn decode(data: &[u8]) -> Result<Self, String> {
+        let text = std::str::from_utf8(data).map_err(|_| "not UTF-8 text".to_owned())?;
+        let mut record = LeaseRecord {
+            holder: String::new(),
+            lease_ms: -1,
+            hold_ms: 0,
+            token: None,
+            locked_at_ms: None,
+        };
+        let mut has_holder = false;
+        for line in text.lines().filter(|l| !l.is_empty()) {
+            let (key, value) = line
+                .split_once('=')
+                .ok_or_else(|| format!("line {line:?} is not key=value"))?;
+            let number = |v: &str| {
+                v.parse::<i64>()
+                    .ok()
+                    .filter(|n| (0..=MAX_LEASE_MILLIS * 2).contains(n) || key == "locked_at_ms")
+                    .ok_or_else(|| format!("{key}={v:?} is not a valid number"))
+            };
+            match key {
+                "holder" => {
+                    record.holder = value.to_owned();
+                    has_holder = true;
+                }
+                "lease_ms" => record.lease_ms = number(value)?.min(MAX_LEASE_MILLIS),
+                "hold_ms" => record.hold_ms = number(value)?.min(MAX_LEASE_MILLIS),
+                "locked_at_ms" => record.locked_at_ms = Some(number(value)?),
+                "token" => {
+                    record.token = Some(
+                        value
+                            .parse()
+                            .map_err(|_| format!("token={value:?} is not a valid number"))?,
+                    );
+                }
+                _ => return Err(format!("unknown key {key:?}")),
+            }
+        }
+        if !has_holder || record.lease_ms < 0 {
+            return Err("holder or lease_ms missing".to_owned());
+        }
+        Ok(record)
+    }
+
+    /// The fencing token of the lease this node holds.
+    pub(crate) fn token(&self, stat: &Stat) -> u64 {
+        self.token.unwrap_or(stat.czxid.max(0) as u64)
+    }
+
+    /// When the lease was granted (ensemble time, ms since the epoch).
+    pub(crate) fn locked_at_ms(&self, stat: &Stat) -> i64 {
+        self.locked_at_ms.unwrap_or(stat.mtime)
+    }
+
+    /// When the lease ends (ensemble time, ms since the epoch).
+    pub(crate) fn lock_until_ms(&self, stat: &Stat) -> i64 {
+        let leased = stat.mtime.saturating_add(self.lease_ms);
+        let held = self.locked_at_ms(stat).saturating_add(self.hold_ms);
+        leased.max(held)
+    }
+}
+
+/// A duration in whole milliseconds, rounded up, capped at about 1000 years.
+pub(crate) fn millis(duration: Duration) -> i64 {
+    let millis = duration.as_nanos().div_ceil(1_000_000);
+    i64::try_from(millis).map_or(MAX_LEASE_MILLIS, |m| m.min(MAX_LEASE_MILLIS))
+}
+
+/// Milliseconds since the epoch (negative before it).
+pub(crate) fn epoch_millis(time: SystemTime) -> i64 {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
+        Err(before) => -i64::try_from(before.duration().as_millis()).unwrap_or(i64::MAX),
+    }
+}
+
+/// The instant `ms` milliseconds after the epoch.
+pub(crate) fn system_time(ms: i64) -> SystemTime {
+    let magnitude = Duration::from_millis(ms.unsigned_abs());
+    if ms >= 0 {
+        UNIX_EPOCH.checked_add(magnitude)
+    } else {
+        UNIX_EPOCH.checked_sub(magnitude)
+    }
+    .unwrap_or(UNIX_EPOCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(czxid: i64, mtime: i64) -> Stat {
+        Stat {
+            czxid,
+            mzxid: czxid + 10,
+            mtime,
+            ..zero_stat()
+        }
+    }
+
+    fn zero_stat() -> Stat {
+        Stat {
+            czxid: 0,
+            mzxid: 0,
+            pzxid: 0,
+            ctime: 0,
+            mtime: 0,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            ephemeral_owner: 0,
+            data_length: 0,
+            num_children: 0,
+        }
+    }
+
+    #[test]
+    fn acquisition_takes_its_time_from_its_own_write() {
+        let created = LeaseRecord::acquisition("a", Duration::from_secs(60), None);
+        let decoded = LeaseRecord::decode(&created.encode()).unwrap();
+        assert_eq!(decoded, created);
+        let written = stat(0x1_0000_0007, 1_000);
+        assert_eq!(decoded.token(&written), 0x1_0000_0007, "the node's czxid");
+        assert_eq!(decoded.locked_at_ms(&written), 1_000);
+        assert_eq!(decoded.lock_until_ms(&written), 61_000);
+        let next = LeaseRecord::acquisition("b", Duration::from_secs(1), Some(0x1_0000_0008));
+        let decoded = LeaseRecord::decode(&next.encode()).unwrap();
+        assert_eq!(decoded.token(&stat(0x1_0000_0007, 9_000)), 0x1_0000_0008);
+        assert_eq!(decoded.lock_until_ms(&stat(0x1_0000_0007, 9_000)), 10_000);
+    }
+
+    #[test]
+    fn release_keeps_the_lock_until_lock_at_least_for() {
+        let locked_at = system_time(1_000);
+        let release = |hold| {
+            LeaseRecord::renewal(
+                "a",
+                7,
+                locked_at,
+                Duration::ZERO,
+                Duration::from_millis(hold),
+            )
+        };
+        // Released at 1 500 with lock_at_least_for 2 s: held until 3 000.
+        assert_eq!(release(2_000).lock_until_ms(&stat(9, 1_500)), 3_000);
+        // Released at 5 000: free from 5 000 on.
+        assert_eq!(release(2_000).lock_until_ms(&stat(9, 5_000)), 5_000);
+        let decoded = LeaseRecord::decode(&release(2_000).encode()).unwrap();
+        assert_eq!(
+            decoded.token(&stat(9, 1_500)),
+            7,
+            "the token survives later writes"
+        );
+        assert_eq!(decoded.locked_at_ms(&stat(9, 1_500)), 1_000);
+    }
+
+    #[test]
+    fn foreign_data_is_an_error_naming_what_is_wrong() {
+        for data in [
+            &b"\xff"[..],
+            b"",
+            b"holder=a",
+            b"holder=a\nlease_ms=x\n",
+            b"holder=a\nlease_ms=-5\n",
+            b"holder=a\nlease_ms=5\nnope=1\n",
+            b"just text",
+        ] {
+            assert!(LeaseRecord::decode(data).is_err(), "{data:?}");
+        }
+    }
+
+    #[test]
+    fn times_convert_both_ways_without_panicking() {
+        assert_eq!(epoch_millis(system_time(1_234)), 1_234);
+        assert_eq!(epoch_millis(system_time(-5)), -5);
+        assert_eq!(millis(Duration::from_micros(800_001)), 801);
+        assert_eq!(millis(Duration::MAX), MAX_LEASE_MILLIS);
+        let _ = system_time(i64::MIN);
+        let _ = system_time(i64::MAX);
+    }
+}

@@ -1,0 +1,237 @@
+//! `ZkLockProvider` specifics against a real ensemble: ensemble time, tokens across a node
+//! deleted by hand, nodes shedlock did not write, a missing schema, inspection, bad
+//! configuration. Needs `SHEDLOCK_TEST_ZK_URL` (skipped without it; failed without it when
+//! `CI=true`), except the configuration cases.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use shedlock_core::{Error, LockConfiguration, LockProvider};
+use shedlock_zookeeper::ZkLockProvider;
+
+fn config(name: &str, lease: Duration) -> LockConfiguration {
+    LockConfiguration::new(name, lease, Duration::ZERO).unwrap()
+}
+
+async fn raw_client() -> zookeeper_client::Client {
+    zookeeper_client::Client::connect(&common::zk_url().unwrap())
+        .await
+        .unwrap()
+}
+
+/// Leases carry the ensemble's times: `locked_at` is the `mtime` of the write that granted the
+/// lock, `lock_until` that plus the lease; inspection reads the same back.
+#[tokio::test]
+async fn leases_carry_the_ensembles_times() {
+    let Some(provider) = common::provider("times").await else {
+        return;
+    };
+    let lease = provider
+        .acquire(&config("report", Duration::from_secs(60)))
+        .await
+        .unwrap()
+        .expect("free");
+    let client = raw_client().await;
+    let (_, stat) = client
+        .get_data(&format!("{}/locks/report", provider.root()))
+        .await
+        .unwrap();
+    let mtime = std::time::UNIX_EPOCH + Duration::from_millis(stat.mtime as u64);
+    assert_eq!(lease.locked_at(), mtime);
+    assert_eq!(lease.lock_until(), mtime + Duration::from_secs(60));
+    let row = provider
+        .lock_state("report")
+        .await
+        .unwrap()
+        .expect("exists");
+    assert!(row.held);
+    assert_eq!(
+        (row.locked_at, row.lock_until, row.fencing_token),
+        (lease.locked_at(), lease.lock_until(), lease.fencing_token())
+    );
+    assert_eq!(row.locked_by, "tester");
+    provider.release(&lease).await.unwrap();
+    let row = provider
+        .lock_state("report")
+        .await
+        .unwrap()
+        .expect("exists");
+    assert!(!row.held, "{row}");
+    assert!(
+        row.to_string()
+            .starts_with("report: last held by tester until ")
+    );
+}
+
+/// Tokens: the node's czxid first, then one more per acquisition; a node deleted by hand starts
+/// again above every token it gave.
+#[tokio::test]
+async fn tokens_keep_increasing_across_a_node_deleted_by_hand() {
+    let Some(provider) = common::provider("tokens").await else {
+        return;
+    };
+    let c = config("nightly", Duration::from_secs(60));
+    let mut tokens = Vec::new();
+    for _ in 0..3 {
+        let lease = provider.acquire(&c).await.unwrap().expect("free");
+        tokens.push(lease.fencing_token());
+        provider.release(&lease).await.unwrap();
+    }
+    assert_eq!(tokens[1], tokens[0] + 1);
+    assert_eq!(tokens[2], tokens[1] + 1);
+    raw_client()
+        .await
+        .delete(&format!("{}/locks/nightly", provider.root()), None)
+        .await
+        .unwrap();
+    let after = provider.acquire(&c).await.unwrap().expect("free again");
+    assert!(
+        after.fencing_token() > tokens[2],
+        "{tokens:?} then {}",
+        after.fencing_token()
+    );
+}
+
+/// A lock node whose data shedlock did not write is a store error naming the node, and the
+/// lock is not taken; other locks work; names with `/` and `%` are plain names.
+#[tokio::test]
+async fn foreign_nodes_are_clear_errors_and_names_are_plain() {
+    let Some(provider) = common::provider("foreign").await else {
+        return;
+    };
+    let client = raw_client().await;
+    let persistent =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    client
+        .create(
+            &format!("{}/locks/hand-made", provider.root()),
+            b"hello",
+            &persistent,
+        )
+        .await
+        .unwrap();
+    match provider
+        .acquire(&config("hand-made", Duration::from_secs(5)))
+        .await
+    {
+        Err(Error::Store { source, .. }) => {
+            let message = source.to_string();
+            assert!(
+                message.contains("hand-made") && message.contains("did not write"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a store error, got {other:?}"),
+    }
+    for name in ["a/b", "50% off", ".."] {
+        let lease = provider
+            .acquire(&config(name, Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{name} is free"));
+        assert_eq!(lease.name(), name);
+    }
+    let names: Vec<String> = match provider.list_locks().await {
+        Err(Error::Store { .. }) => Vec::new(), // the hand-made node cannot be read
+        Ok(rows) => rows.into_iter().map(|r| r.name).collect(),
+        Err(other) => panic!("{other:?}"),
+    };
+    assert!(
+        names.is_empty(),
+        "the foreign node makes the listing fail: {names:?}"
+    );
+    client
+        .delete(&format!("{}/locks/hand-made", provider.root()), None)
+        .await
+        .unwrap();
+    let mut names: Vec<String> = provider
+        .list_locks()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["..", "50% off", "a/b"]);
+}
+
+/// Without `create_schema`, acquisition fails saying what to run.
+#[tokio::test]
+async fn a_missing_schema_says_how_to_create_it() {
+    let Some(url) = common::zk_url() else {
+        return;
+    };
+    let provider = ZkLockProvider::builder(url)
+        .root(common::unique_root("noschema"))
+        .connect()
+        .await
+        .unwrap();
+    match provider.acquire(&config("x", Duration::from_secs(5))).await {
+        Err(error @ Error::Store { .. }) => {
+            let text = format!("{error}: {}", std::error::Error::source(&error).unwrap());
+            assert!(text.contains("create_schema()"), "{text}");
+        }
+        other => panic!("expected a store error, got {other:?}"),
+    }
+    provider.create_schema().await.unwrap();
+    provider.create_schema().await.expect("idempotent");
+    assert!(
+        provider
+            .acquire(&config("x", Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+/// Bad configuration names its field before anything is sent; an ensemble nobody answers for
+/// is a store error within the request timeout.
+#[tokio::test]
+async fn bad_configuration_and_unreachable_ensembles_are_clear_errors() {
+    let field = |result: Result<ZkLockProvider, Error>| match result {
+        Err(Error::InvalidConfig { field, .. }) => field,
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    };
+    let builder = || ZkLockProvider::builder("127.0.0.1:2181");
+    assert_eq!(
+        field(ZkLockProvider::builder(" ").connect().await),
+        "connect_string"
+    );
+    assert_eq!(field(builder().root("shedlock").connect().await), "root");
+    assert_eq!(field(builder().root("/a//b").connect().await), "root");
+    assert_eq!(field(builder().holder("a\nb").connect().await), "holder");
+    assert_eq!(
+        field(builder().request_timeout(Duration::ZERO).connect().await),
+        "request_timeout"
+    );
+    assert_eq!(
+        field(
+            builder()
+                .session_timeout(Duration::from_secs(100 * 24 * 3600))
+                .connect()
+                .await
+        ),
+        "session_timeout"
+    );
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let started = Instant::now();
+    let refused = ZkLockProvider::builder(closed.to_string())
+        .request_timeout(Duration::from_secs(2))
+        .connect()
+        .await;
+    match refused {
+        Err(Error::Store { source, .. }) => {
+            assert!(
+                source.to_string().contains("cannot connect to ZooKeeper"),
+                "{source}"
+            )
+        }
+        other => panic!("expected a store error, got {other:?}"),
+    }
+    println!("refused ensemble reported after {:?}", started.elapsed());
+}
