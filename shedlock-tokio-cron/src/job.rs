@@ -68,20 +68,26 @@ impl<S: Clone + Send + Sync + 'static> IntoTokioCronJob<S> for Job<S> {
         if self.lock().is_none() {
             return Err(Error::invalid_config(
                 "lock",
-                format!("job `{name}` has no lock; add one, or add it to tokio-cron-scheduler unlocked"),
+                format!(
+                    "job `{name}` has no lock; add one, or add it to tokio-cron-scheduler unlocked"
+                ),
             ));
         }
         if let Some(election) = self.leader() {
             return Err(Error::invalid_config(
                 "leader",
-                format!("job `{name}` follows election `{election}`, which only shedlock's Scheduler runs"),
+                format!(
+                    "job `{name}` follows election `{election}`, which only shedlock's Scheduler runs"
+                ),
             ));
         }
         let schedule = self.schedule();
         let Some(cron) = schedule.cron_expression() else {
             return Err(Error::invalid_config(
                 "schedule",
-                format!("job `{name}` runs {schedule}; only cron schedules convert to tokio-cron-scheduler jobs"),
+                format!(
+                    "job `{name}` runs {schedule}; only cron schedules convert to tokio-cron-scheduler jobs"
+                ),
             ));
         };
         if !schedule.initial_delay().is_zero() {
@@ -92,16 +98,13 @@ impl<S: Clone + Send + Sync + 'static> IntoTokioCronJob<S> for Job<S> {
         }
         let zone = match schedule.zone() {
             Some(zone) => zone,
-            None => config.default_zone.parse().map_err(|_| {
-                Error::invalid_config("default_zone", "not an IANA time zone")
-            })?,
+            None => config
+                .default_zone
+                .parse()
+                .map_err(|_| Error::invalid_config("default_zone", "not an IANA time zone"))?,
         };
         let cron = cron.to_owned();
-        let (job, executor, config) = (
-            Arc::new(self),
-            executor.clone(),
-            Arc::new(config.clone()),
-        );
+        let (job, executor, config) = (Arc::new(self), executor.clone(), Arc::new(config.clone()));
         cron_job(&cron, zone, move || {
             let (job, executor, config, state) = (
                 Arc::clone(&job),
