@@ -154,7 +154,7 @@ async fn three_schedulers_run_each_tick_once(db: Db) {
         runs.len()
     );
     let holders: BTreeSet<&str> = runs.iter().map(|run| run.holder.as_str()).collect();
-    let skips: usize = skip_counts.iter_mut().map(|skips| drain(skips)).sum();
+    let skips: usize = skip_counts.iter_mut().map(drain).sum();
     eprintln!(
         "{db:?}: {} runs on {ticks} ticks by {holders:?}, {skips} skipped ticks",
         runs.len()
