@@ -40,7 +40,9 @@ pub trait IntoTokioCronJob<S> {
     /// A tokio-cron-scheduler job firing on this job's cron schedule (in its zone, else
     /// `config.default_zone`). Each tick runs [`Job::run_once`]: acquire the lock, run with
     /// `state` (cloned per tick), keep the lease alive if the job or `config` says so, release
-    /// honouring `lock_at_least_for`. Lock durations the job leaves unset come from `config`.
+    /// honouring `lock_at_least_for`. From `config` come the lock durations the job leaves
+    /// unset, keep-alive and `default_zone`; the holder is the executor's provider's. Its other
+    /// fields (shutdown periods, elections, `enabled`) concern shedlock's own `Scheduler` only.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for an invalid `config`, and for a job this runner cannot run

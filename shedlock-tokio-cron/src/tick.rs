@@ -21,8 +21,7 @@ where
         .catch_unwind()
         .instrument(span.clone())
         .await;
-    let _entered = span.enter();
-    match outcome {
+    span.in_scope(|| match outcome {
         Ok(Ok(TaskResult::Executed(Ok(()))) | Ok(TaskResult::Skipped)) => {}
         Ok(Ok(TaskResult::Executed(Err(error)))) => tracing::error!(%error, "job failed"),
         Ok(Err(error)) => tracing::warn!(%error, "not executed this tick"),
@@ -30,7 +29,7 @@ where
             panic = panic_text(&*panic),
             "job panicked; its lock was released"
         ),
-    }
+    });
 }
 
 fn panic_text(panic: &(dyn Any + Send)) -> &str {
