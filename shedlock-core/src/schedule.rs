@@ -189,6 +189,12 @@ impl Schedule {
         self.initial_delay
     }
 
+    /// The misfire threshold the schedule sets for itself, if any; `None` means the
+    /// scheduler's `misfire_threshold`.
+    pub fn misfire_threshold(&self) -> Option<Duration> {
+        self.misfire_threshold
+    }
+
     /// The first cron fire time strictly after `after`, read in the schedule's zone (or
     /// `default_zone`). `None` for non-cron schedules or when the pattern never matches again.
     pub fn next_cron_fire(&self, after: DateTime<Utc>, default_zone: Tz) -> Option<DateTime<Utc>> {
@@ -332,6 +338,11 @@ mod tests {
         assert_eq!(nightly.cron_expression(), Some("0 30 2 * * *"));
         assert_eq!(nightly.zone(), Some(Tz::Europe__Berlin));
         assert_eq!(nightly.initial_delay(), Duration::from_secs(5));
+        assert_eq!(nightly.misfire_threshold(), None);
+        let strict = nightly
+            .with_misfire_threshold(Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(strict.misfire_threshold(), Some(Duration::from_secs(10)));
         let every_minute = Schedule::fixed_rate(Duration::from_secs(60)).unwrap();
         assert_eq!(every_minute.cron_expression(), None);
         assert_eq!(every_minute.zone(), None);

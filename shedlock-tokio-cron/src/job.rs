@@ -42,13 +42,14 @@ pub trait IntoTokioCronJob<S> {
     /// `state` (cloned per tick), keep the lease alive if the job or `config` says so, release
     /// honouring `lock_at_least_for`. From `config` come the lock durations the job leaves
     /// unset, keep-alive and `default_zone`; the holder is the executor's provider's. Its other
-    /// fields (shutdown periods, elections, `enabled`) concern shedlock's own `Scheduler` only.
+    /// fields (`misfire_threshold`, shutdown periods, elections, `enabled`) concern shedlock's
+    /// own `Scheduler` only.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for an invalid `config`, and for a job this runner cannot run
     /// as declared: without a lock (`lock`), leader-only (`leader`; tokio-cron-scheduler runs no
-    /// elections), on a fixed-rate or fixed-delay schedule (`schedule`), or with an initial
-    /// delay (`initial_delay`).
+    /// elections), on a fixed-rate or fixed-delay schedule (`schedule`), with an initial delay
+    /// (`initial_delay`) or a misfire threshold of its own (`misfire_threshold`).
     fn into_tokio_cron_job(
         self,
         executor: &LockingTaskExecutor,
@@ -96,6 +97,14 @@ impl<S: Clone + Send + Sync + 'static> IntoTokioCronJob<S> for Job<S> {
             return Err(Error::invalid_config(
                 "initial_delay",
                 format!("job `{name}`: tokio-cron-scheduler has no initial delay for cron jobs"),
+            ));
+        }
+        if schedule.misfire_threshold().is_some() {
+            return Err(Error::invalid_config(
+                "misfire_threshold",
+                format!(
+                    "job `{name}`: tokio-cron-scheduler runs late ticks whatever their lateness"
+                ),
             ));
         }
         let zone = match schedule.zone() {

@@ -53,6 +53,9 @@
 //!   late, and instances fire the same tick up to half a second apart (more under load). A
 //!   short job then releases before a slower instance fires: choose `lock_at_least_for` longer
 //!   than that spread and shorter than the period (for a job every minute, 5 to 30 s).
+//! - **Late ticks**: a tick that fires late (a paused process, an overloaded host) runs
+//!   whatever its lateness, and the lock does not know which tick a run is for: only
+//!   `lock_at_least_for` stops a late instance from redoing a tick another one already ran.
 //! - **Time zones** (#87, #107): a zone's UTC offset is fixed when the job is created, so a
 //!   zoned job fires an hour off after a daylight-saving change until it is re-created.
 //!   Jobs in UTC are not affected.

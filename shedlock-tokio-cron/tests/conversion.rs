@@ -76,6 +76,14 @@ fn jobs_that_cannot_run_as_declared_are_rejected_with_the_reason() {
 
     let delayed = job(every_minute().with_initial_delay(Duration::from_secs(5))).with_lock(lock());
     assert_eq!(rejected(delayed, &config).0, "initial_delay");
+
+    let strict = every_minute()
+        .with_misfire_threshold(Duration::from_secs(5))
+        .unwrap();
+    assert_eq!(
+        rejected(job(strict).with_lock(lock()), &config).0,
+        "misfire_threshold"
+    );
 }
 
 #[test]
