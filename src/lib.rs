@@ -18,6 +18,10 @@ pub use shedlock_core::{conformance, conformance_tests};
 #[doc(inline)]
 pub use shedlock_macros::{scheduled, scheduler_lock};
 
+#[cfg(feature = "tokio-cron-scheduler")]
+#[doc(inline)]
+pub use shedlock_tokio_cron as tokio_cron;
+
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 #[doc(inline)]
 pub use shedlock_sqlx::*;

@@ -6,8 +6,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::executor::ExecuteOptions;
 use crate::lock_config::{validate_durations, validate_lock_name};
-use crate::{Error, LockingTaskExecutor, Schedule, SchedulerConfig, TaskResult};
+use crate::{Error, LockConfiguration, LockingTaskExecutor, Schedule, SchedulerConfig, TaskResult};
 
 type RunFn<S> = dyn Fn(S) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync;
 
@@ -97,25 +98,72 @@ impl<S> Job<S> {
         self.lock.as_ref()
     }
 
+    /// Checks the job's lock against `config`, as [`Scheduler`](crate::Scheduler) does at start:
+    /// its durations with the configured defaults filled in, and its keep-alive interval. Useful
+    /// before handing the job to another runner.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the field (and the job) that is wrong.
+    pub fn validate(&self, config: &SchedulerConfig) -> Result<(), Error> {
+        self.resolve_lock(config).map(drop)
+    }
+
+    /// The job's lock with `config`'s defaults filled in, and how often keep-alive extends it
+    /// (`None`: no keep-alive). `None` for a job without a lock.
+    pub(crate) fn resolve_lock(
+        &self,
+        config: &SchedulerConfig,
+    ) -> Result<Option<(LockConfiguration, Option<Duration>)>, Error> {
+        let Some(job_lock) = &self.lock else {
+            return Ok(None);
+        };
+        let lock = config.lock_configuration(job_lock)?;
+        let keep_alive = job_lock.keep_alive.unwrap_or(config.keep_alive).then(|| {
+            config
+                .keep_alive_interval
+                .unwrap_or(lock.lock_at_most_for() / 3)
+        });
+        if let Some(interval) = keep_alive
+            && (interval.is_zero() || interval >= lock.lock_at_most_for())
+        {
+            return Err(Error::invalid_config(
+                "keep_alive_interval",
+                format!(
+                    "job `{}`: the keep-alive interval must be shorter than lock_at_most_for ({})",
+                    self.name,
+                    humantime::format_duration(lock.lock_at_most_for())
+                ),
+            ));
+        }
+        Ok(Some((lock, keep_alive)))
+    }
+
     /// Runs the job once, now, under its lock if it has one (durations not set on the lock come
-    /// from `config`). `Skipped` when another instance holds the lock; the inner `Err` is the
-    /// job's own error text.
+    /// from `config`), extending the lease while it runs when keep-alive is on for it.
+    /// `Skipped` when another instance holds the lock; the inner `Err` is the job's own error
+    /// text.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] when the lock's durations are invalid against `config`;
     /// [`Error::Store`] when the lock could not be acquired.
+    ///
+    /// # Panics
+    /// Resumes the job's panic after releasing its lock.
     pub async fn run_once(
         &self,
         executor: &LockingTaskExecutor,
         config: &SchedulerConfig,
         state: S,
     ) -> Result<TaskResult<Result<(), String>>, Error> {
+        let resolved = self.resolve_lock(config)?;
         let run = (self.run)(state);
-        match &self.lock {
-            Some(lock) => {
-                executor
-                    .execute(&config.lock_configuration(lock)?, run)
-                    .await
+        match resolved {
+            Some((lock, keep_alive)) => {
+                let options = ExecuteOptions {
+                    keep_alive,
+                    ..ExecuteOptions::default()
+                };
+                executor.execute_with(&lock, options, run).await
             }
             None => Ok(TaskResult::Executed(run.await)),
         }

@@ -165,6 +165,36 @@ impl Schedule {
         Ok(self)
     }
 
+    /// The expression of a cron schedule, as written; `None` for fixed-rate and fixed-delay
+    /// schedules.
+    pub fn cron_expression(&self) -> Option<&str> {
+        match &self.kind {
+            ScheduleKind::Cron { expression, .. } => Some(expression),
+            _ => None,
+        }
+    }
+
+    /// The zone a cron schedule is read in, if it names one; `None` means the scheduler's
+    /// `default_zone` (and is always `None` for non-cron schedules).
+    pub fn zone(&self) -> Option<Tz> {
+        match &self.kind {
+            ScheduleKind::Cron { zone, .. } => *zone,
+            _ => None,
+        }
+    }
+
+    /// How long after the scheduler starts the first fire waits (zero unless
+    /// [`with_initial_delay`](Self::with_initial_delay) set it).
+    pub fn initial_delay(&self) -> Duration {
+        self.initial_delay
+    }
+
+    /// The misfire threshold the schedule sets for itself, if any; `None` means the
+    /// scheduler's `misfire_threshold`.
+    pub fn misfire_threshold(&self) -> Option<Duration> {
+        self.misfire_threshold
+    }
+
     /// The first cron fire time strictly after `after`, read in the schedule's zone (or
     /// `default_zone`). `None` for non-cron schedules or when the pattern never matches again.
     pub fn next_cron_fire(&self, after: DateTime<Utc>, default_zone: Tz) -> Option<DateTime<Utc>> {
@@ -296,6 +326,27 @@ mod tests {
             .next_cron_fire(utc("2026-07-01T00:00:00Z"), Tz::America__New_York)
             .unwrap();
         assert_eq!(fire, utc("2026-07-01T13:00:00Z"));
+    }
+
+    #[test]
+    fn parts_are_readable() {
+        let nightly = Schedule::cron("0 30 2 * * *")
+            .unwrap()
+            .in_zone("Europe/Berlin")
+            .unwrap()
+            .with_initial_delay(Duration::from_secs(5));
+        assert_eq!(nightly.cron_expression(), Some("0 30 2 * * *"));
+        assert_eq!(nightly.zone(), Some(Tz::Europe__Berlin));
+        assert_eq!(nightly.initial_delay(), Duration::from_secs(5));
+        assert_eq!(nightly.misfire_threshold(), None);
+        let strict = nightly
+            .with_misfire_threshold(Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(strict.misfire_threshold(), Some(Duration::from_secs(10)));
+        let every_minute = Schedule::fixed_rate(Duration::from_secs(60)).unwrap();
+        assert_eq!(every_minute.cron_expression(), None);
+        assert_eq!(every_minute.zone(), None);
+        assert_eq!(every_minute.initial_delay(), Duration::ZERO);
     }
 
     #[test]

@@ -447,6 +447,51 @@ async fn keep_alive_holds_the_lock_three_times_past_lock_at_most_for() {
     scheduler.shutdown().await;
 }
 
+/// A manual run (`Job::run_once`, `Scheduler::run_now`) extends the lease like a scheduled one.
+#[tokio::test(start_paused = true)]
+async fn run_once_keeps_a_keep_alive_job_alive() {
+    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
+    let lock = LockConfiguration::new("long", Duration::from_secs(10), Duration::ZERO).unwrap();
+    let other = LockingTaskExecutor::new(store.with_holder("b"));
+    let job = Job::new("long", Schedule::cron("0 0 3 * * *").unwrap(), move |()| {
+        let (other, lock) = (other.clone(), lock.clone());
+        async move {
+            let ctx = LockContext::current().unwrap();
+            for _ in 0..30 {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                if other.try_lock(&lock).await.unwrap().is_some() || ctx.is_lost() {
+                    return Err("lease lost during a manual run");
+                }
+            }
+            Ok(())
+        }
+    })
+    .with_lock(
+        JobLock::new("long")
+            .unwrap()
+            .lock_at_most_for(Duration::from_secs(10))
+            .unwrap(),
+    );
+    let config = SchedulerConfig {
+        keep_alive: true,
+        ..SchedulerConfig::default()
+    };
+    job.validate(&config).unwrap();
+    let executor = LockingTaskExecutor::new(store.with_holder("a"));
+    let outcome = job.run_once(&executor, &config, ()).await.unwrap();
+    assert_eq!(outcome, shedlock_core::TaskResult::Executed(Ok(())));
+
+    let too_slow = SchedulerConfig {
+        keep_alive_interval: Some(Duration::from_secs(10)),
+        ..config
+    };
+    let err = job.validate(&too_slow).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidConfig { field: "keep_alive_interval", message } if message.contains("job `long`")),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn start_rejects_bad_setups_with_clear_errors() {
     let locked = Job::new(

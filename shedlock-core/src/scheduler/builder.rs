@@ -226,35 +226,37 @@ fn prepare_jobs<S: Clone>(
                     job.name
                 )));
             }
-            let leader = job.leader.as_ref().and_then(|name| elections.get(name.as_ref()).cloned());
-            let misfire_threshold = job.schedule.misfire_threshold.unwrap_or(config.misfire_threshold);
-            let Some(job_lock) = &job.lock else {
-                return Ok(PreparedJob { job: job.clone(), lock: None, keep_alive: None, leader, misfire_threshold });
+            let leader = job
+                .leader
+                .as_ref()
+                .and_then(|name| elections.get(name.as_ref()).cloned());
+            let misfire_threshold = job
+                .schedule
+                .misfire_threshold
+                .unwrap_or(config.misfire_threshold);
+            let Some((lock, keep_alive)) = job.resolve_lock(config)? else {
+                return Ok(PreparedJob {
+                    job: job.clone(),
+                    lock: None,
+                    keep_alive: None,
+                    leader,
+                    misfire_threshold,
+                });
             };
             if !has_provider {
                 return Err(Error::Scheduler(format!(
                     "job `{}` runs under lock `{}` but the scheduler has no lock provider",
-                    job.name, job_lock.name
+                    job.name,
+                    lock.name()
                 )));
             }
-            let lock = config.lock_configuration(job_lock)?;
-            let keep_alive = job_lock.keep_alive.unwrap_or(config.keep_alive).then(|| {
-                config
-                    .keep_alive_interval
-                    .unwrap_or(lock.lock_at_most_for() / 3)
-            });
-            if let Some(interval) = keep_alive
-                && (interval.is_zero() || interval >= lock.lock_at_most_for()) {
-                    return Err(Error::invalid_config(
-                        "keep_alive_interval",
-                        format!(
-                            "job `{}`: the keep-alive interval must be shorter than lock_at_most_for ({})",
-                            job.name,
-                            humantime::format_duration(lock.lock_at_most_for())
-                        ),
-                    ));
-                }
-            Ok(PreparedJob { job: job.clone(), lock: Some(lock), keep_alive, leader, misfire_threshold })
+            Ok(PreparedJob {
+                job: job.clone(),
+                lock: Some(lock),
+                keep_alive,
+                leader,
+                misfire_threshold,
+            })
         })
         .collect()
 }
