@@ -93,12 +93,11 @@ pub(crate) struct TickWindow {
 }
 
 impl TickWindow {
-    /// The acquisition window, measured now: refuse the lock if anyone took it since the tick
-    /// was due, less the allowance. For a tick on time this adds little to the lease check
-    /// (which `lock_at_least_for` extends); for a late one it stops it from redoing what another
-    /// instance did for it meanwhile.
-    fn window(&self) -> Duration {
-        Instant::now().saturating_duration_since(self.due) + self.allowance
+    /// Refuse the lock if anyone took it since the tick was due, less the allowance. For a tick
+    /// on time this adds little to the lease check (which `lock_at_least_for` extends); for a
+    /// late one it stops it from redoing what another instance did for it meanwhile.
+    fn since(&self) -> Instant {
+        self.due.checked_sub(self.allowance).unwrap_or(self.due)
     }
 }
 
@@ -252,8 +251,7 @@ impl LockingTaskExecutor {
         }
         let acquired = match &options.tick {
             Some(tick) => {
-                let window = tick.window();
-                self.acquire(&config.clone().unless_acquired_within(window))
+                self.acquire(&config.clone().unless_acquired_since(tick.since()))
                     .await?
             }
             None => self.acquire(config).await?,

@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use crate::Error;
 
 /// Longest lock name, in bytes: the `VARCHAR(64)` name column of ShedLock's table.
@@ -13,7 +15,8 @@ pub const MAX_LOCK_NAME_LEN: usize = 64;
 /// - `lock_at_most_for`: the lease. If the holder dies, the lock frees itself after this long.
 /// - `lock_at_least_for`: the minimum time the lock stays taken, even when the job ends earlier.
 ///   It stops fast jobs from running again on an instance whose trigger fires a little later.
-/// - [`unless_acquired_within`](Self::unless_acquired_within) (optional, zero by default): refuse
+/// - [`unless_acquired_within`](Self::unless_acquired_within) or
+///   [`unless_acquired_since`](Self::unless_acquired_since) (optional, none by default): refuse
 ///   the lock, even when it is free, if anyone acquired it this recently. The scheduler sets it
 ///   for each tick so that a tick that starts late never runs work another instance already did
 ///   for it.
@@ -32,7 +35,16 @@ pub struct LockConfiguration {
     name: Arc<str>,
     lock_at_most_for: Duration,
     lock_at_least_for: Duration,
-    unless_acquired_within: Duration,
+    recent: Option<Recent>,
+}
+
+/// The acquisition condition of `unless_acquired_*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recent {
+    /// A fixed window back from the store's now.
+    Within(Duration),
+    /// Since an instant of this process.
+    Since(Instant),
 }
 
 impl LockConfiguration {
@@ -54,7 +66,7 @@ impl LockConfiguration {
             name: name.into(),
             lock_at_most_for,
             lock_at_least_for,
-            unless_acquired_within: Duration::ZERO,
+            recent: None,
         })
     }
 
@@ -62,9 +74,6 @@ impl LockConfiguration {
     /// `window` of store time: a free lock whose latest acquisition is more recent than
     /// `now - window` is refused like a held one (`Ok(None)`). Longer than 100 years is
     /// shortened to that.
-    ///
-    /// A late tick uses it to act as if it had asked on time: the work another instance did
-    /// for that tick, since then, counts as done.
     ///
     /// ```
     /// use std::time::Duration;
@@ -85,14 +94,33 @@ impl LockConfiguration {
     /// ```
     #[must_use]
     pub fn unless_acquired_within(mut self, window: Duration) -> Self {
-        self.unless_acquired_within = window.min(MAX_DURATION);
+        self.recent = Some(Recent::Within(window.min(MAX_DURATION)));
         self
     }
 
-    /// The window set by [`unless_acquired_within`](Self::unless_acquired_within): zero (no
-    /// condition) unless set. Providers refuse the lock when its `locked_at > now - window`.
+    /// The same lock, acquired only if nobody acquired it since `since`, an instant on this
+    /// process's monotonic clock: the window grows with the time that passes until the request
+    /// is sent, so waiting for a connection never shortens it. A scheduled tick that starts
+    /// late uses it with the moment it was due, to act as if it had asked on time: the work
+    /// another instance did for that tick meanwhile counts as done.
+    #[must_use]
+    pub fn unless_acquired_since(mut self, since: Instant) -> Self {
+        self.recent = Some(Recent::Since(since));
+        self
+    }
+
+    /// The window set by [`unless_acquired_within`](Self::unless_acquired_within) or
+    /// [`unless_acquired_since`](Self::unless_acquired_since), as of now: zero (no condition)
+    /// unless set. Providers refuse the lock when its `locked_at > now - window` (store time),
+    /// and read this right before they send the request.
     pub fn acquired_within_window(&self) -> Duration {
-        self.unless_acquired_within
+        match self.recent {
+            None => Duration::ZERO,
+            Some(Recent::Within(window)) => window,
+            Some(Recent::Since(since)) => Instant::now()
+                .saturating_duration_since(since)
+                .min(MAX_DURATION),
+        }
     }
 
     /// The lock's name, unique per protected task.
