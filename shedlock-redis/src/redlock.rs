@@ -1,0 +1,464 @@
+//! The provider on N independent Redis masters: the RedLock algorithm.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation, async_trait};
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+use crate::builder::Settings;
+use crate::error::{QuorumError, ServerError, store_error};
+use crate::hints::ReleaseHints;
+use crate::keys::{millis, system_time, validate_holder};
+use crate::node::Node;
+use crate::scripts::AcquireReply;
+use crate::{RedisLockState, RedisProviderBuilder};
+
+/// Locks on N independent Redis masters (no replication between them) with the RedLock
+/// algorithm, as published by Redis's author, and fencing tokens agreed by a majority.
+///
+/// - **acquire** runs the single-server acquire script on every master at once, each within
+///   the per-master [timeout](RedisProviderBuilder::timeout). It succeeds when a majority
+///   (N/2 + 1) granted the lease and the validity left, `lock_at_most_for − elapsed − drift`
+///   (drift = `lock_at_most_for ×` [clock drift factor](RedisProviderBuilder::clock_drift_factor)
+///   `+ 2 ms`), is positive. Otherwise the masters that granted it release it again, and when
+///   the attempt won some masters but no majority (instances asking at the same moment split
+///   the votes), it is retried after a random delay, a few [times](RedisProviderBuilder::retries).
+///   A master that refuses because the lock was acquired within the
+///   [window](LockConfiguration::unless_acquired_within) counts as not acquired; each master
+///   decides that on its own clock.
+/// - **release** and **extend** run on every master, matching holder and token; an extension
+///   counts only when a majority extended the lease within its validity.
+/// - The lease's `lock_until` is the earliest of the majority's, less the drift allowance.
+/// - With a minority of masters down, everything goes on; with a majority down, every
+///   operation fails with [`Error::Store`] naming the masters that failed.
+///
+/// # Fencing tokens
+///
+/// The acquiring instance proposes the token, one above the highest counter it has seen for
+/// the lock; a master grants the lease only if the proposal is above its own counter, and
+/// stores it. A master that answers "behind" tells its counter, and the instance retries at
+/// once with a proposal above it. So a lease exists only with the same token on a majority,
+/// and any two majorities share a master, which accepted the later token only above the
+/// earlier one: **tokens strictly increase across all leases, as long as no master that took
+/// part loses its data**. A master that restarted empty adopts the next token it is offered,
+/// so the counter heals; but while a restarted master and a master that never had the lease
+/// form a majority, a second lease can be granted with a token that is not above the
+/// current holder's (RedLock's own weakness). Restart a master without persistence only after
+/// the longest lease has passed (the published mitigation); then tokens and exclusivity hold.
+///
+/// RedLock is a lease on N clocks: a holder paused past its validity still believes it holds
+/// the lock. Pass the fencing token to the resource you write and have it reject older
+/// tokens; that, not the lease, is what keeps a paused holder's writes out.
+///
+/// ```no_run
+/// use shedlock_redis::RedLockProvider;
+///
+/// # async fn run() -> Result<(), shedlock_core::Error> {
+/// let provider = RedLockProvider::connect([
+///     "redis://10.0.0.1:6379",
+///     "redis://10.0.0.2:6379",
+///     "redis://10.0.0.3:6379",
+/// ])
+/// .await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RedLockProvider {
+    nodes: Arc<[Node]>,
+    settings: Settings,
+    algorithm: Arc<Algorithm>,
+    /// The highest token counter seen per lock name, shared by clones: the next proposal.
+    tokens: Arc<Mutex<HashMap<Arc<str>, u64>>>,
+    hints: Arc<ReleaseHints>,
+}
+
+#[derive(Debug)]
+struct Algorithm {
+    quorum: usize,
+    clock_drift_factor: f64,
+    retries: u32,
+    retry_delay: Duration,
+}
+
+/// What the masters answered to one round of acquisition.
+#[derive(Debug, Default)]
+struct Round {
+    /// Index of the master, and its reply.
+    granted: Vec<(usize, AcquireReply)>,
+    refused: usize,
+    behind: bool,
+    highest_counter: u64,
+    failures: Vec<ServerError>,
+}
+
+impl RedLockProvider {
+    /// Connects to the masters at `urls` with the default settings.
+    ///
+    /// # Errors
+    /// See [`RedisProviderBuilder::connect_redlock`].
+    pub async fn connect<I, S>(urls: I) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        Self::builder().connect_redlock(urls).await
+    }
+
+    /// Configures key prefix, holder, per-master timeout, drift and retries; see
+    /// [`RedisProviderBuilder`].
+    pub fn builder() -> RedisProviderBuilder {
+        RedisProviderBuilder::default()
+    }
+
+    pub(crate) async fn connect_with(
+        settings: Settings,
+        urls: &[String],
+        clock_drift_factor: f64,
+        retries: u32,
+        retry_delay: Duration,
+    ) -> Result<Self, Error> {
+        if urls.is_empty() {
+            return Err(Error::invalid_config("urls", "no Redis master given"));
+        }
+        let mut nodes: Vec<Node> = Vec::with_capacity(urls.len());
+        for url in urls {
+            let node = Node::open(url, settings.timeout)?;
+            if nodes.iter().any(|n| n.server() == node.server()) {
+                return Err(Error::invalid_config(
+                    "urls",
+                    format!(
+                        "{} is given twice: RedLock needs independent masters",
+                        node.server()
+                    ),
+                ));
+            }
+            nodes.push(node);
+        }
+        let provider = RedLockProvider {
+            algorithm: Arc::new(Algorithm {
+                quorum: nodes.len() / 2 + 1,
+                clock_drift_factor,
+                retries,
+                retry_delay,
+            }),
+            nodes: nodes.into(),
+            settings,
+            tokens: Arc::default(),
+            hints: Arc::default(),
+        };
+        let failures: Vec<ServerError> = join_all(provider.nodes.iter().map(Node::ping))
+            .await
+            .into_iter()
+            .filter_map(Result::err)
+            .collect();
+        if !failures.is_empty() {
+            provider.check_quorum(Operation::Read, "*", failures, 0)?;
+        }
+        Ok(provider)
+    }
+
+    /// The same masters acting as another holder (another instance), sharing the connections.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`holder`) when empty, longer than 255 characters or holding
+    /// control characters.
+    pub fn with_holder(&self, holder: impl Into<String>) -> Result<Self, Error> {
+        let mut provider = self.clone();
+        provider.settings.holder = validate_holder(holder.into())?;
+        Ok(provider)
+    }
+
+    /// The masters, as `redis://host:port/db` (never with passwords), in the order given.
+    pub fn servers(&self) -> Vec<&str> {
+        self.nodes.iter().map(Node::server).collect()
+    }
+
+    /// How many masters must agree: N/2 + 1.
+    pub fn quorum(&self) -> usize {
+        self.algorithm.quorum
+    }
+
+    /// The prefix of every lock key.
+    pub fn key_prefix(&self) -> &str {
+        &self.settings.key_prefix
+    }
+
+    /// The key of the hash that holds lock `lock_name` on each master.
+    pub fn key(&self, lock_name: &str) -> String {
+        format!("{}{lock_name}", self.settings.key_prefix)
+    }
+
+    /// The channel on which releases publish the name of a lock that became free on a master.
+    pub fn release_channel(&self) -> Option<&str> {
+        Some(&*self.settings.channel).filter(|c| !c.is_empty())
+    }
+
+    /// The hash of one lock on each master, in the order of [`servers`](Self::servers), with
+    /// `held` decided by each master's clock.
+    pub async fn lock_states(
+        &self,
+        lock_name: &str,
+    ) -> Vec<Result<Option<RedisLockState>, Error>> {
+        let key = self.key(lock_name);
+        join_all(self.nodes.iter().map(|node| async {
+            let parts = node
+                .state(&key)
+                .await
+                .map_err(|e| store_error(Operation::Read, lock_name, e))?;
+            Ok(parts.map(|parts| RedisLockState::from_parts(lock_name.to_owned(), parts)))
+        }))
+        .await
+    }
+
+    /// `Err` when more masters failed than the algorithm tolerates for an operation that
+    /// succeeded on `succeeded` masters: the outcome cannot be decided.
+    fn check_quorum(
+        &self,
+        operation: Operation,
+        lock_name: &str,
+        failures: Vec<ServerError>,
+        succeeded: usize,
+    ) -> Result<(), Error> {
+        if succeeded + failures.len() >= self.algorithm.quorum && succeeded < self.algorithm.quorum
+            || failures.len() > self.nodes.len() - self.algorithm.quorum
+        {
+            return Err(Error::store(
+                operation,
+                lock_name,
+                QuorumError {
+                    masters: self.nodes.len(),
+                    quorum: self.algorithm.quorum,
+                    failures,
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    fn drift(&self, lease: Duration) -> Duration {
+        lease.mul_f64(self.algorithm.clock_drift_factor) + Duration::from_millis(2)
+    }
+
+    fn next_proposal(&self, name: &str) -> u64 {
+        let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        tokens.get(name).copied().unwrap_or(0) + 1
+    }
+
+    fn remember_token(&self, config: &LockConfiguration, token: u64) {
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        let known = tokens.entry(Arc::from(config.name())).or_default();
+        *known = (*known).max(token);
+    }
+
+    async fn acquire_round(&self, key: &str, config: &LockConfiguration, proposed: u64) -> Round {
+        let (lease_ms, window_ms) = (
+            millis(config.lock_at_most_for()),
+            millis(config.acquired_within_window()),
+        );
+        let holder = &*self.settings.holder;
+        let replies = join_all(
+            self.nodes
+                .iter()
+                .map(|node| node.acquire(key, holder, lease_ms, window_ms, proposed)),
+        )
+        .await;
+        let mut round = Round::default();
+        for (index, reply) in replies.into_iter().enumerate() {
+            match reply {
+                Ok(reply) => {
+                    round.highest_counter = round.highest_counter.max(reply.counter());
+                    match reply {
+                        AcquireReply::Granted { .. } => round.granted.push((index, reply)),
+                        AcquireReply::Refused { .. } => round.refused += 1,
+                        AcquireReply::TokenBehind { .. } => round.behind = true,
+                    }
+                }
+                Err(failure) => round.failures.push(failure),
+            }
+        }
+        round
+    }
+
+    /// Gives back what one failed round won (best effort: a master that does not answer lets
+    /// the lease expire).
+    async fn undo(&self, key: &str, name: &str, granted: &[(usize, AcquireReply)], token: u64) {
+        let holder = &*self.settings.holder;
+        let channel = &*self.settings.channel;
+        join_all(granted.iter().map(|&(index, _)| {
+            self.nodes[index].release(key, holder, token, 0, channel, name)
+        }))
+        .await;
+    }
+}
+
+/// The lease granted by a majority: the earliest grant and the earliest end, less `drift`.
+fn agreed_lease(
+    config: &LockConfiguration,
+    holder: &Arc<str>,
+    token: u64,
+    granted: &[(usize, AcquireReply)],
+    drift: Duration,
+) -> LockLease {
+    let (mut locked_at, mut lock_until) = (u64::MAX, u64::MAX);
+    for (_, reply) in granted {
+        if let AcquireReply::Granted {
+            now_ms,
+            lock_until_ms,
+            ..
+        } = *reply
+        {
+            locked_at = locked_at.min(now_ms);
+            lock_until = lock_until.min(lock_until_ms);
+        }
+    }
+    LockLease::new(
+        config,
+        Arc::clone(holder),
+        token,
+        system_time(locked_at),
+        system_time(lock_until) - drift,
+    )
+}
+
+/// A random delay up to `max`, so that instances that split the votes do not collide again.
+fn jitter(max: Duration) -> Duration {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    let fraction = hasher.finish() as f64 / u64::MAX as f64;
+    max.mul_f64(fraction)
+}
+
+#[async_trait]
+impl LockProvider for RedLockProvider {
+    async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
+        let name = config.name();
+        let key = self.key(name);
+        let drift = self.drift(config.lock_at_most_for());
+        let mut proposed = self.next_proposal(name);
+        let mut splits = 0;
+        // A token proposal that is behind is retried at once; bounded in case other instances
+        // keep moving the counter ahead.
+        let mut rounds_left = 2 + self.algorithm.retries;
+        loop {
+            rounds_left -= 1;
+            let started = Instant::now();
+            let round = self.acquire_round(&key, config, proposed).await;
+            let elapsed = started.elapsed();
+            self.remember_token(config, round.highest_counter);
+            let valid = config.lock_at_most_for() > elapsed + drift;
+            if round.granted.len() >= self.algorithm.quorum && valid {
+                for failure in &round.failures {
+                    tracing::debug!(lock = name, error = %failure, "RedLock master failed; a majority granted the lock");
+                }
+                let lease = agreed_lease(config, &self.settings.holder, proposed, &round.granted, drift);
+                return Ok(Some(lease));
+            }
+            if !round.granted.is_empty() {
+                self.undo(&key, name, &round.granted, proposed).await;
+            }
+            if round.failures.len() > self.nodes.len() - self.algorithm.quorum {
+                // No majority could have granted it: a store failure, not a held lock.
+                self.check_quorum(Operation::Acquire, name, round.failures, 0)?;
+            }
+            if round.refused >= self.algorithm.quorum || rounds_left == 0 {
+                return Ok(None);
+            }
+            proposed = proposed.max(round.highest_counter) + 1;
+            if round.behind {
+                continue;
+            }
+            if splits == self.algorithm.retries {
+                return Ok(None);
+            }
+            splits += 1;
+            tokio::time::sleep(jitter(self.algorithm.retry_delay)).await;
+        }
+    }
+
+    async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
+        let key = self.key(lease.name());
+        let (holder, channel) = (&*self.settings.holder, &*self.settings.channel);
+        let at_least_ms = millis(lease.lock_at_least_for());
+        let replies = join_all(self.nodes.iter().map(|node| {
+            node.release(
+                &key,
+                holder,
+                lease.fencing_token(),
+                at_least_ms,
+                channel,
+                lease.name(),
+            )
+        }))
+        .await;
+        let (mut released, mut failures) = (0, Vec::new());
+        for reply in replies {
+            match reply {
+                Ok(true) => released += 1,
+                Ok(false) => {}
+                Err(failure) => failures.push(failure),
+            }
+        }
+        if released >= self.algorithm.quorum {
+            return Ok(true);
+        }
+        self.check_quorum(Operation::Release, lease.name(), failures, released)?;
+        Ok(false)
+    }
+
+    async fn extend(
+        &self,
+        lease: &LockLease,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+    ) -> Result<Option<LockLease>, Error> {
+        let key = self.key(lease.name());
+        let holder = &*self.settings.holder;
+        let lease_ms = millis(lock_at_most_for);
+        let started = Instant::now();
+        let replies = join_all(
+            self.nodes
+                .iter()
+                .map(|node| node.extend(&key, holder, lease.fencing_token(), lease_ms)),
+        )
+        .await;
+        let elapsed = started.elapsed();
+        let (mut extended, mut lock_until, mut failures) = (0, u64::MAX, Vec::new());
+        for reply in replies {
+            match reply {
+                Ok(Some(until)) => {
+                    extended += 1;
+                    lock_until = lock_until.min(until);
+                }
+                Ok(None) => {}
+                Err(failure) => failures.push(failure),
+            }
+        }
+        let drift = self.drift(lock_at_most_for);
+        if extended >= self.algorithm.quorum {
+            return Ok((lock_at_most_for > elapsed + drift).then(|| {
+                lease.extended(
+                    system_time(lock_until) - drift,
+                    lock_at_most_for,
+                    lock_at_least_for,
+                )
+            }));
+        }
+        self.check_quorum(Operation::Extend, lease.name(), failures, extended)?;
+        Ok(None)
+    }
+
+    fn holder(&self) -> &str {
+        &self.settings.holder
+    }
+
+    fn release_hints(&self) -> Option<broadcast::Receiver<Arc<str>>> {
+        let channel = self.release_channel()?;
+        self.hints.subscribe(&self.nodes, &Arc::from(channel))
+    }
+}
