@@ -143,7 +143,10 @@ impl RedisProviderBuilder {
         if !(0.0..0.5).contains(&self.clock_drift_factor) {
             return Err(Error::invalid_config(
                 "clock_drift_factor",
-                format!("must be at least 0 and below 0.5, got {}", self.clock_drift_factor),
+                format!(
+                    "must be at least 0 and below 0.5, got {}",
+                    self.clock_drift_factor
+                ),
             ));
         }
         let (drift, retries, retry_delay) =
@@ -155,7 +158,10 @@ impl RedisProviderBuilder {
 
     fn settings(self) -> Result<Settings, Error> {
         if self.timeout.is_zero() {
-            return Err(Error::invalid_config("timeout", "must be greater than zero"));
+            return Err(Error::invalid_config(
+                "timeout",
+                "must be greater than zero",
+            ));
         }
         let key_prefix = validate_prefix(self.key_prefix)?;
         let holder = validate_holder(self.holder.unwrap_or_else(|| default_holder().to_owned()))?;

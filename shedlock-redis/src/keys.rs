@@ -64,7 +64,8 @@ pub(crate) fn validate_holder(holder: String) -> Result<Arc<str>, Error> {
 /// Durations reaching the scripts are at most 100 years (the core validates them), far below
 /// the 2^53 ms Lua numbers hold exactly.
 pub(crate) fn millis(duration: Duration) -> u64 {
-    let millis = duration.as_millis() + u128::from(duration.subsec_nanos() % 1_000_000 != 0);
+    let millis =
+        duration.as_millis() + u128::from(!duration.subsec_nanos().is_multiple_of(1_000_000));
     u64::try_from(millis).unwrap_or(u64::MAX)
 }
 

@@ -42,9 +42,8 @@ impl Node {
     /// [`Error::InvalidConfig`] (`url`) when the URL does not parse; the message never repeats
     /// the URL, which may hold a password.
     pub(crate) fn open(url: &str, timeout: Duration) -> Result<Node, Error> {
-        let client = Client::open(url).map_err(|error| {
-            Error::invalid_config("url", format!("not a Redis URL: {error}"))
-        })?;
+        let client = Client::open(url)
+            .map_err(|error| Error::invalid_config("url", format!("not a Redis URL: {error}")))?;
         let info = client.get_connection_info();
         let server: Arc<str> =
             format!("redis://{}/{}", info.addr(), info.redis_settings().db()).into();
@@ -54,8 +53,8 @@ impl Node {
             .set_connection_timeout(Some(timeout.max(Duration::from_secs(1))))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
-        let connection = ConnectionManager::new_lazy_with_config(client.clone(), config)
-            .map_err(|error| {
+        let connection =
+            ConnectionManager::new_lazy_with_config(client.clone(), config).map_err(|error| {
                 Error::invalid_config("url", format!("cannot use {server}: {error}"))
             })?;
         Ok(Node {
@@ -190,13 +189,15 @@ impl Node {
         }
         let number = |i: usize| reply.get(i)?.as_deref()?.parse::<u64>().ok();
         match (reply.first(), number(1), number(2), number(3), number(4)) {
-            (Some(holder), Some(token), Some(locked_at), Some(lock_until), Some(now)) => Ok(Some((
-                holder.clone().unwrap_or_default(),
-                token,
-                locked_at,
-                lock_until,
-                now,
-            ))),
+            (Some(holder), Some(token), Some(locked_at), Some(lock_until), Some(now)) => {
+                Ok(Some((
+                    holder.clone().unwrap_or_default(),
+                    token,
+                    locked_at,
+                    lock_until,
+                    now,
+                )))
+            }
             _ => Err(self.error(
                 Some(key),
                 ServerErrorKind::UnexpectedReply(format!("lock hash fields {reply:?}")),
@@ -211,7 +212,11 @@ impl Node {
         let mut keys = Vec::new();
         loop {
             let mut scan = redis::cmd("SCAN");
-            scan.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(500);
+            scan.arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(500);
             let (next, mut batch): (u64, Vec<String>) =
                 match tokio::time::timeout(self.timeout, scan.query_async(&mut connection)).await {
                     Ok(Ok(reply)) => reply,

@@ -200,10 +200,7 @@ impl RedLockProvider {
 
     /// The hash of one lock on each master, in the order of [`servers`](Self::servers), with
     /// `held` decided by each master's clock.
-    pub async fn lock_states(
-        &self,
-        lock_name: &str,
-    ) -> Vec<Result<Option<RedisLockState>, Error>> {
+    pub async fn lock_states(&self, lock_name: &str) -> Vec<Result<Option<RedisLockState>, Error>> {
         let key = self.key(lock_name);
         join_all(self.nodes.iter().map(|node| async {
             let parts = node
@@ -289,9 +286,11 @@ impl RedLockProvider {
     async fn undo(&self, key: &str, name: &str, granted: &[(usize, AcquireReply)], token: u64) {
         let holder = &*self.settings.holder;
         let channel = &*self.settings.channel;
-        join_all(granted.iter().map(|&(index, _)| {
-            self.nodes[index].release(key, holder, token, 0, channel, name)
-        }))
+        join_all(
+            granted
+                .iter()
+                .map(|&(index, _)| self.nodes[index].release(key, holder, token, 0, channel, name)),
+        )
         .await;
     }
 }
@@ -356,7 +355,13 @@ impl LockProvider for RedLockProvider {
                 for failure in &round.failures {
                     tracing::debug!(lock = name, error = %failure, "RedLock master failed; a majority granted the lock");
                 }
-                let lease = agreed_lease(config, &self.settings.holder, proposed, &round.granted, drift);
+                let lease = agreed_lease(
+                    config,
+                    &self.settings.holder,
+                    proposed,
+                    &round.granted,
+                    drift,
+                );
                 return Ok(Some(lease));
             }
             if !round.granted.is_empty() {

@@ -62,7 +62,11 @@ mod specifics {
         assert_eq!(state.locked_by, "inspect");
         assert_eq!(state.fencing_token, lease.fencing_token());
         assert_eq!(state.lock_until, lease.lock_until());
-        assert!(state.to_string().starts_with("report: held by inspect until "));
+        assert!(
+            state
+                .to_string()
+                .starts_with("report: held by inspect until ")
+        );
         assert!(provider.release(&lease).await.unwrap());
         let listed = provider.list_locks().await.unwrap();
         assert_eq!(listed.len(), 1, "{listed:?}");
@@ -137,14 +141,34 @@ mod specifics {
         };
         let url = "redis://127.0.0.1:1";
         let builder = RedisLockProvider::builder;
-        assert_eq!(field(builder().key_prefix("").connect(url).await), "key_prefix");
-        assert_eq!(field(builder().key_prefix("a*").connect(url).await), "key_prefix");
+        assert_eq!(
+            field(builder().key_prefix("").connect(url).await),
+            "key_prefix"
+        );
+        assert_eq!(
+            field(builder().key_prefix("a*").connect(url).await),
+            "key_prefix"
+        );
         assert_eq!(field(builder().holder("").connect(url).await), "holder");
-        assert_eq!(field(builder().timeout(Duration::ZERO).connect(url).await), "timeout");
-        assert_eq!(field(builder().release_channel("").connect(url).await), "release_channel");
-        assert_eq!(field(RedisLockProvider::connect("http://x:secret@host").await), "url");
-        let error = RedisLockProvider::connect("redis://:secret@[::1").await.unwrap_err();
-        assert!(!format!("{error} {error:?}").contains("secret"), "{error:?}");
+        assert_eq!(
+            field(builder().timeout(Duration::ZERO).connect(url).await),
+            "timeout"
+        );
+        assert_eq!(
+            field(builder().release_channel("").connect(url).await),
+            "release_channel"
+        );
+        assert_eq!(
+            field(RedisLockProvider::connect("http://x:secret@host").await),
+            "url"
+        );
+        let error = RedisLockProvider::connect("redis://:secret@[::1")
+            .await
+            .unwrap_err();
+        assert!(
+            !format!("{error} {error:?}").contains("secret"),
+            "{error:?}"
+        );
     }
 
     /// Nothing listens on the port: connect fails at once with the address, no panic.
@@ -159,7 +183,10 @@ mod specifics {
             .await
             .unwrap_err();
         assert!(matches!(error, Error::Store { .. }), "{error:?}");
-        assert!(error.to_string().contains(&format!("127.0.0.1:{port}")), "{error}");
+        assert!(
+            error.to_string().contains(&format!("127.0.0.1:{port}")),
+            "{error}"
+        );
     }
 
     /// A wrong password: a store error that says so and never shows the password.
@@ -172,8 +199,14 @@ mod specifics {
         let error = RedisLockProvider::connect(&url).await.unwrap_err();
         let shown = format!("{error} {error:?}");
         assert!(matches!(error, Error::Store { .. }), "{error:?}");
-        assert!(!shown.contains("wrong-secret") && !shown.contains("right-secret"), "{shown}");
-        assert!(shown.contains("WRONGPASS") || shown.to_lowercase().contains("auth"), "{shown}");
+        assert!(
+            !shown.contains("wrong-secret") && !shown.contains("right-secret"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("WRONGPASS") || shown.to_lowercase().contains("auth"),
+            "{shown}"
+        );
 
         let right = server.url().replace("redis://", "redis://:right-secret@");
         let provider = RedisLockProvider::connect(&right).await.unwrap();
@@ -199,8 +232,15 @@ mod specifics {
         assert!(provider.release(&lease).await.unwrap());
         server.kill();
         let started = tokio::time::Instant::now();
-        assert!(matches!(provider.acquire(&lock).await, Err(Error::Store { .. })));
-        assert!(started.elapsed() < Duration::from_secs(5), "no answer took {:?}", started.elapsed());
+        assert!(matches!(
+            provider.acquire(&lock).await,
+            Err(Error::Store { .. })
+        ));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "no answer took {:?}",
+            started.elapsed()
+        );
         server.restart();
         let again = tokio::time::timeout(Duration::from_secs(10), async {
             loop {
@@ -212,6 +252,10 @@ mod specifics {
         })
         .await
         .expect("the provider reconnects");
-        assert_eq!(again.fencing_token(), 1, "an empty server starts tokens again");
+        assert_eq!(
+            again.fencing_token(),
+            1,
+            "an empty server starts tokens again"
+        );
     }
 }

@@ -81,7 +81,11 @@ mod specifics {
         let before = a.acquire(&lock).await.unwrap().unwrap();
         assert!(a.release(&before).await.unwrap());
         servers[1].kill();
-        let lease = a.acquire(&lock).await.unwrap().expect("2 of 3 masters grant");
+        let lease = a
+            .acquire(&lock)
+            .await
+            .unwrap()
+            .expect("2 of 3 masters grant");
         assert!(lease.fencing_token() > before.fencing_token());
         assert!(b.acquire(&lock).await.unwrap().is_none(), "two holders");
         let lease = a
@@ -105,14 +109,25 @@ mod specifics {
         servers[0].kill();
         servers[2].kill();
         let started = tokio::time::Instant::now();
-        let error = a.acquire(&config("other", Duration::from_secs(10))).await.unwrap_err();
+        let error = a
+            .acquire(&config("other", Duration::from_secs(10)))
+            .await
+            .unwrap_err();
         assert!(matches!(error, Error::Store { .. }), "{error:?}");
         let message = error.to_string();
         assert!(message.contains("2 of 3 Redis masters failed"), "{message}");
         assert!(message.contains(&servers[0].url()[8..]), "{message}");
-        assert!(a.extend(&lease, Duration::from_secs(10), Duration::ZERO).await.is_err());
+        assert!(
+            a.extend(&lease, Duration::from_secs(10), Duration::ZERO)
+                .await
+                .is_err()
+        );
         assert!(a.release(&lease).await.is_err());
-        assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "took {:?}",
+            started.elapsed()
+        );
     }
 
     /// A master restarts empty: the next lease's token is still above every earlier one, and
@@ -139,7 +154,11 @@ mod specifics {
         let lease = b.acquire(&lock).await.unwrap().unwrap();
         assert_eq!(lease.fencing_token(), last + 1);
         let states = b.lock_states("restart").await;
-        let restarted = states[0].as_ref().unwrap().as_ref().expect("the lease is on it");
+        let restarted = states[0]
+            .as_ref()
+            .unwrap()
+            .as_ref()
+            .expect("the lease is on it");
         assert_eq!(restarted.fencing_token, last + 1);
     }
 
@@ -150,8 +169,9 @@ mod specifics {
         let Some(first) = common::redlock("c0").await else {
             return;
         };
-        let candidates: Vec<RedLockProvider> =
-            (0..6).map(|i| first.with_holder(format!("c{i}")).unwrap()).collect();
+        let candidates: Vec<RedLockProvider> = (0..6)
+            .map(|i| first.with_holder(format!("c{i}")).unwrap())
+            .collect();
         let mut won_rounds = 0;
         for round in 0..20 {
             let lock = config(&format!("race-{round}"), Duration::from_secs(30));
@@ -180,7 +200,10 @@ mod specifics {
             Err(Error::InvalidConfig { field, .. }) => field,
             other => panic!("expected InvalidConfig, got {other:?}"),
         };
-        assert_eq!(field(RedLockProvider::connect(Vec::<String>::new()).await), "urls");
+        assert_eq!(
+            field(RedLockProvider::connect(Vec::<String>::new()).await),
+            "urls"
+        );
         assert_eq!(
             field(RedLockProvider::connect(["redis://127.0.0.1:1", "redis://127.0.0.1:1/0"]).await),
             "urls"

@@ -4,6 +4,7 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
+pub(crate) mod proxy;
 pub(crate) mod server;
 
 use std::sync::Arc;
@@ -36,11 +37,7 @@ pub(crate) fn env_url(var: &str, what: &str, example: &str) -> Option<String> {
 
 /// `SHEDLOCK_TEST_REDIS_URL`.
 pub(crate) fn redis_url() -> Option<String> {
-    env_url(
-        "SHEDLOCK_TEST_REDIS_URL",
-        "Redis",
-        "redis://127.0.0.1:6379",
-    )
+    env_url("SHEDLOCK_TEST_REDIS_URL", "Redis", "redis://127.0.0.1:6379")
 }
 
 /// `SHEDLOCK_TEST_REDLOCK_URLS`, split at commas.
@@ -90,8 +87,10 @@ pub(crate) async fn redlock(holder: &str) -> Option<RedLockProvider> {
 
 /// The conformance harness for a real server: providers per holder, and real waiting.
 pub(crate) struct RedisHarness {
-    provider_for: Box<dyn Fn(&str) -> Arc<dyn LockProvider> + Send + Sync>,
+    provider_for: Box<ProviderFor>,
 }
+
+type ProviderFor = dyn Fn(&str) -> Arc<dyn LockProvider> + Send + Sync;
 
 impl RedisHarness {
     pub(crate) fn single(provider: RedisLockProvider) -> Self {

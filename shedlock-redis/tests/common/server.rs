@@ -71,7 +71,11 @@ impl TestServer {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.answers() {
-            assert!(Instant::now() < deadline, "redis-server on {} did not start", self.port);
+            assert!(
+                Instant::now() < deadline,
+                "redis-server on {} did not start",
+                self.port
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
