@@ -9,7 +9,7 @@ use redis::{Client, FromRedisValue, ScriptInvocation};
 use shedlock_core::Error;
 
 use crate::error::{ServerError, ServerErrorKind};
-use crate::scripts::{ACQUIRE, AcquireReply, EXTEND, RELEASE, STATE};
+use crate::scripts::{ACQUIRE, AcquireReply, EXTEND, RELEASE, STATE, UNDO};
 
 /// A connection to one server, shared by a provider and its clones.
 ///
@@ -156,6 +156,19 @@ impl Node {
             .arg(name);
         let released: i64 = self.run(Some(key), &invocation).await?;
         Ok(released == 1)
+    }
+
+    /// Takes back the grant `(holder, token)` of a failed RedLock attempt.
+    pub(crate) async fn undo(
+        &self,
+        key: &str,
+        holder: &str,
+        token: u64,
+    ) -> Result<bool, ServerError> {
+        let mut invocation = UNDO.prepare_invoke();
+        invocation.key(key).arg(holder).arg(token);
+        let undone: i64 = self.run(Some(key), &invocation).await?;
+        Ok(undone == 1)
     }
 
     /// The new `lock_until` (ms) when the live lease `(holder, token)` was extended.

@@ -24,8 +24,9 @@ use crate::{RedisLockState, RedisProviderBuilder};
 ///   the per-master [timeout](RedisProviderBuilder::timeout). It succeeds when a majority
 ///   (N/2 + 1) granted the lease and the validity left, `lock_at_most_for − elapsed − drift`
 ///   (drift = `lock_at_most_for ×` [clock drift factor](RedisProviderBuilder::clock_drift_factor)
-///   `+ 2 ms`), is positive. Otherwise the masters that granted it release it again, and when
-///   the attempt won some masters but no majority (instances asking at the same moment split
+///   `+ 2 ms`), is positive. Otherwise the masters that granted it take it back (the lease
+///   before it is restored, so a failed attempt leaves no gap in the tokens and no recent
+///   acquisition behind), and when the attempt won some masters but no majority (instances asking at the same moment split
 ///   the votes), it is retried after a random delay, a few [times](RedisProviderBuilder::retries).
 ///   A master that refuses because the lock was acquired within the
 ///   [window](LockConfiguration::unless_acquired_within) counts as not acquired; each master
@@ -92,7 +93,8 @@ struct Round {
     granted: Vec<(usize, AcquireReply)>,
     refused: usize,
     behind: bool,
-    highest_counter: u64,
+    /// The highest counter among the masters that did not grant this attempt.
+    highest_other: u64,
     failures: Vec<ServerError>,
 }
 
@@ -268,7 +270,9 @@ impl RedLockProvider {
         for (index, reply) in replies.into_iter().enumerate() {
             match reply {
                 Ok(reply) => {
-                    round.highest_counter = round.highest_counter.max(reply.counter());
+                    if !matches!(reply, AcquireReply::Granted { .. }) {
+                        round.highest_other = round.highest_other.max(reply.counter());
+                    }
                     match reply {
                         AcquireReply::Granted { .. } => round.granted.push((index, reply)),
                         AcquireReply::Refused { .. } => round.refused += 1,
@@ -281,15 +285,14 @@ impl RedLockProvider {
         round
     }
 
-    /// Gives back what one failed round won (best effort: a master that does not answer lets
-    /// the lease expire).
-    async fn undo(&self, key: &str, name: &str, granted: &[(usize, AcquireReply)], token: u64) {
+    /// Takes back what one failed round won (best effort: a master that does not answer keeps
+    /// the grant until its lease ends, and the next proposal goes above its counter).
+    async fn undo(&self, key: &str, granted: &[(usize, AcquireReply)], token: u64) {
         let holder = &*self.settings.holder;
-        let channel = &*self.settings.channel;
         join_all(
             granted
                 .iter()
-                .map(|&(index, _)| self.nodes[index].release(key, holder, token, 0, channel, name)),
+                .map(|&(index, _)| self.nodes[index].undo(key, holder, token)),
         )
         .await;
     }
@@ -349,9 +352,10 @@ impl LockProvider for RedLockProvider {
             let started = Instant::now();
             let round = self.acquire_round(&key, config, proposed).await;
             let elapsed = started.elapsed();
-            self.remember_token(config, round.highest_counter);
+            self.remember_token(config, round.highest_other);
             let valid = config.lock_at_most_for() > elapsed + drift;
             if round.granted.len() >= self.algorithm.quorum && valid {
+                self.remember_token(config, proposed);
                 for failure in &round.failures {
                     tracing::debug!(lock = name, error = %failure, "RedLock master failed; a majority granted the lock");
                 }
@@ -365,7 +369,7 @@ impl LockProvider for RedLockProvider {
                 return Ok(Some(lease));
             }
             if !round.granted.is_empty() {
-                self.undo(&key, name, &round.granted, proposed).await;
+                self.undo(&key, &round.granted, proposed).await;
             }
             if round.failures.len() > self.nodes.len() - self.algorithm.quorum {
                 // No majority could have granted it: a store failure, not a held lock.
@@ -374,7 +378,9 @@ impl LockProvider for RedLockProvider {
             if round.refused >= self.algorithm.quorum || rounds_left == 0 {
                 return Ok(None);
             }
-            proposed = proposed.max(round.highest_counter) + 1;
+            // The grants were taken back: the same proposal stays good unless a master is
+            // already at it.
+            proposed = proposed.max(round.highest_other + 1);
             if round.behind {
                 continue;
             }

@@ -15,6 +15,8 @@ use redis::Script;
 ///
 /// Replies `{1, token, now, lock_until}` when granted, `{0, token, now}` when held or acquired
 /// within the window, `{-1, token, now}` when the proposed token is not above the stored one.
+/// A grant of a proposed token (RedLock) keeps the previous lease in `prev_*` fields, for
+/// [`UNDO`] to restore when the other masters did not grant it too.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -32,10 +34,43 @@ if proposed == 0 then
 elseif proposed <= token then
   return {-1, token, now}
 end
+if ARGV[4] ~= '0' then
+  local p = redis.call('HMGET', KEYS[1], 'holder', 'token', 'locked_at', 'lock_until')
+  if p[2] then
+    redis.call('HSET', KEYS[1], 'prev_holder', p[1] or '', 'prev_token', p[2],
+      'prev_locked_at', p[3] or '0', 'prev_lock_until', p[4] or '0')
+  else
+    redis.call('HDEL', KEYS[1], 'prev_holder', 'prev_token', 'prev_locked_at', 'prev_lock_until')
+  end
+end
 local lock_until = now + tonumber(ARGV[2])
 redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', string.format('%d', proposed),
   'locked_at', string.format('%d', now), 'lock_until', string.format('%d', lock_until))
 return {1, proposed, now, lock_until}
+",
+    )
+});
+
+/// `KEYS[1]` lock; `ARGV`: holder, token. Takes back a grant of a RedLock attempt that failed
+/// (no majority, or too late): restores the lease before it, token and `locked_at` included,
+/// so a failed attempt leaves neither a gap in the tokens nor a recent acquisition behind.
+/// Replies 1 when the grant was still there, else 0.
+pub(crate) static UNDO: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local s = redis.call('HMGET', KEYS[1], 'holder', 'token', 'prev_holder', 'prev_token',
+  'prev_locked_at', 'prev_lock_until')
+if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] then
+  return 0
+end
+if s[4] then
+  redis.call('HSET', KEYS[1], 'holder', s[3], 'token', s[4], 'locked_at', s[5],
+    'lock_until', s[6])
+  redis.call('HDEL', KEYS[1], 'prev_holder', 'prev_token', 'prev_locked_at', 'prev_lock_until')
+else
+  redis.call('DEL', KEYS[1])
+end
+return 1
 ",
     )
 });

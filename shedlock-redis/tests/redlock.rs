@@ -162,6 +162,35 @@ mod specifics {
         assert_eq!(restarted.fencing_token, last + 1);
     }
 
+    /// An attempt that wins a minority takes its grants back: the master that granted it
+    /// shows the lease before it again (holder, token and `locked_at`), so the failed attempt
+    /// leaves no gap in the tokens and counts as no recent acquisition.
+    #[tokio::test]
+    async fn failed_attempt_leaves_no_trace() {
+        let Some(a) = common::redlock("a").await else {
+            return;
+        };
+        let urls = common::redlock_urls().unwrap();
+        let lock = config("trace", Duration::from_secs(30));
+        let before = a.acquire(&lock).await.unwrap().unwrap();
+        assert!(a.release(&before).await.unwrap());
+        let on_first = a.lock_states("trace").await.remove(0).unwrap().unwrap();
+        // Another holder takes the lock on two masters directly, outside RedLock.
+        for url in &urls[1..] {
+            let single = shedlock_redis::RedisLockProvider::builder()
+                .key_prefix(a.key_prefix())
+                .holder("x")
+                .connect(url)
+                .await
+                .unwrap();
+            assert!(single.acquire(&lock).await.unwrap().is_some());
+        }
+        assert!(a.acquire(&lock).await.unwrap().is_none(), "won 1 of 3");
+        let after = a.lock_states("trace").await.remove(0).unwrap().unwrap();
+        assert_eq!(after, on_first, "the failed attempt left a trace");
+        assert_eq!(after.fencing_token, before.fencing_token());
+    }
+
     /// Many instances ask at the same moment, round after round: never two holders (split votes
     /// are given back and retried).
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
