@@ -21,6 +21,8 @@ pub(crate) enum ServerErrorKind {
     Redis(redis::RedisError),
     /// No answer within the per-server timeout.
     Timeout(std::time::Duration),
+    /// Not tried: the server did not answer lately and has not answered a probe since.
+    Down,
     /// A reply the scripts never send: someone else's script or data under our key.
     UnexpectedReply(String),
 }
@@ -57,6 +59,10 @@ impl fmt::Display for ServerError {
             (_, ServerErrorKind::Timeout(timeout)) => {
                 write!(f, "Redis {server}: no answer within {timeout:?}")
             }
+            (_, ServerErrorKind::Down) => write!(
+                f,
+                "Redis {server}: down (it did not answer lately, and no probe got an answer since)"
+            ),
             (Some(key), ServerErrorKind::UnexpectedReply(reply)) => write!(
                 f,
                 "Redis {server}: unexpected reply for key `{key}`: {reply} (is the key used by \

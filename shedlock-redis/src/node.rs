@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -14,14 +15,22 @@ use crate::scripts::{ACQUIRE, AcquireReply, EXTEND, RELEASE, STATE, UNDO};
 /// A connection to one server, shared by a provider and its clones.
 ///
 /// The connection multiplexes (pipelines) every concurrent call over one socket and reconnects
-/// by itself after an error; a call made while the server is away fails within `timeout`.
+/// by itself after an error. A server that did not answer (connection refused or lost, or no
+/// answer within `timeout`) is marked down: calls fail at once, without waiting for the timeout
+/// again, until a background probe finds it answering. For RedLock this keeps one dead master
+/// from slowing every round down to the timeout, during which concurrent attempts would keep
+/// colliding.
 #[derive(Clone)]
 pub(crate) struct Node {
     client: Client,
     connection: ConnectionManager,
     server: Arc<str>,
     timeout: Duration,
+    down: Arc<AtomicBool>,
 }
+
+/// How often a server marked down is probed.
+const PROBE_INTERVAL: Duration = Duration::from_millis(100);
 
 impl fmt::Debug for Node {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -62,6 +71,7 @@ impl Node {
             connection,
             server,
             timeout,
+            down: Arc::default(),
         })
     }
 
@@ -82,12 +92,45 @@ impl Node {
         key: Option<&str>,
         invocation: &ScriptInvocation<'_>,
     ) -> Result<T, ServerError> {
+        if self.down.load(Ordering::Relaxed) {
+            return Err(self.error(key, ServerErrorKind::Down));
+        }
         let mut connection = self.connection.clone();
         match tokio::time::timeout(self.timeout, invocation.invoke_async(&mut connection)).await {
             Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(error)) => Err(self.error(key, ServerErrorKind::Redis(error))),
-            Err(_) => Err(self.error(key, ServerErrorKind::Timeout(self.timeout))),
+            Ok(Err(error)) => {
+                if error.is_io_error() || error.is_connection_dropped() || error.is_timeout() {
+                    self.mark_down();
+                }
+                Err(self.error(key, ServerErrorKind::Redis(error)))
+            }
+            Err(_) => {
+                self.mark_down();
+                Err(self.error(key, ServerErrorKind::Timeout(self.timeout)))
+            }
         }
+    }
+
+    /// Fails calls at once until a probe gets an answer again.
+    fn mark_down(&self) {
+        if self.down.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.down.store(false, Ordering::Relaxed);
+            return;
+        };
+        let node = self.clone();
+        runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(PROBE_INTERVAL).await;
+                if node.ping().await.is_ok() || Arc::strong_count(&node.down) == 1 {
+                    // Answering again, or the provider is gone.
+                    node.down.store(false, Ordering::Relaxed);
+                    return;
+                }
+            }
+        });
     }
 
     fn error(&self, key: Option<&str>, kind: ServerErrorKind) -> ServerError {
@@ -125,7 +168,7 @@ impl Node {
             .arg(lease_ms)
             .arg(window_ms)
             .arg(proposed_token);
-        let reply: Vec<i64> = self.run(Some(key), &invocation).await?;
+        let reply: Vec<redis::Value> = self.run(Some(key), &invocation).await?;
         AcquireReply::parse(&reply).ok_or_else(|| {
             self.error(
                 Some(key),

@@ -89,13 +89,26 @@ struct Algorithm {
 /// What the masters answered to one round of acquisition.
 #[derive(Debug, Default)]
 struct Round {
-    /// Index of the master, and its reply.
-    granted: Vec<(usize, AcquireReply)>,
-    refused: usize,
-    behind: bool,
-    /// The highest counter among the masters that did not grant this attempt.
-    highest_other: u64,
+    /// The masters that granted it: index, grant time and lease end (ms, their clocks).
+    granted: Vec<(usize, u64, u64)>,
+    /// What the refusing masters hold: token and holder.
+    refused: Vec<(u64, String)>,
+    /// The highest counter of a master that found the proposal behind.
+    behind: Option<u64>,
     failures: Vec<ServerError>,
+}
+
+impl Round {
+    /// The token of a lease that a majority of masters hold (the same holder and token): a
+    /// lease that was granted, as opposed to the grants of attempts that split the votes and
+    /// are being taken back, which must not move the next proposal.
+    fn held_token(&self, quorum: usize) -> Option<u64> {
+        self.refused
+            .iter()
+            .filter(|held| self.refused.iter().filter(|other| other == held).count() >= quorum)
+            .map(|&(token, _)| token)
+            .max()
+    }
 }
 
 impl RedLockProvider {
@@ -269,15 +282,14 @@ impl RedLockProvider {
         let mut round = Round::default();
         for (index, reply) in replies.into_iter().enumerate() {
             match reply {
-                Ok(reply) => {
-                    if !matches!(reply, AcquireReply::Granted { .. }) {
-                        round.highest_other = round.highest_other.max(reply.counter());
-                    }
-                    match reply {
-                        AcquireReply::Granted { .. } => round.granted.push((index, reply)),
-                        AcquireReply::Refused { .. } => round.refused += 1,
-                        AcquireReply::TokenBehind { .. } => round.behind = true,
-                    }
+                Ok(AcquireReply::Granted {
+                    now_ms,
+                    lock_until_ms,
+                    ..
+                }) => round.granted.push((index, now_ms, lock_until_ms)),
+                Ok(AcquireReply::Refused { token, holder }) => round.refused.push((token, holder)),
+                Ok(AcquireReply::TokenBehind { token }) => {
+                    round.behind = Some(round.behind.unwrap_or(0).max(token));
                 }
                 Err(failure) => round.failures.push(failure),
             }
@@ -287,12 +299,12 @@ impl RedLockProvider {
 
     /// Takes back what one failed round won (best effort: a master that does not answer keeps
     /// the grant until its lease ends, and the next proposal goes above its counter).
-    async fn undo(&self, key: &str, granted: &[(usize, AcquireReply)], token: u64) {
+    async fn undo(&self, key: &str, granted: &[(usize, u64, u64)], token: u64) {
         let holder = &*self.settings.holder;
         join_all(
             granted
                 .iter()
-                .map(|&(index, _)| self.nodes[index].undo(key, holder, token)),
+                .map(|&(index, ..)| self.nodes[index].undo(key, holder, token)),
         )
         .await;
     }
@@ -303,20 +315,13 @@ fn agreed_lease(
     config: &LockConfiguration,
     holder: &Arc<str>,
     token: u64,
-    granted: &[(usize, AcquireReply)],
+    granted: &[(usize, u64, u64)],
     drift: Duration,
 ) -> LockLease {
     let (mut locked_at, mut lock_until) = (u64::MAX, u64::MAX);
-    for (_, reply) in granted {
-        if let AcquireReply::Granted {
-            now_ms,
-            lock_until_ms,
-            ..
-        } = *reply
-        {
-            locked_at = locked_at.min(now_ms);
-            lock_until = lock_until.min(lock_until_ms);
-        }
+    for &(_, granted_at, until) in granted {
+        locked_at = locked_at.min(granted_at);
+        lock_until = lock_until.min(until);
     }
     LockLease::new(
         config,
@@ -352,7 +357,9 @@ impl LockProvider for RedLockProvider {
             let started = Instant::now();
             let round = self.acquire_round(&key, config, proposed).await;
             let elapsed = started.elapsed();
-            self.remember_token(config, round.highest_other);
+            let quorum = self.algorithm.quorum;
+            let known = round.behind.max(round.held_token(quorum));
+            self.remember_token(config, known.unwrap_or(0));
             let valid = config.lock_at_most_for() > elapsed + drift;
             if round.granted.len() >= self.algorithm.quorum && valid {
                 self.remember_token(config, proposed);
@@ -371,17 +378,22 @@ impl LockProvider for RedLockProvider {
             if !round.granted.is_empty() {
                 self.undo(&key, &round.granted, proposed).await;
             }
-            if round.failures.len() > self.nodes.len() - self.algorithm.quorum {
+            // Held elsewhere: by a lease on a majority, or by the grants of other attempts on
+            // a majority while this one won nothing. A split vote is retried.
+            let held = round.held_token(quorum).is_some()
+                || (round.granted.is_empty() && round.refused.len() >= quorum);
+            let behind = round.behind.is_some();
+            if round.failures.len() > self.nodes.len() - quorum {
                 // No majority could have granted it: a store failure, not a held lock.
                 self.check_quorum(Operation::Acquire, name, round.failures, 0)?;
             }
-            if round.refused >= self.algorithm.quorum || rounds_left == 0 {
+            if held || rounds_left == 0 {
                 return Ok(None);
             }
             // The grants were taken back: the same proposal stays good unless a master is
             // already at it.
-            proposed = proposed.max(round.highest_other + 1);
-            if round.behind {
+            proposed = proposed.max(known.unwrap_or(0) + 1);
+            if behind {
                 continue;
             }
             if splits == self.algorithm.retries {

@@ -13,8 +13,9 @@ use redis::Script;
 
 /// `KEYS[1]` lock; `ARGV`: holder, lease ms, window ms, proposed token (0: the next one).
 ///
-/// Replies `{1, token, now, lock_until}` when granted, `{0, token, now}` when held or acquired
-/// within the window, `{-1, token, now}` when the proposed token is not above the stored one.
+/// Replies `{1, token, now, lock_until}` when granted, `{0, token, now, holder}` when held or
+/// acquired within the window, `{-1, token, now}` when the proposed token is not above the
+/// stored one.
 /// A grant of a proposed token (RedLock) keeps the previous lease in `prev_*` fields, for
 /// [`UNDO`] to restore when the other masters did not grant it too.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
@@ -22,11 +23,11 @@ pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
         r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local s = redis.call('HMGET', KEYS[1], 'token', 'locked_at', 'lock_until')
+local s = redis.call('HMGET', KEYS[1], 'token', 'locked_at', 'lock_until', 'holder')
 local token = tonumber(s[1]) or 0
 local locked_at = tonumber(s[2])
 if (tonumber(s[3]) or 0) > now or (locked_at and locked_at + tonumber(ARGV[3]) > now) then
-  return {0, token, now}
+  return {0, token, now, s[4] or ''}
 end
 local proposed = tonumber(ARGV[4])
 if proposed == 0 then
@@ -136,7 +137,7 @@ return {s[1], s[2], s[3], s[4], string.format('%d', now)}
 });
 
 /// What one server answered to an acquisition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum AcquireReply {
     /// Granted with `token`; times in ms of the server's clock.
     Granted {
@@ -144,33 +145,27 @@ pub(crate) enum AcquireReply {
         now_ms: u64,
         lock_until_ms: u64,
     },
-    /// Held by someone, or acquired within the window; `token` is the stored counter.
-    Refused { token: u64 },
+    /// Held by `holder` with `token`, or acquired by it within the window.
+    Refused { token: u64, holder: String },
     /// The proposed token was not above the stored counter `token`.
     TokenBehind { token: u64 },
 }
 
 impl AcquireReply {
-    pub(crate) fn parse(reply: &[i64]) -> Option<Self> {
-        let number = |i: usize| reply.get(i).and_then(|&v| u64::try_from(v).ok());
-        match reply.first()? {
+    pub(crate) fn parse(reply: &[redis::Value]) -> Option<Self> {
+        let number = |i: usize| redis::from_redis_value_ref::<u64>(reply.get(i)?).ok();
+        match redis::from_redis_value_ref::<i64>(reply.first()?).ok()? {
             1 => Some(AcquireReply::Granted {
                 token: number(1)?,
                 now_ms: number(2)?,
                 lock_until_ms: number(3)?,
             }),
-            0 => Some(AcquireReply::Refused { token: number(1)? }),
+            0 => Some(AcquireReply::Refused {
+                token: number(1)?,
+                holder: redis::from_redis_value_ref(reply.get(3)?).ok()?,
+            }),
             -1 => Some(AcquireReply::TokenBehind { token: number(1)? }),
             _ => None,
-        }
-    }
-
-    /// The server's token counter after this reply.
-    pub(crate) fn counter(self) -> u64 {
-        match self {
-            AcquireReply::Granted { token, .. }
-            | AcquireReply::Refused { token }
-            | AcquireReply::TokenBehind { token } => token,
         }
     }
 }
