@@ -39,17 +39,20 @@ use crate::{RedisLockState, RedisProviderBuilder};
 ///
 /// # Fencing tokens
 ///
-/// The acquiring instance proposes the token, one above the highest counter it has seen for
-/// the lock; a master grants the lease only if the proposal is above its own counter, and
-/// stores it. A master that answers "behind" tells its counter, and the instance retries at
-/// once with a proposal above it. So a lease exists only with the same token on a majority,
-/// and any two majorities share a master, which accepted the later token only above the
-/// earlier one: **tokens strictly increase across all leases, as long as no master that took
-/// part loses its data**. A master that restarted empty adopts the next token it is offered,
-/// so the counter heals; but while a restarted master and a master that never had the lease
-/// form a majority, a second lease can be granted with a token that is not above the
-/// current holder's (RedLock's own weakness). Restart a master without persistence only after
-/// the longest lease has passed (the published mitigation); then tokens and exclusivity hold.
+/// The acquiring instance proposes the token, one above the highest counter it knows for the
+/// lock; a master grants the lease only if the proposal is above its own counter, and stores
+/// it. A master that answers "behind" tells its counter, and the instance retries at once with
+/// a proposal above it. So a lease exists only with the same token on a majority, and any two
+/// majorities share a master, which accepted the later token only above the earlier one:
+/// **tokens strictly increase as long as every majority keeps a master that remembers the
+/// latest lease**, i.e. fewer than N/2 + 1 masters lost their data since the last acquisition.
+/// A master restarted empty takes the current token at the next acquisition it joins, which
+/// heals it. Two masters of three losing their data before that (or one restarted while a
+/// lease is live, together with one that never had that lease) can grant the lock a second
+/// time with a token that is not above the first: RedLock's own weakness, pinned by the test
+/// `restart_at_once_can_grant_twice`. Restart a master without persistence only after the
+/// longest lease has passed (the published mitigation), and one at a time, each after an
+/// acquisition; or run the masters with `appendonly yes` and `appendfsync always`.
 ///
 /// RedLock is a lease on N clocks: a holder paused past its validity still believes it holds
 /// the lock. Pass the fencing token to the resource you write and have it reject older

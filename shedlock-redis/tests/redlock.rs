@@ -162,6 +162,35 @@ mod specifics {
         assert_eq!(restarted.fencing_token, last + 1);
     }
 
+    /// RedLock's known weakness, pinned down: a master that lost its data (restarted without
+    /// persistence) while a lease is live, together with a master that never had that lease,
+    /// is a majority that grants the lock a second time, and the second token is not above the
+    /// first (the restarted masters forgot it). Waiting the longest lease before restarting
+    /// (the published mitigation) prevents the double grant; see the crate docs for tokens.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn restart_at_once_can_grant_twice() {
+        let Some((mut servers, a)) = masters("a").await else {
+            return;
+        };
+        let lock = config("weakness", Duration::from_secs(30));
+        servers[2].kill();
+        let first = a
+            .acquire(&lock)
+            .await
+            .unwrap()
+            .expect("masters 0 and 1 grant");
+        servers[2].restart();
+        servers[0].restart();
+        let b = RedLockProvider::builder()
+            .holder("b")
+            .connect_redlock(servers.iter().map(TestServer::url))
+            .await
+            .unwrap();
+        let second = b.acquire(&lock).await.unwrap();
+        let second = second.expect("masters 0 and 2 forgot the lease: granted again");
+        assert!(second.fencing_token() <= first.fencing_token());
+    }
+
     /// An attempt that wins a minority takes its grants back: the master that granted it
     /// shows the lease before it again (holder, token and `locked_at`), so the failed attempt
     /// leaves no gap in the tokens and counts as no recent acquisition.
