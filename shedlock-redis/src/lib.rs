@@ -29,7 +29,8 @@
 //! A lock is one hash, `<key prefix><name>` (prefix `shedlock:` unless
 //! [configured](RedisProviderBuilder::key_prefix)), with fields `holder`, `token`, `locked_at`
 //! and `lock_until`, times in milliseconds of the server's `TIME`. Acquire, release and extend
-//! are Lua scripts that read `TIME` and compare and write those fields atomically, so leases
+//! are Lua scripts (in `lua/` beside this crate) that read `TIME` and compare and write those
+//! fields atomically, so leases
 //! begin and end by the server's clock, never an instance's. The hash has no expiry: the
 //! lease is over when `lock_until <= TIME`, which is the clock a `PX` expiry would use too.
 //! The hash must outlive the lease because its `token` is the counter the next acquisition
