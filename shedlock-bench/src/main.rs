@@ -2,7 +2,8 @@
 //! in `BENCHMARKS.md`.
 //!
 //! Run with: `cargo run --release -p shedlock-bench -- all` (about 8½ minutes), or one part:
-//! `throughput`, `statements`, `scaling`, `handover`. Options: `--db postgres,mysql,sqlite`,
+//! `throughput`, `statements`, `scaling`, `handover`, `redis` (Redis and RedLock: not in `all`;
+//! `SHEDLOCK_TEST_REDIS_URL`, `SHEDLOCK_TEST_REDLOCK_URLS`, else the local defaults). Options: `--db postgres,mysql,sqlite`,
 //! `--workers 1,8,32`, `--seconds 0.8` (per timed run), `--reps 4` (interleaved rounds),
 //! `--handovers 20`. Databases: `SHEDLOCK_TEST_PG_URL` and `SHEDLOCK_TEST_MYSQL_URL`, else
 //! `postgres://root@127.0.0.1:5432/test` and `mysql://root@127.0.0.1:3306/test`; SQLite in a
@@ -14,6 +15,7 @@ mod handover;
 mod machine;
 mod pgbench;
 mod raw;
+mod redis;
 mod scaling;
 mod statements;
 mod stats;
@@ -42,7 +44,7 @@ pub(crate) struct Settings {
     scaling_iterations: usize,
 }
 
-const USAGE: &str = "usage: shedlock-bench [all|throughput|statements|scaling|handover] \
+const USAGE: &str = "usage: shedlock-bench [all|throughput|statements|scaling|handover|redis] \
     [--db postgres,mysql,sqlite] [--workers 1,8,32] [--seconds 0.8] [--reps 4] [--handovers 20] [--clients ours,raw,…] [--mode uncontended|contended] [--threads N]";
 
 impl Settings {
@@ -86,7 +88,9 @@ impl Settings {
                 "--seconds" => settings.run = Duration::from_secs_f64(value()?.parse()?),
                 "--reps" => settings.reps = value()?.parse()?,
                 "--handovers" => settings.handovers = value()?.parse()?,
-                "all" | "throughput" | "statements" | "scaling" | "handover" => settings.part = arg,
+                "all" | "throughput" | "statements" | "scaling" | "handover" | "redis" => {
+                    settings.part = arg
+                }
                 _ => anyhow::bail!("unknown argument {arg:?}\n{USAGE}"),
             }
         }
@@ -105,6 +109,9 @@ fn main() -> anyhow::Result<()> {
         return runtime(None)?.block_on(handover::candidate(&rest));
     }
     let settings = Settings::parse(args)?;
+    if settings.part == "redis" {
+        return runtime(settings.threads)?.block_on(redis::run(&settings));
+    }
     statements::install()?;
     let dbs = Databases::from_env()?;
     let result = runtime(settings.threads)?.block_on(run(&dbs, &settings));
