@@ -301,6 +301,19 @@ async fn case(
     workers: usize,
     settings: &Settings,
 ) -> anyhow::Result<Vec<f64>> {
+    let clients: Vec<Client> = clients
+        .iter()
+        .copied()
+        .filter(|c| {
+            settings
+                .clients
+                .as_ref()
+                .is_none_or(|only| only.iter().any(|o| o == c.label()))
+        })
+        .collect();
+    if clients.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); clients.len()];
     for rep in 0..settings.reps {
         let mut order: Vec<usize> = (0..clients.len()).collect();
@@ -439,7 +452,7 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<()> {
             settings,
         )
         .await?;
-        to_raw.push(ratios[1]);
+        to_raw.extend(ratios.get(1).copied().filter(|r| r.is_finite()));
         case(
             &servers,
             "redlock",

@@ -58,8 +58,7 @@ impl Node {
             format!("redis://{}/{}", info.addr(), info.redis_settings().db()).into();
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(timeout))
-            // Connecting may take longer than one command; the call's own timeout still applies.
-            .set_connection_timeout(Some(timeout.max(Duration::from_secs(1))))
+            .set_connection_timeout(Some(timeout))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
         let connection =
@@ -85,7 +84,7 @@ impl Node {
         &self.client
     }
 
-    /// Runs `invocation` within the timeout, loading the script on first use (`EVALSHA`, then
+    /// Runs `invocation` (each request within the timeout), loading the script on first use (`EVALSHA`, then
     /// `SCRIPT LOAD` and `EVALSHA` again on `NOSCRIPT`).
     async fn run<T: FromRedisValue>(
         &self,
@@ -96,17 +95,18 @@ impl Node {
             return Err(self.error(key, ServerErrorKind::Down));
         }
         let mut connection = self.connection.clone();
-        match tokio::time::timeout(self.timeout, invocation.invoke_async(&mut connection)).await {
-            Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(error)) => {
-                if error.is_io_error() || error.is_connection_dropped() || error.is_timeout() {
+        // The connection's own response and connect timeouts bound the call: no second timer.
+        match invocation.invoke_async(&mut connection).await {
+            Ok(reply) => Ok(reply),
+            Err(error) => {
+                if error.is_timeout() {
+                    self.mark_down();
+                    return Err(self.error(key, ServerErrorKind::Timeout(self.timeout)));
+                }
+                if error.is_io_error() || error.is_connection_dropped() {
                     self.mark_down();
                 }
                 Err(self.error(key, ServerErrorKind::Redis(error)))
-            }
-            Err(_) => {
-                self.mark_down();
-                Err(self.error(key, ServerErrorKind::Timeout(self.timeout)))
             }
         }
     }
