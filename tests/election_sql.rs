@@ -169,6 +169,7 @@ async fn election(db: Db) {
         "{db:?}: terms {terms:?}"
     );
     candidates.elections[third].resign().await;
+    candidates.providers[third].remove_store().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -43,7 +43,9 @@ async fn keep_alive_holds_the_lock(db: Db) {
     let polls = job.await.unwrap().into_executed().expect("ran");
     assert!(polls >= 20, "{db:?}: only {polls} polls");
     let after = other.try_lock(&lock).await.unwrap();
-    assert!(after.is_some(), "{db:?}: not released after the job");
+    let after = after.unwrap_or_else(|| panic!("{db:?}: not released after the job"));
+    after.release().await.unwrap();
+    holder.remove_store().await;
 }
 
 /// The lease is taken over behind the holder's back: its lost-lock signal fires within one
@@ -96,6 +98,7 @@ async fn lost_lock_signal_and_fenced_write(db: Db) {
         "{db:?}: the new holder's write was rejected: {fresh:?}"
     );
     taken.release().await.unwrap();
+    holder.remove_store().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -103,4 +103,5 @@ async fn three_schedulers_on_one_sqlite_file_run_each_tick_once() {
     );
     let holders: std::collections::HashSet<&str> = runs.iter().map(|r| r.holder.as_str()).collect();
     println!("{} runs by {holders:?}", runs.len());
+    first.remove_store().await;
 }

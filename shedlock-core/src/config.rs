@@ -51,6 +51,11 @@ pub struct SchedulerConfig {
     /// How often keep-alive extends the lease; `None`: a third of `lock_at_most_for`.
     #[serde(with = "humantime_serde")]
     pub keep_alive_interval: Option<Duration>,
+    /// A tick that would start later than this after its fire time (on this instance's
+    /// monotonic clock: a process pause, a stopped container, an overloaded host) is not run
+    /// but counted as missed, unless the job sets its own. Default: 60 s.
+    #[serde(with = "humantime_serde")]
+    pub misfire_threshold: Duration,
     /// Timing of the elections leader-only jobs follow.
     pub leader_election: crate::ElectionConfig,
     /// Whether jobs run at all on this instance (e.g. off in a one-off maintenance process).
@@ -69,6 +74,7 @@ impl Default for SchedulerConfig {
             shutdown_cancel_period: Duration::from_secs(5),
             keep_alive: false,
             keep_alive_interval: None,
+            misfire_threshold: Duration::from_secs(60),
             leader_election: crate::ElectionConfig::default(),
             enabled: true,
         }
@@ -108,6 +114,7 @@ impl SchedulerConfig {
             ));
         }
         self.zone()?;
+        crate::schedule::validate_misfire_threshold(self.misfire_threshold)?;
         self.leader_election.validate()?;
         if let Some(interval) = self.keep_alive_interval
             && (interval.is_zero() || interval >= self.default_lock_at_most_for)
@@ -201,6 +208,13 @@ mod tests {
                 ..base()
             }),
             "holder"
+        );
+        assert_eq!(
+            field(SchedulerConfig {
+                misfire_threshold: Duration::ZERO,
+                ..base()
+            }),
+            "misfire_threshold"
         );
         assert_eq!(
             field(SchedulerConfig {

@@ -80,6 +80,26 @@ pub(crate) struct ExecuteOptions {
     pub(crate) stop: Option<CancellationToken>,
     /// Receives the running task's context, so the scheduler can signal it.
     pub(crate) on_start: Option<Box<dyn FnOnce(LockContext) + Send>>,
+    /// A scheduled tick: its acquisition acts as if it had been asked when the tick was due.
+    pub(crate) tick: Option<TickWindow>,
+}
+
+/// When a scheduled tick was due, and how much earlier another instance may have run it (its
+/// clock a little ahead, or its request a little faster).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TickWindow {
+    pub(crate) due: Instant,
+    pub(crate) allowance: Duration,
+}
+
+impl TickWindow {
+    /// The acquisition window, measured now: refuse the lock if anyone took it since the tick
+    /// was due, less the allowance. For a tick on time this adds little to the lease check
+    /// (which `lock_at_least_for` extends); for a late one it stops it from redoing what another
+    /// instance did for it meanwhile.
+    fn window(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.due) + self.allowance
+    }
 }
 
 impl std::fmt::Debug for ExecuteOptions {
@@ -87,6 +107,7 @@ impl std::fmt::Debug for ExecuteOptions {
         f.debug_struct("ExecuteOptions")
             .field("keep_alive", &self.keep_alive)
             .field("stop", &self.stop)
+            .field("tick", &self.tick)
             .finish_non_exhaustive()
     }
 }
@@ -229,7 +250,15 @@ impl LockingTaskExecutor {
         if context::current_task_holds(config.name()) {
             return Ok(TaskResult::Executed(task.await));
         }
-        let Some((lease, requested_at)) = self.acquire(config).await? else {
+        let acquired = match &options.tick {
+            Some(tick) => {
+                let window = tick.window();
+                self.acquire(&config.clone().unless_acquired_within(window))
+                    .await?
+            }
+            None => self.acquire(config).await?,
+        };
+        let Some((lease, requested_at)) = acquired else {
             return Ok(TaskResult::Skipped);
         };
         let local_deadline = requested_at + lease.lock_at_most_for();

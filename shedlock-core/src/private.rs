@@ -44,6 +44,13 @@ pub fn with_initial_delay(schedule: Schedule, initial_delay: Duration) -> Schedu
     schedule.with_initial_delay(initial_delay)
 }
 
+/// A schedule with a misfire threshold the macro already validated.
+pub fn with_misfire_threshold(schedule: Schedule, threshold: Duration) -> Schedule {
+    schedule
+        .with_misfire_threshold(threshold)
+        .expect("misfire threshold validated at compile time")
+}
+
 /// A job lock the macro already validated.
 pub fn job_lock(
     name: &'static str,

@@ -29,6 +29,17 @@ pub(crate) fn parse_zone(zone: &str) -> Result<Tz, Error> {
         .map_err(|_| Error::invalid_config("zone", format!("unknown IANA time zone {zone:?}")))
 }
 
+/// Checks `0 < threshold <= 100 years`.
+pub(crate) fn validate_misfire_threshold(threshold: Duration) -> Result<(), Error> {
+    if threshold.is_zero() || threshold > MAX_DURATION {
+        return Err(Error::invalid_config(
+            "misfire_threshold",
+            "must be greater than zero and at most 100 years",
+        ));
+    }
+    Ok(())
+}
+
 /// When a job fires.
 ///
 /// ```
@@ -44,6 +55,8 @@ pub(crate) fn parse_zone(zone: &str) -> Result<Tz, Error> {
 pub struct Schedule {
     pub(crate) kind: ScheduleKind,
     pub(crate) initial_delay: Duration,
+    /// `None`: the scheduler's `misfire_threshold`.
+    pub(crate) misfire_threshold: Option<Duration>,
 }
 
 #[derive(Clone)]
@@ -73,6 +86,7 @@ impl Schedule {
                 zone: None,
             },
             initial_delay: Duration::ZERO,
+            misfire_threshold: None,
         })
     }
 
@@ -110,6 +124,7 @@ impl Schedule {
         Ok(Schedule {
             kind: ScheduleKind::FixedRate(period),
             initial_delay: Duration::ZERO,
+            misfire_threshold: None,
         })
     }
 
@@ -127,6 +142,7 @@ impl Schedule {
         Ok(Schedule {
             kind: ScheduleKind::FixedDelay(delay),
             initial_delay: Duration::ZERO,
+            misfire_threshold: None,
         })
     }
 
@@ -135,6 +151,18 @@ impl Schedule {
     pub fn with_initial_delay(mut self, initial_delay: Duration) -> Self {
         self.initial_delay = initial_delay.min(MAX_DURATION);
         self
+    }
+
+    /// A tick that would start more than `threshold` after its fire time is not run but counted
+    /// as missed (instead of the scheduler's `misfire_threshold`). Lateness is measured on this
+    /// process's monotonic clock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`misfire_threshold`) when zero or over 100 years.
+    pub fn with_misfire_threshold(mut self, threshold: Duration) -> Result<Self, Error> {
+        validate_misfire_threshold(threshold)?;
+        self.misfire_threshold = Some(threshold);
+        Ok(self)
     }
 
     /// The first cron fire time strictly after `after`, read in the schedule's zone (or
@@ -183,6 +211,13 @@ impl fmt::Display for Schedule {
                 f,
                 ", first after {}",
                 humantime::format_duration(self.initial_delay)
+            )?;
+        }
+        if let Some(threshold) = self.misfire_threshold {
+            write!(
+                f,
+                ", missed when {} late",
+                humantime::format_duration(threshold)
             )?;
         }
         Ok(())

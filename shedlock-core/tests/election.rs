@@ -1,57 +1,16 @@
 //! Leader election on the in-memory store with paused time.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::Cuttable;
 use shedlock_core::{
-    ElectionConfig, Error, InMemoryLockProvider, LeaderElection, LeaderState, LockConfiguration,
-    LockLease, LockProvider, Operation, TokioClock, async_trait,
+    ElectionConfig, Error, InMemoryLockProvider, LeaderElection, LeaderState, TokioClock,
 };
 use tokio::time::Instant;
-
-/// A provider whose connection to the store can be cut.
-#[derive(Debug, Clone)]
-struct Cuttable {
-    inner: InMemoryLockProvider,
-    cut: Arc<AtomicBool>,
-}
-
-impl Cuttable {
-    fn check(&self, operation: Operation, name: &str) -> Result<(), Error> {
-        if self.cut.load(Ordering::SeqCst) {
-            return Err(Error::store(operation, name, "connection refused"));
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl LockProvider for Cuttable {
-    async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
-        self.check(Operation::Acquire, config.name())?;
-        self.inner.acquire(config).await
-    }
-    async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
-        self.check(Operation::Release, lease.name())?;
-        self.inner.release(lease).await
-    }
-    async fn extend(
-        &self,
-        lease: &LockLease,
-        at_most: Duration,
-        at_least: Duration,
-    ) -> Result<Option<LockLease>, Error> {
-        self.check(Operation::Extend, lease.name())?;
-        self.inner.extend(lease, at_most, at_least).await
-    }
-    fn holder(&self) -> &str {
-        self.inner.holder()
-    }
-    fn release_hints(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
-        self.inner.release_hints()
-    }
-}
 
 #[derive(Debug, Clone, PartialEq)]
 enum Event {

@@ -1,7 +1,9 @@
 //! The scheduler on the in-memory store with tokio's paused clock: exactly-once across
 //! instances, no self-overlap, panics and errors, graceful shutdown, fixed-rate catch-up.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,7 +15,6 @@ use shedlock_core::{
 /// One execution as a job saw it.
 #[derive(Debug, Clone)]
 struct Run {
-    #[allow(dead_code)] // shown in assertion messages
     holder: String,
     token: u64,
     /// Whole seconds of paused time since the test started.
@@ -73,11 +74,26 @@ async fn start_instances(
     job: &Job<()>,
     store: &InMemoryLockProvider,
 ) -> Vec<Scheduler> {
+    start_skewed_instances(&vec![Duration::ZERO; count], job, store).await
+}
+
+/// One instance per offset, each with a wall clock that far behind the store's.
+async fn start_skewed_instances(
+    clock_offsets: &[Duration],
+    job: &Job<()>,
+    store: &InMemoryLockProvider,
+) -> Vec<Scheduler> {
+    // Cron fires half a second after the instances start (clocks at offset zero).
+    let whole = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let now = std::time::UNIX_EPOCH + Duration::from_secs(whole) + Duration::from_millis(500);
     let mut instances = Vec::new();
-    for i in 0..count {
+    for (i, offset) in clock_offsets.iter().enumerate() {
         let scheduler = Scheduler::builder()
             .provider(store.with_holder(format!("instance-{i}")))
-            .clock(Arc::new(TokioClock::new()))
+            .clock(Arc::new(TokioClock::starting_at(now - *offset)))
             .registry(JobRegistry::new(()).add(job.clone()))
             .start()
             .await
@@ -93,7 +109,7 @@ async fn three_instances_run_every_tick_exactly_once() {
     let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
     let job = every_second_job(&journal, Duration::from_millis(500));
     let instances = start_instances(3, &job, &store).await;
-    tokio::time::sleep(Duration::from_millis(7_500)).await;
+    tokio::time::sleep(Duration::from_millis(7_250)).await;
     for instance in &instances {
         instance.shutdown().await;
     }
@@ -116,28 +132,47 @@ async fn three_instances_run_every_tick_exactly_once() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn without_lock_at_least_for_a_microsecond_job_runs_twice_per_tick() {
-    // The failure lock_at_least_for exists for: instances whose triggers fire at (nearly) the
-    // same instant each find the lock already released by the fast job and run it again.
+/// Runs of a per-second job by instances whose clocks lag the store's by `offsets`, over
+/// `seconds` ticks.
+async fn runs_with_skew(offsets: &[u64], at_least: Duration, seconds: u64) -> Vec<Run> {
     let journal = Journal::new();
     let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
-    let job = every_second_job(&journal, Duration::ZERO);
-    let instances = start_instances(3, &job, &store).await;
-    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    let job = every_second_job(&journal, at_least);
+    let offsets: Vec<Duration> = offsets
+        .iter()
+        .map(|&ms| Duration::from_millis(ms))
+        .collect();
+    let instances = start_skewed_instances(&offsets, &job, &store).await;
+    tokio::time::sleep(Duration::from_millis(seconds * 1000)).await;
     for instance in &instances {
         instance.shutdown().await;
     }
-    let runs = journal.runs();
-    let distinct_seconds = {
-        let mut s: Vec<u64> = runs.iter().map(|r| r.second).collect();
-        s.dedup();
-        s.len()
-    };
-    assert!(
-        runs.len() > distinct_seconds,
-        "expected duplicates without lock_at_least_for: {runs:?}"
+    journal.runs()
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_lock_at_least_for_a_microsecond_job_still_runs_once_per_tick() {
+    // What lock_at_least_for exists for in ShedLock: instances whose triggers fire at nearly
+    // the same instant each find the lock already released by the fast job. A cron tick here
+    // refuses a lock taken within 250 ms before it was due, so clocks up to that far apart
+    // need no lock_at_least_for.
+    for offsets in [[0, 0, 0], [0, 120, 240]] {
+        let runs = runs_with_skew(&offsets, Duration::ZERO, 4).await;
+        assert_eq!(runs.len(), 4, "clocks behind by {offsets:?} ms: {runs:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn clocks_further_apart_need_lock_at_least_for() {
+    let by = |runs: &[Run], holder: &str| runs.iter().filter(|r| r.holder == holder).count();
+    let runs = runs_with_skew(&[0, 400], Duration::ZERO, 4).await;
+    assert_eq!(
+        (by(&runs, "instance-0"), by(&runs, "instance-1")),
+        (4, 4),
+        "400 ms apart, each tick runs twice: {runs:?}"
     );
+    let runs = runs_with_skew(&[0, 400], Duration::from_millis(500), 4).await;
+    assert_eq!(runs.len(), 4, "lock_at_least_for covers it: {runs:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -615,4 +650,236 @@ async fn leader_only_jobs_run_on_the_leader_and_move_on_resign() {
         "the new leader takes over: {after:?}"
     );
     instances[1].shutdown().await;
+}
+
+/// A whole-process pause, with paused time: the clock jumps while no task runs.
+async fn pause(duration: Duration) {
+    tokio::time::advance(duration).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_pause_only_the_latest_tick_runs_and_the_others_are_missed() {
+    let journal = Journal::new();
+    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
+    let job = every_second_job(&journal, Duration::ZERO);
+    let instances = start_instances(1, &job, &store).await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(journal.runs().len(), 2);
+    pause(Duration::from_millis(4_300)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Fire times at 2.5, 3.5, 4.5, 5.5 and 6.5 s passed during the pause: the latest (0.3 s
+    // late, nobody ran it) runs, the four before it are missed.
+    let status = instances[0].status().remove(0);
+    assert_eq!(journal.runs().len(), 3, "{:?}", journal.runs());
+    assert_eq!(status.missed_ticks, 4, "{status:?}");
+    assert_eq!(status.overlapped_ticks, 0, "{status:?}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(journal.runs().len(), 5, "the schedule goes on");
+    instances[0].shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tick_later_than_its_misfire_threshold_is_missed() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&runs);
+    let job = Job::new(
+        "hourly",
+        Schedule::cron("0 0 * * * *")
+            .unwrap()
+            .with_misfire_threshold(Duration::from_secs(30))
+            .unwrap(),
+        move |()| {
+            let counter = Arc::clone(&counter);
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+        },
+    );
+    // 10 s before the hour.
+    let start = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000 - 10);
+    let scheduler = Scheduler::builder()
+        .clock(Arc::new(TokioClock::starting_at(start)))
+        .registry(JobRegistry::new(()).add(job))
+        .start()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    pause(Duration::from_secs(40)).await; // the hour passes during the pause: 35 s late
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let status = scheduler.status().remove(0);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert_eq!(status.missed_ticks, 1, "{status:?}");
+    assert!(
+        matches!(status.last_outcome, Some(JobOutcome::Missed { late }) if late >= Duration::from_secs(35)),
+        "{status:?}"
+    );
+    // The next hour runs on time.
+    tokio::time::sleep(Duration::from_secs(3_600)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    scheduler.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_short_pause_within_the_threshold_still_runs_the_tick() {
+    // A lone instance must not drop its tick after an ordinary hiccup.
+    let journal = Journal::new();
+    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
+    let job = every_second_job(&journal, Duration::from_millis(500));
+    let instances = start_instances(1, &job, &store).await;
+    tokio::time::sleep(Duration::from_millis(1_000)).await; // ran at 0.5 s
+    pause(Duration::from_millis(900)).await; // the tick at 1.5 s is 0.4 s late
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let status = instances[0].status().remove(0);
+    assert_eq!(status.missed_ticks, 0, "{status:?}");
+    assert_eq!(journal.runs().len(), 4, "{:?}", journal.runs());
+    instances[0].shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn fixed_rate_after_a_pause_runs_the_latest_tick_and_counts_the_rest_missed() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&runs);
+    let job = Job::new(
+        "rate",
+        Schedule::fixed_rate(Duration::from_secs(1)).unwrap(),
+        move |()| {
+            let counter = Arc::clone(&counter);
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+        },
+    );
+    let scheduler = Scheduler::builder()
+        .registry(JobRegistry::new(()).add(job))
+        .start()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1_500)).await; // ran at 0 and 1 s
+    pause(Duration::from_millis(3_000)).await; // 2, 3 and 4 s pass
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let status = scheduler.status().remove(0);
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    assert_eq!(status.missed_ticks, 2, "{status:?}");
+    scheduler.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_host_suspend_the_wall_clock_says_how_late_a_cron_tick_is() {
+    // While a host is suspended its monotonic clock stands still; only the wall clock shows
+    // that the 10:00, 11:00 and 12:00 ticks have passed. At 12:30 all three are missed.
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&runs);
+    let job = Job::new(
+        "hourly",
+        Schedule::cron("0 0 * * * *").unwrap(),
+        move |()| {
+            let counter = Arc::clone(&counter);
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+        },
+    );
+    let ten = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let wall = Arc::new(shedlock_core::ManualClock::new(
+        ten - Duration::from_secs(10),
+    ));
+    let scheduler = Scheduler::builder()
+        .clock(wall.clone())
+        .registry(JobRegistry::new(()).add(job))
+        .start()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    wall.advance(Duration::from_secs(2 * 3600 + 30 * 60)); // suspended until 12:30
+    tokio::time::sleep(Duration::from_secs(60)).await; // the runner's next look at the clock
+    let status = scheduler.status().remove(0);
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "{status:?}");
+    assert_eq!(status.missed_ticks, 3, "{status:?}");
+    scheduler.shutdown().await;
+}
+
+/// One leader-only job, `locked` or not, that runs until told to stop (or forever, without a
+/// lock context to tell it), on an instance whose store connection the test cuts.
+async fn leader_with_a_long_run(locked: bool) -> (Scheduler, Arc<AtomicBool>, Arc<AtomicUsize>) {
+    let cut = Arc::new(AtomicBool::new(false));
+    let provider = common::Cuttable {
+        inner: InMemoryLockProvider::new()
+            .with_clock(Arc::new(TokioClock::new()))
+            .with_holder("leader"),
+        cut: Arc::clone(&cut),
+    };
+    let stopped = Arc::new(AtomicUsize::new(0));
+    let told = Arc::clone(&stopped);
+    let job = Job::new(
+        "coordinate",
+        Schedule::fixed_rate(Duration::from_secs(600)).unwrap(),
+        move |()| {
+            let told = Arc::clone(&told);
+            async move {
+                match LockContext::current() {
+                    Ok(lock) => {
+                        lock.cancelled().await;
+                        told.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(_) => std::future::pending().await,
+                }
+            }
+        },
+    )
+    .leader_only("coordinator")
+    .unwrap();
+    let job = if locked {
+        job.with_lock(JobLock::new("coordinate").unwrap())
+    } else {
+        job
+    };
+    let scheduler = Scheduler::builder()
+        .provider(provider)
+        .registry(JobRegistry::new(()).add(job))
+        .start()
+        .await
+        .unwrap();
+    (scheduler, cut, stopped)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_running_leader_only_job_is_told_when_the_leadership_ends() {
+    let (scheduler, cut, told) = leader_with_a_long_run(true).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(scheduler.status()[0].running, "it runs as leader");
+    cut.store(true, Ordering::SeqCst); // renewals fail from now on
+    let election = scheduler.election("coordinator").unwrap();
+    election.candidacy().term_ended().await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        told.load(Ordering::SeqCst),
+        1,
+        "its lock context was cancelled"
+    );
+    let status = scheduler.status().remove(0);
+    assert_eq!(status.last_outcome, Some(JobOutcome::LeadershipLost));
+    assert!(!status.running);
+    scheduler.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_running_leader_only_job_without_a_lock_is_cancelled_when_the_leadership_ends() {
+    let (scheduler, cut, _) = leader_with_a_long_run(false).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(scheduler.status()[0].running, "it runs as leader");
+    let ended = tokio::time::Instant::now();
+    cut.store(true, Ordering::SeqCst);
+    let election = scheduler.election("coordinator").unwrap();
+    election.candidacy().term_ended().await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let status = scheduler.status().remove(0);
+    assert_eq!(status.last_outcome, Some(JobOutcome::LeadershipLost));
+    assert!(!status.running, "cancelled");
+    // The default renew deadline (10 s) after the last renewal before the cut.
+    assert!(
+        ended.elapsed() <= Duration::from_secs(10),
+        "{:?}",
+        ended.elapsed()
+    );
+    scheduler.shutdown().await;
 }

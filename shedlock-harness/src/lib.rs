@@ -36,4 +36,4 @@ pub use redis_store::{RedisStore, redlock_url};
 pub use run::{Run, database_url, lock_names};
 pub use store::{Backend, DEFAULT_ACQUIRE_TIMEOUT, JournalRow, Store, StoreConfig};
 pub use stress::{StressOptions, run_stress};
-pub use worker::{WorkerOptions, emit, run_worker};
+pub use worker::{LeaderWork, WorkerOptions, emit, run_worker};

@@ -126,6 +126,30 @@ impl Run {
         self.store.journal(&self.journal_table).await
     }
 
+    /// Whether another process could write now: on SQLite, whether no process holds the
+    /// database's write lock (checked without waiting); always true for the servers, where a
+    /// stopped client holds no lock outside an open transaction.
+    pub async fn write_lock_free(&self) -> bool {
+        use sqlx::Connection as _;
+        use std::str::FromStr as _;
+        let Backend::Sqlite = self.backend else {
+            return true;
+        };
+        let Ok(options) = sqlx::sqlite::SqliteConnectOptions::from_str(&self.url) else {
+            return false;
+        };
+        let Ok(mut connection) =
+            sqlx::SqliteConnection::connect_with(&options.busy_timeout(std::time::Duration::ZERO))
+                .await
+        else {
+            return false;
+        };
+        sqlx::raw_sql("BEGIN IMMEDIATE; ROLLBACK")
+            .execute(&mut connection)
+            .await
+            .is_ok()
+    }
+
     /// Drops the run's tables (and the SQLite file).
     pub async fn cleanup(self) {
         self.store.drop_tables(&self.journal_table).await;

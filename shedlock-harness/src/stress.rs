@@ -242,6 +242,7 @@ async fn drive(exe: &Path, o: &StressOptions, run: &Run) -> anyhow::Result<Repor
     fleet.stop_all(o.job + Duration::from_secs(15)).await?;
     let journal = run.journal().await?;
     let expect = Expectations {
+        at_least_us: i64::try_from(o.at_least.as_micros()).unwrap_or(i64::MAX),
         tick_us,
         ticks: Some(from_tick..to_tick),
         outages,

@@ -26,6 +26,8 @@ pub(crate) struct Schedule {
     pub(crate) kind: ScheduleKind,
     pub(crate) zone: Option<LitStr>,
     pub(crate) initial_delay: Option<Duration>,
+    /// `misfire_threshold = "..."`: how late a tick may start before it counts as missed.
+    pub(crate) misfire_threshold: Option<Duration>,
     /// `leader = "..."`: run only while this instance leads that election.
     pub(crate) leader: Option<LitStr>,
 }
@@ -58,6 +60,7 @@ impl ScheduledArgs {
         let mut fixed_rate = Once::default();
         let mut fixed_delay = Once::default();
         let mut initial_delay = Once::default();
+        let mut misfire_threshold = Once::default();
         let mut zone = Once::default();
         let mut leader = Once::default();
         let mut krate = Once::default();
@@ -68,6 +71,7 @@ impl ScheduledArgs {
             ("fixed_rate", &mut |k, v| fixed_rate.set(k, string(k, v).and_then(|s| validate::non_zero_duration(k.name, &s)))),
             ("fixed_delay", &mut |k, v| fixed_delay.set(k, string(k, v).and_then(|s| validate::non_zero_duration(k.name, &s)))),
             ("initial_delay", &mut |k, v| initial_delay.set(k, string(k, v).and_then(|s| validate::duration(k.name, &s)))),
+            ("misfire_threshold", &mut |k, v| misfire_threshold.set(k, string(k, v).and_then(|s| validate::non_zero_duration(k.name, &s)))),
             ("leader", &mut |k, v| leader.set(k, string(k, v).and_then(validate::lock_name))),
             ("crate", &mut |k, v| krate.set(k, string(k, v).and_then(crate_path))),
         ]);
@@ -119,6 +123,7 @@ impl ScheduledArgs {
                 kind,
                 zone: zone.value,
                 initial_delay: initial_delay.value,
+                misfire_threshold: misfire_threshold.value,
                 leader: leader.value,
             })
         });

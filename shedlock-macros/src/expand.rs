@@ -294,7 +294,7 @@ impl Codegen<'_> {
         let krate = self.krate;
         let private = quote!(#krate::__private);
         let initial_delay = schedule.initial_delay.unwrap_or_default();
-        match &schedule.kind {
+        let kind = match &schedule.kind {
             ScheduleKind::Cron(expression) => {
                 let zone = option(schedule.zone.as_ref().map(ToTokens::to_token_stream));
                 let cron = quote!(#private::cron(#expression, #zone));
@@ -314,6 +314,13 @@ impl Codegen<'_> {
                 let (delay, initial_delay) = (duration(*delay), duration(initial_delay));
                 quote!(#private::fixed_delay(#delay, #initial_delay))
             }
+        };
+        match schedule.misfire_threshold {
+            Some(threshold) => {
+                let threshold = duration(threshold);
+                quote!(#private::with_misfire_threshold(#kind, #threshold))
+            }
+            None => kind,
         }
     }
 

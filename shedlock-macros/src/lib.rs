@@ -94,7 +94,8 @@ use crate::expand::Macro;
 /// | `fixed_delay` | duration from the end of one run to the start of the next | `fixed_delay = "1m"` |
 /// | `zone` | IANA time zone the cron expression is read in (only with `cron`; default: the scheduler's `default_zone`); daylight-saving changes are followed | `zone = "Europe/Berlin"` |
 /// | `initial_delay` | wait after the scheduler starts before the first run | `initial_delay = "10s"` |
-/// | `leader` | run only while this instance leads the named election (no lock per run; the scheduler campaigns on its provider, timing from `SchedulerConfig::leader_election`) | `leader = "batch"` |
+/// | `misfire_threshold` | a tick that would start later than this after its fire time (a paused process, an overloaded host) is not run but counted as missed (default: the scheduler's `misfire_threshold`, 60 s) | `misfire_threshold = "5m"` |
+/// | `leader` | run only while this instance leads the named election (no lock per run; the scheduler campaigns on its provider or elector, timing from `SchedulerConfig::leader_election`; checked when each run starts, and a run still going when the leadership ends is told, or cancelled if it has no lock) | `leader = "batch"` |
 /// | `crate` | path of the `shedlock` crate, when it is renamed in `Cargo.toml` or re-exported | `crate = "my_platform::shedlock"` |
 ///
 /// Durations are written in humantime (`"10m"`, `"1h 30m"`, `"500ms"`) or ISO-8601

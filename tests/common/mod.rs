@@ -49,6 +49,24 @@ impl Provider {
         }
     }
 
+    /// Removes what [`provider`] created: the table on a server; the database file (with its
+    /// `-wal` and `-shm`) on SQLite. Call it at the end of a test, so a run leaves nothing.
+    pub(crate) async fn remove_store(&self) {
+        match self {
+            Provider::Sqlite(p) => {
+                let file = p.pool().connect_options().get_filename().to_owned();
+                p.pool().close().await;
+                for suffix in ["", "-wal", "-shm"] {
+                    let mut path = file.clone().into_os_string();
+                    path.push(suffix);
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+            Provider::Postgres(p) => drop_table(p.pool(), p.table()).await,
+            Provider::MySql(p) => drop_table(p.pool(), p.table()).await,
+        }
+    }
+
     /// Ends a lease behind its holder's back: `lock_until` an hour ago, on the database clock.
     pub(crate) async fn expire_in_store(&self, lock_name: &str) {
         let rows = match self {
@@ -134,6 +152,17 @@ fn server_url(db: Db) -> Option<String> {
             None
         }
     }
+}
+
+async fn drop_table<DB: sqlx::Database>(pool: &sqlx::Pool<DB>, table: &str)
+where
+    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
+{
+    let statement = sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}"));
+    sqlx::raw_sql(statement)
+        .execute(pool)
+        .await
+        .expect("drop the test table");
 }
 
 /// A provider over a fresh table of its own, as holder `holder`; `None` when skipped.

@@ -227,8 +227,9 @@ fn prepare_jobs<S: Clone>(
                 )));
             }
             let leader = job.leader.as_ref().and_then(|name| elections.get(name.as_ref()).cloned());
+            let misfire_threshold = job.schedule.misfire_threshold.unwrap_or(config.misfire_threshold);
             let Some(job_lock) = &job.lock else {
-                return Ok(PreparedJob { job: job.clone(), lock: None, keep_alive: None, leader });
+                return Ok(PreparedJob { job: job.clone(), lock: None, keep_alive: None, leader, misfire_threshold });
             };
             if !has_provider {
                 return Err(Error::Scheduler(format!(
@@ -253,7 +254,7 @@ fn prepare_jobs<S: Clone>(
                         ),
                     ));
                 }
-            Ok(PreparedJob { job: job.clone(), lock: Some(lock), keep_alive, leader })
+            Ok(PreparedJob { job: job.clone(), lock: Some(lock), keep_alive, leader, misfire_threshold })
         })
         .collect()
 }

@@ -11,6 +11,7 @@
 mod builder;
 mod runner;
 mod status;
+mod tick;
 
 use std::fmt;
 use std::sync::atomic::Ordering;
@@ -71,6 +72,15 @@ impl Scheduler {
     /// The status of every registered job: next fire time, last outcome, counts.
     pub fn status(&self) -> Vec<JobStatus> {
         self.jobs.iter().map(|job| job.snapshot()).collect()
+    }
+
+    /// The election a leader-only job follows (by its name, as in `leader = "…"`), to ask
+    /// whether this instance leads it or to watch its changes.
+    pub fn election(&self, name: &str) -> Option<&LeaderElection> {
+        self.elections
+            .iter()
+            .find(|election| election.name() == name)
+            .map(|election| &**election)
     }
 
     /// The executor locked jobs run through, if the scheduler has a provider.

@@ -1,26 +1,30 @@
-//! One task per job: wait for the next tick, run, record. Runs never overlap within an
-//! instance: a tick that comes while the previous run is still going is skipped and logged.
+//! One task per job: wait for the next fire time, then run one tick. Runs never overlap within
+//! an instance: fire times that pass while a run is going are skipped and logged. After a pause
+//! (the process stopped, the host overloaded) only the latest fire time that has passed is
+//! considered; the earlier ones are counted as missed.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
-use super::status::{JobOutcome, JobState};
-use crate::executor::ExecuteOptions;
+use super::status::JobState;
+use super::tick::Due;
 use crate::schedule::ScheduleKind;
-use crate::{
-    Clock, Job, LeaderElection, LockConfiguration, LockContext, LockingTaskExecutor, TaskResult,
-};
+use crate::{Clock, Job, LeaderElection, LockConfiguration, LockingTaskExecutor};
 
 /// Longest single sleep while waiting for a wall-clock fire time, so a clock step (NTP,
 /// suspend) is noticed within this long.
 const MAX_WALL_SLEEP: Duration = Duration::from_secs(60);
+
+/// How much earlier than its own fire time another instance may have run a cron tick (its
+/// clock a little ahead, its timer a little earlier): a tick refuses the lock if it was taken
+/// this long before the tick was due, or half the time to the next fire time if that is less.
+const CRON_ALLOWANCE: Duration = Duration::from_millis(250);
 
 /// What every job runner of one scheduler shares.
 #[derive(Debug)]
@@ -46,34 +50,42 @@ pub(crate) struct ShutdownCounters {
     pub(crate) locks_released: Arc<AtomicUsize>,
 }
 
-/// A job ready to run: its lock resolved against the configuration.
+/// A job ready to run: its lock and thresholds resolved against the configuration.
 pub(crate) struct PreparedJob<S> {
     pub(crate) job: Job<S>,
     pub(crate) lock: Option<LockConfiguration>,
     pub(crate) keep_alive: Option<Duration>,
     pub(crate) leader: Option<Arc<LeaderElection>>,
+    pub(crate) misfire_threshold: Duration,
 }
 
 impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
     /// Runs the job's schedule until shutdown.
     pub(crate) async fn run(self, state: S, runtime: Arc<Runtime>, status: Arc<JobState>) {
         let initial_delay = self.job.schedule.initial_delay;
+        let start = Instant::now() + initial_delay;
         if !initial_delay.is_zero() {
             status.set_next_fire(Some(runtime.clock.now() + initial_delay));
-            if !sleep_or_shutdown(&runtime, Instant::now() + initial_delay).await {
+            if !sleep_or_shutdown(&runtime, start).await {
                 return;
             }
         }
         match self.job.schedule.kind.clone() {
             ScheduleKind::Cron { .. } => self.run_cron(state, &runtime, &status).await,
             ScheduleKind::FixedRate(period) => {
-                self.run_fixed_rate(period, state, &runtime, &status).await
+                self.run_fixed_rate(period, start, state, &runtime, &status)
+                    .await
             }
             ScheduleKind::FixedDelay(delay) => {
-                self.run_fixed_delay(delay, state, &runtime, &status).await
+                self.run_fixed_delay(delay, start, state, &runtime, &status)
+                    .await
             }
         }
         status.set_next_fire(None);
+    }
+
+    fn next_cron_fire(&self, after: DateTime<Utc>, runtime: &Runtime) -> Option<DateTime<Utc>> {
+        self.job.schedule.next_cron_fire(after, runtime.zone)
     }
 
     /// Cron: each fire time is computed in the job's zone from the previous one, so
@@ -81,26 +93,51 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
     async fn run_cron(&self, state: S, runtime: &Runtime, status: &JobState) {
         let mut after: DateTime<Utc> = runtime.clock.now().into();
         loop {
-            let Some(fire) = self.job.schedule.next_cron_fire(after, runtime.zone) else {
+            let Some(fire) = self.next_cron_fire(after, runtime) else {
                 tracing::warn!(job = %self.job.name, "cron schedule has no further fire time");
                 return;
             };
             status.set_next_fire(Some(fire.into()));
-            if !sleep_until_wall(runtime, fire.into()).await {
+            let Some(due) = sleep_until_wall(runtime, fire.into()).await else {
                 return;
-            }
-            self.tick(state.clone(), runtime, status).await;
-            after = fire;
+            };
+            // A pause may have carried us past later fire times too: only the latest counts.
             let now: DateTime<Utc> = runtime.clock.now().into();
-            let mut missed = 0u32;
-            while let Some(next) = self.job.schedule.next_cron_fire(after, runtime.zone) {
-                if next > now {
-                    break;
-                }
-                missed += 1;
+            let mut latest = fire;
+            let mut passed_over = 0u32;
+            while let Some(next) = self.next_cron_fire(latest, runtime)
+                && next <= now
+            {
+                passed_over += 1;
+                latest = next;
+            }
+            self.report_passed_over(passed_over, fire.into(), status);
+            let gap = self
+                .next_cron_fire(latest, runtime)
+                .and_then(|next| (next - latest).to_std().ok())
+                .unwrap_or(Duration::MAX);
+            // Late by the monotonic clock (a pause), or by the wall clock the fire times are
+            // read on, whichever says more: the monotonic clock stands still while the host
+            // is suspended.
+            let mapped = due + (latest - fire).to_std().unwrap_or_default();
+            let wall_late = (now - latest).to_std().unwrap_or_default();
+            let by_wall = Instant::now().checked_sub(wall_late).unwrap_or(mapped);
+            let due = Due {
+                at: mapped.min(by_wall),
+                fire: latest.into(),
+                allowance: CRON_ALLOWANCE.min(gap / 2),
+            };
+            self.tick(state.clone(), runtime, status, due).await;
+            after = latest;
+            let now: DateTime<Utc> = runtime.clock.now().into();
+            let mut overlapped = 0u32;
+            while let Some(next) = self.next_cron_fire(after, runtime)
+                && next <= now
+            {
+                overlapped += 1;
                 after = next;
             }
-            self.report_overlap(missed, status);
+            self.report_overlap(overlapped, status);
         }
     }
 
@@ -109,18 +146,25 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
     async fn run_fixed_rate(
         &self,
         period: Duration,
+        origin: Instant,
         state: S,
         runtime: &Runtime,
         status: &JobState,
     ) {
-        let origin = Instant::now();
+        // The grid index of the latest tick due at `now`.
+        let index_at = |now: Instant| {
+            u32::try_from(now.saturating_duration_since(origin).as_nanos() / period.as_nanos())
+                .unwrap_or(u32::MAX)
+        };
         let mut tick_index: u32 = 0;
         loop {
             // Beyond about 4 billion ticks (or a grid past the clock's range) the job ends.
-            let Some(due) = period
-                .checked_mul(tick_index)
-                .and_then(|d| origin.checked_add(d))
-            else {
+            let grid = |index: u32| {
+                period
+                    .checked_mul(index)
+                    .and_then(|d| origin.checked_add(d))
+            };
+            let Some(due) = grid(tick_index) else {
                 tracing::warn!(job = %self.job.name, "fixed-rate schedule exhausted");
                 return;
             };
@@ -130,12 +174,18 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             if !sleep_or_shutdown(runtime, due).await {
                 return;
             }
-            self.tick(state.clone(), runtime, status).await;
-            let elapsed_ticks = origin.elapsed().as_nanos() / period.as_nanos();
-            let next = u32::try_from(elapsed_ticks + 1)
-                .unwrap_or(u32::MAX)
-                .max(tick_index + 1);
-            self.report_overlap(next.saturating_sub(tick_index).saturating_sub(1), status);
+            let latest = index_at(Instant::now()).max(tick_index);
+            let wall_due = runtime.clock.now() - Instant::now().saturating_duration_since(due);
+            self.report_passed_over(latest - tick_index, wall_due, status);
+            let Some(due) = grid(latest) else { return };
+            let due = Due {
+                at: due,
+                fire: runtime.clock.now() - Instant::now().saturating_duration_since(due),
+                allowance: Duration::ZERO,
+            };
+            self.tick(state.clone(), runtime, status, due).await;
+            let next = index_at(Instant::now()).saturating_add(1).max(latest + 1);
+            self.report_overlap(next - latest - 1, status);
             tick_index = next;
         }
     }
@@ -143,15 +193,23 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
     async fn run_fixed_delay(
         &self,
         delay: Duration,
+        first: Instant,
         state: S,
         runtime: &Runtime,
         status: &JobState,
     ) {
+        let mut due = first;
         loop {
             status.set_next_fire(None);
-            self.tick(state.clone(), runtime, status).await;
+            let at = Due {
+                at: due,
+                fire: runtime.clock.now() - Instant::now().saturating_duration_since(due),
+                allowance: Duration::ZERO,
+            };
+            self.tick(state.clone(), runtime, status, at).await;
             status.set_next_fire(Some(runtime.clock.now() + delay));
-            if !sleep_or_shutdown(runtime, Instant::now() + delay).await {
+            due = Instant::now() + delay;
+            if !sleep_or_shutdown(runtime, due).await {
                 return;
             }
         }
@@ -168,137 +226,49 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         }
     }
 
-    /// One run: spawned as its own task so a panic is caught and shutdown can abort it.
-    async fn tick(&self, state: S, runtime: &Runtime, status: &JobState) {
-        if let Some(election) = &self.leader
-            && !election.is_leader()
-        {
-            tracing::debug!(job = %self.job.name, election = election.name(), "not the leader, skipped");
-            status.record(JobOutcome::NotLeader);
-            return;
+    /// Fire times a pause carried the scheduler past, from `first` on: missed, not replayed.
+    fn report_passed_over(&self, missed: u32, first: SystemTime, status: &JobState) {
+        if missed > 0 {
+            tracing::warn!(
+                job = %self.job.name,
+                missed,
+                first_fire = %humantime::format_rfc3339_millis(first),
+                "missed ticks: this process did not run at their fire times (paused?); only the \
+                 latest is considered"
+            );
+            status.record_missed(missed);
         }
-        let span = tracing::info_span!(
-            "shedlock_job",
-            job = %self.job.name,
-            lock = self.lock.as_ref().map(LockConfiguration::name),
-            token = tracing::field::Empty,
-            outcome = tracing::field::Empty,
-            duration_ms = tracing::field::Empty,
-        );
-        let started = Instant::now();
-        let context: Arc<Mutex<Option<LockContext>>> = Arc::default();
-        let run = (self.job.run)(state);
-        let mut handle = match (&self.lock, &runtime.executor) {
-            (Some(lock), Some(executor)) => {
-                let (executor, lock) = (executor.clone(), lock.clone());
-                let (slot, token_span) = (Arc::clone(&context), span.clone());
-                let options = ExecuteOptions {
-                    keep_alive: self.keep_alive,
-                    stop: Some(runtime.stop.clone()),
-                    on_start: Some(Box::new(move |ctx: LockContext| {
-                        token_span.record("token", ctx.fencing_token());
-                        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(ctx);
-                    })),
-                };
-                tokio::spawn(
-                    async move { executor.execute_with(&lock, options, run).await }
-                        .instrument(span.clone()),
-                )
-            }
-            _ => tokio::spawn(
-                async move { Ok(TaskResult::Executed(run.await)) }.instrument(span.clone()),
-            ),
-        };
-        status.set_running(true);
-        let joined = tokio::select! {
-            joined = &mut handle => joined,
-            () = runtime.abort.cancelled() => {
-                handle.abort();
-                handle.await
-            }
-        };
-        status.set_running(false);
-
-        let outcome = match joined {
-            Ok(Ok(TaskResult::Executed(Ok(())))) => JobOutcome::Executed {
-                duration: started.elapsed(),
-            },
-            Ok(Ok(TaskResult::Executed(Err(error)))) => {
-                span.in_scope(|| tracing::error!(error = %error, "job failed"));
-                JobOutcome::Failed(error)
-            }
-            Ok(Ok(TaskResult::Skipped)) => JobOutcome::Skipped,
-            Ok(Err(error)) => {
-                span.in_scope(
-                    || tracing::warn!(error = %error, "not executed this tick: lock store failed"),
-                );
-                JobOutcome::StoreError(error.to_string())
-            }
-            Err(join) if join.is_panic() => {
-                let message = panic_message(join.into_panic());
-                span.in_scope(
-                    || tracing::error!(panic = %message, "job panicked; its lock was released"),
-                );
-                JobOutcome::Panicked(message)
-            }
-            Err(_aborted) => {
-                let context = context.lock().unwrap_or_else(|e| e.into_inner()).take();
-                if let Some(context) = context {
-                    // The dropped task also releases in the background; whichever comes
-                    // first does it, and this waits until it is done.
-                    let _ = context.active.release().await;
-                }
-                span.in_scope(|| {
-                    tracing::warn!("job aborted at shutdown: it ignored the stop signal")
-                });
-                JobOutcome::Aborted
-            }
-        };
-        span.record("outcome", tracing::field::debug(&outcome));
-        span.record("duration_ms", started.elapsed().as_millis() as u64);
-        if runtime.shutdown.is_cancelled() {
-            let counter = match outcome {
-                JobOutcome::Aborted => &runtime.counters.aborted,
-                _ if runtime.stop.is_cancelled() => &runtime.counters.cancelled,
-                _ => &runtime.counters.finished,
-            };
-            counter.fetch_add(1, Ordering::Relaxed);
-        }
-        status.record(outcome);
-    }
-}
-
-fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
-    match panic.downcast::<String>() {
-        Ok(message) => *message,
-        Err(panic) => panic.downcast_ref::<&str>().map_or_else(
-            || "non-string panic payload".to_owned(),
-            |s| (*s).to_owned(),
-        ),
     }
 }
 
 /// Sleeps until `deadline`; false if shutdown came first.
-async fn sleep_or_shutdown(runtime: &Runtime, deadline: Instant) -> bool {
+pub(super) async fn sleep_or_shutdown(runtime: &Runtime, deadline: Instant) -> bool {
     tokio::select! {
         () = runtime.shutdown.cancelled() => false,
         () = tokio::time::sleep_until(deadline) => true,
     }
 }
 
-/// Sleeps until the wall clock shows `fire`, in bounded steps so clock steps are noticed;
-/// false if shutdown came first.
-async fn sleep_until_wall(runtime: &Runtime, fire: SystemTime) -> bool {
+/// Sleeps until the wall clock shows `fire`, in bounded steps so clock steps are noticed.
+/// Returns the instant, on the monotonic clock, at which `fire` was due (from the last reading
+/// before it, so a pause during the sleep shows as lateness); `None` if shutdown came first.
+async fn sleep_until_wall(runtime: &Runtime, fire: SystemTime) -> Option<Instant> {
+    let mut due = None;
     loop {
-        let Ok(remaining) = fire.duration_since(runtime.clock.now()) else {
-            return !runtime.shutdown.is_cancelled();
+        let (wall, now) = (runtime.clock.now(), Instant::now());
+        let remaining = match fire.duration_since(wall) {
+            Ok(remaining) if !remaining.is_zero() => remaining,
+            passed => {
+                if runtime.shutdown.is_cancelled() {
+                    return None;
+                }
+                let passed = passed.err().map(|e| e.duration()).unwrap_or_default();
+                return Some(due.unwrap_or_else(|| now.checked_sub(passed).unwrap_or(now)));
+            }
         };
-        if remaining.is_zero() {
-            return !runtime.shutdown.is_cancelled();
-        }
-        let step = remaining.min(MAX_WALL_SLEEP);
-        if !sleep_or_shutdown(runtime, Instant::now() + step).await {
-            return false;
+        due = Some(now + remaining);
+        if !sleep_or_shutdown(runtime, now + remaining.min(MAX_WALL_SLEEP)).await {
+            return None;
         }
     }
 }

@@ -17,6 +17,16 @@ pub enum JobOutcome {
     Skipped,
     /// A leader-only job's tick came while this instance did not lead; it was skipped.
     NotLeader,
+    /// The tick would have started more than the misfire threshold after its fire time (a
+    /// process pause, an overloaded host); it was not run.
+    Missed {
+        /// How late it was when the scheduler got to it.
+        late: Duration,
+    },
+    /// The leadership of a leader-only job ended while it ran. A job without a lock was
+    /// cancelled then; a locked one was told through its lock context's `cancelled()` and ran
+    /// to its end.
+    LeadershipLost,
     /// The job returned an error (its display text).
     Failed(String),
     /// The job panicked (the panic message).
@@ -49,6 +59,9 @@ pub struct JobStatus {
     pub skips: u64,
     /// Ticks skipped because this instance's previous run was still going (no self-overlap).
     pub overlapped_ticks: u64,
+    /// Ticks not run because the scheduler got to them too late (see `misfire_threshold`), or
+    /// because a later fire time had already come (after a pause only the latest runs).
+    pub missed_ticks: u64,
 }
 
 /// What [`Scheduler::shutdown`](crate::Scheduler::shutdown) did.
@@ -77,6 +90,7 @@ pub(crate) struct JobState {
     executions: AtomicU64,
     skips: AtomicU64,
     overlapped_ticks: AtomicU64,
+    missed_ticks: AtomicU64,
 }
 
 impl JobState {
@@ -91,6 +105,7 @@ impl JobState {
             executions: AtomicU64::new(0),
             skips: AtomicU64::new(0),
             overlapped_ticks: AtomicU64::new(0),
+            missed_ticks: AtomicU64::new(0),
         }
     }
 
@@ -108,11 +123,18 @@ impl JobState {
             .fetch_add(u64::from(missed), Ordering::Relaxed);
     }
 
+    /// Fire times passed over without a run (a pause carried the scheduler past them).
+    pub(crate) fn record_missed(&self, missed: u32) {
+        self.missed_ticks
+            .fetch_add(u64::from(missed), Ordering::Relaxed);
+    }
+
     pub(crate) fn record(&self, outcome: JobOutcome) {
         match outcome {
             JobOutcome::Skipped => {
                 self.skips.fetch_add(1, Ordering::Relaxed);
             }
+            JobOutcome::Missed { .. } => self.record_missed(1),
             JobOutcome::NotLeader | JobOutcome::StoreError(_) => {}
             _ => {
                 self.executions.fetch_add(1, Ordering::Relaxed);
@@ -136,6 +158,7 @@ impl JobState {
             executions: self.executions.load(Ordering::Relaxed),
             skips: self.skips.load(Ordering::Relaxed),
             overlapped_ticks: self.overlapped_ticks.load(Ordering::Relaxed),
+            missed_ticks: self.missed_ticks.load(Ordering::Relaxed),
         }
     }
 }

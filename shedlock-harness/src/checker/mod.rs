@@ -8,7 +8,9 @@
 //! stale certainly was).
 
 mod leadership;
+mod missed;
 mod report;
+mod ticks;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Range;
@@ -17,8 +19,10 @@ use crate::event::{Counters, Event, WriteOutcome};
 use crate::fleet::{Received, Signal};
 use crate::store::JournalRow;
 use leadership::check_leadership;
+use missed::check_unattempted_ticks;
 use report::add;
 pub use report::{Report, Takeover};
+use ticks::check_ticks;
 
 /// What the run was supposed to do, for the tick check.
 #[derive(Debug, Clone, Default)]
@@ -29,6 +33,8 @@ pub struct Expectations {
     pub ticks: Option<Range<i64>>,
     /// Times (µs) when ticks may be missed, e.g. a database outage.
     pub outages: Vec<Range<i64>>,
+    /// The jobs' `lock_at_least_for` in µs: how long a run keeps its lock after it started.
+    pub at_least_us: i64,
 }
 
 /// A fault the harness injected.
@@ -43,9 +49,9 @@ pub struct Fault {
 }
 
 /// Acquisitions of one lock, by time, with the highest token seen up to each.
-struct Acquisitions {
+pub(crate) struct Acquisitions {
     /// (at, token, until, worker), sorted by `at`.
-    list: Vec<(i64, u64, i64, usize)>,
+    pub(crate) list: Vec<(i64, u64, i64, usize)>,
     max_token_so_far: Vec<u64>,
 }
 
@@ -116,6 +122,8 @@ pub fn check(
                     .push((*at, *token, *until, r.worker));
             }
             Event::Skipped { .. } => c.skipped += 1,
+            Event::Missed { count, .. } => c.missed += count,
+            Event::Overlapped { count, .. } => c.overlapped += count,
             Event::AcquireFailed { .. } => c.errors += 1,
             Event::Lost { .. } => report.lost_signals += 1,
             Event::Write {
@@ -303,43 +311,18 @@ pub fn check(
         }
     }
 
-    // Ticks: each exactly once, unless a faulted lease or an outage kept it from running.
     if let Some(ticks) = &expect.ticks {
-        let mut runs: HashMap<(&str, i64), usize> = HashMap::new();
-        for row in journal {
-            *runs.entry((row.lock.as_str(), row.tick)).or_default() += 1;
-        }
-        for &lock in &locks {
-            let dead = dead.get(lock).map(Vec::as_slice).unwrap_or_default();
-            for tick in ticks.clone() {
-                report.ticks_checked += 1;
-                let fire = tick * expect.tick_us;
-                match runs.get(&(lock, tick)).copied().unwrap_or(0) {
-                    1 => {}
-                    0 if dead
-                        .iter()
-                        .any(|&(from, until)| fire > from && fire < until)
-                        || expect.outages.iter().any(|o| o.contains(&fire)) =>
-                    {
-                        report.excused_ticks += 1
-                    }
-                    0 => {
-                        report.missed_ticks += 1;
-                        v.push(format!("{lock}: tick {tick} did not run"));
-                    }
-                    n => {
-                        report.duplicate_ticks += 1;
-                        v.push(format!("{lock}: tick {tick} ran {n} times"));
-                    }
-                }
-            }
-        }
+        check_ticks(events, journal, &locks, &dead, ticks, expect, &mut report);
     }
 
     // Takeovers after faults: never before the lease ended. A lease hit by several faults
     // (paused, then killed) counts once, for the first.
-    let mut faults: Vec<&Fault> = faults.iter().collect();
-    faults.sort_by_key(|f| f.at);
+    let faults_in_order = {
+        let mut sorted = faults.to_vec();
+        sorted.sort_by_key(|f| f.at);
+        sorted
+    };
+    let faults = &faults_in_order;
     let mut counted: HashSet<(&str, u64)> = HashSet::new();
     for fault in faults {
         for r in events.iter().filter(|r| r.worker == fault.worker) {
@@ -369,7 +352,7 @@ pub fn check(
             if let Some(next) = next_at
                 && next < *until
             {
-                v.push(format!(
+                report.violations.push(format!(
                     "{lock}: token {token} of faulted worker {} taken over {} µs before its lease ended",
                     fault.worker,
                     until - next
@@ -384,7 +367,8 @@ pub fn check(
             });
         }
     }
-    check_leadership(events, &mut report);
+    check_leadership(events, &faults_in_order, &mut report);
+    check_unattempted_ticks(events, killed, &mut report);
     report.locks = locks.len();
     report
 }

@@ -54,8 +54,20 @@ pub struct Report {
     pub missed_ticks: usize,
     /// Ticks that did not run because a faulted worker held the lock or the database was down.
     pub excused_ticks: usize,
+    /// Ticks that did not run because an earlier tick's run, started late, still held the lock.
+    pub suppressed_ticks: usize,
+    /// Ticks no worker attempted: every one reported them missed (see `unreported_missed`).
+    pub missed_everywhere: usize,
+    /// Ticks the schedulers reported missed (a pause passed over them, or they were too late).
+    pub reported_missed: u64,
+    /// Ticks a worker neither attempted nor reported missed or overlapped (must be 0).
+    pub unreported_missed: u64,
     /// Leadership terms begun (leader-election workers).
     pub terms: usize,
+    /// Leader work started (leader-only jobs, or election workers asking `is_leader()`).
+    pub leader_work: usize,
+    /// Leader work started in a term after a newer term had been granted (must be 0).
+    pub stale_leader_work: usize,
     /// Times two workers led at once.
     pub leadership_overlaps: usize,
     /// Takeovers after faults.
@@ -117,14 +129,22 @@ impl fmt::Display for Report {
             "attempts                {} = executed {} + skipped {} + store errors {} + cut short by SIGKILL {}",
             c.attempts, c.acquired, c.skipped, c.errors, in_flight
         )?;
+        let not_once = self.duplicate_ticks
+            + self.missed_ticks
+            + self.excused_ticks
+            + self.suppressed_ticks
+            + self.missed_everywhere;
         writeln!(
             f,
-            "ticks checked           {}: exactly once {}, duplicates {}, missed {}, excused by faults {}",
+            "ticks checked           {}: exactly once {}, duplicates {}, skipped with the lock free {}, \
+             excused by faults {}, held by a late earlier run {}, missed by every worker {}",
             self.ticks_checked,
-            self.ticks_checked - self.duplicate_ticks - self.missed_ticks - self.excused_ticks,
+            self.ticks_checked - not_once,
             self.duplicate_ticks,
             self.missed_ticks,
-            self.excused_ticks
+            self.excused_ticks,
+            self.suppressed_ticks,
+            self.missed_everywhere
         )?;
         writeln!(
             f,
@@ -144,12 +164,17 @@ impl fmt::Display for Report {
             "stale writes            attempted {}, accepted {}",
             self.stale_attempted, self.stale_accepted
         )?;
+        writeln!(
+            f,
+            "ticks not attempted     reported missed {} (overlapped {}), unreported {}",
+            self.reported_missed, c.overlapped, self.unreported_missed
+        )?;
         writeln!(f, "lost-lock signals       {}", self.lost_signals)?;
         if self.terms > 0 {
             writeln!(
                 f,
-                "leadership              {} terms, {} overlapping",
-                self.terms, self.leadership_overlaps
+                "leadership              {} terms, {} overlapping; leader work {}, in a superseded term {}",
+                self.terms, self.leadership_overlaps, self.leader_work, self.stale_leader_work
             )?;
         }
         writeln!(
@@ -199,5 +224,7 @@ pub(super) fn add(a: Counters, b: Counters) -> Counters {
         accepted: a.accepted + b.accepted,
         rejected: a.rejected + b.rejected,
         failed: a.failed + b.failed,
+        missed: a.missed + b.missed,
+        overlapped: a.overlapped + b.overlapped,
     }
 }

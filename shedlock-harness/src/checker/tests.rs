@@ -1,5 +1,7 @@
 //! The checker must be able to fail: each rule is broken once in a synthetic run.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use super::*;
 
 const TICK: i64 = 1_000_000;
@@ -127,6 +129,42 @@ impl Run {
         );
     }
 
+    /// Every worker attempts every tick between its first and last attempt of each lock: the
+    /// ticks it has no line for, it skipped.
+    fn skip_unattempted_ticks(&mut self) {
+        let mut attempted: BTreeMap<(usize, String), BTreeSet<i64>> = BTreeMap::new();
+        for r in &self.events {
+            if let Event::Attempt { lock, tick, .. } = &r.event {
+                attempted
+                    .entry((r.worker, lock.clone()))
+                    .or_default()
+                    .insert(*tick);
+            }
+        }
+        for ((w, lock), ticks) in attempted {
+            let (first, last) = (ticks.first().copied(), ticks.last().copied());
+            for tick in first.unwrap_or(0)..last.unwrap_or(0) {
+                if !ticks.contains(&tick) {
+                    self.ev(
+                        w,
+                        Event::Attempt {
+                            lock: lock.clone(),
+                            tick,
+                            at: tick * TICK,
+                        },
+                    );
+                    self.ev(
+                        w,
+                        Event::Skipped {
+                            lock: lock.clone(),
+                            at: tick * TICK + 10,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
     /// Every worker prints the summary its lines add up to.
     fn finish(&mut self) {
         for w in 0..self.workers {
@@ -146,6 +184,8 @@ impl Run {
                         ..
                     } => c.rejected += 1,
                     Event::Write { .. } => c.failed += 1,
+                    Event::Missed { count, .. } => c.missed += count,
+                    Event::Overlapped { count, .. } => c.overlapped += count,
                     _ => {}
                 }
             }
@@ -155,6 +195,7 @@ impl Run {
 
     fn check(&self, ticks: Range<i64>, killed: &[usize], faults: &[Fault]) -> Report {
         let expect = Expectations {
+            at_least_us: 800_000,
             tick_us: TICK,
             ticks: Some(ticks),
             outages: Vec::new(),
@@ -268,6 +309,7 @@ fn detects_an_accepted_stale_write() {
     run.acquire(1, "a", 7, 14 * TICK, 17 * TICK);
     run.write(0, "a", 10, 6, 10 * TICK, 15 * TICK, WriteOutcome::Rejected);
     run.write(1, "a", 14, 7, 14 * TICK, 15 * TICK, WriteOutcome::Rejected);
+    run.skip_unattempted_ticks();
     run.finish();
     let report = run.check(0..5, &[], &[]);
     assert_eq!(
@@ -297,6 +339,7 @@ fn detects_duplicate_and_missed_ticks_and_excuses_dead_leases() {
     run.execute(1, "b", 6, 7, 100, 600_000);
     run.execute(1, "b", 7, 8, 100, 600_000);
     run.execute(1, "b", 8, 9, 100, 600_000);
+    run.skip_unattempted_ticks();
     run.finish();
     let faults = [Fault {
         worker: 0,
@@ -407,6 +450,7 @@ fn a_token_gap_is_an_acquisition_nobody_reported() {
     for tick in 5..9 {
         run.execute(2, "b", tick, tick as u64 + 1, 100, 600_000);
     }
+    run.skip_unattempted_ticks();
     run.finish();
     let report = run.check(0..9, &[], &[]);
     assert_eq!(report.unobserved_acquisitions, 1, "{report}");
@@ -441,4 +485,168 @@ fn detects_two_leaders_at_once() {
         &report,
         "led (term 3) 100 µs before worker 1 stopped leading (term 2)",
     );
+}
+
+#[test]
+fn detects_ticks_neither_attempted_nor_reported_missed() {
+    let mut run = Run::new(1);
+    for (tick, token) in [(0, 1), (1, 2), (4, 3)] {
+        run.execute(0, "a", tick, token, 100, 600_000);
+    }
+    let mut reported = Run {
+        events: run.events.clone(),
+        journal: run.journal.clone(),
+        workers: 1,
+    };
+    run.finish();
+    let report = run.check(0..2, &[], &[]);
+    assert_eq!(report.unreported_missed, 2, "{report}");
+    only_violation(
+        &report,
+        "worker 0, a: 2 ticks not attempted between its attempts",
+    );
+
+    reported.ev(
+        0,
+        Event::Missed {
+            lock: "a".into(),
+            count: 1,
+            at: 4 * TICK,
+        },
+    );
+    reported.ev(
+        0,
+        Event::Overlapped {
+            lock: "a".into(),
+            count: 1,
+            at: 4 * TICK,
+        },
+    );
+    reported.finish();
+    let report = reported.check(0..2, &[], &[]);
+    assert!(report.passed(), "{report}");
+    assert_eq!(report.reported_missed, 1);
+}
+
+#[test]
+fn detects_leader_work_in_a_superseded_term() {
+    let mut run = Run::new(2);
+    run.ev(0, Event::Leader { term: 1, at: 100 });
+    run.ev(0, Event::LeaderWork { term: 1, at: 120 });
+    // Worker 0 is stopped at 150; worker 1 is elected while it is, and works.
+    run.ev(1, Event::Leader { term: 2, at: 300 });
+    run.ev(1, Event::LeaderWork { term: 2, at: 310 });
+    run.ev(0, Event::Follower { at: 500 });
+    let stopped = [Fault {
+        worker: 0,
+        signal: Signal::Stop,
+        at: 150,
+    }];
+    let mut clean = Run {
+        events: run.events.clone(),
+        journal: Vec::new(),
+        workers: 2,
+    };
+    clean.finish();
+    let report = check(&clean.events, &[], &[], &stopped, &Expectations::default());
+    assert!(
+        report.passed(),
+        "a stopped leader's late line is no overlap:\n{report}"
+    );
+    assert_eq!((report.terms, report.leader_work), (2, 2));
+
+    // After it resumes, worker 0 works once more in its old term.
+    run.ev(0, Event::LeaderWork { term: 1, at: 450 });
+    run.finish();
+    let report = check(&run.events, &[], &[], &stopped, &Expectations::default());
+    assert_eq!(report.stale_leader_work, 1, "{report}");
+    only_violation(
+        &report,
+        "worker 0 did leader work in term 1 150 µs after worker 1 was elected with term 2",
+    );
+}
+
+#[test]
+fn a_tick_skipped_while_the_lock_was_free_is_a_violation_unless_a_late_run_held_it() {
+    // Tick 0 runs 700 ms late and releases at 0.9 s; both workers skip tick 1 at 1.01 s.
+    let run_with = |at_least_us: i64| {
+        let mut run = Run::new(2);
+        for w in 0..2 {
+            run.ev(
+                w,
+                Event::Attempt {
+                    lock: "a".into(),
+                    tick: 0,
+                    at: 700_000,
+                },
+            );
+        }
+        run.ev(
+            0,
+            Event::Acquired {
+                lock: "a".into(),
+                token: 1,
+                at: 701_000,
+                since: 700_000,
+                until: 3 * TICK,
+            },
+        );
+        run.ev(
+            1,
+            Event::Skipped {
+                lock: "a".into(),
+                at: 702_000,
+            },
+        );
+        run.write(0, "a", 0, 1, 701_000, 880_000, WriteOutcome::Accepted);
+        run.journal.push(JournalRow {
+            id: 1,
+            lock: "a".into(),
+            token: 1,
+            holder: "w0".into(),
+            tick: 0,
+            start: 701_000,
+            end: 880_000,
+        });
+        run.ev(
+            0,
+            Event::Released {
+                lock: "a".into(),
+                token: 1,
+                at: 900_000,
+            },
+        );
+        for w in 0..2 {
+            run.ev(
+                w,
+                Event::Attempt {
+                    lock: "a".into(),
+                    tick: 1,
+                    at: TICK + 10_000,
+                },
+            );
+            run.ev(
+                w,
+                Event::Skipped {
+                    lock: "a".into(),
+                    at: TICK + 20_000,
+                },
+            );
+        }
+        run.finish();
+        let expect = Expectations {
+            at_least_us,
+            tick_us: TICK,
+            ticks: Some(0..2),
+            outages: Vec::new(),
+        };
+        check(&run.events, &run.journal, &[], &[], &expect)
+    };
+    let report = run_with(800_000);
+    assert!(report.passed(), "{report}");
+    assert_eq!(report.suppressed_ticks, 1, "{report}");
+
+    let report = run_with(0);
+    assert_eq!(report.missed_ticks, 1, "{report}");
+    only_violation(&report, "a: tick 1 did not run, though the lock was free");
 }

@@ -4,22 +4,25 @@
 //! when its stdin closes or on SIGTERM.
 
 mod options;
+mod report;
+mod state;
 
 use std::io::Write as _;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use shedlock::{
-    ElectionConfig, Job, JobLock, JobRegistry, LeaderElection, LockContext, LockEvent, Schedule,
+    ElectionConfig, Job, JobLock, JobRegistry, LeaderElection, LeaderState, LockEvent, Schedule,
     Scheduler, SchedulerConfig,
 };
 use tokio::io::AsyncReadExt as _;
 
-use crate::event::{Counters, Event, WriteOutcome, now_us, unix_us};
-use crate::store::{JournalRow, Store};
-pub use options::WorkerOptions;
+use crate::event::{Counters, Event, now_us};
+use crate::store::Store;
+pub use options::{LeaderWork, WorkerOptions};
+use report::StatusReporter;
+use state::WorkerState;
 
 /// Prints one event line; a closed stdout (the supervisor is gone) is ignored, never a panic.
 pub fn emit(event: &Event) {
@@ -100,144 +103,6 @@ async fn stop_requested() {
     }
 }
 
-/// Shared by every job of a worker.
-#[derive(Debug)]
-struct WorkerState {
-    store: Store,
-    journal: String,
-    holder: String,
-    tick_us: i64,
-    job: Duration,
-    counters: [AtomicU64; 7],
-}
-
-/// Indices into `WorkerState::counters`.
-#[derive(Debug, Clone, Copy)]
-enum Count {
-    Attempts,
-    Acquired,
-    Skipped,
-    Errors,
-    Accepted,
-    Rejected,
-    Failed,
-}
-
-impl WorkerState {
-    fn count(&self, which: Count) {
-        self.counters[which as usize].fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn counters(&self) -> Counters {
-        let c = |which: Count| self.counters[which as usize].load(Ordering::Relaxed);
-        Counters {
-            attempts: c(Count::Attempts),
-            acquired: c(Count::Acquired),
-            skipped: c(Count::Skipped),
-            errors: c(Count::Errors),
-            accepted: c(Count::Accepted),
-            rejected: c(Count::Rejected),
-            failed: c(Count::Failed),
-        }
-    }
-
-    /// A tick fired: count it and return its number. The scheduler calls the job function at
-    /// the tick, before trying the lock, so this sees every attempt.
-    fn attempt(&self, lock: &str) -> i64 {
-        let at = now_us();
-        let tick = at / self.tick_us;
-        self.count(Count::Attempts);
-        emit(&Event::Attempt {
-            lock: lock.to_owned(),
-            tick,
-            at,
-        });
-        tick
-    }
-
-    fn on_event(&self, event: &LockEvent<'_>) {
-        let at = now_us();
-        match event {
-            LockEvent::Acquired(lease) => {
-                self.count(Count::Acquired);
-                emit(&Event::Acquired {
-                    lock: lease.name().to_owned(),
-                    token: lease.fencing_token(),
-                    at,
-                    since: unix_us(lease.locked_at()),
-                    until: unix_us(lease.lock_until()),
-                });
-            }
-            LockEvent::Skipped { lock_name } => {
-                self.count(Count::Skipped);
-                emit(&Event::Skipped {
-                    lock: (*lock_name).to_owned(),
-                    at,
-                });
-            }
-            LockEvent::AcquireFailed { lock_name, error } => {
-                self.count(Count::Errors);
-                emit(&Event::AcquireFailed {
-                    lock: (*lock_name).to_owned(),
-                    at,
-                    error: error.to_string(),
-                });
-            }
-            LockEvent::Lost(lease) => emit(&Event::Lost {
-                lock: lease.name().to_owned(),
-                token: lease.fencing_token(),
-                at,
-            }),
-            _ => {}
-        }
-    }
-
-    /// The job body: work for `job` (or until the lost-lock signal), then journal the execution
-    /// behind the fencing guard. The write is attempted even after the signal, on purpose: the
-    /// guard, not the job's good manners, must keep a stale holder out.
-    async fn run_job(&self, lock: &str, tick: i64) -> Result<(), String> {
-        let context = LockContext::current().map_err(|e| e.to_string())?;
-        let token = context.fencing_token();
-        let start = now_us();
-        emit(&Event::Start {
-            lock: lock.to_owned(),
-            token,
-            at: start,
-        });
-        tokio::select! {
-            biased;
-            () = context.cancelled() => {}
-            () = tokio::time::sleep(self.job) => {}
-        }
-        let lost = context.is_lost();
-        let row = JournalRow {
-            id: 0,
-            lock: lock.to_owned(),
-            token: i64::try_from(token).unwrap_or(i64::MAX),
-            holder: self.holder.clone(),
-            tick,
-            start,
-            end: now_us(),
-        };
-        let outcome = self.store.fenced_write(&self.journal, &row).await;
-        self.count(match outcome {
-            WriteOutcome::Accepted => Count::Accepted,
-            WriteOutcome::Rejected => Count::Rejected,
-            WriteOutcome::Failed(_) => Count::Failed,
-        });
-        emit(&Event::Write {
-            lock: row.lock,
-            token,
-            tick,
-            start,
-            end: row.end,
-            lost,
-            outcome,
-        });
-        Ok(())
-    }
-}
-
 async fn run_scheduler(options: &WorkerOptions, store: Store) -> anyhow::Result<()> {
     let tick_secs = options.tick.as_secs();
     let cron = if tick_secs == 1 {
@@ -273,15 +138,39 @@ async fn run_scheduler(options: &WorkerOptions, store: Store) -> anyhow::Result<
         );
         registry = registry.add(job);
     }
-    let listener = {
-        let state = Arc::clone(&state);
-        move |event: &LockEvent<'_>| state.on_event(event)
-    };
-    let config = SchedulerConfig {
+    let mut config = SchedulerConfig {
         holder: Some(options.store.holder.clone()),
         shutdown_grace_period: options.job + Duration::from_secs(5),
         shutdown_cancel_period: Duration::from_secs(2),
         ..SchedulerConfig::default()
+    };
+    // The leader-only job reports the term it runs in: read from the scheduler's election at
+    // the moment the job starts, once the scheduler exists.
+    let leader_election: Arc<OnceLock<Arc<Scheduler>>> = Arc::default();
+    if let Some(work) = options.leader_work {
+        let scheduler = Arc::clone(&leader_election);
+        let job = Job::new(
+            LEADER_JOB,
+            Schedule::fixed_rate(work.every)?,
+            move |_: Arc<WorkerState>| {
+                let state = scheduler
+                    .get()
+                    .and_then(|s| s.election(LEADER_JOB))
+                    .map(LeaderElection::state);
+                async move {
+                    if let Some(LeaderState::Leader { term }) = state {
+                        emit(&Event::LeaderWork { term, at: now_us() });
+                    }
+                }
+            },
+        )
+        .leader_only(LEADER_JOB)?;
+        registry = registry.add(job);
+        config.leader_election = work.timing;
+    }
+    let listener = {
+        let state = Arc::clone(&state);
+        move |event: &LockEvent<'_>| state.on_event(event)
     };
     let scheduler = Scheduler::builder()
         .shared_provider(store.provider())
@@ -291,16 +180,32 @@ async fn run_scheduler(options: &WorkerOptions, store: Store) -> anyhow::Result<
         .start()
         .await
         .context("start the scheduler")?;
+    let scheduler = Arc::new(scheduler);
+    let _ = leader_election.set(Arc::clone(&scheduler));
     emit(&Event::Ready {
         holder: options.store.holder.clone(),
         pid: std::process::id(),
     });
-    stop_requested().await;
+    let election_lines = async {
+        match scheduler.election(LEADER_JOB) {
+            Some(election) => report::watch_election(election).await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut status = StatusReporter::default();
+    tokio::select! {
+        () = status.run_until(&scheduler, &state, stop_requested()) => {}
+        () = election_lines => {}
+    }
     let report = scheduler.shutdown().await;
+    status.report(&scheduler, &state);
     tracing::info!(?report, "worker stopped");
     emit(&Event::Summary(state.counters()));
     Ok(())
 }
+
+/// The leader-only job's name, and its election's.
+const LEADER_JOB: &str = "leader";
 
 async fn run_election(
     options: &WorkerOptions,
@@ -320,7 +225,23 @@ async fn run_election(
         holder: options.store.holder.clone(),
         pid: std::process::id(),
     });
-    stop_requested().await;
+    // Work as a user of `LeaderElection` would: ask at the moment of acting.
+    let work = async {
+        let Some(work) = options.leader_work else {
+            return std::future::pending().await;
+        };
+        let mut every = tokio::time::interval(work.every);
+        loop {
+            every.tick().await;
+            if let LeaderState::Leader { term } = election.state() {
+                emit(&Event::LeaderWork { term, at: now_us() });
+            }
+        }
+    };
+    tokio::select! {
+        () = stop_requested() => {}
+        () = work => {}
+    }
     election.resign().await;
     emit(&Event::Summary(Counters::default()));
     Ok(())

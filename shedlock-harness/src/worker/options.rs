@@ -7,6 +7,15 @@ use shedlock::ElectionConfig;
 use crate::args::Args;
 use crate::store::{Backend, DEFAULT_ACQUIRE_TIMEOUT, StoreConfig};
 
+/// Work only the leader does, as often as `every`.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaderWork {
+    /// How often the leader works (a fixed rate).
+    pub every: Duration,
+    /// The election's timing (scheduler mode; election mode uses `WorkerOptions::election`).
+    pub timing: ElectionConfig,
+}
+
 /// Everything a worker needs, passed on its command line.
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
@@ -26,6 +35,9 @@ pub struct WorkerOptions {
     pub keep_alive: bool,
     /// Leader election instead of scheduled jobs, with this timing.
     pub election: Option<ElectionConfig>,
+    /// Leader work: in scheduler mode a leader-only job (election `leader`) with this period
+    /// and election timing; in election mode, work with this period while the candidate leads.
+    pub leader_work: Option<LeaderWork>,
     /// Connection attempts after the first, with exponential backoff, before giving up.
     pub connect_retries: u32,
 }
@@ -42,6 +54,7 @@ impl WorkerOptions {
             at_least: Duration::from_millis(800),
             keep_alive: false,
             election: None,
+            leader_work: None,
             connect_retries: 0,
         }
     }
@@ -70,6 +83,12 @@ impl WorkerOptions {
             args.push(("election-lease-ms", ms(e.lease_duration)));
             args.push(("election-renew-ms", ms(e.renew_deadline)));
             args.push(("election-retry-ms", ms(e.retry_period)));
+        }
+        if let Some(work) = &self.leader_work {
+            args.push(("leader-every-ms", ms(work.every)));
+            args.push(("leader-lease-ms", ms(work.timing.lease_duration)));
+            args.push(("leader-renew-ms", ms(work.timing.renew_deadline)));
+            args.push(("leader-retry-ms", ms(work.timing.retry_period)));
         }
         args.into_iter()
             .flat_map(|(k, v)| [format!("--{k}"), v])
@@ -100,6 +119,7 @@ impl WorkerOptions {
         );
         let defaults = WorkerOptions::new(store.clone(), Vec::new());
         let election_lease = args.optional::<u64>("election-lease-ms")?;
+        let leader_every = args.optional::<u64>("leader-every-ms")?;
         let options = WorkerOptions {
             tick: args.millis("tick-ms", defaults.tick)?,
             job: args.millis("job-ms", defaults.job)?,
@@ -112,6 +132,17 @@ impl WorkerOptions {
                     lease_duration: Duration::from_millis(lease),
                     renew_deadline: args.millis("election-renew-ms", Duration::ZERO)?,
                     retry_period: args.millis("election-retry-ms", Duration::ZERO)?,
+                }),
+                None => None,
+            },
+            leader_work: match leader_every {
+                Some(every) => Some(LeaderWork {
+                    every: Duration::from_millis(every),
+                    timing: ElectionConfig {
+                        lease_duration: args.millis("leader-lease-ms", Duration::ZERO)?,
+                        renew_deadline: args.millis("leader-renew-ms", Duration::ZERO)?,
+                        retry_period: args.millis("leader-retry-ms", Duration::ZERO)?,
+                    },
                 }),
                 None => None,
             },

@@ -23,6 +23,8 @@ pub(crate) struct Scenario {
     pub(crate) run: Run,
     pub(crate) fleet: Fleet,
     pub(crate) tick_us: i64,
+    /// The workers' `lock_at_least_for` (µs).
+    pub(crate) at_least_us: i64,
     pub(crate) first_tick: i64,
     /// Whether every tick must have run exactly once (not with jobs longer than a tick).
     pub(crate) check_ticks: bool,
@@ -47,6 +49,7 @@ impl Scenario {
             run,
             fleet: Fleet::new(EXE),
             tick_us: 0,
+            at_least_us: 0,
             first_tick: 0,
             check_ticks: true,
             faults: Vec::new(),
@@ -71,6 +74,7 @@ impl Scenario {
             .expect("worker ready");
         if self.tick_us == 0 {
             self.tick_us = options.tick.as_micros() as i64;
+            self.at_least_us = options.at_least.as_micros() as i64;
             self.first_tick = now_us() / self.tick_us + 1;
         }
         worker
@@ -102,6 +106,32 @@ impl Scenario {
                 at: now_us(),
             });
         }
+    }
+
+    /// Stops `worker` (SIGSTOP) at a moment it holds no database lock. On SQLite a process
+    /// stopped inside a statement holds the database's only write lock and every other process
+    /// waits for it: that is a frozen database, not a frozen instance. There the worker is
+    /// resumed at once when that happened (recorded as a fault all the same) and stopped again
+    /// a moment later. Returns when it was stopped for good.
+    pub(crate) async fn stop_between_statements(&mut self, worker: usize) -> i64 {
+        loop {
+            self.inject(worker, Signal::Stop);
+            let stopped_at = now_us();
+            if self.run.write_lock_free().await {
+                return stopped_at;
+            }
+            self.inject(worker, Signal::Cont);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Sleeps until `fraction` of a tick has passed since the last tick boundary (host clock).
+    /// Not a synchronisation: it places a fault at a chosen phase of the tick.
+    pub(crate) async fn sleep_until_phase(&self, fraction: f64) {
+        let into = now_us().rem_euclid(self.tick_us);
+        let target = (fraction * self.tick_us as f64) as i64;
+        let wait = (target - into).rem_euclid(self.tick_us);
+        tokio::time::sleep(Duration::from_micros(wait as u64)).await;
     }
 
     /// Waits for the first event from index `since` that `matches` accepts.
@@ -184,6 +214,7 @@ impl Scenario {
         }
         let journal = self.run.journal().await.expect("read the journal");
         let expect = Expectations {
+            at_least_us: self.at_least_us,
             tick_us: self.tick_us,
             ticks: self.check_ticks.then_some(self.first_tick..last_tick),
             outages: self.outages.clone(),
@@ -204,9 +235,19 @@ impl Scenario {
         if report.passed() {
             self.run.cleanup().await;
         } else {
+            let lines: Vec<String> = self
+                .fleet
+                .events()
+                .iter()
+                .map(|r| format!("{} w{} {}", r.received_at, r.worker, r.event))
+                .collect();
+            let dump = std::env::temp_dir().join(format!("{}.events", self.run.journal_table));
+            let _ = std::fs::write(&dump, lines.join("\n"));
             println!(
-                "tables kept for inspection: {} and {}",
-                self.run.lock_table, self.run.journal_table
+                "tables kept for inspection: {} and {}; event lines in {}",
+                self.run.lock_table,
+                self.run.journal_table,
+                dump.display()
             );
         }
         report

@@ -13,7 +13,7 @@ async fn cron_with_year_and_initial_delay() {}
 #[scheduled(fixed_rate = "1h 30m")]
 async fn fixed_rate() {}
 
-#[scheduled(fixed_rate = "PT0.5S", initial_delay = "10s")]
+#[scheduled(fixed_rate = "PT0.5S", initial_delay = "10s", misfire_threshold = "2s")]
 async fn fixed_rate_with_initial_delay() {}
 
 #[scheduled(fixed_delay = "500ms")]
@@ -36,7 +36,7 @@ fn main() {
         (shedlock::job!(fixed_rate), "every 1h 30m"),
         (
             shedlock::job!(fixed_rate_with_initial_delay),
-            "every 500ms, first after 10s",
+            "every 500ms, first after 10s, missed when 2s late",
         ),
         (shedlock::job!(fixed_delay), "500ms after the previous run"),
         (

@@ -107,6 +107,16 @@ pub enum Event {
         /// When.
         at: i64,
     },
+    /// The lock was released after the run (listener event): it stays taken until
+    /// `locked_at + lock_at_least_for` if that is later.
+    Released {
+        /// The lock.
+        lock: String,
+        /// The released lease's token.
+        token: u64,
+        /// When.
+        at: i64,
+    },
     /// The job's fenced journal write, and how it ended.
     Write {
         /// The lock.
@@ -136,6 +146,32 @@ pub enum Event {
         /// When.
         at: i64,
     },
+    /// Leader work started on this worker, which judged at that moment that it leads.
+    LeaderWork {
+        /// The term it judged to lead in.
+        term: u64,
+        /// When.
+        at: i64,
+    },
+    /// The scheduler counted ticks of a job as missed (passed over during a pause, or later
+    /// than the misfire threshold), as its `JobStatus::missed_ticks` shows.
+    Missed {
+        /// The lock (the job).
+        lock: String,
+        /// How many more than last reported.
+        count: u64,
+        /// When the worker noticed.
+        at: i64,
+    },
+    /// The scheduler skipped ticks of a job because its previous run was still going.
+    Overlapped {
+        /// The lock (the job).
+        lock: String,
+        /// How many more than last reported.
+        count: u64,
+        /// When the worker noticed.
+        at: i64,
+    },
     /// The worker's own counters, printed at a clean exit.
     Summary(Counters),
     /// The worker gave up.
@@ -162,6 +198,10 @@ pub struct Counters {
     pub rejected: u64,
     /// Fenced writes that failed for another reason.
     pub failed: u64,
+    /// Ticks the scheduler reported missed.
+    pub missed: u64,
+    /// Ticks the scheduler skipped because the previous run was still going.
+    pub overlapped: u64,
 }
 
 impl fmt::Display for Event {
@@ -202,6 +242,9 @@ impl fmt::Display for Event {
                 write!(f, "start lock={lock} token={token} at={at}")
             }
             Event::Lost { lock, token, at } => write!(f, "lost lock={lock} token={token} at={at}"),
+            Event::Released { lock, token, at } => {
+                write!(f, "released lock={lock} token={token} at={at}")
+            }
             Event::Write {
                 lock,
                 token,
@@ -225,10 +268,26 @@ impl fmt::Display for Event {
             }
             Event::Leader { term, at } => write!(f, "leader term={term} at={at}"),
             Event::Follower { at } => write!(f, "follower at={at}"),
+            Event::LeaderWork { term, at } => write!(f, "leader_work term={term} at={at}"),
+            Event::Missed { lock, count, at } => {
+                write!(f, "missed lock={lock} count={count} at={at}")
+            }
+            Event::Overlapped { lock, count, at } => {
+                write!(f, "overlapped lock={lock} count={count} at={at}")
+            }
             Event::Summary(c) => write!(
                 f,
-                "summary attempts={} acquired={} skipped={} errors={} accepted={} rejected={} failed={}",
-                c.attempts, c.acquired, c.skipped, c.errors, c.accepted, c.rejected, c.failed
+                "summary attempts={} acquired={} skipped={} errors={} accepted={} rejected={} \
+                 failed={} missed={} overlapped={}",
+                c.attempts,
+                c.acquired,
+                c.skipped,
+                c.errors,
+                c.accepted,
+                c.rejected,
+                c.failed,
+                c.missed,
+                c.overlapped
             ),
             Event::Fatal { error } => write!(f, "fatal error={}", one_line(error)),
         }
@@ -326,6 +385,11 @@ impl FromStr for Event {
                 token: f.num("token")?,
                 at: f.num("at")?,
             },
+            "released" => Event::Released {
+                lock: f.str("lock")?,
+                token: f.num("token")?,
+                at: f.num("at")?,
+            },
             "write" => Event::Write {
                 lock: f.str("lock")?,
                 token: f.num("token")?,
@@ -345,6 +409,20 @@ impl FromStr for Event {
                 at: f.num("at")?,
             },
             "follower" => Event::Follower { at: f.num("at")? },
+            "leader_work" => Event::LeaderWork {
+                term: f.num("term")?,
+                at: f.num("at")?,
+            },
+            "missed" => Event::Missed {
+                lock: f.str("lock")?,
+                count: f.num("count")?,
+                at: f.num("at")?,
+            },
+            "overlapped" => Event::Overlapped {
+                lock: f.str("lock")?,
+                count: f.num("count")?,
+                at: f.num("at")?,
+            },
             "summary" => Event::Summary(Counters {
                 attempts: f.num("attempts")?,
                 acquired: f.num("acquired")?,
@@ -353,6 +431,8 @@ impl FromStr for Event {
                 accepted: f.num("accepted")?,
                 rejected: f.num("rejected")?,
                 failed: f.num("failed")?,
+                missed: f.num("missed")?,
+                overlapped: f.num("overlapped")?,
             }),
             "fatal" => Event::Fatal {
                 error: f.str("error")?,
@@ -363,101 +443,4 @@ impl FromStr for Event {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_event_round_trips() {
-        let events = [
-            Event::Ready {
-                holder: "w1:42".into(),
-                pid: 42,
-            },
-            Event::ConnectFailed {
-                attempt: 2,
-                error: "refused (os error 111)\nmore".into(),
-            },
-            Event::Attempt {
-                lock: "l".into(),
-                tick: 7,
-                at: 1,
-            },
-            Event::Acquired {
-                lock: "l".into(),
-                token: 3,
-                at: 10,
-                since: 9,
-                until: 20,
-            },
-            Event::Skipped {
-                lock: "l".into(),
-                at: 5,
-            },
-            Event::AcquireFailed {
-                lock: "l".into(),
-                at: 5,
-                error: "pool timed out: x=y".into(),
-            },
-            Event::Start {
-                lock: "l".into(),
-                token: 3,
-                at: 11,
-            },
-            Event::Lost {
-                lock: "l".into(),
-                token: 3,
-                at: 12,
-            },
-            Event::Write {
-                lock: "l".into(),
-                token: 3,
-                tick: 7,
-                start: 11,
-                end: 13,
-                lost: true,
-                outcome: WriteOutcome::Rejected,
-            },
-            Event::Write {
-                lock: "l".into(),
-                token: 4,
-                tick: 8,
-                start: 11,
-                end: 13,
-                lost: false,
-                outcome: WriteOutcome::Failed("connection reset".into()),
-            },
-            Event::Leader { term: 9, at: 1 },
-            Event::Follower { at: 2 },
-            Event::Summary(Counters {
-                attempts: 5,
-                acquired: 2,
-                skipped: 3,
-                ..Counters::default()
-            }),
-            Event::Fatal {
-                error: "cannot connect".into(),
-            },
-        ];
-        for event in events {
-            let line = event.to_string();
-            let mut expected = event.clone();
-            if let Event::ConnectFailed { error, .. } = &mut expected {
-                *error = one_line(error);
-            }
-            assert_eq!(line.parse::<Event>(), Ok(expected), "{line}");
-        }
-    }
-
-    #[test]
-    fn garbage_is_an_error_not_a_panic() {
-        for line in [
-            "",
-            "nonsense",
-            "start lock=x",
-            "write lock=x token=a",
-            "ready holder",
-        ] {
-            assert!(line.parse::<Event>().is_err(), "{line}");
-        }
-    }
-}
+mod tests;

@@ -1,0 +1,218 @@
+//! One tick of one job: is it still on time, does this instance lead, then the run itself,
+//! spawned as its own task so a panic is caught and shutdown can abort it.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::runner::{PreparedJob, Runtime};
+use super::status::{JobOutcome, JobState};
+use crate::executor::{ExecuteOptions, TickWindow};
+use crate::{Error, LockConfiguration, LockContext, TaskResult};
+
+/// When a tick was due.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Due {
+    /// On this process's monotonic clock: lateness is measured against it.
+    pub(crate) at: Instant,
+    /// On the wall clock, for logs.
+    pub(crate) fire: SystemTime,
+    /// How much earlier another instance may have run the same tick (see `TickWindow`).
+    pub(crate) allowance: Duration,
+}
+
+type Joined = Result<Result<TaskResult<Result<(), String>>, Error>, tokio::task::JoinError>;
+
+impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
+    /// One tick: skipped when too late or not leading, otherwise run and recorded.
+    pub(super) async fn tick(&self, state: S, runtime: &Runtime, status: &JobState, due: Due) {
+        let late = Instant::now().saturating_duration_since(due.at);
+        if late > self.misfire_threshold {
+            tracing::warn!(
+                job = %self.job.name,
+                fire = %humantime::format_rfc3339_millis(due.fire),
+                late = %humantime::format_duration(round_to_millis(late)),
+                misfire_threshold = %humantime::format_duration(self.misfire_threshold),
+                "tick missed: it would start too late after its fire time (paused or overloaded?)"
+            );
+            status.record(JobOutcome::Missed { late });
+            return;
+        }
+        // Decided now, from the leadership's own deadline: not from what the election task
+        // last reported, which a pause can leave stale.
+        if let Some(election) = &self.leader
+            && !election.is_leader()
+        {
+            tracing::debug!(job = %self.job.name, election = election.name(), "not the leader, skipped");
+            status.record(JobOutcome::NotLeader);
+            return;
+        }
+        let span = tracing::info_span!(
+            "shedlock_job",
+            job = %self.job.name,
+            lock = self.lock.as_ref().map(LockConfiguration::name),
+            token = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let context: Arc<Mutex<Option<LockContext>>> = Arc::default();
+        // Leader-only jobs are asked to stop when the leadership ends, as at shutdown.
+        let stop = match &self.leader {
+            Some(_) => runtime.stop.child_token(),
+            None => runtime.stop.clone(),
+        };
+        let mut handle = self.spawn_run(state, runtime, &span, &context, &stop, due);
+        status.set_running(true);
+        let (joined, leadership_lost) = self.join(&mut handle, runtime, &stop).await;
+        status.set_running(false);
+
+        let outcome = match joined {
+            Ok(Ok(TaskResult::Executed(Ok(())))) if leadership_lost => JobOutcome::LeadershipLost,
+            Ok(Ok(TaskResult::Executed(Ok(())))) => JobOutcome::Executed {
+                duration: started.elapsed(),
+            },
+            Ok(Ok(TaskResult::Executed(Err(error)))) => {
+                span.in_scope(|| tracing::error!(error = %error, "job failed"));
+                JobOutcome::Failed(error)
+            }
+            Ok(Ok(TaskResult::Skipped)) => JobOutcome::Skipped,
+            Ok(Err(error)) => {
+                span.in_scope(
+                    || tracing::warn!(error = %error, "not executed this tick: lock store failed"),
+                );
+                JobOutcome::StoreError(error.to_string())
+            }
+            Err(join) if join.is_panic() => {
+                let message = panic_message(join.into_panic());
+                span.in_scope(
+                    || tracing::error!(panic = %message, "job panicked; its lock was released"),
+                );
+                JobOutcome::Panicked(message)
+            }
+            Err(_aborted) => {
+                let context = context.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some(context) = context {
+                    // The dropped task also releases in the background; whichever comes
+                    // first does it, and this waits until it is done.
+                    let _ = context.active.release().await;
+                }
+                if leadership_lost {
+                    span.in_scope(|| {
+                        tracing::warn!("leader-only job cancelled: the leadership ended")
+                    });
+                    JobOutcome::LeadershipLost
+                } else {
+                    span.in_scope(|| {
+                        tracing::warn!("job aborted at shutdown: it ignored the stop signal")
+                    });
+                    JobOutcome::Aborted
+                }
+            }
+        };
+        span.record("outcome", tracing::field::debug(&outcome));
+        span.record("duration_ms", started.elapsed().as_millis() as u64);
+        if runtime.shutdown.is_cancelled() {
+            let counter = match outcome {
+                JobOutcome::Aborted => &runtime.counters.aborted,
+                _ if runtime.stop.is_cancelled() => &runtime.counters.cancelled,
+                _ => &runtime.counters.finished,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        status.record(outcome);
+    }
+
+    fn spawn_run(
+        &self,
+        state: S,
+        runtime: &Runtime,
+        span: &tracing::Span,
+        context: &Arc<Mutex<Option<LockContext>>>,
+        stop: &CancellationToken,
+        due: Due,
+    ) -> JoinHandle<Result<TaskResult<Result<(), String>>, Error>> {
+        let run = (self.job.run)(state);
+        match (&self.lock, &runtime.executor) {
+            (Some(lock), Some(executor)) => {
+                let (executor, lock) = (executor.clone(), lock.clone());
+                let (slot, token_span) = (Arc::clone(context), span.clone());
+                let options = ExecuteOptions {
+                    keep_alive: self.keep_alive,
+                    stop: Some(stop.clone()),
+                    on_start: Some(Box::new(move |ctx: LockContext| {
+                        token_span.record("token", ctx.fencing_token());
+                        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(ctx);
+                    })),
+                    tick: Some(TickWindow {
+                        due: due.at,
+                        allowance: due.allowance,
+                    }),
+                };
+                tokio::spawn(
+                    async move { executor.execute_with(&lock, options, run).await }
+                        .instrument(span.clone()),
+                )
+            }
+            _ => tokio::spawn(
+                async move { Ok(TaskResult::Executed(run.await)) }.instrument(span.clone()),
+            ),
+        }
+    }
+
+    /// Waits for the run, aborting it at shutdown's last phase. When a leader-only job's
+    /// leadership ends first, a locked run is asked to stop (its lock context's `cancelled()`
+    /// fires) and awaited; a run without a lock has no other way to learn it and is cancelled.
+    /// Returns the run's result and whether the leadership ended while it ran.
+    async fn join(
+        &self,
+        handle: &mut JoinHandle<Result<TaskResult<Result<(), String>>, Error>>,
+        runtime: &Runtime,
+        stop: &CancellationToken,
+    ) -> (Joined, bool) {
+        let term_ended = async {
+            match &self.leader {
+                Some(election) => election.candidacy().term_ended().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            joined = &mut *handle => return (joined, false),
+            () = runtime.abort.cancelled() => {
+                handle.abort();
+                return (handle.await, false);
+            }
+            () = term_ended => {}
+        }
+        stop.cancel();
+        if self.lock.is_none() {
+            handle.abort();
+        }
+        tokio::select! {
+            joined = &mut *handle => (joined, true),
+            () = runtime.abort.cancelled() => {
+                handle.abort();
+                (handle.await, true)
+            }
+        }
+    }
+}
+
+fn round_to_millis(duration: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+    match panic.downcast::<String>() {
+        Ok(message) => *message,
+        Err(panic) => panic.downcast_ref::<&str>().map_or_else(
+            || "non-string panic payload".to_owned(),
+            |s| (*s).to_owned(),
+        ),
+    }
+}

@@ -1,0 +1,162 @@
+//! What every job of a worker shares: its store, its counters, and the job body that journals
+//! each execution behind the fencing guard.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use shedlock::{LockContext, LockEvent};
+
+use super::emit;
+use crate::event::{Counters, Event, WriteOutcome, now_us, unix_us};
+use crate::store::{JournalRow, Store};
+
+/// Shared by every job of a worker.
+#[derive(Debug)]
+pub(super) struct WorkerState {
+    pub(super) store: Store,
+    pub(super) journal: String,
+    pub(super) holder: String,
+    pub(super) tick_us: i64,
+    pub(super) job: Duration,
+    pub(super) counters: [AtomicU64; 9],
+}
+
+/// Indices into `WorkerState::counters`.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Count {
+    Attempts,
+    Acquired,
+    Skipped,
+    Errors,
+    Accepted,
+    Rejected,
+    Failed,
+    Missed,
+    Overlapped,
+}
+
+impl WorkerState {
+    pub(super) fn count_by(&self, which: Count, by: u64) {
+        self.counters[which as usize].fetch_add(by, Ordering::Relaxed);
+    }
+
+    fn count(&self, which: Count) {
+        self.counters[which as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn counters(&self) -> Counters {
+        let c = |which: Count| self.counters[which as usize].load(Ordering::Relaxed);
+        Counters {
+            attempts: c(Count::Attempts),
+            acquired: c(Count::Acquired),
+            skipped: c(Count::Skipped),
+            errors: c(Count::Errors),
+            accepted: c(Count::Accepted),
+            rejected: c(Count::Rejected),
+            failed: c(Count::Failed),
+            missed: c(Count::Missed),
+            overlapped: c(Count::Overlapped),
+        }
+    }
+
+    /// A tick fired: count it and return its number. The scheduler calls the job function at
+    /// the tick, before trying the lock, so this sees every attempt.
+    pub(super) fn attempt(&self, lock: &str) -> i64 {
+        let at = now_us();
+        let tick = at / self.tick_us;
+        self.count(Count::Attempts);
+        emit(&Event::Attempt {
+            lock: lock.to_owned(),
+            tick,
+            at,
+        });
+        tick
+    }
+
+    pub(super) fn on_event(&self, event: &LockEvent<'_>) {
+        let at = now_us();
+        match event {
+            LockEvent::Acquired(lease) => {
+                self.count(Count::Acquired);
+                emit(&Event::Acquired {
+                    lock: lease.name().to_owned(),
+                    token: lease.fencing_token(),
+                    at,
+                    since: unix_us(lease.locked_at()),
+                    until: unix_us(lease.lock_until()),
+                });
+            }
+            LockEvent::Skipped { lock_name } => {
+                self.count(Count::Skipped);
+                emit(&Event::Skipped {
+                    lock: (*lock_name).to_owned(),
+                    at,
+                });
+            }
+            LockEvent::AcquireFailed { lock_name, error } => {
+                self.count(Count::Errors);
+                emit(&Event::AcquireFailed {
+                    lock: (*lock_name).to_owned(),
+                    at,
+                    error: error.to_string(),
+                });
+            }
+            LockEvent::Released(lease) => emit(&Event::Released {
+                lock: lease.name().to_owned(),
+                token: lease.fencing_token(),
+                at,
+            }),
+            LockEvent::Lost(lease) => emit(&Event::Lost {
+                lock: lease.name().to_owned(),
+                token: lease.fencing_token(),
+                at,
+            }),
+            _ => {}
+        }
+    }
+
+    /// The job body: work for `job` (or until the lost-lock signal), then journal the execution
+    /// behind the fencing guard. The write is attempted even after the signal, on purpose: the
+    /// guard, not the job's good manners, must keep a stale holder out.
+    pub(super) async fn run_job(&self, lock: &str, tick: i64) -> Result<(), String> {
+        let context = LockContext::current().map_err(|e| e.to_string())?;
+        let token = context.fencing_token();
+        let start = now_us();
+        emit(&Event::Start {
+            lock: lock.to_owned(),
+            token,
+            at: start,
+        });
+        tokio::select! {
+            biased;
+            () = context.cancelled() => {}
+            () = tokio::time::sleep(self.job) => {}
+        }
+        let lost = context.is_lost();
+        let row = JournalRow {
+            id: 0,
+            lock: lock.to_owned(),
+            token: i64::try_from(token).unwrap_or(i64::MAX),
+            holder: self.holder.clone(),
+            tick,
+            start,
+            end: now_us(),
+        };
+        let outcome = self.store.fenced_write(&self.journal, &row).await;
+        self.count(match outcome {
+            WriteOutcome::Accepted => Count::Accepted,
+            WriteOutcome::Rejected => Count::Rejected,
+            WriteOutcome::Failed(_) => Count::Failed,
+        });
+        emit(&Event::Write {
+            lock: row.lock,
+            token,
+            tick,
+            start,
+            end: row.end,
+            lost,
+            outcome,
+        });
+        Ok(())
+    }
+}
