@@ -117,6 +117,7 @@ async fn run_scheduler(options: &WorkerOptions, store: Store) -> anyhow::Result<
         tick_us: i64::try_from(options.tick.as_micros())?,
         job: options.job,
         counters: Default::default(),
+        live: Default::default(),
     });
     let mut registry = JobRegistry::new(Arc::clone(&state));
     for lock in &options.locks {
