@@ -100,7 +100,7 @@ impl RedisStore {
                     .context("RedLock needs the journal's server, then the masters")?;
                 let provider = builder
                     // The per-master timeout of the algorithm: much shorter than the leases.
-                    .timeout(config.acquire_timeout.min(Duration::from_millis(250)))
+                    .timeout(config.acquire_timeout.min(Duration::from_millis(500)))
                     .connect_redlock(masters.split(','))
                     .await?;
                 (Locks::RedLock(provider), journal)

@@ -112,7 +112,8 @@ impl RedisProviderBuilder {
         self
     }
 
-    /// RedLock: the longest random delay before such a retry: default 50 ms.
+    /// RedLock: the longest random delay before such a retry, for the instances that let
+    /// another go first: default 50 ms.
     pub fn retry_delay(mut self, delay: Duration) -> Self {
         self.retry_delay = delay;
         self

@@ -26,8 +26,9 @@ use crate::{RedisLockState, RedisProviderBuilder};
 ///   (drift = `lock_at_most_for ×` [clock drift factor](RedisProviderBuilder::clock_drift_factor)
 ///   `+ 2 ms`), is positive. Otherwise the masters that granted it take it back (the lease
 ///   before it is restored, so a failed attempt leaves no gap in the tokens and no recent
-///   acquisition behind), and when the attempt won some masters but no majority (instances asking at the same moment split
-///   the votes), it is retried after a random delay, a few [times](RedisProviderBuilder::retries).
+///   acquisition behind), and when the attempt won some masters but no majority (instances
+///   asking at the same moment split the votes), it is retried a few [times](RedisProviderBuilder::retries): the instance whose
+///   holder sorts first among those with the most grants after one round, the others later.
 ///   A master that refuses because the lock was acquired within the
 ///   [window](LockConfiguration::unless_acquired_within) counts as not acquired; each master
 ///   decides that on its own clock.
@@ -270,10 +271,20 @@ impl RedLockProvider {
         *known = (*known).max(token);
     }
 
-    async fn acquire_round(&self, key: &str, config: &LockConfiguration, proposed: u64) -> Round {
+    /// One round on every master. `since_call` is how long this `acquire` call has been
+    /// running: a retry refuses a lock acquired since the call began, as the first round would
+    /// have found it held, so a retried attempt never takes a lock another instance acquired and
+    /// released in the meantime (e.g. a scheduler tick that another instance already ran).
+    async fn acquire_round(
+        &self,
+        key: &str,
+        config: &LockConfiguration,
+        proposed: u64,
+        since_call: Duration,
+    ) -> Round {
         let (lease_ms, window_ms) = (
             millis(config.lock_at_most_for()),
-            millis(config.acquired_within_window()),
+            millis(config.acquired_within_window() + since_call),
         );
         let holder = &*self.settings.holder;
         let replies = join_all(
@@ -298,6 +309,25 @@ impl RedLockProvider {
             }
         }
         round
+    }
+
+    /// How long to wait before retrying a split vote. The attempts that split it break the tie
+    /// the same way: the one whose holder sorts first among those with the most grants retries
+    /// after one round's time (when the others' grants are back), the others after two rounds
+    /// and a random delay, by when it has normally won. A random delay alone lets loaded
+    /// instances collide round after round.
+    fn split_pause(&self, round: &Round, elapsed: Duration) -> Duration {
+        let mine = round.granted.len();
+        let me = &*self.settings.holder;
+        let yields = round.refused.iter().any(|(_, holder)| {
+            let theirs = round.refused.iter().filter(|(_, h)| h == holder).count();
+            theirs > mine || (theirs == mine && holder.as_str() < me)
+        });
+        if yields {
+            elapsed * 2 + jitter(self.algorithm.retry_delay)
+        } else {
+            elapsed
+        }
     }
 
     /// Takes back what one failed round won (best effort: a master that does not answer keeps
@@ -355,10 +385,12 @@ impl LockProvider for RedLockProvider {
         // A token proposal that is behind is retried at once; bounded in case other instances
         // keep moving the counter ahead.
         let mut rounds_left = 2 + self.algorithm.retries;
+        let call_started = Instant::now();
         loop {
             rounds_left -= 1;
             let started = Instant::now();
-            let round = self.acquire_round(&key, config, proposed).await;
+            let since_call = started.duration_since(call_started);
+            let round = self.acquire_round(&key, config, proposed, since_call).await;
             let elapsed = started.elapsed();
             let quorum = self.algorithm.quorum;
             let known = round.behind.max(round.held_token(quorum));
@@ -381,11 +413,12 @@ impl LockProvider for RedLockProvider {
             if !round.granted.is_empty() {
                 self.undo(&key, &round.granted, proposed).await;
             }
-            // Held elsewhere: by a lease on a majority, or by the grants of other attempts on
-            // a majority while this one won nothing. A split vote is retried.
-            let held = round.held_token(quorum).is_some()
-                || (round.granted.is_empty() && round.refused.len() >= quorum);
+            // Held elsewhere only when a majority holds one lease (the same holder and token).
+            // Refusals by the grants of several attempts split the votes: every attempt gives
+            // its grants back and retries after a random delay, so that one of them wins.
+            let held = round.held_token(quorum).is_some();
             let behind = round.behind.is_some();
+            let pause = self.split_pause(&round, elapsed);
             if round.failures.len() > self.nodes.len() - quorum {
                 // No majority could have granted it: a store failure, not a held lock.
                 self.check_quorum(Operation::Acquire, name, round.failures, 0)?;
@@ -403,7 +436,7 @@ impl LockProvider for RedLockProvider {
                 return Ok(None);
             }
             splits += 1;
-            tokio::time::sleep(jitter(self.algorithm.retry_delay)).await;
+            tokio::time::sleep(pause).await;
         }
     }
 
