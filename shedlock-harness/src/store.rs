@@ -145,7 +145,7 @@ pub enum Store {
     /// SQLite.
     Sqlite(SqliteLockProvider),
     /// Redis or RedLock (no SQL: the SQL-only methods fail).
-    Redis(RedisStore),
+    Redis(Box<RedisStore>),
 }
 
 /// Runs `$body` with `$p` bound to the concrete provider, whatever the variant.
@@ -203,9 +203,9 @@ impl Store {
         let context = || format!("cannot connect to {} at {url}", config.backend);
         let timeout = config.acquire_timeout;
         let store = match config.backend {
-            Backend::Redis | Backend::RedLock => {
-                Store::Redis(RedisStore::connect(config).await.with_context(context)?)
-            }
+            Backend::Redis | Backend::RedLock => Store::Redis(Box::new(
+                RedisStore::connect(config).await.with_context(context)?,
+            )),
             Backend::Postgres => {
                 let pool = PgPoolOptions::new()
                     .max_connections(config.max_connections)
