@@ -105,8 +105,11 @@ impl RedisProviderBuilder {
         self
     }
 
-    /// RedLock: how often an acquisition that won some masters but not a majority (several
-    /// instances asking at the same moment) is retried after a random delay: default 3.
+    /// RedLock: how often an acquisition that won some masters but no majority (several
+    /// instances asking at the same moment split the votes) is retried: default 3. The
+    /// instances break the tie by holder order: the first retries after one round, the others
+    /// after two rounds and a random delay. A retry refuses a lock acquired since the call
+    /// began, so it never takes over work another instance did meanwhile.
     pub fn retries(mut self, retries: u32) -> Self {
         self.retries = retries;
         self
