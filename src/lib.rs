@@ -26,6 +26,9 @@ pub use shedlock_tokio_cron as tokio_cron;
 #[doc(inline)]
 pub use shedlock_sqlx::*;
 
+#[cfg(feature = "redis")]
+#[doc(inline)]
+pub use shedlock_redis::*;
 #[cfg(feature = "zookeeper")]
 #[doc(inline)]
 pub use shedlock_zookeeper::*;

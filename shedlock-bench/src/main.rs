@@ -2,8 +2,9 @@
 //! (issue 14); results and method in `BENCHMARKS.md`.
 //!
 //! Run with: `cargo run --release -p shedlock-bench -- all` (about 8½ minutes), or one part:
-//! `throughput`, `statements`, `scaling`, `handover`; `zookeeper` runs the ZooKeeper provider
-//! and elector alone (needs `SHEDLOCK_TEST_ZK_URL`, not part of `all`). Options: `--db postgres,mysql,sqlite`,
+//! `throughput`, `statements`, `scaling`, `handover`; `redis` (Redis and RedLock;
+//! `SHEDLOCK_TEST_REDIS_URL`, `SHEDLOCK_TEST_REDLOCK_URLS`, else the local defaults) and
+//! `zookeeper` (`SHEDLOCK_TEST_ZK_URL`) run alone, not in `all`. Options: `--db postgres,mysql,sqlite`,
 //! `--workers 1,8,32`, `--seconds 0.8` (per timed run), `--reps 4` (interleaved rounds),
 //! `--handovers 20`. Databases: `SHEDLOCK_TEST_PG_URL` and `SHEDLOCK_TEST_MYSQL_URL`, else
 //! `postgres://root@127.0.0.1:5432/test` and `mysql://root@127.0.0.1:3306/test`; SQLite in a
@@ -15,6 +16,7 @@ mod handover;
 mod machine;
 mod pgbench;
 mod raw;
+mod redis;
 mod scaling;
 mod statements;
 mod stats;
@@ -44,7 +46,7 @@ pub(crate) struct Settings {
     scaling_iterations: usize,
 }
 
-const USAGE: &str = "usage: shedlock-bench [all|throughput|statements|scaling|handover|zookeeper] \
+const USAGE: &str = "usage: shedlock-bench [all|throughput|statements|scaling|handover|redis|zookeeper] \
     [--db postgres,mysql,sqlite] [--workers 1,8,32] [--seconds 0.8] [--reps 4] [--handovers 20] [--clients ours,raw,…] [--mode uncontended|contended] [--threads N]";
 
 impl Settings {
@@ -88,9 +90,8 @@ impl Settings {
                 "--seconds" => settings.run = Duration::from_secs_f64(value()?.parse()?),
                 "--reps" => settings.reps = value()?.parse()?,
                 "--handovers" => settings.handovers = value()?.parse()?,
-                "all" | "throughput" | "statements" | "scaling" | "handover" | "zookeeper" => {
-                    settings.part = arg
-                }
+                "all" | "throughput" | "statements" | "scaling" | "handover" | "redis"
+                | "zookeeper" => settings.part = arg,
                 _ => anyhow::bail!("unknown argument {arg:?}\n{USAGE}"),
             }
         }
@@ -122,6 +123,9 @@ fn main() -> anyhow::Result<()> {
             settings.run,
             settings.handovers,
         ));
+    }
+    if settings.part == "redis" {
+        return runtime(settings.threads)?.block_on(redis::run(&settings));
     }
     statements::install()?;
     let dbs = Databases::from_env()?;

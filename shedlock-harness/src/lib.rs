@@ -1,5 +1,5 @@
 //! The reliability harness of shedlock: separate OS processes contending for the same locks on
-//! SQLite, PostgreSQL and MariaDB, with faults injected from outside (SIGKILL, SIGSTOP, database
+//! SQLite, PostgreSQL, MariaDB, Redis and RedLock, with faults injected from outside (SIGKILL, SIGSTOP, database
 //! restarts, cut connections), and a checker that proves what held.
 //!
 //! - `worker`: one process = one service instance: a scheduler with a locked cron job per
@@ -23,6 +23,7 @@ mod checker;
 mod event;
 mod fleet;
 mod proxy;
+mod redis_store;
 mod run;
 mod store;
 mod stress;
@@ -34,6 +35,7 @@ pub use checker::{Expectations, Fault, Report, Takeover, check};
 pub use event::{Counters, Event, WriteOutcome, now_us, unix_us};
 pub use fleet::{Fleet, Received, Signal};
 pub use proxy::{ProxyMode, TcpProxy, upstream_of, url_at};
+pub use redis_store::{RedisStore, redlock_url};
 pub use run::{Run, database_url, lock_names};
 pub use store::{Backend, DEFAULT_ACQUIRE_TIMEOUT, JournalRow, Store, StoreConfig};
 pub use stress::{StressOptions, run_stress};

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use crate::event::now_us;
+use crate::redis_store::redlock_url;
 use crate::store::{Backend, DEFAULT_ACQUIRE_TIMEOUT, JournalRow, Store, StoreConfig};
 use crate::worker::WorkerOptions;
 
@@ -19,6 +20,15 @@ pub fn database_url(backend: Backend) -> Option<String> {
         let file = std::env::temp_dir().join(format!("shedlock-harness-{}.db", unique_suffix()));
         return Some(format!("sqlite://{}", file.display()));
     };
+    if backend == Backend::RedLock {
+        // The journal lives on the single test server, apart from the masters.
+        let journal = database_url(Backend::Redis)?;
+        return database_url_of(var, backend).map(|masters| redlock_url(&journal, &masters));
+    }
+    database_url_of(var, backend)
+}
+
+fn database_url_of(var: &str, backend: Backend) -> Option<String> {
     match std::env::var(var) {
         Ok(url) if !url.is_empty() => Some(url),
         _ if std::env::var("CI").as_deref() == Ok("true") => panic!(

@@ -1,5 +1,6 @@
-//! The three databases behind one type: the lock provider, and the harness's own journal table,
-//! written inside the job's transaction behind the provider's fencing guard (`verify_lease`).
+//! The three databases and Redis behind one type: the lock provider, and the harness's own journal
+//! table, written inside the job's transaction behind the provider's fencing guard
+//! (`verify_lease`); Redis and RedLock keep theirs in `redis_store`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -16,6 +17,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, SqlStr};
 
 use crate::event::WriteOutcome;
+use crate::redis_store::RedisStore;
 
 /// How long a statement waits for a pooled connection before failing, unless configured: a
 /// database that does not answer becomes an error within this, never a silent hang. (sqlx's own
@@ -31,6 +33,10 @@ pub enum Backend {
     Postgres,
     /// MySQL or MariaDB.
     MySql,
+    /// One Redis server.
+    Redis,
+    /// RedLock over independent Redis masters.
+    RedLock,
 }
 
 impl Backend {
@@ -43,6 +49,8 @@ impl Backend {
             Backend::Sqlite => None,
             Backend::Postgres => Some("SHEDLOCK_TEST_PG_URL"),
             Backend::MySql => Some("SHEDLOCK_TEST_MYSQL_URL"),
+            Backend::Redis => Some("SHEDLOCK_TEST_REDIS_URL"),
+            Backend::RedLock => Some("SHEDLOCK_TEST_REDLOCK_URLS"),
         }
     }
 
@@ -52,6 +60,10 @@ impl Backend {
             Backend::Sqlite => "sqlite:///tmp/shedlock-harness.db",
             Backend::Postgres => "postgres://root@127.0.0.1:5432/test",
             Backend::MySql => "mysql://root@127.0.0.1:3306/test",
+            Backend::Redis => "redis://127.0.0.1:6379",
+            Backend::RedLock => {
+                "redis://127.0.0.1:6380,redis://127.0.0.1:6381,redis://127.0.0.1:6382"
+            }
         }
     }
 }
@@ -62,6 +74,8 @@ impl fmt::Display for Backend {
             Backend::Sqlite => "sqlite",
             Backend::Postgres => "postgres",
             Backend::MySql => "mysql",
+            Backend::Redis => "redis",
+            Backend::RedLock => "redlock",
         })
     }
 }
@@ -73,9 +87,11 @@ impl FromStr for Backend {
             "sqlite" => Ok(Backend::Sqlite),
             "postgres" | "pg" | "postgresql" => Ok(Backend::Postgres),
             "mysql" | "mariadb" => Ok(Backend::MySql),
-            other => {
-                anyhow::bail!("unknown database {other:?}: expected sqlite, postgres or mysql")
-            }
+            "redis" => Ok(Backend::Redis),
+            "redlock" => Ok(Backend::RedLock),
+            other => anyhow::bail!(
+                "unknown database {other:?}: expected sqlite, postgres, mysql, redis or redlock"
+            ),
         }
     }
 }
@@ -85,7 +101,8 @@ impl FromStr for Backend {
 pub struct StoreConfig {
     /// The database kind.
     pub backend: Backend,
-    /// Its URL (`sqlite:///path/file.db` for SQLite).
+    /// Its URL (`sqlite:///path/file.db` for SQLite; for RedLock the journal's Redis, then the
+    /// masters, comma-separated: [`redlock_url`](crate::redlock_url)).
     pub url: String,
     /// The lock table (unique per run).
     pub lock_table: String,
@@ -127,6 +144,8 @@ pub enum Store {
     MySql(MySqlLockProvider),
     /// SQLite.
     Sqlite(SqliteLockProvider),
+    /// Redis or RedLock (no SQL: the SQL-only methods fail).
+    Redis(Box<RedisStore>),
 }
 
 /// Runs `$body` with `$p` bound to the concrete provider, whatever the variant.
@@ -136,6 +155,7 @@ macro_rules! each {
             Store::Postgres($p) => $body,
             Store::MySql($p) => $body,
             Store::Sqlite($p) => $body,
+            Store::Redis(_) => unreachable!("Redis is handled before"),
         }
     };
 }
@@ -183,6 +203,9 @@ impl Store {
         let context = || format!("cannot connect to {} at {url}", config.backend);
         let timeout = config.acquire_timeout;
         let store = match config.backend {
+            Backend::Redis | Backend::RedLock => Store::Redis(Box::new(
+                RedisStore::connect(config).await.with_context(context)?,
+            )),
             Backend::Postgres => {
                 let pool = PgPoolOptions::new()
                     .max_connections(config.max_connections)
@@ -240,6 +263,9 @@ impl Store {
 
     /// The provider, shared, for a scheduler or an election.
     pub fn provider(&self) -> Arc<dyn LockProvider> {
+        if let Store::Redis(r) = self {
+            return r.provider();
+        }
         each!(self, p => Arc::new(p.clone()) as Arc<dyn LockProvider>)
     }
 
@@ -248,11 +274,14 @@ impl Store {
     /// # Errors
     /// When the database refuses.
     pub async fn create_tables(&self, journal: &str) -> anyhow::Result<()> {
+        if let Store::Redis(r) = self {
+            return r.drop_journal(journal).await;
+        }
         each!(self, p => p.create_schema().await)?;
         let id = match self {
             Store::Postgres(_) => "id BIGSERIAL PRIMARY KEY",
             Store::MySql(_) => "id BIGINT AUTO_INCREMENT PRIMARY KEY",
-            Store::Sqlite(_) => "id INTEGER PRIMARY KEY AUTOINCREMENT",
+            Store::Sqlite(_) | Store::Redis(_) => "id INTEGER PRIMARY KEY AUTOINCREMENT",
         };
         self.execute(&format!(
             "CREATE TABLE IF NOT EXISTS {journal} ({id}, lock_name VARCHAR(64) NOT NULL, \
@@ -264,6 +293,12 @@ impl Store {
 
     /// Drops both tables (best effort: a run's clean-up must not hide its result).
     pub async fn drop_tables(&self, journal: &str) {
+        if let Store::Redis(r) = self {
+            if let Err(error) = r.drop_journal(journal).await {
+                tracing::warn!(%error, journal, "could not drop the Redis journal");
+            }
+            return;
+        }
         let lock_table = each!(self, p => p.table().to_owned());
         for table in [journal, lock_table.as_str()] {
             if let Err(error) = self.execute(&format!("DROP TABLE IF EXISTS {table}")).await {
@@ -277,6 +312,7 @@ impl Store {
     /// # Errors
     /// The database's error.
     pub async fn execute(&self, statement: &str) -> anyhow::Result<()> {
+        anyhow::ensure!(!matches!(self, Store::Redis(_)), "no SQL on Redis");
         let query = sqlx::raw_sql(sql(statement.to_owned()));
         each!(self, p => query.execute(p.pool()).await.map(drop))
             .with_context(|| statement.to_owned())
@@ -285,6 +321,9 @@ impl Store {
     /// The journal row of an execution, in its own transaction behind the fencing guard:
     /// `verify_lease(lock, token)` then `INSERT`, then commit.
     pub async fn fenced_write(&self, journal: &str, row: &JournalRow) -> WriteOutcome {
+        if let Store::Redis(r) = self {
+            return r.fenced_write(journal, row).await;
+        }
         let insert = format!(
             "INSERT INTO {journal} (lock_name, token, holder, tick, start_us, end_us) \
              VALUES ({})",
@@ -333,6 +372,12 @@ impl Store {
     /// # Errors
     /// The provider's error.
     pub async fn list_locks(&self) -> Result<Vec<LockRow>, Error> {
+        if matches!(self, Store::Redis(_)) {
+            return Err(Error::invalid_config(
+                "backend",
+                "a SQL provider method, not on Redis",
+            ));
+        }
         each!(self, p => p.list_locks().await)
     }
 
@@ -341,6 +386,12 @@ impl Store {
     /// # Errors
     /// The provider's error.
     pub async fn lock_state(&self, name: &str) -> Result<Option<LockRow>, Error> {
+        if matches!(self, Store::Redis(_)) {
+            return Err(Error::invalid_config(
+                "backend",
+                "a SQL provider method, not on Redis",
+            ));
+        }
         each!(self, p => p.lock_state(name).await)
     }
 
@@ -349,6 +400,12 @@ impl Store {
     /// # Errors
     /// The provider's error.
     pub async fn create_schema(&self) -> Result<(), Error> {
+        if matches!(self, Store::Redis(_)) {
+            return Err(Error::invalid_config(
+                "backend",
+                "a SQL provider method, not on Redis",
+            ));
+        }
         each!(self, p => p.create_schema().await)
     }
 
@@ -358,6 +415,7 @@ impl Store {
     /// # Errors
     /// The database's error.
     pub async fn fetch_text(&self, query: &str) -> anyhow::Result<Vec<Vec<Option<String>>>> {
+        anyhow::ensure!(!matches!(self, Store::Redis(_)), "no SQL on Redis");
         use sqlx::Row as _;
         let statement = sql(query.to_owned());
         let rows = each!(self, p => {
@@ -377,6 +435,9 @@ impl Store {
     /// # Errors
     /// The database's error.
     pub async fn journal(&self, journal: &str) -> anyhow::Result<Vec<JournalRow>> {
+        if let Store::Redis(r) = self {
+            return r.journal(journal).await;
+        }
         let select = sql(format!(
             "SELECT id, lock_name, token, holder, tick, start_us, end_us FROM {journal} ORDER BY id"
         ));

@@ -1,6 +1,7 @@
 //! A lock holder killed (SIGKILL) or paused past its lease (SIGSTOP) in the middle of a job,
 //! with three worker processes on each database. PostgreSQL and MariaDB need
-//! `SHEDLOCK_TEST_PG_URL` / `SHEDLOCK_TEST_MYSQL_URL` (skipped without, failed on CI).
+//! `SHEDLOCK_TEST_PG_URL` / `SHEDLOCK_TEST_MYSQL_URL`, Redis `SHEDLOCK_TEST_REDIS_URL`, RedLock
+//! both that (the journal) and `SHEDLOCK_TEST_REDLOCK_URLS` (skipped without, failed on CI).
 
 mod common;
 
@@ -141,4 +142,24 @@ async fn postgres_holder_paused_beyond_its_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_holder_paused_beyond_its_lease() {
     holder_paused_beyond_its_lease(Backend::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_holder_killed_mid_job() {
+    holder_killed_mid_job(Backend::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_holder_killed_mid_job() {
+    holder_killed_mid_job(Backend::RedLock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_holder_paused_beyond_its_lease() {
+    holder_paused_beyond_its_lease(Backend::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_holder_paused_beyond_its_lease() {
+    holder_paused_beyond_its_lease(Backend::RedLock).await;
 }

@@ -428,3 +428,13 @@ async fn postgres_keep_alive_holder_cut_off_is_told_before_takeover() {
 async fn mysql_keep_alive_holder_cut_off_is_told_before_takeover() {
     keep_alive_holder_cut_off_is_told_before_takeover(Backend::MySql).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_leader_cut_off_steps_down_before_another_is_elected() {
+    leader_cut_off_steps_down_before_another_is_elected(Backend::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_keep_alive_holder_cut_off_is_told_before_takeover() {
+    keep_alive_holder_cut_off_is_told_before_takeover(Backend::Redis).await;
+}

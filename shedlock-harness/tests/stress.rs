@@ -1,5 +1,6 @@
 //! The bounded stress run CI affords: 3 worker processes × 10 locks × 8 s of 1 s ticks on each
-//! database; every tick of every lock must run exactly once, with no overlap and no stale write.
+//! database (Redis and RedLock too); every tick of every lock must run exactly once, with no
+//! overlap and no stale write.
 //! The long run is `cargo run --release -p shedlock-harness -- stress --db postgres
 //! --processes 8 --locks 100 --seconds 60 --tick 2 --job-ms 1000` (see docs/RELIABILITY.md).
 
@@ -47,4 +48,14 @@ async fn postgres_bounded_stress() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_bounded_stress() {
     bounded_stress(Backend::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_bounded_stress() {
+    bounded_stress(Backend::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_bounded_stress() {
+    bounded_stress(Backend::RedLock).await;
 }

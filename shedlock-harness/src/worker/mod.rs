@@ -117,6 +117,7 @@ async fn run_scheduler(options: &WorkerOptions, store: Store) -> anyhow::Result<
         tick_us: i64::try_from(options.tick.as_micros())?,
         job: options.job,
         counters: Default::default(),
+        live: Default::default(),
     });
     let mut registry = JobRegistry::new(Arc::clone(&state));
     for lock in &options.locks {
@@ -186,18 +187,21 @@ async fn run_scheduler(options: &WorkerOptions, store: Store) -> anyhow::Result<
         holder: options.store.holder.clone(),
         pid: std::process::id(),
     });
-    let election_lines = async {
-        match scheduler.election(LEADER_JOB) {
-            Some(election) => report::watch_election(election).await,
-            None => std::future::pending().await,
-        }
-    };
+    // Election lines are printed as the state changes, also while shutting down (a leader
+    // steps down when it resigns, before it releases its lease).
+    let election_lines = scheduler.election(LEADER_JOB).map(|election| {
+        let changes = election.subscribe();
+        tokio::spawn(report::watch_election(changes))
+    });
     let mut status = StatusReporter::default();
-    tokio::select! {
-        () = status.run_until(&scheduler, &state, stop_requested()) => {}
-        () = election_lines => {}
-    }
+    status.run_until(&scheduler, &state, stop_requested()).await;
     let report = scheduler.shutdown().await;
+    if let Some(lines) = election_lines {
+        // The leader stepped down during shutdown, a release round trip ago: its line is out.
+        // (The watch itself stays open: the leader job still holds the scheduler.)
+        tokio::task::yield_now().await;
+        lines.abort();
+    }
     status.report(&scheduler, &state);
     tracing::info!(?report, "worker stopped");
     emit(&Event::Summary(state.counters()));

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use shedlock::{LeaderElection, LeaderState, Scheduler};
+use shedlock::{LeaderState, Scheduler};
+use tokio::sync::watch;
 
 use super::emit;
 use super::state::{Count, WorkerState};
@@ -67,9 +68,9 @@ impl StatusReporter {
     }
 }
 
-/// Prints `leader` and `follower` lines as the election's state changes, until it is dropped.
-pub(super) async fn watch_election(election: &LeaderElection) {
-    let mut changes = election.subscribe();
+/// Prints `leader` and `follower` lines as the election's state changes, until the watch
+/// closes.
+pub(super) async fn watch_election(mut changes: watch::Receiver<LeaderState>) {
     let mut current = LeaderState::Follower;
     loop {
         let state = *changes.borrow_and_update();

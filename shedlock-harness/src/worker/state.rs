@@ -19,6 +19,9 @@ pub(super) struct WorkerState {
     pub(super) tick_us: i64,
     pub(super) job: Duration,
     pub(super) counters: [AtomicU64; 9],
+    /// Leases reported `acquired` and not yet released or lost: a `Lost` lease missing here is
+    /// an acquire answer that came after its local deadline, never used (its tick's outcome).
+    pub(super) live: std::sync::Mutex<std::collections::HashSet<(String, u64)>>,
 }
 
 /// Indices into `WorkerState::counters`.
@@ -78,6 +81,8 @@ impl WorkerState {
         match event {
             LockEvent::Acquired(lease) => {
                 self.count(Count::Acquired);
+                self.live_leases()
+                    .insert((lease.name().to_owned(), lease.fencing_token()));
                 emit(&Event::Acquired {
                     lock: lease.name().to_owned(),
                     token: lease.fencing_token(),
@@ -101,18 +106,35 @@ impl WorkerState {
                     error: error.to_string(),
                 });
             }
-            LockEvent::Released(lease) => emit(&Event::Released {
-                lock: lease.name().to_owned(),
-                token: lease.fencing_token(),
-                at,
-            }),
-            LockEvent::Lost(lease) => emit(&Event::Lost {
-                lock: lease.name().to_owned(),
-                token: lease.fencing_token(),
-                at,
-            }),
+            LockEvent::Released(lease) => {
+                self.live_leases()
+                    .remove(&(lease.name().to_owned(), lease.fencing_token()));
+                emit(&Event::Released {
+                    lock: lease.name().to_owned(),
+                    token: lease.fencing_token(),
+                    at,
+                });
+            }
+            LockEvent::Lost(lease) => {
+                let key = (lease.name().to_owned(), lease.fencing_token());
+                emit(&Event::Lost {
+                    lock: key.0.clone(),
+                    token: key.1,
+                    at,
+                });
+                if !self.live_leases().remove(&key) {
+                    // A late acquire answer: the executor gave the lease back unused, so this
+                    // attempt was not executed (nothing else reports its outcome).
+                    self.count(Count::Skipped);
+                    emit(&Event::Skipped { lock: key.0, at });
+                }
+            }
             _ => {}
         }
+    }
+
+    fn live_leases(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<(String, u64)>> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The job body: work for `job` (or until the lost-lock signal), then journal the execution

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
+pub(crate) mod redis_server;
+
 use std::time::Duration;
 
 use shedlock_harness::{
@@ -35,10 +37,15 @@ impl Scenario {
     /// (the test is skipped).
     pub(crate) async fn new(backend: Backend) -> Option<Scenario> {
         let url = database_url(backend)?;
-        let run = Run::create(backend, &url)
+        Some(Scenario::on(backend, &url).await)
+    }
+
+    /// A run on `backend` at `url` without workers yet.
+    pub(crate) async fn on(backend: Backend, url: &str) -> Scenario {
+        let run = Run::create(backend, url)
             .await
             .expect("create the run's tables");
-        Some(Scenario {
+        Scenario {
             run,
             fleet: Fleet::new(EXE),
             tick_us: 0,
@@ -47,7 +54,7 @@ impl Scenario {
             check_ticks: true,
             faults: Vec::new(),
             outages: Vec::new(),
-        })
+        }
     }
 
     /// Starts a worker on `locks` (tick 1 s, job 600 ms, lease 3 s, minimum hold 800 ms, then

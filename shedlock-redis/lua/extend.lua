@@ -1,0 +1,9 @@
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local s = redis.call('HMGET', KEYS[1], 'holder', 'token', 'lock_until')
+if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] or (tonumber(s[3]) or 0) <= now then
+  return {0}
+end
+local lock_until = now + tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], 'lock_until', string.format('%d', lock_until))
+return {1, lock_until}

@@ -1,0 +1,190 @@
+//! The one builder of both providers: key prefix, holder, timeouts, hints, RedLock settings.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shedlock_core::{Error, default_holder};
+
+use crate::keys::{DEFAULT_KEY_PREFIX, validate_holder, validate_prefix};
+use crate::{RedLockProvider, RedisLockProvider};
+
+/// Configures a [`RedisLockProvider`] ([`connect`](Self::connect)) or a [`RedLockProvider`]
+/// ([`connect_redlock`](Self::connect_redlock)).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use shedlock_redis::RedisLockProvider;
+///
+/// # async fn run() -> Result<(), shedlock_core::Error> {
+/// let provider = RedisLockProvider::builder()
+///     .key_prefix("billing:locks:")
+///     .timeout(Duration::from_millis(500))
+///     .connect("redis://127.0.0.1:6379")
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RedisProviderBuilder {
+    pub(crate) key_prefix: String,
+    pub(crate) holder: Option<String>,
+    pub(crate) timeout: Duration,
+    pub(crate) release_channel: Option<String>,
+    pub(crate) hints: bool,
+    pub(crate) clock_drift_factor: f64,
+    pub(crate) retries: u32,
+    pub(crate) retry_delay: Duration,
+}
+
+/// What [`RedisProviderBuilder`] produced, validated, before connecting.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) key_prefix: Arc<str>,
+    pub(crate) holder: Arc<str>,
+    /// Empty: no hints are published.
+    pub(crate) channel: Arc<str>,
+    pub(crate) timeout: Duration,
+}
+
+impl Default for RedisProviderBuilder {
+    fn default() -> Self {
+        RedisProviderBuilder {
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            holder: None,
+            timeout: Duration::from_secs(1),
+            release_channel: None,
+            hints: true,
+            clock_drift_factor: 0.01,
+            retries: 3,
+            retry_delay: Duration::from_millis(50),
+        }
+    }
+}
+
+impl RedisProviderBuilder {
+    /// Keys start with this, default `shedlock:` (lock `nightly` is the hash `shedlock:nightly`).
+    /// At most 128 bytes, no spaces, control or glob characters (`* ? [ ] \`).
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// Acquire locks as this holder instead of [`default_holder()`].
+    pub fn holder(mut self, holder: impl Into<String>) -> Self {
+        self.holder = Some(holder.into());
+        self
+    }
+
+    /// How long one command may take on one server before it counts as failed: default 1 s.
+    ///
+    /// For RedLock this is the per-master timeout of the algorithm, which must be much shorter
+    /// than the leases (a master that does not answer in time counts as not acquired); 50 to
+    /// 250 ms suits leases of seconds.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Publish release hints on this channel instead of `<key prefix>released`.
+    pub fn release_channel(mut self, channel: impl Into<String>) -> Self {
+        self.release_channel = Some(channel.into());
+        self
+    }
+
+    /// Publish no release hints, and offer none.
+    pub fn without_release_hints(mut self) -> Self {
+        self.hints = false;
+        self
+    }
+
+    /// RedLock: the allowance for clock-rate differences between masters, as a fraction of the
+    /// lease (default 0.01, as published); 2 ms are added to it.
+    pub fn clock_drift_factor(mut self, factor: f64) -> Self {
+        self.clock_drift_factor = factor;
+        self
+    }
+
+    /// RedLock: how often an acquisition that won some masters but no majority (several
+    /// instances asking at the same moment split the votes) is retried: default 3. The
+    /// instances break the tie by holder order: the first retries after one round, the others
+    /// after two rounds and a random delay. A retry refuses a lock acquired since the call
+    /// began, so it never takes over work another instance did meanwhile.
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.retries = retries;
+        self
+    }
+
+    /// RedLock: the longest random delay before such a retry, for the instances that let
+    /// another go first: default 50 ms.
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+
+    /// Connects a provider to one server and checks that it answers.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the bad setting (`url`, `key_prefix`, `holder`,
+    /// `timeout`); [`Error::Store`] when the server cannot be reached or refuses the
+    /// credentials (the message never shows the password).
+    pub async fn connect(self, url: &str) -> Result<RedisLockProvider, Error> {
+        let settings = self.settings()?;
+        RedisLockProvider::connect_with(settings, url).await
+    }
+
+    /// Connects a RedLock provider to independent masters and checks that a majority answers.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect); also [`Error::InvalidConfig`] (`urls`) for an empty
+    /// list or the same server twice, and (`clock_drift_factor`) outside `0..0.5`;
+    /// [`Error::Store`] when fewer than a majority of the masters answer.
+    pub async fn connect_redlock<I, S>(self, urls: I) -> Result<RedLockProvider, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        if !(0.0..0.5).contains(&self.clock_drift_factor) {
+            return Err(Error::invalid_config(
+                "clock_drift_factor",
+                format!(
+                    "must be at least 0 and below 0.5, got {}",
+                    self.clock_drift_factor
+                ),
+            ));
+        }
+        let (drift, retries, retry_delay) =
+            (self.clock_drift_factor, self.retries, self.retry_delay);
+        let settings = self.settings()?;
+        let urls: Vec<String> = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
+        RedLockProvider::connect_with(settings, &urls, drift, retries, retry_delay).await
+    }
+
+    fn settings(self) -> Result<Settings, Error> {
+        if self.timeout.is_zero() {
+            return Err(Error::invalid_config(
+                "timeout",
+                "must be greater than zero",
+            ));
+        }
+        let key_prefix = validate_prefix(self.key_prefix)?;
+        let holder = validate_holder(self.holder.unwrap_or_else(|| default_holder().to_owned()))?;
+        let channel = match (self.hints, self.release_channel) {
+            (false, _) => String::new(),
+            (true, Some(channel)) if channel.is_empty() => {
+                return Err(Error::invalid_config(
+                    "release_channel",
+                    "must not be empty (use without_release_hints to publish none)",
+                ));
+            }
+            (true, Some(channel)) => channel,
+            (true, None) => format!("{key_prefix}released"),
+        };
+        Ok(Settings {
+            key_prefix,
+            holder,
+            channel: channel.into(),
+            timeout: self.timeout,
+        })
+    }
+}

@@ -1,0 +1,116 @@
+//! Redis errors as [`Error::Store`] sources: which server, which key, and what to do about a
+//! key of the wrong type. Server addresses are shown without credentials.
+
+use std::fmt;
+
+use shedlock_core::{Error, Operation};
+
+/// A failure of one Redis server, kept as the source of an [`Error::Store`].
+#[derive(Debug)]
+pub(crate) struct ServerError {
+    /// The server, as `redis://host:port/db` (never with a password).
+    pub(crate) server: String,
+    /// The key the command was for, if any.
+    pub(crate) key: Option<String>,
+    pub(crate) kind: ServerErrorKind,
+}
+
+#[derive(Debug)]
+pub(crate) enum ServerErrorKind {
+    /// The client's or the server's error.
+    Redis(redis::RedisError),
+    /// No answer within the per-server timeout.
+    Timeout(std::time::Duration),
+    /// Not tried: the server did not answer lately and has not answered a probe since.
+    Down,
+    /// A reply the scripts never send: someone else's script or data under our key.
+    UnexpectedReply(String),
+}
+
+impl ServerError {
+    pub(crate) fn new(server: &str, key: Option<&str>, kind: ServerErrorKind) -> Self {
+        ServerError {
+            server: server.to_owned(),
+            key: key.map(str::to_owned),
+            kind,
+        }
+    }
+
+    fn wrong_type(&self) -> bool {
+        match &self.kind {
+            ServerErrorKind::Redis(error) => {
+                error.code() == Some("WRONGTYPE") || error.to_string().contains("WRONGTYPE")
+            }
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let server = &self.server;
+        match (&self.key, &self.kind) {
+            (Some(key), ServerErrorKind::Redis(_)) if self.wrong_type() => write!(
+                f,
+                "Redis {server}: key `{key}` holds a value that is not a shedlock lock hash \
+                 (WRONGTYPE): another program uses this key; choose another key prefix"
+            ),
+            (_, ServerErrorKind::Redis(error)) => write!(f, "Redis {server}: {error}"),
+            (_, ServerErrorKind::Timeout(timeout)) => {
+                write!(f, "Redis {server}: no answer within {timeout:?}")
+            }
+            (_, ServerErrorKind::Down) => write!(
+                f,
+                "Redis {server}: down (it did not answer lately, and no probe got an answer since)"
+            ),
+            (Some(key), ServerErrorKind::UnexpectedReply(reply)) => write!(
+                f,
+                "Redis {server}: unexpected reply for key `{key}`: {reply} (is the key used by \
+                 another program?)"
+            ),
+            (None, ServerErrorKind::UnexpectedReply(reply)) => {
+                write!(f, "Redis {server}: unexpected reply: {reply}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ServerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            ServerErrorKind::Redis(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// Too few RedLock masters answered for the operation to decide anything.
+#[derive(Debug)]
+pub(crate) struct QuorumError {
+    pub(crate) masters: usize,
+    pub(crate) quorum: usize,
+    pub(crate) failures: Vec<ServerError>,
+}
+
+impl fmt::Display for QuorumError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} of {} Redis masters failed, a majority of {} must answer",
+            self.failures.len(),
+            self.masters,
+            self.quorum
+        )?;
+        for failure in &self.failures {
+            write!(f, "; {failure}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for QuorumError {}
+
+/// Wraps a server failure as [`Error::Store`].
+pub(crate) fn store_error(operation: Operation, lock_name: &str, error: ServerError) -> Error {
+    Error::store(operation, lock_name, error)
+}

@@ -1,0 +1,291 @@
+//! One Redis server: a reconnecting multiplexed connection and the lock scripts on it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, FromRedisValue, ScriptInvocation};
+use shedlock_core::Error;
+
+use crate::error::{ServerError, ServerErrorKind};
+use crate::scripts::{ACQUIRE, AcquireReply, EXTEND, RELEASE, STATE, UNDO};
+
+/// A connection to one server, shared by a provider and its clones.
+///
+/// The connection multiplexes (pipelines) every concurrent call over one socket and reconnects
+/// by itself after an error. A server that did not answer (connection refused or lost, or no
+/// answer within `timeout`) is marked down: calls fail at once, without waiting for the timeout
+/// again, until a background probe finds it answering. For RedLock this keeps one dead master
+/// from slowing every round down to the timeout, during which concurrent attempts would keep
+/// colliding.
+#[derive(Clone)]
+pub(crate) struct Node {
+    client: Client,
+    connection: ConnectionManager,
+    server: Arc<str>,
+    timeout: Duration,
+    down: Arc<AtomicBool>,
+}
+
+/// How often a server marked down is probed.
+const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("server", &self.server)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Lease fields read by [`Node::state`]: holder, token, locked_at, lock_until, now (ms).
+pub(crate) type StateParts = (String, u64, u64, u64, u64);
+
+impl Node {
+    /// Parses `url` and prepares the connection, without connecting yet.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`url`) when the URL does not parse; the message never repeats
+    /// the URL, which may hold a password.
+    pub(crate) fn open(url: &str, timeout: Duration) -> Result<Node, Error> {
+        let client = Client::open(url)
+            .map_err(|error| Error::invalid_config("url", format!("not a Redis URL: {error}")))?;
+        let info = client.get_connection_info();
+        let server: Arc<str> =
+            format!("redis://{}/{}", info.addr(), info.redis_settings().db()).into();
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(timeout))
+            .set_connection_timeout(Some(timeout))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500));
+        let connection =
+            ConnectionManager::new_lazy_with_config(client.clone(), config).map_err(|error| {
+                Error::invalid_config("url", format!("cannot use {server}: {error}"))
+            })?;
+        Ok(Node {
+            client,
+            connection,
+            server,
+            timeout,
+            down: Arc::default(),
+        })
+    }
+
+    /// The server as `redis://host:port/db`, without credentials.
+    pub(crate) fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The client, for connections of other kinds (pub/sub).
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Runs `invocation` (each request within the timeout), loading the script on first use (`EVALSHA`, then
+    /// `SCRIPT LOAD` and `EVALSHA` again on `NOSCRIPT`).
+    async fn run<T: FromRedisValue>(
+        &self,
+        key: Option<&str>,
+        invocation: &ScriptInvocation<'_>,
+    ) -> Result<T, ServerError> {
+        if self.down.load(Ordering::Relaxed) {
+            return Err(self.error(key, ServerErrorKind::Down));
+        }
+        let mut connection = self.connection.clone();
+        // The connection's own response and connect timeouts bound the call: no second timer.
+        match invocation.invoke_async(&mut connection).await {
+            Ok(reply) => Ok(reply),
+            Err(error) => {
+                if error.is_timeout() {
+                    self.mark_down();
+                    return Err(self.error(key, ServerErrorKind::Timeout(self.timeout)));
+                }
+                if error.is_io_error() || error.is_connection_dropped() {
+                    self.mark_down();
+                }
+                Err(self.error(key, ServerErrorKind::Redis(error)))
+            }
+        }
+    }
+
+    /// Fails calls at once until a probe gets an answer again.
+    fn mark_down(&self) {
+        if self.down.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.down.store(false, Ordering::Relaxed);
+            return;
+        };
+        let node = self.clone();
+        runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(PROBE_INTERVAL).await;
+                if node.ping().await.is_ok() || Arc::strong_count(&node.down) == 1 {
+                    // Answering again, or the provider is gone.
+                    node.down.store(false, Ordering::Relaxed);
+                    return;
+                }
+            }
+        });
+    }
+
+    fn error(&self, key: Option<&str>, kind: ServerErrorKind) -> ServerError {
+        ServerError::new(&self.server, key, kind)
+    }
+
+    /// Checks that the server answers (and accepts the credentials).
+    pub(crate) async fn ping(&self) -> Result<(), ServerError> {
+        let mut connection = self.connection.clone();
+        let ping = redis::cmd("PING");
+        match tokio::time::timeout(
+            self.timeout.max(Duration::from_secs(2)),
+            ping.query_async::<String>(&mut connection),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(error)) => Err(self.error(None, ServerErrorKind::Redis(error))),
+            Err(_) => Err(self.error(None, ServerErrorKind::Timeout(self.timeout))),
+        }
+    }
+
+    pub(crate) async fn acquire(
+        &self,
+        key: &str,
+        holder: &str,
+        lease_ms: u64,
+        window_ms: u64,
+        proposed_token: u64,
+    ) -> Result<AcquireReply, ServerError> {
+        let mut invocation = ACQUIRE.prepare_invoke();
+        invocation
+            .key(key)
+            .arg(holder)
+            .arg(lease_ms)
+            .arg(window_ms)
+            .arg(proposed_token);
+        let reply: Vec<redis::Value> = self.run(Some(key), &invocation).await?;
+        AcquireReply::parse(&reply).ok_or_else(|| {
+            self.error(
+                Some(key),
+                ServerErrorKind::UnexpectedReply(format!("{reply:?}")),
+            )
+        })
+    }
+
+    /// Whether the live lease `(holder, token)` was released. Publishes `name` on `channel`
+    /// (unless empty) when the lock became free.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn release(
+        &self,
+        key: &str,
+        holder: &str,
+        token: u64,
+        at_least_ms: u64,
+        channel: &str,
+        name: &str,
+    ) -> Result<bool, ServerError> {
+        let mut invocation = RELEASE.prepare_invoke();
+        invocation
+            .key(key)
+            .arg(holder)
+            .arg(token)
+            .arg(at_least_ms)
+            .arg(channel)
+            .arg(name);
+        let released: i64 = self.run(Some(key), &invocation).await?;
+        Ok(released == 1)
+    }
+
+    /// Takes back the grant `(holder, token)` of a failed RedLock attempt.
+    pub(crate) async fn undo(
+        &self,
+        key: &str,
+        holder: &str,
+        token: u64,
+    ) -> Result<bool, ServerError> {
+        let mut invocation = UNDO.prepare_invoke();
+        invocation.key(key).arg(holder).arg(token);
+        let undone: i64 = self.run(Some(key), &invocation).await?;
+        Ok(undone == 1)
+    }
+
+    /// The new `lock_until` (ms) when the live lease `(holder, token)` was extended.
+    pub(crate) async fn extend(
+        &self,
+        key: &str,
+        holder: &str,
+        token: u64,
+        lease_ms: u64,
+    ) -> Result<Option<u64>, ServerError> {
+        let mut invocation = EXTEND.prepare_invoke();
+        invocation.key(key).arg(holder).arg(token).arg(lease_ms);
+        let reply: Vec<i64> = self.run(Some(key), &invocation).await?;
+        match reply.as_slice() {
+            [1, lock_until] => Ok(u64::try_from(*lock_until).ok()),
+            [0] => Ok(None),
+            _ => Err(self.error(
+                Some(key),
+                ServerErrorKind::UnexpectedReply(format!("{reply:?}")),
+            )),
+        }
+    }
+
+    /// The lease fields of `key`, or `None` when the key does not exist.
+    pub(crate) async fn state(&self, key: &str) -> Result<Option<StateParts>, ServerError> {
+        let mut invocation = STATE.prepare_invoke();
+        invocation.key(key);
+        let reply: Vec<Option<String>> = self.run(Some(key), &invocation).await?;
+        if reply.is_empty() {
+            return Ok(None);
+        }
+        let number = |i: usize| reply.get(i)?.as_deref()?.parse::<u64>().ok();
+        match (reply.first(), number(1), number(2), number(3), number(4)) {
+            (Some(holder), Some(token), Some(locked_at), Some(lock_until), Some(now)) => {
+                Ok(Some((
+                    holder.clone().unwrap_or_default(),
+                    token,
+                    locked_at,
+                    lock_until,
+                    now,
+                )))
+            }
+            _ => Err(self.error(
+                Some(key),
+                ServerErrorKind::UnexpectedReply(format!("lock hash fields {reply:?}")),
+            )),
+        }
+    }
+
+    /// Every key matching `pattern` (`SCAN`, so the server is never blocked for long).
+    pub(crate) async fn keys(&self, pattern: &str) -> Result<Vec<String>, ServerError> {
+        let mut connection = self.connection.clone();
+        let mut cursor = 0u64;
+        let mut keys = Vec::new();
+        loop {
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(500);
+            let (next, mut batch): (u64, Vec<String>) =
+                match tokio::time::timeout(self.timeout, scan.query_async(&mut connection)).await {
+                    Ok(Ok(reply)) => reply,
+                    Ok(Err(error)) => return Err(self.error(None, ServerErrorKind::Redis(error))),
+                    Err(_) => return Err(self.error(None, ServerErrorKind::Timeout(self.timeout))),
+                };
+            keys.append(&mut batch);
+            if next == 0 {
+                keys.sort();
+                keys.dedup();
+                return Ok(keys);
+            }
+            cursor = next;
+        }
+    }
+}

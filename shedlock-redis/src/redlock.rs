@@ -1,0 +1,523 @@
+//! The provider on N independent Redis masters: the RedLock algorithm.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation, async_trait};
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+use crate::builder::Settings;
+use crate::error::{QuorumError, ServerError, store_error};
+use crate::hints::ReleaseHints;
+use crate::keys::{millis, system_time, validate_holder};
+use crate::node::Node;
+use crate::scripts::AcquireReply;
+use crate::{RedisLockState, RedisProviderBuilder};
+
+/// Locks on N independent Redis masters (no replication between them) with the RedLock
+/// algorithm, as published by Redis's author, and fencing tokens agreed by a majority.
+///
+/// - **acquire** runs the single-server acquire script on every master at once, each within
+///   the per-master [timeout](RedisProviderBuilder::timeout). It succeeds when a majority
+///   (N/2 + 1) granted the lease and the validity left, `lock_at_most_for − elapsed − drift`
+///   (drift = `lock_at_most_for ×` [clock drift factor](RedisProviderBuilder::clock_drift_factor)
+///   `+ 2 ms`), is positive. Otherwise the masters that granted it take it back (the lease
+///   before it is restored, so a failed attempt leaves no gap in the tokens and no recent
+///   acquisition behind), and when the attempt won some masters but no majority (instances
+///   asking at the same moment split the votes), it is retried a few [times](RedisProviderBuilder::retries): the instance whose
+///   holder sorts first among those with the most grants after one round, the others later.
+///   A master that refuses because the lock was acquired within the
+///   [window](LockConfiguration::unless_acquired_within) counts as not acquired; each master
+///   decides that on its own clock.
+/// - **release** and **extend** run on every master, matching holder and token; an extension
+///   counts only when a majority extended the lease within its validity.
+/// - The lease's `lock_until` is the earliest of the majority's, less the drift allowance.
+/// - With a minority of masters down, everything goes on; with a majority down, every
+///   operation fails with [`Error::Store`] naming the masters that failed.
+///
+/// # Fencing tokens
+///
+/// The acquiring instance proposes the token, one above the highest counter it knows for the
+/// lock; a master grants the lease only if the proposal is above its own counter, and stores
+/// it. A master that answers "behind" tells its counter, and the instance retries at once with
+/// a proposal above it. So a lease exists only with the same token on a majority, and any two
+/// majorities share a master, which accepted the later token only above the earlier one:
+/// **tokens strictly increase as long as every majority keeps a master that remembers the
+/// latest lease**, i.e. fewer than N/2 + 1 masters lost their data since the last acquisition.
+/// A master restarted empty takes the current token at the next acquisition it joins, which
+/// heals it. Two masters of three losing their data before that (or one restarted while a
+/// lease is live, together with one that never had that lease) can grant the lock a second
+/// time with a token that is not above the first: RedLock's own weakness, pinned by the test
+/// `restart_at_once_can_grant_twice`. Restart a master without persistence only after the
+/// longest lease has passed (the published mitigation), and one at a time, each after an
+/// acquisition; or run the masters with `appendonly yes` and `appendfsync always`.
+///
+/// RedLock is a lease on N clocks: a holder paused past its validity still believes it holds
+/// the lock. Pass the fencing token to the resource you write and have it reject older
+/// tokens; that, not the lease, is what keeps a paused holder's writes out.
+///
+/// ```no_run
+/// use shedlock_redis::RedLockProvider;
+///
+/// # async fn run() -> Result<(), shedlock_core::Error> {
+/// let provider = RedLockProvider::connect([
+///     "redis://10.0.0.1:6379",
+///     "redis://10.0.0.2:6379",
+///     "redis://10.0.0.3:6379",
+/// ])
+/// .await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RedLockProvider {
+    nodes: Arc<[Node]>,
+    settings: Settings,
+    algorithm: Arc<Algorithm>,
+    /// The highest token counter seen per lock name, shared by clones: the next proposal.
+    tokens: Arc<Mutex<HashMap<Arc<str>, u64>>>,
+    hints: Arc<ReleaseHints>,
+}
+
+#[derive(Debug)]
+struct Algorithm {
+    quorum: usize,
+    clock_drift_factor: f64,
+    retries: u32,
+    retry_delay: Duration,
+}
+
+/// What the masters answered to one round of acquisition.
+#[derive(Debug, Default)]
+struct Round {
+    /// The masters that granted it: index, grant time and lease end (ms, their clocks).
+    granted: Vec<(usize, u64, u64)>,
+    /// What the refusing masters hold: token and holder.
+    refused: Vec<(u64, String)>,
+    /// The highest counter of a master that found the proposal behind.
+    behind: Option<u64>,
+    failures: Vec<ServerError>,
+}
+
+impl Round {
+    /// The token of a lease that a majority of masters hold (the same holder and token): a
+    /// lease that was granted, as opposed to the grants of attempts that split the votes and
+    /// are being taken back, which must not move the next proposal.
+    fn held_token(&self, quorum: usize) -> Option<u64> {
+        self.refused
+            .iter()
+            .filter(|held| self.refused.iter().filter(|other| other == held).count() >= quorum)
+            .map(|&(token, _)| token)
+            .max()
+    }
+}
+
+impl RedLockProvider {
+    /// Connects to the masters at `urls` with the default settings.
+    ///
+    /// # Errors
+    /// See [`RedisProviderBuilder::connect_redlock`].
+    pub async fn connect<I, S>(urls: I) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        Self::builder().connect_redlock(urls).await
+    }
+
+    /// Configures key prefix, holder, per-master timeout, drift and retries; see
+    /// [`RedisProviderBuilder`].
+    pub fn builder() -> RedisProviderBuilder {
+        RedisProviderBuilder::default()
+    }
+
+    pub(crate) async fn connect_with(
+        settings: Settings,
+        urls: &[String],
+        clock_drift_factor: f64,
+        retries: u32,
+        retry_delay: Duration,
+    ) -> Result<Self, Error> {
+        if urls.is_empty() {
+            return Err(Error::invalid_config("urls", "no Redis master given"));
+        }
+        let mut nodes: Vec<Node> = Vec::with_capacity(urls.len());
+        for url in urls {
+            let node = Node::open(url, settings.timeout)?;
+            if nodes.iter().any(|n| n.server() == node.server()) {
+                return Err(Error::invalid_config(
+                    "urls",
+                    format!(
+                        "{} is given twice: RedLock needs independent masters",
+                        node.server()
+                    ),
+                ));
+            }
+            nodes.push(node);
+        }
+        let provider = RedLockProvider {
+            algorithm: Arc::new(Algorithm {
+                quorum: nodes.len() / 2 + 1,
+                clock_drift_factor,
+                retries,
+                retry_delay,
+            }),
+            nodes: nodes.into(),
+            settings,
+            tokens: Arc::default(),
+            hints: Arc::default(),
+        };
+        let failures: Vec<ServerError> = join_all(provider.nodes.iter().map(Node::ping))
+            .await
+            .into_iter()
+            .filter_map(Result::err)
+            .collect();
+        if !failures.is_empty() {
+            provider.check_quorum(Operation::Read, "*", failures, 0)?;
+        }
+        Ok(provider)
+    }
+
+    /// The same masters acting as another holder (another instance), sharing the connections.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`holder`) when empty, longer than 255 characters or holding
+    /// control characters.
+    pub fn with_holder(&self, holder: impl Into<String>) -> Result<Self, Error> {
+        let mut provider = self.clone();
+        provider.settings.holder = validate_holder(holder.into())?;
+        Ok(provider)
+    }
+
+    /// The masters, as `redis://host:port/db` (never with passwords), in the order given.
+    pub fn servers(&self) -> Vec<&str> {
+        self.nodes.iter().map(Node::server).collect()
+    }
+
+    /// How many masters must agree: N/2 + 1.
+    pub fn quorum(&self) -> usize {
+        self.algorithm.quorum
+    }
+
+    /// The prefix of every lock key.
+    pub fn key_prefix(&self) -> &str {
+        &self.settings.key_prefix
+    }
+
+    /// The key of the hash that holds lock `lock_name` on each master.
+    pub fn key(&self, lock_name: &str) -> String {
+        format!("{}{lock_name}", self.settings.key_prefix)
+    }
+
+    /// The channel on which releases publish the name of a lock that became free on a master.
+    pub fn release_channel(&self) -> Option<&str> {
+        Some(&*self.settings.channel).filter(|c| !c.is_empty())
+    }
+
+    /// The hash of one lock on each master, in the order of [`servers`](Self::servers), with
+    /// `held` decided by each master's clock.
+    pub async fn lock_states(&self, lock_name: &str) -> Vec<Result<Option<RedisLockState>, Error>> {
+        let key = self.key(lock_name);
+        join_all(self.nodes.iter().map(|node| async {
+            let parts = node
+                .state(&key)
+                .await
+                .map_err(|e| store_error(Operation::Read, lock_name, e))?;
+            Ok(parts.map(|parts| RedisLockState::from_parts(lock_name.to_owned(), parts)))
+        }))
+        .await
+    }
+
+    /// `Err` when more masters failed than the algorithm tolerates for an operation that
+    /// succeeded on `succeeded` masters: the outcome cannot be decided.
+    fn check_quorum(
+        &self,
+        operation: Operation,
+        lock_name: &str,
+        failures: Vec<ServerError>,
+        succeeded: usize,
+    ) -> Result<(), Error> {
+        if succeeded + failures.len() >= self.algorithm.quorum && succeeded < self.algorithm.quorum
+            || failures.len() > self.nodes.len() - self.algorithm.quorum
+        {
+            return Err(Error::store(
+                operation,
+                lock_name,
+                QuorumError {
+                    masters: self.nodes.len(),
+                    quorum: self.algorithm.quorum,
+                    failures,
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    fn drift(&self, lease: Duration) -> Duration {
+        lease.mul_f64(self.algorithm.clock_drift_factor) + Duration::from_millis(2)
+    }
+
+    fn next_proposal(&self, name: &str) -> u64 {
+        let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        tokens.get(name).copied().unwrap_or(0) + 1
+    }
+
+    fn remember_token(&self, config: &LockConfiguration, token: u64) {
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        let known = tokens.entry(Arc::from(config.name())).or_default();
+        *known = (*known).max(token);
+    }
+
+    /// One round on every master. `since_call` is how long this `acquire` call has been
+    /// running: a retry refuses a lock acquired since the call began, as the first round would
+    /// have found it held, so a retried attempt never takes a lock another instance acquired and
+    /// released in the meantime (e.g. a scheduler tick that another instance already ran).
+    async fn acquire_round(
+        &self,
+        key: &str,
+        config: &LockConfiguration,
+        proposed: u64,
+        since_call: Duration,
+    ) -> Round {
+        let (lease_ms, window_ms) = (
+            millis(config.lock_at_most_for()),
+            millis(config.acquired_within_window() + since_call),
+        );
+        let holder = &*self.settings.holder;
+        let replies = join_all(
+            self.nodes
+                .iter()
+                .map(|node| node.acquire(key, holder, lease_ms, window_ms, proposed)),
+        )
+        .await;
+        let mut round = Round::default();
+        for (index, reply) in replies.into_iter().enumerate() {
+            match reply {
+                Ok(AcquireReply::Granted {
+                    now_ms,
+                    lock_until_ms,
+                    ..
+                }) => round.granted.push((index, now_ms, lock_until_ms)),
+                Ok(AcquireReply::Refused { token, holder }) => round.refused.push((token, holder)),
+                Ok(AcquireReply::TokenBehind { token }) => {
+                    round.behind = Some(round.behind.unwrap_or(0).max(token));
+                }
+                Err(failure) => round.failures.push(failure),
+            }
+        }
+        round
+    }
+
+    /// How long to wait before retrying a split vote. The attempts that split it break the tie
+    /// the same way: the one whose holder sorts first among those with the most grants retries
+    /// after one round's time (when the others' grants are back), the others after two rounds
+    /// and a random delay, by when it has normally won. A random delay alone lets loaded
+    /// instances collide round after round.
+    fn split_pause(&self, round: &Round, elapsed: Duration) -> Duration {
+        let mine = round.granted.len();
+        let me = &*self.settings.holder;
+        let yields = round.refused.iter().any(|(_, holder)| {
+            let theirs = round.refused.iter().filter(|(_, h)| h == holder).count();
+            theirs > mine || (theirs == mine && holder.as_str() < me)
+        });
+        if yields {
+            elapsed * 2 + jitter(self.algorithm.retry_delay)
+        } else {
+            elapsed
+        }
+    }
+
+    /// Takes back what one failed round won (best effort: a master that does not answer keeps
+    /// the grant until its lease ends, and the next proposal goes above its counter).
+    async fn undo(&self, key: &str, granted: &[(usize, u64, u64)], token: u64) {
+        let holder = &*self.settings.holder;
+        join_all(
+            granted
+                .iter()
+                .map(|&(index, ..)| self.nodes[index].undo(key, holder, token)),
+        )
+        .await;
+    }
+}
+
+/// The lease granted by a majority: the earliest grant and the earliest end, less `drift`.
+fn agreed_lease(
+    config: &LockConfiguration,
+    holder: &Arc<str>,
+    token: u64,
+    granted: &[(usize, u64, u64)],
+    drift: Duration,
+) -> LockLease {
+    let (mut locked_at, mut lock_until) = (u64::MAX, u64::MAX);
+    for &(_, granted_at, until) in granted {
+        locked_at = locked_at.min(granted_at);
+        lock_until = lock_until.min(until);
+    }
+    LockLease::new(
+        config,
+        Arc::clone(holder),
+        token,
+        system_time(locked_at),
+        system_time(lock_until) - drift,
+    )
+}
+
+/// A random delay up to `max`, so that instances that split the votes do not collide again.
+fn jitter(max: Duration) -> Duration {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    let fraction = hasher.finish() as f64 / u64::MAX as f64;
+    max.mul_f64(fraction)
+}
+
+#[async_trait]
+impl LockProvider for RedLockProvider {
+    async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
+        let name = config.name();
+        let key = self.key(name);
+        let drift = self.drift(config.lock_at_most_for());
+        let mut proposed = self.next_proposal(name);
+        let mut splits = 0;
+        // A token proposal that is behind is retried at once; bounded in case other instances
+        // keep moving the counter ahead.
+        let mut rounds_left = 2 + self.algorithm.retries;
+        let call_started = Instant::now();
+        loop {
+            rounds_left -= 1;
+            let started = Instant::now();
+            let since_call = started.duration_since(call_started);
+            let round = self.acquire_round(&key, config, proposed, since_call).await;
+            let elapsed = started.elapsed();
+            let quorum = self.algorithm.quorum;
+            let known = round.behind.max(round.held_token(quorum));
+            self.remember_token(config, known.unwrap_or(0));
+            let valid = config.lock_at_most_for() > elapsed + drift;
+            if round.granted.len() >= self.algorithm.quorum && valid {
+                self.remember_token(config, proposed);
+                for failure in &round.failures {
+                    tracing::debug!(lock = name, error = %failure, "RedLock master failed; a majority granted the lock");
+                }
+                let lease = agreed_lease(
+                    config,
+                    &self.settings.holder,
+                    proposed,
+                    &round.granted,
+                    drift,
+                );
+                return Ok(Some(lease));
+            }
+            if !round.granted.is_empty() {
+                self.undo(&key, &round.granted, proposed).await;
+            }
+            // Held elsewhere only when a majority holds one lease (the same holder and token).
+            // Refusals by the grants of several attempts split the votes: every attempt gives
+            // its grants back and retries after a random delay, so that one of them wins.
+            let held = round.held_token(quorum).is_some();
+            let behind = round.behind.is_some();
+            let pause = self.split_pause(&round, elapsed);
+            if round.failures.len() > self.nodes.len() - quorum {
+                // No majority could have granted it: a store failure, not a held lock.
+                self.check_quorum(Operation::Acquire, name, round.failures, 0)?;
+            }
+            if held || rounds_left == 0 {
+                return Ok(None);
+            }
+            // The grants were taken back: the same proposal stays good unless a master is
+            // already at it.
+            proposed = proposed.max(known.unwrap_or(0) + 1);
+            if behind {
+                continue;
+            }
+            if splits == self.algorithm.retries {
+                return Ok(None);
+            }
+            splits += 1;
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
+        let key = self.key(lease.name());
+        let (holder, channel) = (&*self.settings.holder, &*self.settings.channel);
+        let at_least_ms = millis(lease.lock_at_least_for());
+        let replies = join_all(self.nodes.iter().map(|node| {
+            node.release(
+                &key,
+                holder,
+                lease.fencing_token(),
+                at_least_ms,
+                channel,
+                lease.name(),
+            )
+        }))
+        .await;
+        let (mut released, mut failures) = (0, Vec::new());
+        for reply in replies {
+            match reply {
+                Ok(true) => released += 1,
+                Ok(false) => {}
+                Err(failure) => failures.push(failure),
+            }
+        }
+        if released >= self.algorithm.quorum {
+            return Ok(true);
+        }
+        self.check_quorum(Operation::Release, lease.name(), failures, released)?;
+        Ok(false)
+    }
+
+    async fn extend(
+        &self,
+        lease: &LockLease,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+    ) -> Result<Option<LockLease>, Error> {
+        let key = self.key(lease.name());
+        let holder = &*self.settings.holder;
+        let lease_ms = millis(lock_at_most_for);
+        let started = Instant::now();
+        let replies = join_all(
+            self.nodes
+                .iter()
+                .map(|node| node.extend(&key, holder, lease.fencing_token(), lease_ms)),
+        )
+        .await;
+        let elapsed = started.elapsed();
+        let (mut extended, mut lock_until, mut failures) = (0, u64::MAX, Vec::new());
+        for reply in replies {
+            match reply {
+                Ok(Some(until)) => {
+                    extended += 1;
+                    lock_until = lock_until.min(until);
+                }
+                Ok(None) => {}
+                Err(failure) => failures.push(failure),
+            }
+        }
+        let drift = self.drift(lock_at_most_for);
+        if extended >= self.algorithm.quorum {
+            return Ok((lock_at_most_for > elapsed + drift).then(|| {
+                lease.extended(
+                    system_time(lock_until) - drift,
+                    lock_at_most_for,
+                    lock_at_least_for,
+                )
+            }));
+        }
+        self.check_quorum(Operation::Extend, lease.name(), failures, extended)?;
+        Ok(None)
+    }
+
+    fn holder(&self) -> &str {
+        &self.settings.holder
+    }
+
+    fn release_hints(&self) -> Option<broadcast::Receiver<Arc<str>>> {
+        let channel = self.release_channel()?;
+        self.hints.subscribe(&self.nodes, &Arc::from(channel))
+    }
+}

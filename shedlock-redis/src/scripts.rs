@@ -1,0 +1,83 @@
+//! The Lua scripts: every lock operation is one script, run atomically by Redis on its own clock.
+//!
+//! A lock is one hash with no expiry, `<prefix><name>`, fields `holder`, `token`, `locked_at`
+//! and `lock_until` (milliseconds since the epoch, from Redis `TIME`). The hash outlives the
+//! lease on purpose: its `token` is the counter the next acquisition increments, and its
+//! `locked_at` is what [`unless_acquired_within`](shedlock_core::LockConfiguration::unless_acquired_within)
+//! compares. A lease is live while `lock_until > TIME`, so expiry is decided by Redis's clock,
+//! the same clock a `PX` expiry would use.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// `KEYS[1]` lock; `ARGV`: holder, lease ms, window ms, proposed token (0: the next one).
+///
+/// Replies `{1, token, now, lock_until}` when granted, `{0, token, now, holder}` when held or
+/// acquired within the window, `{-1, token, now}` when the proposed token is not above the
+/// stored one.
+/// A grant of a proposed token (RedLock) keeps the previous lease in `prev_*` fields, for
+/// [`UNDO`] to restore when the other masters did not grant it too.
+pub(crate) static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/acquire.lua")));
+
+/// `KEYS[1]` lock; `ARGV`: holder, token. Takes back a grant of a RedLock attempt that failed
+/// (no majority, or too late): restores the lease before it, token and `locked_at` included,
+/// so a failed attempt leaves neither a gap in the tokens nor a recent acquisition behind.
+/// Replies 1 when the grant was still there, else 0.
+pub(crate) static UNDO: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/undo.lua")));
+
+/// `KEYS[1]` lock; `ARGV`: holder, token, `lock_at_least_for` ms, hint channel, lock name.
+///
+/// Replies 1 when the live lease matched holder and token (now ending at
+/// `max(now, locked_at + lock_at_least_for)`; the name is published on the channel if that is
+/// now), else 0.
+pub(crate) static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/release.lua")));
+
+/// `KEYS[1]` lock; `ARGV`: holder, token, lease ms.
+///
+/// Replies `{1, lock_until}` when the live lease matched holder and token (now ending at
+/// `now + lease`), else `{0}`.
+pub(crate) static EXTEND: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/extend.lua")));
+
+/// `KEYS[1]` lock. Replies `{holder, token, locked_at, lock_until, now}` (strings; `false`
+/// for missing fields) or an empty array when the key does not exist.
+pub(crate) static STATE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/state.lua")));
+
+/// What one server answered to an acquisition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AcquireReply {
+    /// Granted with `token`; times in ms of the server's clock.
+    Granted {
+        token: u64,
+        now_ms: u64,
+        lock_until_ms: u64,
+    },
+    /// Held by `holder` with `token`, or acquired by it within the window.
+    Refused { token: u64, holder: String },
+    /// The proposed token was not above the stored counter `token`.
+    TokenBehind { token: u64 },
+}
+
+impl AcquireReply {
+    pub(crate) fn parse(reply: &[redis::Value]) -> Option<Self> {
+        let number = |i: usize| redis::from_redis_value_ref::<u64>(reply.get(i)?).ok();
+        match redis::from_redis_value_ref::<i64>(reply.first()?).ok()? {
+            1 => Some(AcquireReply::Granted {
+                token: number(1)?,
+                now_ms: number(2)?,
+                lock_until_ms: number(3)?,
+            }),
+            0 => Some(AcquireReply::Refused {
+                token: number(1)?,
+                holder: redis::from_redis_value_ref(reply.get(3)?).ok()?,
+            }),
+            -1 => Some(AcquireReply::TokenBehind { token: number(1)? }),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The provider on one Redis server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation, async_trait};
+use tokio::sync::broadcast;
+
+use crate::builder::Settings;
+use crate::error::store_error;
+use crate::hints::ReleaseHints;
+use crate::keys::{millis, system_time, validate_holder};
+use crate::node::Node;
+use crate::scripts::AcquireReply;
+use crate::{RedisLockState, RedisProviderBuilder};
+
+/// Locks on one Redis server, on Redis's clock, with fencing tokens and release hints.
+///
+/// Each operation is one Lua script, one round trip (`EVALSHA`; the script is loaded once per
+/// server on `NOSCRIPT`):
+/// - **acquire** grants the lock when its lease ended (`lock_until <= TIME`) and, if asked,
+///   nobody acquired it within the window; it sets `token = token + 1` in the same script;
+/// - **release** matches holder **and** token and ends the lease at
+///   `max(now, locked_at + lock_at_least_for)`, publishing the name on the
+///   [release channel](Self::release_channel) when the lock became free;
+/// - **extend** matches holder and token and moves `lock_until` to `now + lock_at_most_for`.
+///
+/// A lock is one hash, `<key prefix><name>`, that never expires: see the crate docs for why,
+/// and for what happens to tokens when Redis loses its data. Clones share the connection.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use shedlock_core::{LockConfiguration, LockProvider};
+/// use shedlock_redis::RedisLockProvider;
+///
+/// # async fn run() -> Result<(), shedlock_core::Error> {
+/// let provider = RedisLockProvider::connect("redis://127.0.0.1:6379").await?;
+/// let config = LockConfiguration::new("nightly_report", Duration::from_secs(600), Duration::ZERO)?;
+/// if let Some(lease) = provider.acquire(&config).await? {
+///     println!("running with fencing token {}", lease.fencing_token());
+///     provider.release(&lease).await?;
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RedisLockProvider {
+    node: Node,
+    settings: Settings,
+    hints: Arc<ReleaseHints>,
+}
+
+impl RedisLockProvider {
+    /// Connects to the server at `url` (`redis://[:password@]host:port[/db]`, or `rediss://`
+    /// with TLS when the `redis` crate is built with it) with the default settings.
+    ///
+    /// # Errors
+    /// See [`RedisProviderBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        Self::builder().connect(url).await
+    }
+
+    /// Configures key prefix, holder, timeout and hints; see [`RedisProviderBuilder`].
+    pub fn builder() -> RedisProviderBuilder {
+        RedisProviderBuilder::default()
+    }
+
+    pub(crate) async fn connect_with(settings: Settings, url: &str) -> Result<Self, Error> {
+        let node = Node::open(url, settings.timeout)?;
+        node.ping()
+            .await
+            .map_err(|e| store_error(Operation::Read, "*", e))?;
+        Ok(RedisLockProvider {
+            node,
+            settings,
+            hints: Arc::default(),
+        })
+    }
+
+    /// The same server acting as another holder (another instance), sharing the connection.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`holder`) when empty, longer than 255 characters or holding
+    /// control characters.
+    pub fn with_holder(&self, holder: impl Into<String>) -> Result<Self, Error> {
+        let mut provider = self.clone();
+        provider.settings.holder = validate_holder(holder.into())?;
+        Ok(provider)
+    }
+
+    /// The server, as `redis://host:port/db` (never with the password).
+    pub fn server(&self) -> &str {
+        self.node.server()
+    }
+
+    /// The prefix of every lock key.
+    pub fn key_prefix(&self) -> &str {
+        &self.settings.key_prefix
+    }
+
+    /// The key of the hash that holds lock `lock_name`.
+    pub fn key(&self, lock_name: &str) -> String {
+        format!("{}{lock_name}", self.settings.key_prefix)
+    }
+
+    /// The channel on which releases publish the name of a lock that became free, unless built
+    /// [`without_release_hints`](RedisProviderBuilder::without_release_hints).
+    pub fn release_channel(&self) -> Option<&str> {
+        Some(&*self.settings.channel).filter(|c| !c.is_empty())
+    }
+
+    /// The hash of one lock, if it exists, with `held` decided by the server's clock.
+    ///
+    /// # Errors
+    /// [`Error::Store`] (`Operation::Read`) when the server fails or the key is not a lock hash.
+    pub async fn lock_state(&self, lock_name: &str) -> Result<Option<RedisLockState>, Error> {
+        let parts = self
+            .node
+            .state(&self.key(lock_name))
+            .await
+            .map_err(|e| store_error(Operation::Read, lock_name, e))?;
+        Ok(parts.map(|parts| RedisLockState::from_parts(lock_name.to_owned(), parts)))
+    }
+
+    /// Every lock under the key prefix, by name, with `held` decided by the server's clock.
+    ///
+    /// # Errors
+    /// [`Error::Store`] (`Operation::Read`) when the server fails or a key under the prefix is
+    /// not a lock hash.
+    pub async fn list_locks(&self) -> Result<Vec<RedisLockState>, Error> {
+        let prefix = &*self.settings.key_prefix;
+        let keys = self
+            .node
+            .keys(&format!("{prefix}*"))
+            .await
+            .map_err(|e| store_error(Operation::Read, "*", e))?;
+        let mut locks = Vec::with_capacity(keys.len());
+        for key in keys {
+            let name = key[prefix.len()..].to_owned();
+            if let Some(parts) = self
+                .node
+                .state(&key)
+                .await
+                .map_err(|e| store_error(Operation::Read, &name, e))?
+            {
+                locks.push(RedisLockState::from_parts(name, parts));
+            }
+        }
+        Ok(locks)
+    }
+}
+
+#[async_trait]
+impl LockProvider for RedisLockProvider {
+    async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
+        let reply = self
+            .node
+            .acquire(
+                &self.key(config.name()),
+                &self.settings.holder,
+                millis(config.lock_at_most_for()),
+                millis(config.acquired_within_window()),
+                0,
+            )
+            .await
+            .map_err(|e| store_error(Operation::Acquire, config.name(), e))?;
+        Ok(match reply {
+            AcquireReply::Granted {
+                token,
+                now_ms,
+                lock_until_ms,
+            } => Some(LockLease::new(
+                config,
+                Arc::clone(&self.settings.holder),
+                token,
+                system_time(now_ms),
+                system_time(lock_until_ms),
+            )),
+            AcquireReply::Refused { .. } | AcquireReply::TokenBehind { .. } => None,
+        })
+    }
+
+    async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
+        self.node
+            .release(
+                &self.key(lease.name()),
+                &self.settings.holder,
+                lease.fencing_token(),
+                millis(lease.lock_at_least_for()),
+                &self.settings.channel,
+                lease.name(),
+            )
+            .await
+            .map_err(|e| store_error(Operation::Release, lease.name(), e))
+    }
+
+    async fn extend(
+        &self,
+        lease: &LockLease,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+    ) -> Result<Option<LockLease>, Error> {
+        let extended = self
+            .node
+            .extend(
+                &self.key(lease.name()),
+                &self.settings.holder,
+                lease.fencing_token(),
+                millis(lock_at_most_for),
+            )
+            .await
+            .map_err(|e| store_error(Operation::Extend, lease.name(), e))?;
+        Ok(extended.map(|lock_until| {
+            lease.extended(system_time(lock_until), lock_at_most_for, lock_at_least_for)
+        }))
+    }
+
+    fn holder(&self) -> &str {
+        &self.settings.holder
+    }
+
+    fn release_hints(&self) -> Option<broadcast::Receiver<Arc<str>>> {
+        let channel = self.release_channel()?;
+        self.hints
+            .subscribe(std::slice::from_ref(&self.node), &Arc::from(channel))
+    }
+}

@@ -1,0 +1,354 @@
+//! Leader election and keep-alive over `RedisLockProvider` (one server) and `RedLockProvider`
+//! (three masters): three candidates, each on its own connections through a proxy that can be
+//! cut. Needs `SHEDLOCK_TEST_REDIS_URL` and `SHEDLOCK_TEST_REDLOCK_URLS`; skipped without them,
+//! failed without them when `CI=true`.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::proxy::CutProxy;
+use shedlock_core::{
+    ElectionConfig, Error, LeaderElection, LeaderState, LockConfiguration, LockContext,
+    LockProvider, LockingTaskExecutor,
+};
+use shedlock_redis::RedisLockProvider;
+use tokio::time::Instant;
+
+const CONFIG: ElectionConfig = ElectionConfig {
+    lease_duration: Duration::from_millis(2_000),
+    renew_deadline: Duration::from_millis(1_500),
+    retry_period: Duration::from_millis(400),
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Store {
+    Redis,
+    RedLock,
+}
+
+/// One instance: its provider, on connections of its own through proxies.
+struct Instance {
+    provider: Arc<dyn LockProvider>,
+    proxies: Vec<CutProxy>,
+}
+
+impl Instance {
+    async fn connect(store: Store, holder: &str, prefix: &str) -> Option<Instance> {
+        let urls = match store {
+            Store::Redis => vec![common::redis_url()?],
+            Store::RedLock => common::redlock_urls()?,
+        };
+        let mut proxies = Vec::new();
+        for url in &urls {
+            proxies.push(CutProxy::start(url.trim_start_matches("redis://")).await);
+        }
+        let builder = RedisLockProvider::builder()
+            .key_prefix(prefix)
+            .holder(holder)
+            .timeout(Duration::from_millis(250));
+        let provider: Arc<dyn LockProvider> = match store {
+            Store::Redis => Arc::new(builder.connect(&proxies[0].url()).await.unwrap()),
+            Store::RedLock => Arc::new(
+                builder
+                    .connect_redlock(proxies.iter().map(CutProxy::url))
+                    .await
+                    .unwrap(),
+            ),
+        };
+        Some(Instance { provider, proxies })
+    }
+
+    fn cut(&self) {
+        self.proxies.iter().for_each(CutProxy::cut);
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Event {
+    Elected { who: usize, term: u64, at: Instant },
+    Revoked { who: usize, at: Instant },
+}
+
+struct Candidates {
+    instances: Vec<Instance>,
+    elections: Vec<LeaderElection>,
+    events: Arc<Mutex<Vec<Event>>>,
+}
+
+impl Candidates {
+    async fn start(store: Store) -> Option<Self> {
+        let prefix = common::unique_prefix("election");
+        let mut instances = Vec::new();
+        for who in 0..3 {
+            instances.push(Instance::connect(store, &format!("candidate-{who}"), &prefix).await?);
+        }
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let elections = instances
+            .iter()
+            .enumerate()
+            .map(|(who, instance)| {
+                let (elected, revoked) = (Arc::clone(&events), Arc::clone(&events));
+                LeaderElection::builder("leader", Arc::clone(&instance.provider))
+                    .config(CONFIG)
+                    .on_elected(move |term| {
+                        elected.lock().unwrap().push(Event::Elected {
+                            who,
+                            term,
+                            at: Instant::now(),
+                        })
+                    })
+                    .on_revoked(move || {
+                        revoked.lock().unwrap().push(Event::Revoked {
+                            who,
+                            at: Instant::now(),
+                        })
+                    })
+                    .start()
+                    .unwrap()
+            })
+            .collect();
+        Some(Candidates {
+            instances,
+            elections,
+            events,
+        })
+    }
+
+    fn leaders(&self) -> Vec<usize> {
+        (0..3).filter(|&i| self.elections[i].is_leader()).collect()
+    }
+
+    fn events(&self) -> Vec<Event> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Waits (bounded) for a leader other than `not`, checking there is never more than one.
+    async fn next_leader(&self, not: Option<usize>, within: Duration) -> usize {
+        let deadline = Instant::now() + within;
+        loop {
+            let leaders = self.leaders();
+            assert!(leaders.len() <= 1, "two leaders at once: {leaders:?}");
+            if let Some(&leader) = leaders.iter().find(|&&l| Some(l) != not) {
+                return leader;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no new leader within {within:?}: {:?}",
+                self.events()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    fn term(&self, who: usize) -> u64 {
+        match self.elections[who].state() {
+            LeaderState::Leader { term } => term,
+            LeaderState::Follower => panic!("candidate {who} does not lead"),
+        }
+    }
+}
+
+/// One leader, stable; a graceful resign hands over at once (release hints); a leader whose
+/// connections are cut steps down before another is elected; terms only increase.
+async fn election(store: Store) {
+    let Some(candidates) = Candidates::start(store).await else {
+        return;
+    };
+    let first = candidates
+        .next_leader(None, CONFIG.lease_duration * 2)
+        .await;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            candidates.leaders(),
+            [first],
+            "{store:?}: leadership must be exclusive and stable"
+        );
+    }
+    let first_term = candidates.term(first);
+
+    let resigned_at = Instant::now();
+    candidates.elections[first].resign().await;
+    let second = candidates
+        .next_leader(
+            Some(first),
+            CONFIG.retry_period.mul_f64(1.2) + Duration::from_millis(300),
+        )
+        .await;
+    eprintln!(
+        "{store:?}: graceful handover in {:?}",
+        resigned_at.elapsed()
+    );
+    let second_term = candidates.term(second);
+    assert!(second_term > first_term, "{store:?}: terms must increase");
+
+    candidates.instances[second].cut();
+    let third = candidates
+        .next_leader(
+            Some(second),
+            CONFIG.lease_duration + CONFIG.retry_period * 3,
+        )
+        .await;
+    assert!(
+        candidates.term(third) > second_term,
+        "{store:?}: terms must increase"
+    );
+    let events = candidates.events();
+    let revoked_at = events.iter().find_map(|e| match *e {
+        Event::Revoked { who, at } if who == second => Some(at),
+        _ => None,
+    });
+    let elected_at = events.iter().rev().find_map(|e| match *e {
+        Event::Elected { who, at, .. } if who == third => Some(at),
+        _ => None,
+    });
+    let (revoked_at, elected_at) = (
+        revoked_at.expect("on_revoked ran"),
+        elected_at.expect("on_elected ran"),
+    );
+    assert!(
+        revoked_at < elected_at,
+        "{store:?}: the cut leader still led when the next was elected: {events:?}"
+    );
+    let terms: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Elected { term, .. } => Some(term),
+            Event::Revoked { .. } => None,
+        })
+        .collect();
+    assert!(
+        terms.windows(2).all(|w| w[0] < w[1]),
+        "{store:?}: terms {terms:?}"
+    );
+    candidates.elections[third].resign().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_election() {
+    election(Store::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_election() {
+    election(Store::RedLock).await;
+}
+
+const LEASE: Duration = Duration::from_millis(1_000);
+const INTERVAL: Duration = Duration::from_millis(300);
+
+/// Keep-alive (the auto-extend of RedLock clients): a job running three times its lease keeps
+/// the lock, with no re-acquire, while another instance polls all along; right after, the
+/// other gets it.
+async fn keep_alive_holds_the_lock(store: Store) {
+    let prefix = common::unique_prefix("keepalive");
+    let (Some(holder), Some(other)) = (
+        Instance::connect(store, "holder", &prefix).await,
+        Instance::connect(store, "other", &prefix).await,
+    ) else {
+        return;
+    };
+    let executor = LockingTaskExecutor::from_shared(Arc::clone(&holder.provider));
+    let other = LockingTaskExecutor::from_shared(Arc::clone(&other.provider));
+    let lock = LockConfiguration::new("long_job", LEASE, Duration::ZERO).unwrap();
+    let job = executor.execute_with_keep_alive(&lock, INTERVAL, async {
+        let ctx = LockContext::current().unwrap();
+        let token = ctx.fencing_token();
+        let deadline = Instant::now() + 3 * LEASE;
+        let mut polls = 0;
+        while Instant::now() < deadline {
+            assert!(
+                other.try_lock(&lock).await.unwrap().is_none(),
+                "{store:?}: taken while kept alive"
+            );
+            assert!(
+                !ctx.is_cancelled(),
+                "{store:?}: lost-lock signal while kept alive"
+            );
+            assert_eq!(
+                ctx.fencing_token(),
+                token,
+                "{store:?}: keep-alive re-acquired"
+            );
+            polls += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        polls
+    });
+    let polls = job.await.unwrap().into_executed().expect("ran");
+    assert!(polls >= 20, "{store:?}: only {polls} polls");
+    assert!(
+        other.try_lock(&lock).await.unwrap().is_some(),
+        "{store:?}: not released after the job"
+    );
+}
+
+/// The holder's connections are cut while its job runs: the job gets the lost-lock signal
+/// before another instance, polling from the moment of the cut, gets the lock (once the lease
+/// ran out), and the new lease's token is greater.
+async fn lost_lock_signal_when_cut(store: Store) {
+    let prefix = common::unique_prefix("lostlock");
+    let (Some(holder), Some(other)) = (
+        Instance::connect(store, "holder", &prefix).await,
+        Instance::connect(store, "other", &prefix).await,
+    ) else {
+        return;
+    };
+    let executor = LockingTaskExecutor::from_shared(Arc::clone(&holder.provider));
+    let other = LockingTaskExecutor::from_shared(Arc::clone(&other.provider));
+    let lock = LockConfiguration::new("cut_job", LEASE, Duration::ZERO).unwrap();
+    let outcome = executor.execute_with_keep_alive(&lock, INTERVAL, async {
+        let ctx = LockContext::current().unwrap();
+        holder.cut();
+        let poller = tokio::spawn({
+            let (other, lock) = (other.clone(), lock.clone());
+            async move {
+                loop {
+                    if let Some(taken) = other.try_lock(&lock).await.unwrap() {
+                        return (taken, Instant::now());
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        });
+        ctx.cancelled().await;
+        let cancelled_at = Instant::now();
+        let (taken, taken_at) = poller.await.unwrap();
+        (cancelled_at, taken_at, ctx.fencing_token(), taken)
+    });
+    let (cancelled_at, taken_at, token, taken) = tokio::time::timeout(10 * LEASE, outcome)
+        .await
+        .expect("the lost-lock signal fires and the lock is taken over")
+        .unwrap()
+        .into_executed()
+        .unwrap();
+    assert!(
+        cancelled_at <= taken_at,
+        "{store:?}: another instance held the lock {:?} before the cut holder was told",
+        cancelled_at - taken_at
+    );
+    assert!(taken.fencing_token() > token);
+    let _: Result<(), Error> = taken.release().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_keep_alive_holds_the_lock() {
+    keep_alive_holds_the_lock(Store::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_keep_alive_holds_the_lock() {
+    keep_alive_holds_the_lock(Store::RedLock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lost_lock_signal_when_cut() {
+    lost_lock_signal_when_cut(Store::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_lost_lock_signal_when_cut() {
+    lost_lock_signal_when_cut(Store::RedLock).await;
+}

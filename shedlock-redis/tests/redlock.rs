@@ -1,0 +1,279 @@
+//! `RedLockProvider` against three real, independent Redis masters: the conformance suite
+//! and RedLock specifics (majorities, token agreement). Needs `SHEDLOCK_TEST_REDLOCK_URLS`;
+//! skipped without it, failed without it when `CI=true`.
+
+mod common;
+
+use common::RedisHarness;
+
+mod conformance {
+    use super::*;
+
+    async fn harness() -> Option<RedisHarness> {
+        Some(RedisHarness::redlock(common::redlock("conformance").await?))
+    }
+
+    shedlock_core::conformance_tests!(harness());
+}
+
+mod specifics {
+    use std::time::Duration;
+
+    use shedlock_core::{Error, LockConfiguration, LockProvider};
+    use shedlock_redis::RedLockProvider;
+
+    use crate::common::{self, server::TestServer};
+
+    fn config(name: &str, lease: Duration) -> LockConfiguration {
+        LockConfiguration::new(name, lease, Duration::ZERO).unwrap()
+    }
+
+    /// Three private masters (so they can be killed) and a provider over them.
+    async fn masters(holder: &str) -> Option<(Vec<TestServer>, RedLockProvider)> {
+        let servers: Vec<TestServer> = (0..3)
+            .map(|_| TestServer::start(&[]))
+            .collect::<Option<_>>()?;
+        let provider = RedLockProvider::builder()
+            .holder(holder)
+            .timeout(Duration::from_millis(250))
+            .connect_redlock(servers.iter().map(TestServer::url))
+            .await
+            .unwrap();
+        Some((servers, provider))
+    }
+
+    /// Every master stores the same token for a lease, and it is above all earlier ones even
+    /// for an instance that never saw them.
+    #[tokio::test]
+    async fn masters_agree_on_the_token() {
+        let Some(a) = common::redlock("a").await else {
+            return;
+        };
+        let lock = config("agree", Duration::from_secs(30));
+        let first = a.acquire(&lock).await.unwrap().unwrap();
+        assert!(a.release(&first).await.unwrap());
+        // A fresh provider (another process) knows no tokens yet: it learns them from the masters.
+        let b = RedLockProvider::builder()
+            .key_prefix(a.key_prefix())
+            .holder("b")
+            .connect_redlock(common::redlock_urls().unwrap())
+            .await
+            .unwrap();
+        let second = b.acquire(&lock).await.unwrap().unwrap();
+        assert_eq!(second.fencing_token(), first.fencing_token() + 1);
+        for state in b.lock_states("agree").await {
+            let state = state.unwrap().unwrap();
+            assert_eq!(state.fencing_token, second.fencing_token());
+            assert_eq!(state.locked_by, "b");
+            assert!(state.held);
+        }
+    }
+
+    /// One of three masters dies: acquire, extend and release go on with the other two, the
+    /// lock stays exclusive, and tokens keep increasing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_master_down_the_majority_goes_on() {
+        let Some((mut servers, a)) = masters("a").await else {
+            return;
+        };
+        let b = a.with_holder("b").unwrap();
+        let lock = config("minority-down", Duration::from_secs(10));
+        let before = a.acquire(&lock).await.unwrap().unwrap();
+        assert!(a.release(&before).await.unwrap());
+        servers[1].kill();
+        let lease = a
+            .acquire(&lock)
+            .await
+            .unwrap()
+            .expect("2 of 3 masters grant");
+        assert!(lease.fencing_token() > before.fencing_token());
+        assert!(b.acquire(&lock).await.unwrap().is_none(), "two holders");
+        let lease = a
+            .extend(&lease, Duration::from_secs(10), Duration::ZERO)
+            .await
+            .unwrap()
+            .expect("2 of 3 masters extend");
+        assert!(a.release(&lease).await.unwrap());
+        assert!(b.acquire(&lock).await.unwrap().is_some());
+    }
+
+    /// Two of three masters die: every operation fails with a store error naming them, within
+    /// the timeouts; nobody gets the lock.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_masters_down_fail_cleanly() {
+        let Some((mut servers, a)) = masters("a").await else {
+            return;
+        };
+        let lock = config("majority-down", Duration::from_secs(10));
+        let lease = a.acquire(&lock).await.unwrap().unwrap();
+        servers[0].kill();
+        servers[2].kill();
+        let started = tokio::time::Instant::now();
+        let error = a
+            .acquire(&config("other", Duration::from_secs(10)))
+            .await
+            .unwrap_err();
+        assert!(matches!(error, Error::Store { .. }), "{error:?}");
+        let message = error.to_string();
+        assert!(message.contains("2 of 3 Redis masters failed"), "{message}");
+        assert!(message.contains(&servers[0].url()[8..]), "{message}");
+        assert!(
+            a.extend(&lease, Duration::from_secs(10), Duration::ZERO)
+                .await
+                .is_err()
+        );
+        assert!(a.release(&lease).await.is_err());
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "took {:?}",
+            started.elapsed()
+        );
+    }
+
+    /// A master restarts empty: the next lease's token is still above every earlier one, and
+    /// the restarted master adopts it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn restarted_master_adopts_the_token() {
+        let Some((mut servers, a)) = masters("a").await else {
+            return;
+        };
+        let lock = config("restart", Duration::from_secs(10));
+        let mut last = 0;
+        for _ in 0..3 {
+            let lease = a.acquire(&lock).await.unwrap().unwrap();
+            last = lease.fencing_token();
+            assert!(a.release(&lease).await.unwrap());
+        }
+        servers[0].restart();
+        // Another process: it knows no token, and one master knows none either.
+        let b = RedLockProvider::builder()
+            .holder("b")
+            .connect_redlock(servers.iter().map(TestServer::url))
+            .await
+            .unwrap();
+        let lease = b.acquire(&lock).await.unwrap().unwrap();
+        assert_eq!(lease.fencing_token(), last + 1);
+        let states = b.lock_states("restart").await;
+        let restarted = states[0]
+            .as_ref()
+            .unwrap()
+            .as_ref()
+            .expect("the lease is on it");
+        assert_eq!(restarted.fencing_token, last + 1);
+    }
+
+    /// RedLock's known weakness, pinned down: a master that lost its data (restarted without
+    /// persistence) while a lease is live, together with a master that never had that lease,
+    /// is a majority that grants the lock a second time, and the second token is not above the
+    /// first (the restarted masters forgot it). Waiting the longest lease before restarting
+    /// (the published mitigation) prevents the double grant; see the crate docs for tokens.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn restart_at_once_can_grant_twice() {
+        let Some((mut servers, a)) = masters("a").await else {
+            return;
+        };
+        let lock = config("weakness", Duration::from_secs(30));
+        servers[2].kill();
+        let first = a
+            .acquire(&lock)
+            .await
+            .unwrap()
+            .expect("masters 0 and 1 grant");
+        servers[2].restart();
+        servers[0].restart();
+        let b = RedLockProvider::builder()
+            .holder("b")
+            .connect_redlock(servers.iter().map(TestServer::url))
+            .await
+            .unwrap();
+        let second = b.acquire(&lock).await.unwrap();
+        let second = second.expect("masters 0 and 2 forgot the lease: granted again");
+        assert!(second.fencing_token() <= first.fencing_token());
+    }
+
+    /// An attempt that wins a minority takes its grants back: the master that granted it
+    /// shows the lease before it again (holder, token and `locked_at`), so the failed attempt
+    /// leaves no gap in the tokens and counts as no recent acquisition.
+    #[tokio::test]
+    async fn failed_attempt_leaves_no_trace() {
+        let Some(a) = common::redlock("a").await else {
+            return;
+        };
+        let urls = common::redlock_urls().unwrap();
+        let lock = config("trace", Duration::from_secs(30));
+        let before = a.acquire(&lock).await.unwrap().unwrap();
+        assert!(a.release(&before).await.unwrap());
+        let on_first = a.lock_states("trace").await.remove(0).unwrap().unwrap();
+        // Another holder takes the lock on two masters directly, outside RedLock.
+        for url in &urls[1..] {
+            let single = shedlock_redis::RedisLockProvider::builder()
+                .key_prefix(a.key_prefix())
+                .holder("x")
+                .connect(url)
+                .await
+                .unwrap();
+            assert!(single.acquire(&lock).await.unwrap().is_some());
+        }
+        assert!(a.acquire(&lock).await.unwrap().is_none(), "won 1 of 3");
+        let after = a.lock_states("trace").await.remove(0).unwrap().unwrap();
+        assert_eq!(after, on_first, "the failed attempt left a trace");
+        assert_eq!(after.fencing_token, before.fencing_token());
+    }
+
+    /// Many instances ask at the same moment, round after round: never two holders (split votes
+    /// are given back and retried).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn simultaneous_requests_never_make_two_holders() {
+        let Some(first) = common::redlock("c0").await else {
+            return;
+        };
+        let candidates: Vec<RedLockProvider> = (0..6)
+            .map(|i| first.with_holder(format!("c{i}")).unwrap())
+            .collect();
+        let mut won_rounds = 0;
+        for round in 0..20 {
+            let lock = config(&format!("race-{round}"), Duration::from_secs(30));
+            let start = std::sync::Arc::new(tokio::sync::Barrier::new(candidates.len()));
+            let attempts = candidates.iter().cloned().map(|provider| {
+                let (lock, start) = (lock.clone(), start.clone());
+                tokio::spawn(async move {
+                    start.wait().await;
+                    provider.acquire(&lock).await.unwrap()
+                })
+            });
+            let winners: Vec<_> = futures_util::future::join_all(attempts)
+                .await
+                .into_iter()
+                .filter_map(|r| r.unwrap())
+                .collect();
+            assert!(winners.len() <= 1, "round {round}: {winners:?}");
+            won_rounds += winners.len();
+        }
+        eprintln!("simultaneous requests: a holder in {won_rounds} of 20 rounds");
+    }
+
+    #[tokio::test]
+    async fn bad_master_lists_are_rejected() {
+        let field = |r: Result<RedLockProvider, Error>| match r {
+            Err(Error::InvalidConfig { field, .. }) => field,
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        };
+        assert_eq!(
+            field(RedLockProvider::connect(Vec::<String>::new()).await),
+            "urls"
+        );
+        assert_eq!(
+            field(RedLockProvider::connect(["redis://127.0.0.1:1", "redis://127.0.0.1:1/0"]).await),
+            "urls"
+        );
+        assert_eq!(
+            field(
+                RedLockProvider::builder()
+                    .clock_drift_factor(0.7)
+                    .connect_redlock(["redis://127.0.0.1:1"])
+                    .await
+            ),
+            "clock_drift_factor"
+        );
+    }
+}
