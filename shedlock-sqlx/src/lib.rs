@@ -103,10 +103,22 @@ mod postgres;
 mod sqlite;
 
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-pub use common::{ColumnNames, LockProviderBuilder, LockRow};
+pub use common::{ColumnNames, LockProviderBuilder, LockRow, SqlLockProvider};
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlLockProvider;
 #[cfg(feature = "postgres")]
 pub use postgres::PgLockProvider;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteLockProvider;
+
+/// The databases [`SqlLockProvider`] speaks: one marker type per SQL dialect.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub mod dialect {
+    pub use crate::common::dialect::Dialect;
+    #[cfg(feature = "mysql")]
+    pub use crate::mysql::MySql;
+    #[cfg(feature = "postgres")]
+    pub use crate::postgres::Pg;
+    #[cfg(feature = "sqlite")]
+    pub use crate::sqlite::Sqlite;
+}

@@ -1,5 +1,5 @@
 //! Connections a provider keeps for its lock statements, outside the pool
-//! (`dedicated_connections`, PostgreSQL and MySQL).
+//! (`dedicated_connections`).
 //!
 //! sqlx's pool pings every connection returned to it (a round trip, in a spawned task) and, by
 //! default, every connection it hands out: on a lock statement of one round trip, that doubles
@@ -7,31 +7,31 @@
 //! reused needs neither ping.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, Database, Pool};
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// A dedicated connection idle for longer than this is pinged before use, since the server or
 /// the network may have dropped it meanwhile.
 const PING_AFTER_IDLE: Duration = Duration::from_secs(30);
 
-/// Up to `capacity` connections taken out of the pool (detached, so the pool may open others)
-/// and reused for lock statements. When all are busy, a statement uses the pool as usual.
+/// Up to `capacity` connections opened through the pool, detached from it, and reused for lock
+/// statements; with a capacity of 0, every statement checks a connection out of the pool.
 pub(crate) struct DedicatedConnections<DB: Database> {
     capacity: usize,
+    /// One permit per connection that may exist: idle, in use, or being opened.
+    permits: Semaphore,
     idle: Mutex<Vec<(DB::Connection, Instant)>>,
-    /// Dedicated connections in existence: idle, in use, or being opened.
-    open: AtomicUsize,
 }
 
 impl<DB: Database> DedicatedConnections<DB> {
     pub(crate) fn new(capacity: usize) -> Self {
         DedicatedConnections {
             capacity,
+            permits: Semaphore::new(capacity.min(Semaphore::MAX_PERMITS)),
             idle: Mutex::new(Vec::new()),
-            open: AtomicUsize::new(0),
         }
     }
 
@@ -39,56 +39,54 @@ impl<DB: Database> DedicatedConnections<DB> {
         std::mem::take(&mut *self.idle.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// A connection for one operation: an idle dedicated one, a new dedicated one while fewer
-    /// than `capacity` exist, else one from the pool. Never waits for a dedicated connection.
+    /// A connection for one operation: an idle dedicated one, else a new one while fewer than
+    /// `capacity` exist, else the next one given back (waiting as for a pool's).
     pub(crate) async fn get(&self, pool: &Pool<DB>) -> Result<LockConnection<'_, DB>, sqlx::Error> {
         if self.capacity == 0 {
-            return pool.acquire().await.map(|c| self.lend(Lent::Pooled(c)));
+            return Ok(self.lend(Lent::Pooled(pool.acquire().await?), None));
         }
         if pool.is_closed() {
             // Closing the pool ends the dedicated connections too.
             for (connection, _) in self.take_idle() {
-                self.open.fetch_sub(1, Ordering::Relaxed);
                 let _ = connection.close().await;
             }
-            return pool.acquire().await.map(|c| self.lend(Lent::Pooled(c)));
+            return Err(sqlx::Error::PoolClosed);
         }
+        let Ok(permit) = self.permits.acquire().await else {
+            return Err(sqlx::Error::PoolClosed); // never closed; answered like a closed pool
+        };
         loop {
-            // Most recently used first: the others stay idle and get pinged or closed later.
+            // Most recently used first: the others stay idle and get pinged later.
             let popped = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let Some((connection, idle_since)) = popped else {
                 break;
             };
-            let mut lent = self.lend(Lent::Dedicated(connection));
             if idle_since.elapsed() < PING_AFTER_IDLE {
-                return Ok(lent);
+                return Ok(self.lend(Lent::Dedicated(connection), Some(permit)));
             }
+            let mut lent = self.lend(Lent::Dedicated(connection), None);
             let pinged = lent.connection().ping().await;
             lent.finish(&pinged);
             if pinged.is_ok() {
+                lent.permit = Some(permit);
                 return Ok(lent);
             }
-            // Broken: dropping `lent` (not reusable) closes it and frees its place.
+            // Broken: dropping `lent` closes it, and the other idle ones.
         }
-        let below_capacity = |open| (open < self.capacity).then_some(open + 1);
-        if self
-            .open
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, below_capacity)
-            .is_ok()
-        {
-            // Holds the place while the pool connects; gives it back if that fails or is cancelled.
-            let mut place = self.lend(Lent::Opening);
-            place.lent = Lent::Dedicated(pool.acquire().await?.detach());
-            return Ok(place);
-        }
-        pool.acquire().await.map(|c| self.lend(Lent::Pooled(c)))
+        let connection = pool.acquire().await?.detach();
+        Ok(self.lend(Lent::Dedicated(connection), Some(permit)))
     }
 
-    fn lend(&self, lent: Lent<DB>) -> LockConnection<'_, DB> {
+    fn lend<'a>(
+        &'a self,
+        lent: Lent<DB>,
+        permit: Option<SemaphorePermit<'a>>,
+    ) -> LockConnection<'a, DB> {
         LockConnection {
             owner: self,
-            lent,
-            reusable: false,
+            lent: Some(lent),
+            permit,
+            state: State::Lent,
         }
     }
 }
@@ -97,7 +95,7 @@ impl<DB: Database> std::fmt::Debug for DedicatedConnections<DB> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DedicatedConnections")
             .field("capacity", &self.capacity)
-            .field("open", &self.open.load(Ordering::Relaxed))
+            .field("available", &self.permits.available_permits())
             .finish_non_exhaustive()
     }
 }
@@ -121,8 +119,17 @@ impl<DB: Database> Drop for DedicatedConnections<DB> {
 enum Lent<DB: Database> {
     Dedicated(DB::Connection),
     Pooled(PoolConnection<DB>),
-    /// A dedicated place whose connection is being opened, or a connection given back.
-    Opening,
+}
+
+/// Where an operation's connection stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Handed out, or its last statement finished: reusable.
+    Lent,
+    /// A statement is running on it (if the operation is dropped now, its state is unknown).
+    Busy,
+    /// A statement failed on the connection itself (I/O, protocol).
+    Failed,
 }
 
 /// One operation's connection. A dedicated one goes back to the provider when the operation
@@ -131,8 +138,10 @@ enum Lent<DB: Database> {
 /// pooled one goes back to the pool either way.
 pub(crate) struct LockConnection<'a, DB: Database> {
     owner: &'a DedicatedConnections<DB>,
-    lent: Lent<DB>,
-    reusable: bool,
+    lent: Option<Lent<DB>>,
+    /// Declared after `lent`, so that a connection is idle again before its place is freed.
+    permit: Option<SemaphorePermit<'a>>,
+    state: State,
 }
 
 impl<DB: Database> LockConnection<'_, DB> {
@@ -140,37 +149,40 @@ impl<DB: Database> LockConnection<'_, DB> {
     /// [`finish`](Self::finish). Until then the connection counts as mid-statement, so it is
     /// closed if the operation is dropped.
     pub(crate) fn connection(&mut self) -> &mut DB::Connection {
-        self.reusable = false;
-        match &mut self.lent {
-            Lent::Dedicated(connection) => connection,
-            Lent::Pooled(connection) => connection,
-            Lent::Opening => unreachable!("a LockConnection is lent with a connection"),
+        self.state = State::Busy;
+        match self.lent.as_mut() {
+            Some(Lent::Dedicated(connection)) => connection,
+            Some(Lent::Pooled(connection)) => connection,
+            None => unreachable!("a LockConnection holds its connection until dropped"),
         }
     }
 
     /// Records the outcome of the operation's last statement: the connection is reusable after
     /// a success or an error the database reported, not after a failure of the connection.
     pub(crate) fn finish<T>(&mut self, outcome: &Result<T, sqlx::Error>) {
-        self.reusable = matches!(outcome, Ok(_) | Err(sqlx::Error::Database(_)));
+        self.state = match outcome {
+            Ok(_) | Err(sqlx::Error::Database(_)) => State::Lent,
+            Err(_) => State::Failed,
+        };
     }
 }
 
 impl<DB: Database> Drop for LockConnection<'_, DB> {
     fn drop(&mut self) {
-        match std::mem::replace(&mut self.lent, Lent::Opening) {
-            Lent::Dedicated(connection) if self.reusable => {
+        match (self.lent.take(), self.state) {
+            (Some(Lent::Dedicated(connection)), State::Lent) => {
                 self.owner
                     .idle
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push((connection, Instant::now()));
             }
-            // Returned to the pool, which pings it and decides.
-            Lent::Pooled(connection) => drop(connection),
-            // Closed (by dropping it): its state is unknown.
-            Lent::Dedicated(_) | Lent::Opening => {
-                self.owner.open.fetch_sub(1, Ordering::Relaxed);
-            }
+            // What broke this connection (a restarted server, a cut network) most likely broke
+            // the idle ones too: close them, so that only this operation sees the error.
+            (Some(Lent::Dedicated(_)), State::Failed) => drop(self.owner.take_idle()),
+            // Returned to the pool, which pings it and decides; or closed by dropping it (a
+            // statement was abandoned mid-way, its state is unknown).
+            _ => {}
         }
     }
 }
@@ -178,12 +190,13 @@ impl<DB: Database> Drop for LockConnection<'_, DB> {
 impl<DB: Database> std::fmt::Debug for LockConnection<'_, DB> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match self.lent {
-            Lent::Dedicated(_) => "dedicated",
-            Lent::Pooled(_) => "pooled",
-            Lent::Opening => "opening",
+            Some(Lent::Dedicated(_)) => "dedicated",
+            Some(Lent::Pooled(_)) => "pooled",
+            None => "returned",
         };
         f.debug_struct("LockConnection")
             .field("kind", &kind)
+            .field("state", &self.state)
             .finish()
     }
 }
@@ -203,13 +216,17 @@ mod tests {
             .unwrap()
     }
 
+    /// (connections in existence, idle ones)
     fn counts(dedicated: &DedicatedConnections<Sqlite>) -> (usize, usize) {
         let idle = dedicated.idle.lock().unwrap().len();
-        (dedicated.open.load(Ordering::Relaxed), idle)
+        (
+            dedicated.capacity - dedicated.permits.available_permits(),
+            idle,
+        )
     }
 
     fn is_dedicated(connection: &LockConnection<'_, Sqlite>) -> bool {
-        matches!(connection.lent, Lent::Dedicated(_))
+        matches!(connection.lent, Some(Lent::Dedicated(_)))
     }
 
     async fn run(connection: &mut LockConnection<'_, Sqlite>, sql: &'static str) {
@@ -224,24 +241,34 @@ mod tests {
         assert!(is_dedicated(&connection));
         run(&mut connection, "SELECT 1").await;
         drop(connection);
-        assert_eq!(counts(&dedicated), (1, 1));
+        assert_eq!(counts(&dedicated), (0, 1));
 
         let mut connection = dedicated.get(&pool).await.unwrap();
         assert!(is_dedicated(&connection));
         assert_eq!(counts(&dedicated), (1, 0));
         run(&mut connection, "SELEC 1").await; // a syntax error: the connection is fine
         drop(connection);
-        assert_eq!(counts(&dedicated), (1, 1));
+        assert_eq!(counts(&dedicated), (0, 1));
     }
 
     #[tokio::test]
-    async fn the_pool_serves_when_all_are_busy_or_none_configured() {
+    async fn waits_when_all_are_busy_and_uses_the_pool_when_none_configured() {
         let (pool, dedicated) = (pool().await, DedicatedConnections::new(1));
         let first = dedicated.get(&pool).await.unwrap();
-        let second = dedicated.get(&pool).await.unwrap();
-        assert!(is_dedicated(&first) && !is_dedicated(&second));
+        let mut second = std::pin::pin!(dedicated.get(&pool));
+        assert!(
+            futures_poll_once(second.as_mut()).await.is_none(),
+            "did not wait"
+        );
+        drop(first);
+        assert!(is_dedicated(&second.await.unwrap()));
         let none = DedicatedConnections::new(0);
         assert!(!is_dedicated(&none.get(&pool).await.unwrap()));
+    }
+
+    /// Polls a future once: its output if it was ready.
+    async fn futures_poll_once<F: std::future::Future + Unpin>(future: F) -> Option<F::Output> {
+        tokio::time::timeout(Duration::ZERO, future).await.ok()
     }
 
     #[tokio::test]
@@ -252,8 +279,22 @@ mod tests {
         let _ = connection.connection(); // a statement starts and is abandoned
         drop(connection);
         assert_eq!(counts(&dedicated), (0, 0));
-        // Never used at all: closed as well.
-        drop(dedicated.get(&pool).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_broken_connection_takes_the_idle_ones_with_it() {
+        let (pool, dedicated) = (pool().await, DedicatedConnections::new(3));
+        let (mut a, mut b) = (
+            dedicated.get(&pool).await.unwrap(),
+            dedicated.get(&pool).await.unwrap(),
+        );
+        run(&mut a, "SELECT 1").await;
+        run(&mut b, "SELECT 1").await;
+        drop(a);
+        assert_eq!(counts(&dedicated), (1, 1));
+        let _ = b.connection();
+        b.finish::<()>(&Err(sqlx::Error::Io(std::io::ErrorKind::BrokenPipe.into())));
+        drop(b);
         assert_eq!(counts(&dedicated), (0, 0));
     }
 
