@@ -1,6 +1,7 @@
-//! Acquire + release pairs per second: our providers against the same statements through a
-//! bare sqlx loop on the same pool configuration, and (PostgreSQL) against pgbench; runs of
-//! the clients interleaved (A B C, then C B A, …), medians reported.
+//! Acquire + release pairs per second: our providers as `connect(url)` sets them up (the
+//! default path) against the same statements through a bare sqlx loop on connections of its
+//! own, and (PostgreSQL) against pgbench; our providers on a pool only against the bare loop on
+//! the same pool. Runs of the clients interleaved (A B C, then C B A, …), medians reported.
 
 mod report;
 
@@ -38,25 +39,24 @@ impl Mode {
 /// Who sends the statements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Client {
-    /// Our provider on a pool.
-    Provider(PoolKind),
-    /// Our provider with `dedicated_connections(workers)` on the tuned pool.
-    ProviderDedicated,
-    /// The bare loop on a pool.
-    Raw(PoolKind),
+    /// Our provider as `connect(url)` sets it up: its own connections (as many as the pool's
+    /// `max_connections`), the README's path.
+    Provider,
+    /// Our provider on the tuned pool with `dedicated_connections(0)`: a checkout per statement.
+    ProviderPooled,
     /// The bare loop, each worker on a connection of its own (no pool at all).
-    RawDedicated,
+    Raw,
+    /// The bare loop on the tuned pool, a checkout per statement.
+    RawPooled,
 }
 
 impl Client {
     fn label(self) -> &'static str {
         match self {
-            Client::Provider(PoolKind::Tuned) => "ours",
-            Client::Raw(PoolKind::Tuned) => "raw",
-            Client::Provider(PoolKind::SqlxDefaults) => "ours-sqlx-defaults",
-            Client::ProviderDedicated => "ours-dedicated",
-            Client::Raw(PoolKind::SqlxDefaults) => "raw-sqlx-defaults",
-            Client::RawDedicated => "raw-dedicated",
+            Client::Provider => "ours",
+            Client::Raw => "raw",
+            Client::ProviderPooled => "ours-pool",
+            Client::RawPooled => "raw-pool",
         }
     }
 }
@@ -130,12 +130,12 @@ async fn run_once(
     for i in 0..workers {
         let (control, name) = (Arc::clone(&control), lock_name(client, mode, i));
         let handle = match client {
-            Client::Provider(_) | Client::ProviderDedicated => {
+            Client::Provider | Client::ProviderPooled => {
                 if provider.is_none() {
                     // One provider for all workers, as one instance of a service has.
                     let (kind, dedicated) = match client {
-                        Client::Provider(kind) => (kind, 0),
-                        _ => (PoolKind::Tuned, workers),
+                        Client::Provider => (PoolKind::ProviderConnect, None),
+                        _ => (PoolKind::Tuned, Some(0)),
                     };
                     let on = dbs.pool(db, kind, workers).await?;
                     provider = Some(on.provider(TABLE, "bench-ours", dedicated)?);
@@ -157,11 +157,11 @@ async fn run_once(
                     None
                 })
             }
-            Client::Raw(_) | Client::RawDedicated => {
+            Client::Raw | Client::RawPooled => {
                 let mut source = match client {
-                    Client::Raw(kind) => {
+                    Client::RawPooled => {
                         if pool.is_none() {
-                            pool = Some(dbs.pool(db, kind, workers).await?);
+                            pool = Some(dbs.pool(db, PoolKind::Tuned, workers).await?);
                         }
                         Source::Pool(pool.clone().ok_or_else(|| anyhow::anyhow!("no pool"))?)
                     }
@@ -239,19 +239,13 @@ async fn run_once(
 }
 
 /// The clients of a case, in the order they run in each round.
-fn clients(db: Db, mode: Mode) -> Vec<Client> {
-    let mut clients = vec![
-        Client::Provider(PoolKind::Tuned),
-        Client::Raw(PoolKind::Tuned),
-        Client::Provider(PoolKind::SqlxDefaults),
-    ];
-    if mode == Mode::Uncontended {
-        if db != Db::Sqlite {
-            clients.push(Client::ProviderDedicated);
-        }
-        clients.push(Client::RawDedicated);
-    }
-    clients
+fn clients() -> Vec<Client> {
+    vec![
+        Client::Provider,
+        Client::Raw,
+        Client::ProviderPooled,
+        Client::RawPooled,
+    ]
 }
 
 /// Every case on `databases`; returns each case's ratios.
@@ -286,7 +280,7 @@ pub(crate) async fn run(
                 continue;
             }
             for &workers in &settings.workers {
-                let mut clients = clients(db, mode);
+                let mut clients = clients();
                 if let Some(only) = &settings.clients {
                     clients.retain(|c| only.iter().any(|o| o == c.label()));
                 }
@@ -298,8 +292,7 @@ pub(crate) async fn run(
                     // A B C pgbench, then pgbench C B A, …: neighbours in time get compared.
                     let forward = rep % 2 == 0;
                     if pgbench && !forward {
-                        pgbench_runs
-                            .push(pgbench::pairs_per_sec(&dbs.postgres, workers, seconds).await?);
+                        pgbench_runs.push(pgbench::run(&dbs.postgres, workers, seconds).await?);
                     }
                     let mut order: Vec<usize> = (0..clients.len()).collect();
                     if !forward {
@@ -310,8 +303,7 @@ pub(crate) async fn run(
                         series[i].0.push(run.await?);
                     }
                     if pgbench && forward {
-                        pgbench_runs
-                            .push(pgbench::pairs_per_sec(&dbs.postgres, workers, seconds).await?);
+                        pgbench_runs.push(pgbench::run(&dbs.postgres, workers, seconds).await?);
                     }
                 }
                 let case = format!("db={} workers={workers} mode={}", db.name(), mode.name());
