@@ -38,10 +38,13 @@ fn without_tls(url: &str) -> String {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PgbenchRun {
     pub(crate) pairs_per_sec: f64,
-    /// Watched from outside while it runs (start-up and connecting included); 0 if the
-    /// process could not be found.
+    /// Watched from outside from 200 ms after pgbench started (once it connected) to its last
+    /// reading; 0 if the process could not be found.
     pub(crate) cpu_us_per_pair: f64,
 }
+
+/// How long after pgbench appears its CPU window opens: it has connected by then.
+const CONNECTED_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Runs the script with `clients` connections for `seconds` (whole, ≥ 1).
 pub(crate) async fn run(url: &str, clients: usize, seconds: u64) -> anyhow::Result<PgbenchRun> {
@@ -59,7 +62,7 @@ pub(crate) async fn run(url: &str, clients: usize, seconds: u64) -> anyhow::Resu
     let watcher = tokio::spawn(watch_cpu(child.id(), stopped));
     let output = child.wait_with_output().await?;
     let _ = stop.send(());
-    let cpu = watcher.await?;
+    let (cpu, window) = watcher.await?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     anyhow::ensure!(
         output.status.success(),
@@ -76,7 +79,9 @@ pub(crate) async fn run(url: &str, clients: usize, seconds: u64) -> anyhow::Resu
         .ok_or_else(|| {
             anyhow::anyhow!("no pairs_per_sec in pgbench-baseline.sh output: {stdout}")
         })?;
-    let pairs = pairs_per_sec * seconds as f64;
+    // pgbench's rate leaves out its connecting ("without initial connection time"), and so
+    // does the CPU window.
+    let pairs = pairs_per_sec * window.as_secs_f64();
     Ok(PgbenchRun {
         pairs_per_sec,
         cpu_us_per_pair: if pairs > 0.0 {
@@ -87,29 +92,42 @@ pub(crate) async fn run(url: &str, clients: usize, seconds: u64) -> anyhow::Resu
     })
 }
 
-/// The CPU time of the `pgbench` process the script (`script_pid`) starts, read from its
-/// threads' `schedstat` every 10 ms until `stop`: the last reading before it exits.
+/// The CPU time the `pgbench` process the script (`script_pid`) starts spends from
+/// [`CONNECTED_AFTER`] after it appeared to its last reading before it exits, and that window's
+/// length: its threads' `schedstat`, read every 10 ms until `stop`.
 async fn watch_cpu(
     script_pid: Option<u32>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
-) -> std::time::Duration {
-    let Some(script_pid) = script_pid else {
-        return std::time::Duration::ZERO;
-    };
-    let mut pgbench = None;
-    let mut last = std::time::Duration::ZERO;
+) -> (std::time::Duration, std::time::Duration) {
+    use std::time::{Duration, Instant};
+    let mut pgbench: Option<(u32, Instant)> = None;
+    let mut first: Option<(Duration, Instant)> = None;
+    let mut last: Option<(Duration, Instant)> = None;
     loop {
         if pgbench.is_none() {
-            pgbench = descendant_named(script_pid, "pgbench");
+            pgbench = script_pid
+                .and_then(|pid| descendant_named(pid, "pgbench"))
+                .map(|pid| (pid, Instant::now()));
         }
-        if let Some(pid) = pgbench {
-            let cpu = crate::stats::cpu_of(&format!("/proc/{pid}/task"));
-            last = last.max(cpu);
+        if let Some((pid, seen)) = pgbench
+            && seen.elapsed() >= CONNECTED_AFTER
+            && let Some(cpu) = crate::stats::cpu_of(&format!("/proc/{pid}/task"))
+        {
+            let reading = (cpu, Instant::now());
+            first.get_or_insert(reading);
+            // Threads that exit take their time with them: keep the highest reading.
+            if last.is_none_or(|(before, _)| cpu >= before) {
+                last = Some(reading);
+            }
         }
         tokio::select! {
-            _ = &mut stop => return last,
-            () = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
+            _ = &mut stop => break,
+            () = tokio::time::sleep(Duration::from_millis(10)) => {}
         }
+    }
+    match (first, last) {
+        (Some((cpu_0, t_0)), Some((cpu_1, t_1))) => (cpu_1.saturating_sub(cpu_0), t_1 - t_0),
+        _ => (Duration::ZERO, Duration::ZERO),
     }
 }
 

@@ -35,9 +35,9 @@ pub(crate) fn process_cpu() -> Duration {
     }
 }
 
-/// CPU time of a process's threads (`/proc/<pid>/task`) so far; zero if unreadable.
-pub(crate) fn cpu_of(task_dir: &str) -> Duration {
-    schedstat_cpu(task_dir).unwrap_or_default()
+/// CPU time of a process's threads (`/proc/<pid>/task`) so far; `None` once it is gone.
+pub(crate) fn cpu_of(task_dir: &str) -> Option<Duration> {
+    schedstat_cpu(task_dir)
 }
 
 fn schedstat_cpu(task_dir: &str) -> Option<Duration> {

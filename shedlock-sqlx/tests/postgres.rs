@@ -12,7 +12,7 @@ use shedlock_sqlx::PgLockProvider;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Executor, PgPool};
 
-use common::{DbHarness, database_url, lease_config, unique_table};
+use common::{database_url, lease_config, unique_table};
 
 async fn pool_in_time_zone(time_zone: Option<&'static str>) -> Option<PgPool> {
     let url = database_url(
@@ -41,23 +41,6 @@ async fn pool() -> Option<PgPool> {
     pool_in_time_zone(None).await
 }
 
-mod conformance {
-    use super::*;
-
-    /// All cases share one table (lock names are unique per case); `create_schema` is safe to
-    /// run concurrently.
-    async fn harness() -> Option<DbHarness> {
-        let provider = PgLockProvider::builder(pool().await?)
-            .table("shedlock_conformance")
-            .build()
-            .expect("valid configuration");
-        provider.create_schema().await.expect("create schema");
-        Some(DbHarness::over(provider))
-    }
-
-    shedlock_core::conformance_tests!(harness());
-}
-
 test_db!(Pg(PgPool) for PgLockProvider {
     timestamp: "TIMESTAMP",
     enforces_varchar: true,
@@ -74,14 +57,7 @@ async fn db_now(pool: &PgPool) -> SystemTime {
     now.and_utc().into()
 }
 
-mod cases {
-    use super::*;
-    sql_provider_cases!(async {
-        Some(Pg {
-            pool: pool().await?,
-        })
-    });
-}
+sql_provider_tests!(Pg, pool());
 
 /// Whether no notification arrives within `millis`.
 async fn quiet_for(listener: &mut PgListener, millis: u64) -> bool {
@@ -267,29 +243,7 @@ mod serializable {
         Some(pool)
     }
 
-    mod conformance {
-        use super::*;
-
-        async fn harness() -> Option<DbHarness> {
-            let provider = PgLockProvider::builder(pool().await?)
-                .table("shedlock_conformance")
-                .build()
-                .expect("valid configuration");
-            provider.create_schema().await.expect("create schema");
-            Some(DbHarness::over(provider))
-        }
-
-        shedlock_core::conformance_tests!(harness());
-    }
-
-    mod cases {
-        use super::*;
-        sql_provider_cases!(async {
-            Some(Pg {
-                pool: pool().await?,
-            })
-        });
-    }
+    sql_provider_tests!(Pg, pool());
 
     /// An acquire whose statement waits behind a concurrent update of its row fails with
     /// SQLSTATE 40001 once that update commits; the provider retries it, and the caller sees

@@ -161,10 +161,19 @@ impl<DB: Database> LockConnection<'_, DB> {
     /// a success or an error the database reported, not after a failure of the connection.
     pub(crate) fn finish<T>(&mut self, outcome: &Result<T, sqlx::Error>) {
         self.state = match outcome {
+            Err(sqlx::Error::Database(e)) if ends_the_session(e.code().as_deref()) => State::Failed,
             Ok(_) | Err(sqlx::Error::Database(_)) => State::Lent,
             Err(_) => State::Failed,
         };
     }
+}
+
+/// Database errors that end the session: SQLSTATE class `08` (connection exception), `57P`
+/// (PostgreSQL: terminated by an administrator, crash or shutdown) and `70100` (MySQL/MariaDB:
+/// connection killed). The server sends them just before closing the connection.
+fn ends_the_session(sqlstate: Option<&str>) -> bool {
+    sqlstate
+        .is_some_and(|code| code.starts_with("08") || code.starts_with("57P") || code == "70100")
 }
 
 impl<DB: Database> Drop for LockConnection<'_, DB> {
@@ -296,6 +305,16 @@ mod tests {
         b.finish::<()>(&Err(sqlx::Error::Io(std::io::ErrorKind::BrokenPipe.into())));
         drop(b);
         assert_eq!(counts(&dedicated), (0, 0));
+    }
+
+    #[test]
+    fn session_ending_errors_are_connection_failures() {
+        for code in ["57P01", "57P02", "08006", "70100"] {
+            assert!(ends_the_session(Some(code)), "{code}");
+        }
+        for code in [Some("40001"), Some("23505"), None] {
+            assert!(!ends_the_session(code), "{code:?}");
+        }
     }
 
     #[tokio::test]

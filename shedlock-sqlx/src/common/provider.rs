@@ -67,6 +67,39 @@ impl<D: Dialect> std::fmt::Debug for SqlLockProvider<D> {
     }
 }
 
+/// Runs one operation's statements (`$statements`, given a connection) on a connection of the
+/// provider's, again after a serialization failure (bounded, with jitter). Evaluates to
+/// `Result<T, Option<sqlx::Error>>`, `Err(None)` when the conflict persisted.
+///
+/// A macro rather than a function taking an async closure: the closure's future could not be
+/// shown `Send` for every lifetime, which `async_trait` requires.
+macro_rules! run {
+    ($provider:expr, |$connection:ident| $statements:expr) => {{
+        let mut retry = Retry::new();
+        loop {
+            let mut lent = match $provider.connections.get(&$provider.pool).await {
+                Ok(lent) => lent,
+                Err(e) => break Err(Some(e)),
+            };
+            let outcome = {
+                let $connection = lent.connection();
+                $statements.await
+            };
+            lent.finish(&outcome);
+            drop(lent);
+            match outcome {
+                Err(e) if Retry::is_serialization_failure(&e) => {
+                    if !retry.pause().await {
+                        tracing::debug!(error = %e, "serialization failures persisted");
+                        break Err(None);
+                    }
+                }
+                outcome => break outcome.map_err(Some),
+            }
+        }
+    }};
+}
+
 impl<D: Dialect> SqlLockProvider<D> {
     /// Opens a pool set up for lock statements and returns a default provider on it (table
     /// `shedlock`, connections of its own): the fast path. Each database's page says what the
@@ -165,6 +198,38 @@ impl<D: Dialect> SqlLockProvider<D> {
         Ok(rows.into_iter().map(LockRow::from_parts).collect())
     }
 
+    /// Ends the live lease `(lock_name, holder, fencing_token)` now, as its holder's release
+    /// would (without its `lock_at_least_for`): for operators, e.g. a command line's "release
+    /// the lock held by this instance". Returns whether that lease was live and is now ended.
+    ///
+    /// To force a lock free whoever holds it, read its row with
+    /// [`lock_state`](Self::lock_state) and release by the row's `locked_by` and
+    /// `fencing_token`: a lease taken in between has another token and is left alone.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`holder`) for a holder no provider could have written;
+    /// [`Error::Store`] (`Operation::Release`) when the statement fails.
+    pub async fn release_lease(
+        &self,
+        lock_name: &str,
+        holder: &str,
+        fencing_token: u64,
+    ) -> Result<bool, Error> {
+        let holder = validate_holder(holder.to_owned())?;
+        let Some(token) = token_param(fencing_token) else {
+            return Ok(false);
+        };
+        let args = Lease {
+            name: lock_name,
+            holder: &holder,
+            token,
+            duration: Duration::ZERO,
+        };
+        let (sql, state) = (&*self.sql, &*self.state);
+        run!(self, |c| D::release(c, sql, state, args))
+            .map_err(|e| self.operation_error(Operation::Release, lock_name, e))
+    }
+
     /// The fencing guard for writes to this same database: inside the caller's transaction,
     /// checks that the lease `(lock_name, fencing_token)` is still the live one (database
     /// clock) and locks its row until the transaction ends.
@@ -212,39 +277,6 @@ impl<D: Dialect> SqlLockProvider<D> {
             })
         }
     }
-}
-
-/// Runs one operation's statements (`$statements`, given a connection) on a connection of the
-/// provider's, again after a serialization failure (bounded, with jitter). Evaluates to
-/// `Result<T, Option<sqlx::Error>>`, `Err(None)` when the conflict persisted.
-///
-/// A macro rather than a function taking an async closure: the closure's future could not be
-/// shown `Send` for every lifetime, which `async_trait` requires.
-macro_rules! run {
-    ($provider:expr, |$connection:ident| $statements:expr) => {{
-        let mut retry = Retry::new();
-        loop {
-            let mut lent = match $provider.connections.get(&$provider.pool).await {
-                Ok(lent) => lent,
-                Err(e) => break Err(Some(e)),
-            };
-            let outcome = {
-                let $connection = lent.connection();
-                $statements.await
-            };
-            lent.finish(&outcome);
-            drop(lent);
-            match outcome {
-                Err(e) if Retry::is_serialization_failure(&e) => {
-                    if !retry.pause().await {
-                        tracing::debug!(error = %e, "serialization failures persisted");
-                        break Err(None);
-                    }
-                }
-                outcome => break outcome.map_err(Some),
-            }
-        }
-    }};
 }
 
 #[async_trait]
