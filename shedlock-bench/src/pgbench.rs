@@ -46,8 +46,23 @@ pub(crate) struct PgbenchRun {
 /// How long after pgbench appears its CPU window opens: it has connected by then.
 const CONNECTED_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// Runs the script with `clients` connections for `seconds` (whole, ≥ 1).
+/// Runs the script with `clients` connections for `seconds` (whole, ≥ 1), up to three times
+/// if it fails (the machine's database is shared: another test may be restarting it).
 pub(crate) async fn run(url: &str, clients: usize, seconds: u64) -> anyhow::Result<PgbenchRun> {
+    let mut attempt = 1;
+    loop {
+        match run_once(url, clients, seconds).await {
+            Err(error) if attempt < 3 => {
+                eprintln!("  warning: pgbench attempt {attempt} failed, retrying: {error}");
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            }
+            result => return result,
+        }
+    }
+}
+
+async fn run_once(url: &str, clients: usize, seconds: u64) -> anyhow::Result<PgbenchRun> {
     let seconds = seconds.max(1);
     let child = tokio::process::Command::new("bash")
         .arg(script())

@@ -28,11 +28,11 @@
 //! sqlx's pool pings a connection whenever it takes one back, and (unless built with
 //! `test_before_acquire(false)`) whenever it hands one out: on a lock statement of one round
 //! trip, that is two or three. So every provider runs its lock statements on connections of
-//! its own, as many as the pool's `max_connections` by default
-//! ([`dedicated_connections`](LockProviderBuilder::dedicated_connections)), and `connect(url)`
-//! opens a pool that skips the checkout ping. Given a pool of yours, the provider opens its
-//! connections through it (its options and `after_connect` apply), in addition to its
-//! `max_connections`.
+//! its own, up to 32 by default (4 on an SQLite file), opened as concurrent statements need
+//! them ([`dedicated_connections`](LockProviderBuilder::dedicated_connections)), and
+//! `connect(url)` opens a pool that skips the checkout ping. Given a pool of yours, the
+//! provider opens its connections through it (its options and `after_connect` apply), in
+//! addition to its `max_connections`.
 //!
 //! ```
 //! # #[cfg(feature = "sqlite")]

@@ -44,6 +44,9 @@ enum Client {
     Provider,
     /// Our provider on the tuned pool with `dedicated_connections(0)`: a checkout per statement.
     ProviderPooled,
+    /// Our provider as `connect(url)` sets it up, with `dedicated_connections(workers)`: as many
+    /// connections as the bare loop and pgbench (only with `--clients`).
+    ProviderPerWorker,
     /// The bare loop, each worker on a connection of its own (no pool at all).
     Raw,
     /// The bare loop on the tuned pool, a checkout per statement.
@@ -56,6 +59,7 @@ impl Client {
             Client::Provider => "ours",
             Client::Raw => "raw",
             Client::ProviderPooled => "ours-pool",
+            Client::ProviderPerWorker => "ours-per-worker",
             Client::RawPooled => "raw-pool",
         }
     }
@@ -130,11 +134,12 @@ async fn run_once(
     for i in 0..workers {
         let (control, name) = (Arc::clone(&control), lock_name(client, mode, i));
         let handle = match client {
-            Client::Provider | Client::ProviderPooled => {
+            Client::Provider | Client::ProviderPooled | Client::ProviderPerWorker => {
                 if provider.is_none() {
                     // One provider for all workers, as one instance of a service has.
                     let (kind, dedicated) = match client {
                         Client::Provider => (PoolKind::ProviderConnect, None),
+                        Client::ProviderPerWorker => (PoolKind::ProviderConnect, Some(workers)),
                         _ => (PoolKind::Tuned, Some(0)),
                     };
                     let on = dbs.pool(db, kind, workers).await?;
@@ -238,14 +243,23 @@ async fn run_once(
     })
 }
 
-/// The clients of a case, in the order they run in each round.
-fn clients() -> Vec<Client> {
-    vec![
+/// The clients of a case, in the order they run in each round: all of them with `--clients`,
+/// else all but `ours-per-worker`.
+fn clients(chosen: Option<&[String]>) -> Vec<Client> {
+    let all = [
         Client::Provider,
         Client::Raw,
         Client::ProviderPooled,
         Client::RawPooled,
-    ]
+        Client::ProviderPerWorker,
+    ];
+    match chosen {
+        Some(chosen) => all
+            .into_iter()
+            .filter(|c| chosen.iter().any(|o| o == c.label()))
+            .collect(),
+        None => all[..4].to_vec(),
+    }
 }
 
 /// Every case on `databases`; returns each case's ratios.
@@ -264,6 +278,8 @@ pub(crate) async fn run(
     for &db in databases {
         let setup = dbs.pool(db, PoolKind::Tuned, 1).await?;
         setup.create_schema(TABLE).await?;
+        // Leases left by an interrupted run (300 s) would turn "uncontended" into "held".
+        setup.execute(format!("DELETE FROM {TABLE}")).await?;
         let sql = Arc::new(RawSql::capture(db, &setup, TABLE).await?);
         setup.close().await;
         println!(
@@ -280,10 +296,7 @@ pub(crate) async fn run(
                 continue;
             }
             for &workers in &settings.workers {
-                let mut clients = clients();
-                if let Some(only) = &settings.clients {
-                    clients.retain(|c| only.iter().any(|o| o == c.label()));
-                }
+                let clients = clients(settings.clients.as_deref());
                 let pgbench = with_pgbench && db == Db::Postgres && mode == Mode::Uncontended;
                 let mut series: Vec<Series> = clients.iter().map(|_| Series::default()).collect();
                 let mut pgbench_runs = Vec::new();

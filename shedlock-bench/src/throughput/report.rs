@@ -96,6 +96,17 @@ pub(super) fn report(
         raw_pool.cpu(),
         ours_pool.ratio_to(&ours.rates())
     );
+    let per_worker = clients.iter().position(|&c| c == Client::ProviderPerWorker);
+    if let Some(per_worker) = per_worker.map(|i| &series[i]) {
+        println!(
+            "  per-worker {case} ours_per_worker pairs_per_sec={:.0} cpu_us_per_pair={:.1} \
+             ratio_to_raw={:.2} (x{:.2} of ours)",
+            per_worker.rate(),
+            per_worker.cpu(),
+            per_worker.ratio_to(&raw.rates()),
+            per_worker.ratio_to(&ours.rates())
+        );
+    }
     let runs: Vec<String> = clients
         .iter()
         .zip(series)
@@ -119,6 +130,12 @@ pub(super) fn report(
             ours.cpu(),
             raw.cpu(),
         );
+        if let Some(per_worker) = per_worker.map(|i| &series[i]) {
+            println!(
+                "  per-worker-pgbench {case} ratio={:.2}",
+                per_worker.ratio_to(&rates)
+            );
+        }
         let runs: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
         println!("  runs {case} pgbench=[{}]", runs.join(","));
     }

@@ -131,20 +131,26 @@ impl<D: Dialect> LockProviderBuilder<D> {
         self
     }
 
-    /// How many connections of its own the provider (and its clones) may keep for the lock
-    /// statements (acquire, release, extend); default: the pool's `max_connections` (for an
-    /// in-memory SQLite database, 0). 0 runs every statement on a connection checked out of
-    /// the pool.
+    /// How many connections of its own the provider (and its clones) may open for the lock
+    /// statements (acquire, release, extend); default 32 on PostgreSQL and MySQL, 4 on an
+    /// SQLite file, 0 on an in-memory SQLite database. 0 runs every statement on a connection
+    /// checked out of the pool.
     ///
     /// sqlx's pool pings a connection on every return (and, unless built with
     /// `test_before_acquire(false)`, on every checkout), so on the pool a lock statement costs
     /// two or three round trips instead of one: about 0.7 of the throughput the database
     /// allows, against 0.9 and more on connections of the provider's own (`BENCHMARKS.md`).
     ///
-    /// - They are opened through the pool when needed (its connect options and
-    ///   `after_connect` apply) and detached from it: they count in addition to its
-    ///   `max_connections`. Up to `connections` are open at a time; a statement finding all
-    ///   busy waits for one, as it would for a pool's.
+    /// - They are opened through the pool when concurrent statements need them (its connect
+    ///   options and `after_connect` apply) and detached from it: they count in addition to
+    ///   its `max_connections`. Up to `connections` are open at a time; a statement finding all
+    ///   busy waits for one, as it would for a pool's. One idle for a minute is closed, so a
+    ///   burst of jobs on one tick does not hold its connections for good.
+    /// - When the server refuses another connection for lack of room (PostgreSQL `53300`,
+    ///   MySQL 1040) while the provider has others, the statement waits for those instead of
+    ///   failing, and the provider opens one fewer from then on. Size it to what the server
+    ///   can give every instance of the fleet (PostgreSQL's `max_connections` is 100 by
+    ///   default).
     /// - One idle for 30 s is pinged before use. One whose statement failed on the connection
     ///   (not in the database) or was cancelled mid-way is closed, together with the idle ones
     ///   (a restarted server or a cut network took them too), so one operation sees the

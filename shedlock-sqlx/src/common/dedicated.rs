@@ -7,6 +7,7 @@
 //! reused needs neither ping.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use sqlx::pool::PoolConnection;
@@ -17,12 +18,18 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 /// the network may have dropped it meanwhile.
 const PING_AFTER_IDLE: Duration = Duration::from_secs(30);
 
+/// A dedicated connection idle for longer than this is closed (checked at each operation), so
+/// that a burst of concurrent lock statements does not hold its connections for good.
+const CLOSE_AFTER_IDLE: Duration = Duration::from_secs(60);
+
 /// Up to `capacity` connections opened through the pool, detached from it, and reused for lock
 /// statements; with a capacity of 0, every statement checks a connection out of the pool.
 pub(crate) struct DedicatedConnections<DB: Database> {
     capacity: usize,
-    /// One permit per connection that may exist: idle, in use, or being opened.
+    /// One permit per connection in use (or being opened); idle ones hold none.
     permits: Semaphore,
+    /// Permits given up because the server had no room for another connection.
+    forgotten: AtomicUsize,
     idle: Mutex<Vec<(DB::Connection, Instant)>>,
 }
 
@@ -31,6 +38,7 @@ impl<DB: Database> DedicatedConnections<DB> {
         DedicatedConnections {
             capacity,
             permits: Semaphore::new(capacity.min(Semaphore::MAX_PERMITS)),
+            forgotten: AtomicUsize::new(0),
             idle: Mutex::new(Vec::new()),
         }
     }
@@ -40,7 +48,7 @@ impl<DB: Database> DedicatedConnections<DB> {
     }
 
     /// A connection for one operation: an idle dedicated one, else a new one while fewer than
-    /// `capacity` exist, else the next one given back (waiting as for a pool's).
+    /// `capacity` are in use, else the next one given back (waiting as for a pool's).
     pub(crate) async fn get(&self, pool: &Pool<DB>) -> Result<LockConnection<'_, DB>, sqlx::Error> {
         if self.capacity == 0 {
             return Ok(self.lend(Lent::Pooled(pool.acquire().await?), None));
@@ -52,14 +60,54 @@ impl<DB: Database> DedicatedConnections<DB> {
             }
             return Err(sqlx::Error::PoolClosed);
         }
-        let Ok(permit) = self.permits.acquire().await else {
-            return Err(sqlx::Error::PoolClosed); // never closed; answered like a closed pool
-        };
+        self.close_long_idle();
         loop {
-            // Most recently used first: the others stay idle and get pinged later.
+            let Ok(permit) = self.permits.acquire().await else {
+                return Err(sqlx::Error::PoolClosed); // never closed; answered like a closed pool
+            };
+            let permit = match self.reuse_idle(permit).await {
+                Ok(lent) => return Ok(lent),
+                Err(permit) => permit,
+            };
+            match pool.acquire().await {
+                Ok(connection) => {
+                    let connection = connection.detach();
+                    return Ok(self.lend(Lent::Dedicated(connection), Some(permit)));
+                }
+                // The server has no connection to spare but this provider holds others: make do
+                // with those, one place fewer from now on, rather than fail the operation.
+                Err(e) if is_too_many_connections(&e) && self.in_use() > 1 => {
+                    tracing::warn!(
+                        error = %e,
+                        "the database refused another connection for lock statements; \
+                         waiting for the provider's others (one fewer from now on)"
+                    );
+                    permit.forget();
+                    self.forgotten.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Connections handed out right now.
+    fn in_use(&self) -> usize {
+        self.capacity
+            .saturating_sub(self.forgotten.load(Ordering::Relaxed))
+            .saturating_sub(self.permits.available_permits())
+    }
+
+    /// An idle connection, pinged first if it was idle long; the permit back when none is
+    /// left.
+    async fn reuse_idle<'a>(
+        &'a self,
+        permit: SemaphorePermit<'a>,
+    ) -> Result<LockConnection<'a, DB>, SemaphorePermit<'a>> {
+        loop {
+            // Most recently used first: the others stay idle and get pinged or closed later.
             let popped = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let Some((connection, idle_since)) = popped else {
-                break;
+                return Err(permit);
             };
             if idle_since.elapsed() < PING_AFTER_IDLE {
                 return Ok(self.lend(Lent::Dedicated(connection), Some(permit)));
@@ -73,8 +121,19 @@ impl<DB: Database> DedicatedConnections<DB> {
             }
             // Broken: dropping `lent` closes it, and the other idle ones.
         }
-        let connection = pool.acquire().await?.detach();
-        Ok(self.lend(Lent::Dedicated(connection), Some(permit)))
+    }
+
+    /// Closes the least recently used idle connection if it was idle too long (one per call:
+    /// enough for steady traffic, and cheap).
+    fn close_long_idle(&self) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle
+            .first()
+            .is_some_and(|(_, since)| since.elapsed() >= CLOSE_AFTER_IDLE)
+        {
+            // Dropped without a goodbye: closing politely would need an await under the lock.
+            drop(idle.remove(0));
+        }
     }
 
     fn lend<'a>(
@@ -166,6 +225,15 @@ impl<DB: Database> LockConnection<'_, DB> {
             Err(_) => State::Failed,
         };
     }
+}
+
+/// The server refused a new connection for lack of room: PostgreSQL's `53300`
+/// (too_many_connections), MySQL's `08004` (ER_CON_COUNT_ERROR, 1040).
+fn is_too_many_connections(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.code())
+        .is_some_and(|code| matches!(&*code, "53300" | "08004"))
 }
 
 /// Database errors that end the session: SQLSTATE class `08` (connection exception), `57P`
@@ -305,6 +373,24 @@ mod tests {
         b.finish::<()>(&Err(sqlx::Error::Io(std::io::ErrorKind::BrokenPipe.into())));
         drop(b);
         assert_eq!(counts(&dedicated), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn long_idle_connections_are_closed() {
+        let (pool, dedicated) = (pool().await, DedicatedConnections::new(2));
+        let (mut a, mut b) = (
+            dedicated.get(&pool).await.unwrap(),
+            dedicated.get(&pool).await.unwrap(),
+        );
+        run(&mut a, "SELECT 1").await;
+        run(&mut b, "SELECT 1").await;
+        drop((a, b));
+        let long_ago = Instant::now().checked_sub(CLOSE_AFTER_IDLE).unwrap();
+        dedicated.idle.lock().unwrap()[0].1 = long_ago;
+        // The next operation closes the least recently used one, and reuses the other.
+        let connection = dedicated.get(&pool).await.unwrap();
+        assert!(is_dedicated(&connection));
+        assert_eq!(counts(&dedicated), (1, 0));
     }
 
     #[test]

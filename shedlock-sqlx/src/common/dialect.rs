@@ -19,6 +19,11 @@ use tokio::sync::broadcast;
 use super::Table;
 use super::row::RowParts;
 
+/// Connections of its own a provider on a database server may open by default: enough for 32
+/// lock statements at the same moment, which is where the server's throughput stops growing
+/// on the benchmark machine (`BENCHMARKS.md`); idle ones close after a minute.
+pub(crate) const DEFAULT_DEDICATED_CONNECTIONS: usize = 32;
+
 /// A connection of a dialect's database.
 pub(crate) type Connection<D> = <<D as Dialect>::Database as Database>::Connection;
 
@@ -58,10 +63,10 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
     fn connect(url: &str)
     -> impl Future<Output = Result<Pool<Self::Database>, sqlx::Error>> + Send;
 
-    /// How many connections of its own a provider keeps by default on `pool`.
+    /// How many connections of its own a provider may open by default on `pool`.
     #[doc(hidden)]
-    fn default_dedicated_connections(pool: &Pool<Self::Database>) -> usize {
-        pool.options().get_max_connections() as usize
+    fn default_dedicated_connections(_pool: &Pool<Self::Database>) -> usize {
+        DEFAULT_DEDICATED_CONNECTIONS
     }
 
     /// Takes the lock if it is free (and not acquired within `window`).

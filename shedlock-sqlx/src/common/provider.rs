@@ -22,8 +22,9 @@ use super::{
 ///
 /// - **Fast by default.** [`connect`](Self::connect) opens a pool set up for lock statements,
 ///   and the provider runs acquire, release and extend on
-///   [connections of its own](LockProviderBuilder::dedicated_connections) (by default as many
-///   as the pool's `max_connections`), one round trip per statement. Given a pool of yours
+///   [connections of its own](LockProviderBuilder::dedicated_connections) (by default up to 32
+///   on a server, 4 on an SQLite file, opened as concurrent statements need them and closed
+///   after a minute idle), one round trip per statement. Given a pool of yours
 ///   ([`new`](Self::new), [`builder`](Self::builder)), it does the same, opening those
 ///   connections through your pool (they count in addition to its `max_connections`).
 /// - **Serialization failures are retried.** A statement the database aborted with SQLSTATE

@@ -32,8 +32,8 @@ const ER_DUP_FIELDNAME: u16 = 1060;
 /// Every attempt starts from the table, so a row deleted by hand is recreated by the next one.
 ///
 /// [`connect`](SqlLockProvider::connect) opens a pool of sqlx's default size (10) that does not
-/// ping connections it hands out, and the provider keeps up to 10 connections of its own for
-/// lock statements (see
+/// ping connections it hands out; the provider opens up to 32 connections of its own for lock
+/// statements as concurrent statements need them (see
 /// [`dedicated_connections`](crate::LockProviderBuilder::dedicated_connections)).
 ///
 /// Lock names compare case-sensitively in a table made by

@@ -30,8 +30,8 @@ use hints::{ReleaseHints, is_unsupported};
 /// `clock_timestamp()`, so neither instance clocks nor session time zones matter.
 ///
 /// [`connect`](SqlLockProvider::connect) opens a pool of sqlx's default size (10) that does not
-/// ping connections it hands out (`test_before_acquire(false)`), and the provider keeps up to
-/// 10 connections of its own for lock statements (see
+/// ping connections it hands out (`test_before_acquire(false)`); the provider opens up to 32
+/// connections of its own for lock statements as concurrent statements need them (see
 /// [`dedicated_connections`](LockProviderBuilder::dedicated_connections)).
 ///
 /// For fast handover (leader election), a release can also send `NOTIFY` on the

@@ -219,13 +219,14 @@ impl Dialect for Sqlite {
         }
     }
 
-    /// None for an in-memory database: a connection taken out of its pool would be the only
-    /// one keeping the database alive, or a new empty database.
+    /// 4 on a file (one writer at a time: more would only wait for it); none for an in-memory
+    /// database, where a connection taken out of its pool would be the only one keeping the
+    /// database alive, or a new empty database.
     fn default_dedicated_connections(pool: &SqlitePool) -> usize {
         if is_in_memory(&pool.connect_options()) {
             0
         } else {
-            pool.options().get_max_connections() as usize
+            FILE_CONNECTIONS as usize
         }
     }
 
