@@ -110,13 +110,16 @@ impl<DB: Database> DedicatedConnections<DB> {
                 return Err(permit);
             };
             if idle_since.elapsed() < PING_AFTER_IDLE {
-                return Ok(self.lend(Lent::Dedicated(connection), Some(permit)));
+                let mut lent = self.lend(Lent::Dedicated(connection), Some(permit));
+                lent.reused = true;
+                return Ok(lent);
             }
             let mut lent = self.lend(Lent::Dedicated(connection), None);
             let pinged = lent.connection().ping().await;
             lent.finish(&pinged);
             if pinged.is_ok() {
                 lent.permit = Some(permit);
+                lent.reused = true;
                 return Ok(lent);
             }
             // Broken: dropping `lent` closes it, and the other idle ones.
@@ -146,6 +149,7 @@ impl<DB: Database> DedicatedConnections<DB> {
             lent: Some(lent),
             permit,
             state: State::Lent,
+            reused: false,
         }
     }
 }
@@ -201,6 +205,8 @@ pub(crate) struct LockConnection<'a, DB: Database> {
     /// Declared after `lent`, so that a connection is idle again before its place is freed.
     permit: Option<SemaphorePermit<'a>>,
     state: State,
+    /// A dedicated connection that was idle before this operation (not opened for it).
+    reused: bool,
 }
 
 impl<DB: Database> LockConnection<'_, DB> {
@@ -214,6 +220,13 @@ impl<DB: Database> LockConnection<'_, DB> {
             Some(Lent::Pooled(connection)) => connection,
             None => unreachable!("a LockConnection holds its connection until dropped"),
         }
+    }
+
+    /// Whether the operation failed on a connection that had been idle: the server may have
+    /// dropped it meanwhile (a restart, a cut network), so the operation deserves another
+    /// attempt on a new connection.
+    pub(crate) fn failed_after_idle(&self) -> bool {
+        self.reused && self.state == State::Failed
     }
 
     /// Records the outcome of the operation's last statement: the connection is reusable after

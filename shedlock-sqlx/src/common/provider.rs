@@ -69,7 +69,8 @@ impl<D: Dialect> std::fmt::Debug for SqlLockProvider<D> {
 }
 
 /// Runs one operation's statements (`$statements`, given a connection) on a connection of the
-/// provider's, again after a serialization failure (bounded, with jitter). Evaluates to
+/// provider's, again after a serialization failure (bounded, with jitter), and once more on a
+/// new connection when one that had been idle turns out broken. Evaluates to
 /// `Result<T, Option<sqlx::Error>>`, `Err(None)` when the conflict persisted.
 ///
 /// A macro rather than a function taking an async closure: the closure's future could not be
@@ -77,6 +78,7 @@ impl<D: Dialect> std::fmt::Debug for SqlLockProvider<D> {
 macro_rules! run {
     ($provider:expr, |$connection:ident| $statements:expr) => {{
         let mut retry = Retry::new();
+        let mut reconnected = false;
         loop {
             let mut lent = match $provider.connections.get(&$provider.pool).await {
                 Ok(lent) => lent,
@@ -87,8 +89,16 @@ macro_rules! run {
                 $statements.await
             };
             lent.finish(&outcome);
+            let stale = lent.failed_after_idle();
+            // Closes a broken connection, and with it the idle ones.
             drop(lent);
             match outcome {
+                // Once, on a new connection: the statements are conditional on the table, so
+                // running them again never grants a lease twice.
+                Err(e) if stale && !reconnected => {
+                    tracing::debug!(error = %e, "connection lost while idle; running again on a new one");
+                    reconnected = true;
+                }
                 Err(e) if Retry::is_serialization_failure(&e) => {
                     if !retry.pause().await {
                         tracing::debug!(error = %e, "serialization failures persisted");
