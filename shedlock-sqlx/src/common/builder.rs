@@ -152,9 +152,11 @@ impl<D: Dialect> LockProviderBuilder<D> {
     ///   can give every instance of the fleet (PostgreSQL's `max_connections` is 100 by
     ///   default).
     /// - One idle for 30 s is pinged before use. One whose statement failed on the connection
-    ///   (not in the database) or was cancelled mid-way is closed, together with the idle ones
-    ///   (a restarted server or a cut network took them too), so one operation sees the
-    ///   error and the next runs on a new connection.
+    ///   (not in the database, or with an error that ends the session) or was cancelled
+    ///   mid-way is closed, together with the idle ones (a restarted server or a cut network
+    ///   took them too). An operation that failed so on a connection that had been idle runs
+    ///   once more on a new one (its statements are conditional on the table, so this never
+    ///   grants a lease twice); the caller sees the error only if that fails too.
     /// - They are closed at the next operation after the pool was closed, and when the
     ///   provider and all its clones are dropped.
     pub fn dedicated_connections(mut self, connections: usize) -> Self {
