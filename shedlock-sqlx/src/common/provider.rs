@@ -187,6 +187,13 @@ impl<D: Dialect> SqlLockProvider<D> {
             .map_err(|e| store_error(Operation::Schema, &self.table.name, &self.table, e))
     }
 
+    /// The `CREATE TABLE IF NOT EXISTS` statement [`create_schema`](Self::create_schema) runs
+    /// for this provider's table and columns (the `sql/` file of its database, for the default
+    /// names): for migration tools, or a command line's `schema` command.
+    pub fn schema_sql(&self) -> String {
+        self.table.create_table_sql(&D::COLUMN_TYPES)
+    }
+
     /// The row of one lock, if it exists, with `held` decided by the database clock.
     ///
     /// # Errors

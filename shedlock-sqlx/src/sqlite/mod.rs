@@ -388,6 +388,23 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn schema_sql_is_what_the_sql_file_holds() {
+        let provider = SqlLockProvider::<Sqlite>::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        assert!(include_str!("../../sql/sqlite.sql").contains(&provider.schema_sql()));
+        let custom = SqlLockProvider::<Sqlite>::builder(provider.pool().clone())
+            .table("locks")
+            .build()
+            .unwrap();
+        assert!(
+            custom
+                .schema_sql()
+                .starts_with("CREATE TABLE IF NOT EXISTS locks (")
+        );
+    }
+
     #[test]
     fn modifiers_are_whole_milliseconds() {
         assert_eq!(modifier(Duration::from_millis(800)), "+0.800 seconds");
