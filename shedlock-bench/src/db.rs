@@ -49,9 +49,9 @@ pub(crate) enum PoolKind {
     /// ping before each checkout (`test_before_acquire(false)`): what a pool used for locks
     /// should look like.
     Tuned,
-    /// What `PgPool::connect(url)` / `MySqlPool::connect(url)` give (10 connections, ping on
-    /// every checkout); for SQLite, `SqliteLockProvider::connect`.
-    SqlxDefaults,
+    /// The pool `PgLockProvider::connect(url)` (and the others' `connect`) opens: the
+    /// README's path.
+    ProviderConnect,
 }
 
 /// A pool of one of the databases.
@@ -139,9 +139,12 @@ impl Databases {
                     .connect(&self.postgres)
                     .await?,
             ),
-            (Db::Postgres, PoolKind::SqlxDefaults) => {
-                Pool::Pg(sqlx::PgPool::connect(&self.postgres).await?)
-            }
+            (Db::Postgres, PoolKind::ProviderConnect) => Pool::Pg(
+                PgLockProvider::connect(&self.postgres)
+                    .await?
+                    .pool()
+                    .clone(),
+            ),
             (Db::Mysql, PoolKind::Tuned) => Pool::My(
                 MySqlPoolOptions::new()
                     .max_connections(size)
@@ -149,9 +152,12 @@ impl Databases {
                     .connect(&self.mysql)
                     .await?,
             ),
-            (Db::Mysql, PoolKind::SqlxDefaults) => {
-                Pool::My(sqlx::MySqlPool::connect(&self.mysql).await?)
-            }
+            (Db::Mysql, PoolKind::ProviderConnect) => Pool::My(
+                MySqlLockProvider::connect(&self.mysql)
+                    .await?
+                    .pool()
+                    .clone(),
+            ),
             (Db::Sqlite, PoolKind::Tuned) => Pool::Lite(
                 SqlitePoolOptions::new()
                     .max_connections(size.min(4))
@@ -159,7 +165,7 @@ impl Databases {
                     .connect_with(self.sqlite_options())
                     .await?,
             ),
-            (Db::Sqlite, PoolKind::SqlxDefaults) => Pool::Lite(
+            (Db::Sqlite, PoolKind::ProviderConnect) => Pool::Lite(
                 SqliteLockProvider::connect(&self.url(Db::Sqlite))
                     .await?
                     .pool()
@@ -188,30 +194,37 @@ impl Databases {
 
 impl Pool {
     /// A provider on this pool for `table`, acquiring as `holder`, keeping `dedicated`
-    /// connections (PostgreSQL and MySQL; SQLite has no such setting).
+    /// connections of its own (`None`: the default, the pool's `max_connections`).
     pub(crate) fn provider(
         &self,
         table: &str,
         holder: &str,
-        dedicated: usize,
+        dedicated: Option<usize>,
     ) -> anyhow::Result<Arc<dyn LockProvider>> {
+        fn dedicated_connections<D: shedlock::dialect::Dialect>(
+            builder: shedlock::LockProviderBuilder<D>,
+            connections: Option<usize>,
+        ) -> shedlock::LockProviderBuilder<D> {
+            match connections {
+                Some(n) => builder.dedicated_connections(n),
+                None => builder,
+            }
+        }
         Ok(match self {
             Pool::Pg(pool) => Arc::new(
-                PgLockProvider::builder(pool.clone())
+                dedicated_connections(PgLockProvider::builder(pool.clone()), dedicated)
                     .table(table)
                     .holder(holder)
-                    .dedicated_connections(dedicated)
                     .build()?,
             ),
             Pool::My(pool) => Arc::new(
-                MySqlLockProvider::builder(pool.clone())
+                dedicated_connections(MySqlLockProvider::builder(pool.clone()), dedicated)
                     .table(table)
                     .holder(holder)
-                    .dedicated_connections(dedicated)
                     .build()?,
             ),
             Pool::Lite(pool) => Arc::new(
-                SqliteLockProvider::builder(pool.clone())
+                dedicated_connections(SqliteLockProvider::builder(pool.clone()), dedicated)
                     .table(table)
                     .holder(holder)
                     .build()?,

@@ -33,7 +33,7 @@ pub(crate) struct Settings {
     part: String,
     databases: Vec<Db>,
     pub(crate) workers: Vec<usize>,
-    /// Only these throughput clients (`ours`, `raw`, `ours-dedicated`, …), for investigations.
+    /// Only these throughput clients (`ours`, `raw`, `ours-pool`, `raw-pool`), for investigations.
     pub(crate) clients: Option<Vec<String>>,
     /// Only this throughput mode (`uncontended` or `contended`).
     pub(crate) mode: Option<String>,
@@ -165,9 +165,9 @@ async fn run(dbs: &Databases, settings: &Settings) -> anyhow::Result<()> {
                 ratios.iter().map(|r| Some(r.to_raw)).collect::<Vec<_>>(),
             ),
             (
-                "raw_sql_dedicated",
+                "raw_sql_on_a_pool",
                 0.95,
-                ratios.iter().map(|r| r.dedicated_to_raw).collect(),
+                ratios.iter().map(|r| Some(r.pool_to_raw)).collect(),
             ),
             (
                 "pgbench",
@@ -175,9 +175,9 @@ async fn run(dbs: &Databases, settings: &Settings) -> anyhow::Result<()> {
                 ratios.iter().map(|r| r.to_pgbench).collect(),
             ),
             (
-                "pgbench_dedicated",
+                "pgbench_on_a_pool",
                 0.90,
-                ratios.iter().map(|r| r.dedicated_to_pgbench).collect(),
+                ratios.iter().map(|r| r.pool_to_pgbench).collect(),
             ),
         ];
         for (label, target, values) in summaries {

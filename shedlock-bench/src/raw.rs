@@ -15,6 +15,7 @@ pub(crate) const LEASE: Duration = Duration::from_secs(300);
 const LEASE_MICROS: i64 = 300_000_000;
 const LEASE_MODIFIER: &str = "+300.000 seconds";
 const NO_MINIMUM_MODIFIER: &str = "+0.000 seconds";
+const NO_WINDOW_MODIFIER: &str = "-0.000 seconds";
 
 /// Where a raw worker sends its statements.
 #[derive(Debug)]
@@ -43,6 +44,7 @@ macro_rules! pg_pair {
             .bind($name)
             .bind($holder)
             .bind(LEASE)
+            .bind(Duration::ZERO) // no `unless_acquired_within` window
             .fetch_optional($exec)
             .await?;
         let Some((token, _, _)) = row else {
@@ -64,8 +66,14 @@ macro_rules! pg_pair {
 macro_rules! mysql_acquire {
     ($sql:expr, $exec:expr, $name:expr, $holder:expr) => {
         'acquire: {
+            // The window (`unless_acquired_within`, 0 µs) appears four times.
             let updated = sqlx::query($sql.acquire.clone())
+                .bind(0i64)
                 .bind($holder)
+                .bind(0i64)
+                .bind(0i64)
+                .bind(LEASE_MICROS)
+                .bind(0i64)
                 .bind(LEASE_MICROS)
                 .bind($name)
                 .execute($exec)
@@ -125,6 +133,7 @@ macro_rules! sqlite_pair {
                 .bind($name)
                 .bind($holder)
                 .bind(LEASE_MODIFIER)
+                .bind(NO_WINDOW_MODIFIER)
                 .fetch_optional($exec)
                 .await;
         // As the provider: a busy database on acquire is "not acquired this time".
@@ -149,7 +158,7 @@ macro_rules! sqlite_pair {
 impl RawSql {
     /// Records a provider on `pool` acquiring a new name of `table` and releasing it.
     pub(crate) async fn capture(db: Db, pool: &Pool, table: &str) -> anyhow::Result<Self> {
-        let provider = pool.provider(table, "bench-capture", 0)?;
+        let provider = pool.provider(table, "bench-capture", None)?;
         let name = format!("capture-{}-{}", std::process::id(), db.name());
         let config = LockConfiguration::new(name, LEASE, Duration::ZERO)?;
         let (lease, mut acquire) = record(provider.acquire(&config)).await;

@@ -70,7 +70,7 @@ pub(crate) async fn run(
         let mut providers = Vec::new();
         for (rows, table) in tables {
             fill(&pool, table, rows).await?;
-            providers.push(pool.provider(table, "bench-scaling", 0)?);
+            providers.push(pool.provider(table, "bench-scaling", None)?);
         }
         let config = LockConfiguration::new("scaling-probe", LEASE, Duration::ZERO)?;
         let mut samples = [Samples::default(), Samples::default()];

@@ -103,8 +103,8 @@ pub(crate) struct Counts {
 pub(crate) async fn count(dbs: &Databases, db: Db, table: &str) -> anyhow::Result<Counts> {
     let pool = dbs.pool(db, PoolKind::Tuned, 1).await?;
     pool.create_schema(table).await?;
-    let ours = pool.provider(table, "bench-count", 0)?;
-    let other = pool.provider(table, "bench-count-other", 0)?;
+    let ours = pool.provider(table, "bench-count", None)?;
+    let other = pool.provider(table, "bench-count-other", None)?;
     let name = format!("count-{}", std::process::id());
     let config = LockConfiguration::new(name, Duration::from_secs(60), Duration::ZERO)?;
     let lease = |lease: Option<_>| lease.ok_or_else(|| anyhow::anyhow!("lock not acquired"));

@@ -29,13 +29,21 @@ pub(crate) fn percentile(values: &[f64], p: f64) -> f64 {
 /// between two readings take their time with them, so compare readings only across a window
 /// in which the threads doing the work stay alive (a timed run). Zero where neither file exists.
 pub(crate) fn process_cpu() -> Duration {
+    match schedstat_cpu("/proc/self/task") {
+        Some(cpu) => cpu,
+        None => process_cpu_ticks(),
+    }
+}
+
+/// CPU time of a process's threads (`/proc/<pid>/task`) so far; `None` once it is gone.
+pub(crate) fn cpu_of(task_dir: &str) -> Option<Duration> {
+    schedstat_cpu(task_dir)
+}
+
+fn schedstat_cpu(task_dir: &str) -> Option<Duration> {
     let mut nanos = 0;
     let mut found = false;
-    for task in std::fs::read_dir("/proc/self/task")
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
+    for task in std::fs::read_dir(task_dir).into_iter().flatten().flatten() {
         let schedstat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
         if let Some(on_cpu) = schedstat
             .split_whitespace()
@@ -46,11 +54,7 @@ pub(crate) fn process_cpu() -> Duration {
             found = true;
         }
     }
-    if found {
-        Duration::from_nanos(nanos)
-    } else {
-        process_cpu_ticks()
-    }
+    found.then(|| Duration::from_nanos(nanos))
 }
 
 /// User + system CPU time of this process from `/proc/self/stat`, in 10 ms ticks.

@@ -10,11 +10,29 @@
 //!
 //! Release and extend are one `UPDATE` each (MySQL: extend reads the new `lock_until` back with
 //! a second statement). All statements run in autocommit; none waits for a lock to become free.
-//! The statement counts are pinned by the tests (`statements_per_operation`). sqlx's pool adds
-//! round trips of its own: a ping whenever it takes a connection back, and another whenever it
-//! hands one out unless built with `test_before_acquire(false)`. Build a pool used only for
-//! locks that way; under heavy lock traffic, let the provider keep connections of its own with
-//! `dedicated_connections` (PostgreSQL, MySQL), which saves both pings.
+//! The statement counts are pinned by the tests (`statements_per_operation`).
+//!
+//! # One provider, one seam per database
+//!
+//! The three providers are one type, [`SqlLockProvider<D>`](SqlLockProvider), over a
+//! [`Dialect`](dialect::Dialect): the builder, connection handling, retries, error mapping,
+//! inspection ([`lock_state`](SqlLockProvider::lock_state),
+//! [`list_locks`](SqlLockProvider::list_locks)), the fencing guard
+//! ([`verify_lease`](SqlLockProvider::verify_lease)) and
+//! [`create_schema`](SqlLockProvider::create_schema) are written once; a dialect supplies its
+//! SQL text, column types and how parameters are bound and results read.
+//! [`PgLockProvider`], [`MySqlLockProvider`] and [`SqliteLockProvider`] name the three.
+//!
+//! # The fast path
+//!
+//! sqlx's pool pings a connection whenever it takes one back, and (unless built with
+//! `test_before_acquire(false)`) whenever it hands one out: on a lock statement of one round
+//! trip, that is two or three. So every provider runs its lock statements on connections of
+//! its own, up to 32 by default (4 on an SQLite file), opened as concurrent statements need
+//! them ([`dedicated_connections`](LockProviderBuilder::dedicated_connections)), and
+//! `connect(url)` opens a pool that skips the checkout ping. Given a pool of yours, the
+//! provider opens its connections through it (its options and `after_connect` apply), in
+//! addition to its `max_connections`.
 //!
 //! ```
 //! # #[cfg(feature = "sqlite")]
@@ -103,10 +121,22 @@ mod postgres;
 mod sqlite;
 
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-pub use common::{ColumnNames, LockProviderBuilder, LockRow};
+pub use common::{ColumnNames, LockProviderBuilder, LockRow, SqlLockProvider};
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlLockProvider;
 #[cfg(feature = "postgres")]
 pub use postgres::PgLockProvider;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteLockProvider;
+
+/// The databases [`SqlLockProvider`] speaks: one marker type per SQL dialect.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub mod dialect {
+    pub use crate::common::dialect::Dialect;
+    #[cfg(feature = "mysql")]
+    pub use crate::mysql::MySql;
+    #[cfg(feature = "postgres")]
+    pub use crate::postgres::Pg;
+    #[cfg(feature = "sqlite")]
+    pub use crate::sqlite::Sqlite;
+}

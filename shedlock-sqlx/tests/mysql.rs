@@ -12,7 +12,7 @@ use shedlock_sqlx::MySqlLockProvider;
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{AssertSqlSafe, Executor, MySqlPool};
 
-use common::{DbHarness, database_url, lease_config, unique_table};
+use common::{database_url, lease_config, unique_table};
 
 async fn pool_in_time_zone(time_zone: Option<&'static str>) -> Option<MySqlPool> {
     let url = database_url(
@@ -41,22 +41,6 @@ async fn pool() -> Option<MySqlPool> {
     pool_in_time_zone(None).await
 }
 
-mod conformance {
-    use super::*;
-
-    /// All cases share one table (lock names are unique per case).
-    async fn harness() -> Option<DbHarness> {
-        let provider = MySqlLockProvider::builder(pool().await?)
-            .table("shedlock_conformance")
-            .build()
-            .expect("valid configuration");
-        provider.create_schema().await.expect("create schema");
-        Some(DbHarness::over(provider))
-    }
-
-    shedlock_core::conformance_tests!(harness());
-}
-
 test_db!(MySql(MySqlPool) for MySqlLockProvider {
     timestamp: "DATETIME(3)",
     enforces_varchar: true,
@@ -73,14 +57,7 @@ async fn db_now(pool: &MySqlPool) -> SystemTime {
     now.and_utc().into()
 }
 
-mod cases {
-    use super::*;
-    sql_provider_cases!(async {
-        Some(MySql {
-            pool: pool().await?,
-        })
-    });
-}
+sql_provider_tests!(MySql, pool());
 
 /// In a table made by `create_schema` lock names are case-sensitive, as in the other dialects.
 #[tokio::test]

@@ -9,10 +9,10 @@ use std::time::{Duration, SystemTime};
 use chrono::NaiveDateTime;
 use shedlock_core::{Error, LockProvider};
 use shedlock_sqlx::PgLockProvider;
-use sqlx::postgres::{PgListener, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Executor, PgPool};
 
-use common::{DbHarness, database_url, lease_config, unique_table};
+use common::{database_url, lease_config, unique_table};
 
 async fn pool_in_time_zone(time_zone: Option<&'static str>) -> Option<PgPool> {
     let url = database_url(
@@ -41,23 +41,6 @@ async fn pool() -> Option<PgPool> {
     pool_in_time_zone(None).await
 }
 
-mod conformance {
-    use super::*;
-
-    /// All cases share one table (lock names are unique per case); `create_schema` is safe to
-    /// run concurrently.
-    async fn harness() -> Option<DbHarness> {
-        let provider = PgLockProvider::builder(pool().await?)
-            .table("shedlock_conformance")
-            .build()
-            .expect("valid configuration");
-        provider.create_schema().await.expect("create schema");
-        Some(DbHarness::over(provider))
-    }
-
-    shedlock_core::conformance_tests!(harness());
-}
-
 test_db!(Pg(PgPool) for PgLockProvider {
     timestamp: "TIMESTAMP",
     enforces_varchar: true,
@@ -74,14 +57,7 @@ async fn db_now(pool: &PgPool) -> SystemTime {
     now.and_utc().into()
 }
 
-mod cases {
-    use super::*;
-    sql_provider_cases!(async {
-        Some(Pg {
-            pool: pool().await?,
-        })
-    });
-}
+sql_provider_tests!(Pg, pool());
 
 /// Whether no notification arrives within `millis`.
 async fn quiet_for(listener: &mut PgListener, millis: u64) -> bool {
@@ -202,3 +178,204 @@ session_time_zones_case!(
 );
 
 fencing_guard_case!(PgLockProvider, pool, "$1");
+
+/// The provider on a database whose every transaction runs at `SERIALIZABLE`, as CockroachDB's
+/// do: the conformance suite, the SQL provider cases, serialization failures retried and never
+/// reported, and an 8-worker lost-update fuzz that tolerates no error at all.
+mod serializable {
+    use std::str::FromStr;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use shedlock_core::{LockConfiguration, LockingTaskExecutor, TaskResult};
+    use tokio::sync::OnceCell;
+
+    use super::*;
+
+    const DATABASE: &str = "shedlock_serializable";
+
+    /// A pool on `shedlock_serializable`, created on the `SHEDLOCK_TEST_PG_URL` server (once per
+    /// test binary) with `default_transaction_isolation = 'serializable'`.
+    pub(super) async fn pool() -> Option<PgPool> {
+        static CREATED: OnceCell<()> = OnceCell::const_new();
+        let admin = super::pool().await?;
+        CREATED
+            .get_or_init(|| async {
+                let exists: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)",
+                )
+                .bind(DATABASE)
+                .fetch_one(&admin)
+                .await
+                .expect("read pg_database");
+                if !exists {
+                    // Another test binary may create it at the same time.
+                    if let Err(e) = admin.execute(AssertSqlSafe(format!("CREATE DATABASE {DATABASE}"))).await {
+                        let code = e.as_database_error().and_then(|d| d.code());
+                        assert!(
+                            matches!(code.as_deref(), Some("42P04" | "23505")),
+                            "create {DATABASE}: {e}"
+                        );
+                    }
+                }
+                admin
+                    .execute(AssertSqlSafe(format!(
+                        "ALTER DATABASE {DATABASE} SET default_transaction_isolation = 'serializable'"
+                    )))
+                    .await
+                    .expect("make the database serializable");
+            })
+            .await;
+        let url = std::env::var("SHEDLOCK_TEST_PG_URL").expect("checked by pool()");
+        let options = PgConnectOptions::from_str(&url)
+            .expect("a valid URL")
+            .database(DATABASE);
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .expect("connect to the serializable database");
+        let isolation: String = sqlx::query_scalar("SHOW transaction_isolation")
+            .fetch_one(&pool)
+            .await
+            .expect("read the isolation level");
+        assert_eq!(isolation, "serializable");
+        Some(pool)
+    }
+
+    sql_provider_tests!(Pg, pool());
+
+    /// An acquire whose statement waits behind a concurrent update of its row fails with
+    /// SQLSTATE 40001 once that update commits; the provider retries it, and the caller sees
+    /// only the outcome.
+    #[tokio::test]
+    async fn serialization_failure_is_retried_not_reported() {
+        let Some(pool) = pool().await else { return };
+        let table = unique_table("shedlock_retry");
+        let provider = PgLockProvider::builder(pool.clone())
+            .table(&table)
+            .build()
+            .unwrap();
+        provider.create_schema().await.unwrap();
+        let c = lease_config("conflict", Duration::from_secs(60));
+        let first = provider.acquire(&c).await.unwrap().expect("free");
+        assert!(provider.release(&first).await.unwrap());
+
+        let mut other = pool.begin().await.unwrap();
+        sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {table} SET locked_by = locked_by WHERE name = 'conflict'"
+        )))
+        .execute(&mut *other)
+        .await
+        .unwrap();
+        let acquiring = {
+            let provider = provider.clone();
+            let c = c.clone();
+            tokio::spawn(async move { provider.acquire(&c).await })
+        };
+        // The acquire now waits for the row; without a retry it would fail at the commit.
+        wait_for_lock_wait(&pool, &table).await;
+        other.commit().await.unwrap();
+        let lease = acquiring
+            .await
+            .unwrap()
+            .expect("no error: the serialization failure was retried")
+            .expect("the lock was free");
+        assert_eq!(lease.fencing_token(), first.fencing_token() + 1);
+        pool.execute(AssertSqlSafe(format!("DROP TABLE {table}")))
+            .await
+            .unwrap();
+    }
+
+    /// Waits until a statement on `table` waits for a row lock.
+    async fn wait_for_lock_wait(pool: &PgPool, table: &str) {
+        let pattern = format!("%INSERT INTO {table} %");
+        for _ in 0..500 {
+            let waiting: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity \
+                 WHERE wait_event_type = 'Lock' AND query LIKE $1)",
+            )
+            .bind(&pattern)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+            if waiting {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the acquire never waited for the row lock");
+    }
+
+    /// 8 workers on 2 lock names at `SERIALIZABLE`: no update lost, and not one error reported
+    /// to a job, although contended acquisitions conflict.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn contended_fuzz_reports_no_error() {
+        const WORKERS: usize = 8;
+        const QUOTA: u64 = 15;
+        let Some(pool) = pool().await else { return };
+        let table = unique_table("shedlock_fuzz");
+        let provider = PgLockProvider::builder(pool.clone())
+            .table(&table)
+            .build()
+            .unwrap();
+        provider.create_schema().await.unwrap();
+        let counters: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let errors = Arc::new(AtomicU64::new(0));
+        let mut workers = Vec::new();
+        for worker in 0..WORKERS {
+            let executor =
+                LockingTaskExecutor::new(provider.with_holder(format!("w{worker}")).unwrap());
+            let index = worker % 2;
+            let lock = LockConfiguration::new(
+                format!("fuzz{index}"),
+                Duration::from_secs(60),
+                Duration::ZERO,
+            )
+            .unwrap();
+            let (counters, errors) = (Arc::clone(&counters), Arc::clone(&errors));
+            workers.push(tokio::spawn(async move {
+                let mut done = 0;
+                while done < QUOTA {
+                    let counter = &counters[index];
+                    let outcome = executor
+                        .execute(&lock, async {
+                            let seen = counter.load(Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_millis(1)).await;
+                            counter.store(seen + 1, Ordering::SeqCst);
+                        })
+                        .await;
+                    match outcome {
+                        Ok(TaskResult::Executed(())) => done += 1,
+                        Ok(TaskResult::Skipped) => tokio::task::yield_now().await,
+                        Err(error) => {
+                            eprintln!("worker {worker}: {error}");
+                            errors.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                }
+            }));
+        }
+        for worker in workers {
+            worker.await.unwrap();
+        }
+        let expected = QUOTA * (WORKERS as u64 / 2);
+        assert_eq!(counters[0].load(Ordering::SeqCst), expected);
+        assert_eq!(counters[1].load(Ordering::SeqCst), expected);
+        assert_eq!(errors.load(Ordering::SeqCst), 0, "errors reported to jobs");
+        for index in 0..2 {
+            let row = provider
+                .lock_state(&format!("fuzz{index}"))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                row.fencing_token, expected as i64,
+                "one token per execution"
+            );
+        }
+        pool.execute(AssertSqlSafe(format!("DROP TABLE {table}")))
+            .await
+            .unwrap();
+    }
+}

@@ -39,11 +39,6 @@ async fn memory_provider() -> SqliteLockProvider {
     provider
 }
 
-mod conformance_file {
-    use super::*;
-    shedlock_core::conformance_tests!(async { Some(DbHarness::over(file_provider().await)) });
-}
-
 mod conformance_memory {
     use super::*;
     shedlock_core::conformance_tests!(async { Some(DbHarness::over(memory_provider().await)) });
@@ -65,14 +60,7 @@ async fn db_now(pool: &SqlitePool) -> SystemTime {
     now.and_utc().into()
 }
 
-mod cases {
-    use super::*;
-    sql_provider_cases!(async {
-        Some(Sqlite {
-            pool: file_provider().await.pool().clone(),
-        })
-    });
-}
+sql_provider_tests!(Sqlite, async { Some(file_provider().await.pool().clone()) });
 
 /// Every `sqlite::memory:` connection is a database of its own.
 #[tokio::test]

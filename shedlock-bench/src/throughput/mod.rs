@@ -1,6 +1,7 @@
-//! Acquire + release pairs per second: our providers against the same statements through a
-//! bare sqlx loop on the same pool configuration, and (PostgreSQL) against pgbench; runs of
-//! the clients interleaved (A B C, then C B A, …), medians reported.
+//! Acquire + release pairs per second: our providers as `connect(url)` sets them up (the
+//! default path) against the same statements through a bare sqlx loop on connections of its
+//! own, and (PostgreSQL) against pgbench; our providers on a pool only against the bare loop on
+//! the same pool. Runs of the clients interleaved (A B C, then C B A, …), medians reported.
 
 mod report;
 
@@ -38,25 +39,28 @@ impl Mode {
 /// Who sends the statements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Client {
-    /// Our provider on a pool.
-    Provider(PoolKind),
-    /// Our provider with `dedicated_connections(workers)` on the tuned pool.
-    ProviderDedicated,
-    /// The bare loop on a pool.
-    Raw(PoolKind),
+    /// Our provider as `connect(url)` sets it up: its own connections (as many as the pool's
+    /// `max_connections`), the README's path.
+    Provider,
+    /// Our provider on the tuned pool with `dedicated_connections(0)`: a checkout per statement.
+    ProviderPooled,
+    /// Our provider as `connect(url)` sets it up, with `dedicated_connections(workers)`: as many
+    /// connections as the bare loop and pgbench (only with `--clients`).
+    ProviderPerWorker,
     /// The bare loop, each worker on a connection of its own (no pool at all).
-    RawDedicated,
+    Raw,
+    /// The bare loop on the tuned pool, a checkout per statement.
+    RawPooled,
 }
 
 impl Client {
     fn label(self) -> &'static str {
         match self {
-            Client::Provider(PoolKind::Tuned) => "ours",
-            Client::Raw(PoolKind::Tuned) => "raw",
-            Client::Provider(PoolKind::SqlxDefaults) => "ours-sqlx-defaults",
-            Client::ProviderDedicated => "ours-dedicated",
-            Client::Raw(PoolKind::SqlxDefaults) => "raw-sqlx-defaults",
-            Client::RawDedicated => "raw-dedicated",
+            Client::Provider => "ours",
+            Client::Raw => "raw",
+            Client::ProviderPooled => "ours-pool",
+            Client::ProviderPerWorker => "ours-per-worker",
+            Client::RawPooled => "raw-pool",
         }
     }
 }
@@ -130,12 +134,13 @@ async fn run_once(
     for i in 0..workers {
         let (control, name) = (Arc::clone(&control), lock_name(client, mode, i));
         let handle = match client {
-            Client::Provider(_) | Client::ProviderDedicated => {
+            Client::Provider | Client::ProviderPooled | Client::ProviderPerWorker => {
                 if provider.is_none() {
                     // One provider for all workers, as one instance of a service has.
                     let (kind, dedicated) = match client {
-                        Client::Provider(kind) => (kind, 0),
-                        _ => (PoolKind::Tuned, workers),
+                        Client::Provider => (PoolKind::ProviderConnect, None),
+                        Client::ProviderPerWorker => (PoolKind::ProviderConnect, Some(workers)),
+                        _ => (PoolKind::Tuned, Some(0)),
                     };
                     let on = dbs.pool(db, kind, workers).await?;
                     provider = Some(on.provider(TABLE, "bench-ours", dedicated)?);
@@ -157,11 +162,11 @@ async fn run_once(
                     None
                 })
             }
-            Client::Raw(_) | Client::RawDedicated => {
+            Client::Raw | Client::RawPooled => {
                 let mut source = match client {
-                    Client::Raw(kind) => {
+                    Client::RawPooled => {
                         if pool.is_none() {
-                            pool = Some(dbs.pool(db, kind, workers).await?);
+                            pool = Some(dbs.pool(db, PoolKind::Tuned, workers).await?);
                         }
                         Source::Pool(pool.clone().ok_or_else(|| anyhow::anyhow!("no pool"))?)
                     }
@@ -238,20 +243,23 @@ async fn run_once(
     })
 }
 
-/// The clients of a case, in the order they run in each round.
-fn clients(db: Db, mode: Mode) -> Vec<Client> {
-    let mut clients = vec![
-        Client::Provider(PoolKind::Tuned),
-        Client::Raw(PoolKind::Tuned),
-        Client::Provider(PoolKind::SqlxDefaults),
+/// The clients of a case, in the order they run in each round: all of them with `--clients`,
+/// else all but `ours-per-worker`.
+fn clients(chosen: Option<&[String]>) -> Vec<Client> {
+    let all = [
+        Client::Provider,
+        Client::Raw,
+        Client::ProviderPooled,
+        Client::RawPooled,
+        Client::ProviderPerWorker,
     ];
-    if mode == Mode::Uncontended {
-        if db != Db::Sqlite {
-            clients.push(Client::ProviderDedicated);
-        }
-        clients.push(Client::RawDedicated);
+    match chosen {
+        Some(chosen) => all
+            .into_iter()
+            .filter(|c| chosen.iter().any(|o| o == c.label()))
+            .collect(),
+        None => all[..4].to_vec(),
     }
-    clients
 }
 
 /// Every case on `databases`; returns each case's ratios.
@@ -270,6 +278,8 @@ pub(crate) async fn run(
     for &db in databases {
         let setup = dbs.pool(db, PoolKind::Tuned, 1).await?;
         setup.create_schema(TABLE).await?;
+        // Leases left by an interrupted run (300 s) would turn "uncontended" into "held".
+        setup.execute(format!("DELETE FROM {TABLE}")).await?;
         let sql = Arc::new(RawSql::capture(db, &setup, TABLE).await?);
         setup.close().await;
         println!(
@@ -286,10 +296,7 @@ pub(crate) async fn run(
                 continue;
             }
             for &workers in &settings.workers {
-                let mut clients = clients(db, mode);
-                if let Some(only) = &settings.clients {
-                    clients.retain(|c| only.iter().any(|o| o == c.label()));
-                }
+                let clients = clients(settings.clients.as_deref());
                 let pgbench = with_pgbench && db == Db::Postgres && mode == Mode::Uncontended;
                 let mut series: Vec<Series> = clients.iter().map(|_| Series::default()).collect();
                 let mut pgbench_runs = Vec::new();
@@ -298,8 +305,7 @@ pub(crate) async fn run(
                     // A B C pgbench, then pgbench C B A, …: neighbours in time get compared.
                     let forward = rep % 2 == 0;
                     if pgbench && !forward {
-                        pgbench_runs
-                            .push(pgbench::pairs_per_sec(&dbs.postgres, workers, seconds).await?);
+                        pgbench_runs.push(pgbench::run(&dbs.postgres, workers, seconds).await?);
                     }
                     let mut order: Vec<usize> = (0..clients.len()).collect();
                     if !forward {
@@ -310,8 +316,7 @@ pub(crate) async fn run(
                         series[i].0.push(run.await?);
                     }
                     if pgbench && forward {
-                        pgbench_runs
-                            .push(pgbench::pairs_per_sec(&dbs.postgres, workers, seconds).await?);
+                        pgbench_runs.push(pgbench::run(&dbs.postgres, workers, seconds).await?);
                     }
                 }
                 let case = format!("db={} workers={workers} mode={}", db.name(), mode.name());

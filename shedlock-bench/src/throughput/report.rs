@@ -1,7 +1,7 @@
 //! The medians, ratios and lines of one throughput case.
 
 use super::{Client, Run};
-use crate::db::PoolKind;
+use crate::pgbench::PgbenchRun;
 use crate::stats::median;
 
 /// Medians of a client's runs.
@@ -47,14 +47,14 @@ impl Series {
 /// The ratios of one case, for the summary.
 #[derive(Debug, Default)]
 pub(crate) struct Ratios {
-    /// Ours to the bare loop, both on the tuned pool.
+    /// Ours (default path) to the bare loop on connections of its own.
     pub(crate) to_raw: f64,
-    /// Ours to the bare loop, both on dedicated connections.
-    pub(crate) dedicated_to_raw: Option<f64>,
-    /// Ours (tuned pool) to pgbench.
+    /// Ours on a pool only to the bare loop on the same pool.
+    pub(crate) pool_to_raw: f64,
+    /// Ours (default path) to pgbench.
     pub(crate) to_pgbench: Option<f64>,
-    /// Ours (dedicated connections) to pgbench.
-    pub(crate) dedicated_to_pgbench: Option<f64>,
+    /// Ours on a pool only to pgbench.
+    pub(crate) pool_to_pgbench: Option<f64>,
 }
 
 /// Prints a case: the `lock-bench` line, details, every run, and the pgbench line. Rates are
@@ -63,21 +63,18 @@ pub(super) fn report(
     case: &str,
     clients: &[Client],
     series: &[Series],
-    pgbench_runs: Option<&[f64]>,
+    pgbench_runs: Option<&[PgbenchRun]>,
 ) -> Ratios {
     let missing = Series::default();
-    let of = |client: Client| {
+    let get = |client: Client| {
         let i = clients.iter().position(|&c| c == client);
-        i.map(|i| &series[i])
+        i.map_or(&missing, |i| &series[i])
     };
-    let get = |client| of(client).unwrap_or(&missing);
-    let (ours, raw) = (
-        get(Client::Provider(PoolKind::Tuned)),
-        get(Client::Raw(PoolKind::Tuned)),
-    );
-    let defaults = get(Client::Provider(PoolKind::SqlxDefaults));
+    let (ours, raw) = (get(Client::Provider), get(Client::Raw));
+    let (ours_pool, raw_pool) = (get(Client::ProviderPooled), get(Client::RawPooled));
     let mut ratios = Ratios {
         to_raw: ours.ratio_to(&raw.rates()),
+        pool_to_raw: ours_pool.ratio_to(&raw_pool.rates()),
         ..Ratios::default()
     };
     println!(
@@ -87,32 +84,28 @@ pub(super) fn report(
         ratios.to_raw
     );
     println!(
-        "  detail {case} cpu_us_per_pair ours={:.1} raw={:.1}; \
-         ours_on_sqlx_default_pool pairs_per_sec={:.0} (x{:.2} of ours)",
+        "  detail {case} cpu_us_per_pair ours={:.1} raw={:.1}; on a pool: ours_pool \
+         pairs_per_sec={:.0} raw_pool pairs_per_sec={:.0} ratio={:.2} cpu_us_per_pair \
+         ours_pool={:.1} raw_pool={:.1}; ours_pool is x{:.2} of ours",
         ours.cpu(),
         raw.cpu(),
-        defaults.rate(),
-        defaults.ratio_to(&ours.rates())
+        ours_pool.rate(),
+        raw_pool.rate(),
+        ratios.pool_to_raw,
+        ours_pool.cpu(),
+        raw_pool.cpu(),
+        ours_pool.ratio_to(&ours.rates())
     );
-    let ours_dedicated = of(Client::ProviderDedicated);
-    if let Some(raw_dedicated) = of(Client::RawDedicated) {
-        let mut line = format!(
-            "  dedicated {case} raw_dedicated pairs_per_sec={:.0} cpu_us_per_pair={:.1}",
-            raw_dedicated.rate(),
-            raw_dedicated.cpu()
+    let per_worker = clients.iter().position(|&c| c == Client::ProviderPerWorker);
+    if let Some(per_worker) = per_worker.map(|i| &series[i]) {
+        println!(
+            "  per-worker {case} ours_per_worker pairs_per_sec={:.0} cpu_us_per_pair={:.1} \
+             ratio_to_raw={:.2} (x{:.2} of ours)",
+            per_worker.rate(),
+            per_worker.cpu(),
+            per_worker.ratio_to(&raw.rates()),
+            per_worker.ratio_to(&ours.rates())
         );
-        if let Some(dedicated) = ours_dedicated {
-            let ratio = dedicated.ratio_to(&raw_dedicated.rates());
-            ratios.dedicated_to_raw = Some(ratio);
-            line += &format!(
-                "; ours_dedicated pairs_per_sec={:.0} cpu_us_per_pair={:.1} ratio={ratio:.2} \
-                 (x{:.2} of ours on the pool)",
-                dedicated.rate(),
-                dedicated.cpu(),
-                dedicated.ratio_to(&ours.rates())
-            );
-        }
-        println!("{line}");
     }
     let runs: Vec<String> = clients
         .iter()
@@ -121,23 +114,29 @@ pub(super) fn report(
         .collect();
     println!("  runs {case} {}", runs.join(" "));
     if let Some(pgbench_runs) = pgbench_runs {
-        let to_pgbench = ours.ratio_to(pgbench_runs);
+        let rates: Vec<f64> = pgbench_runs.iter().map(|r| r.pairs_per_sec).collect();
+        let cpu: Vec<f64> = pgbench_runs.iter().map(|r| r.cpu_us_per_pair).collect();
+        let to_pgbench = ours.ratio_to(&rates);
+        let pool_to_pgbench = ours_pool.ratio_to(&rates);
         ratios.to_pgbench = Some(to_pgbench);
-        let mut line = format!(
-            "lock-bench-pgbench {case} pgbench_pairs_per_sec={:.0} pairs_per_sec={:.0} ratio={to_pgbench:.2}",
-            median(pgbench_runs),
+        ratios.pool_to_pgbench = Some(pool_to_pgbench);
+        println!(
+            "lock-bench-pgbench {case} pgbench_pairs_per_sec={:.0} pairs_per_sec={:.0} \
+             ratio={to_pgbench:.2} pool_ratio={pool_to_pgbench:.2} cpu_us_per_pair \
+             pgbench={:.1} ours={:.1} raw={:.1}",
+            median(&rates),
             ours.rate(),
+            median(&cpu),
+            ours.cpu(),
+            raw.cpu(),
         );
-        if let Some(dedicated) = ours_dedicated {
-            let ratio = dedicated.ratio_to(pgbench_runs);
-            ratios.dedicated_to_pgbench = Some(ratio);
-            line += &format!(
-                " dedicated_pairs_per_sec={:.0} dedicated_ratio={ratio:.2}",
-                dedicated.rate(),
+        if let Some(per_worker) = per_worker.map(|i| &series[i]) {
+            println!(
+                "  per-worker-pgbench {case} ratio={:.2}",
+                per_worker.ratio_to(&rates)
             );
         }
-        println!("{line}");
-        let runs: Vec<String> = pgbench_runs.iter().map(|r| format!("{r:.0}")).collect();
+        let runs: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
         println!("  runs {case} pgbench=[{}]", runs.join(","));
     }
     ratios

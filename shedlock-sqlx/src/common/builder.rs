@@ -1,10 +1,13 @@
-//! The builder shared by all SQL providers, and the validated table description it produces.
+//! The builder of every SQL provider, and the validated table description it produces.
 
 use std::sync::Arc;
 
 use shedlock_core::{Error, default_holder};
+use sqlx::Pool;
 
+use super::dialect::{ColumnTypes, Dialect};
 use super::identifier::{validate_column, validate_table};
+use super::provider::SqlLockProvider;
 
 /// Longest holder identity: the `VARCHAR(255)` `locked_by` column.
 pub(crate) const MAX_HOLDER_LEN: usize = 255;
@@ -78,7 +81,7 @@ impl ColumnNames {
     }
 }
 
-/// Configures a SQL lock provider: table, columns and holder identity.
+/// Configures a SQL lock provider: table, columns, holder identity and connections.
 ///
 /// Get one from `PgLockProvider::builder`, `MySqlLockProvider::builder` or
 /// `SqliteLockProvider::builder`; `build()` validates every identifier and returns
@@ -86,29 +89,25 @@ impl ColumnNames {
 /// Only plain identifiers (`[A-Za-z_][A-Za-z0-9_]*`, at most 63 characters each) are accepted,
 /// the table optionally as `schema.table`: they are written into the SQL unquoted.
 #[derive(Debug)]
-pub struct LockProviderBuilder<P> {
-    pool: P,
+pub struct LockProviderBuilder<D: Dialect> {
+    pool: Pool<D::Database>,
     table: String,
     columns: ColumnNames,
     holder: Option<String>,
-    /// Connections the provider keeps for lock statements (PostgreSQL and MySQL).
-    #[cfg(any(feature = "postgres", feature = "mysql"))]
-    pub(crate) dedicated_connections: usize,
-    #[cfg(feature = "postgres")]
-    pub(crate) release_notify: crate::postgres::ReleaseNotify,
+    dedicated_connections: Option<usize>,
+    /// The dialect's own settings (PostgreSQL: release notifications).
+    pub(crate) options: D::Options,
 }
 
-impl<P> LockProviderBuilder<P> {
-    pub(crate) fn new(pool: P) -> Self {
+impl<D: Dialect> LockProviderBuilder<D> {
+    pub(crate) fn new(pool: Pool<D::Database>) -> Self {
         LockProviderBuilder {
             pool,
             table: "shedlock".into(),
             columns: ColumnNames::default(),
             holder: None,
-            #[cfg(any(feature = "postgres", feature = "mysql"))]
-            dedicated_connections: 0,
-            #[cfg(feature = "postgres")]
-            release_notify: Default::default(),
+            dedicated_connections: None,
+            options: D::Options::default(),
         }
     }
 
@@ -132,8 +131,45 @@ impl<P> LockProviderBuilder<P> {
         self
     }
 
-    /// Checks everything and splits the builder into the pool and the validated settings.
-    pub(crate) fn validate(self) -> Result<(P, Table, Arc<str>), Error> {
+    /// How many connections of its own the provider (and its clones) may open for the lock
+    /// statements (acquire, release, extend); default 32 on PostgreSQL and MySQL, 4 on an
+    /// SQLite file, 0 on an in-memory SQLite database. 0 runs every statement on a connection
+    /// checked out of the pool.
+    ///
+    /// sqlx's pool pings a connection on every return (and, unless built with
+    /// `test_before_acquire(false)`, on every checkout), so on the pool a lock statement costs
+    /// two or three round trips instead of one: about 0.7 of the throughput the database
+    /// allows, against 0.9 and more on connections of the provider's own (`BENCHMARKS.md`).
+    ///
+    /// - They are opened through the pool when concurrent statements need them (its connect
+    ///   options and `after_connect` apply) and detached from it: they count in addition to
+    ///   its `max_connections`. Up to `connections` are open at a time; a statement finding all
+    ///   busy waits for one, as it would for a pool's. One idle for a minute is closed, so a
+    ///   burst of jobs on one tick does not hold its connections for good.
+    /// - When the server refuses another connection for lack of room (PostgreSQL `53300`,
+    ///   MySQL 1040) while the provider has others, the statement waits for those instead of
+    ///   failing, and the provider opens one fewer from then on. Size it to what the server
+    ///   can give every instance of the fleet (PostgreSQL's `max_connections` is 100 by
+    ///   default).
+    /// - One idle for 30 s is pinged before use. One whose statement failed on the connection
+    ///   (not in the database, or with an error that ends the session) or was cancelled
+    ///   mid-way is closed, together with the idle ones (a restarted server or a cut network
+    ///   took them too). An operation that failed so on a connection that had been idle runs
+    ///   once more on a new one (its statements are conditional on the table, so this never
+    ///   grants a lease twice); the caller sees the error only if that fails too.
+    /// - They are closed at the next operation after the pool was closed, and when the
+    ///   provider and all its clones are dropped.
+    pub fn dedicated_connections(mut self, connections: usize) -> Self {
+        self.dedicated_connections = Some(connections);
+        self
+    }
+
+    /// Validates the configuration and builds the provider.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the field: `table`, `columns.*`, `holder`, or a
+    /// dialect's own setting (PostgreSQL: `release_channel`).
+    pub fn build(self) -> Result<SqlLockProvider<D>, Error> {
         validate_table("table", &self.table)?;
         self.columns.validate()?;
         let holder = match self.holder {
@@ -144,7 +180,13 @@ impl<P> LockProviderBuilder<P> {
             name: self.table,
             columns: self.columns,
         };
-        Ok((self.pool, table, holder))
+        let dedicated = self
+            .dedicated_connections
+            .unwrap_or_else(|| D::default_dedicated_connections(&self.pool));
+        let state = D::state(self.options, &table)?;
+        Ok(SqlLockProvider::from_parts(
+            self.pool, table, holder, dedicated, state,
+        ))
     }
 }
 
@@ -169,18 +211,11 @@ pub(crate) fn validate_holder(holder: String) -> Result<Arc<str>, Error> {
 }
 
 /// A validated lock table: every name in it is safe to splice into SQL.
+#[doc(hidden)]
 #[derive(Debug, Clone)]
-pub(crate) struct Table {
+pub struct Table {
     pub(crate) name: String,
     pub(crate) columns: ColumnNames,
-}
-
-/// A dialect's column types for the lock table.
-#[derive(Debug)]
-pub(crate) struct ColumnTypes {
-    pub(crate) name: &'static str,
-    pub(crate) time: &'static str,
-    pub(crate) token: &'static str,
 }
 
 impl Table {
@@ -213,8 +248,16 @@ impl Table {
 mod tests {
     use super::*;
 
-    fn field(builder: LockProviderBuilder<()>) -> &'static str {
-        match builder.validate() {
+    fn field(table: &str, columns: ColumnNames) -> &'static str {
+        let checked = validate_table("table", table).and_then(|()| columns.validate());
+        match checked {
+            Err(Error::InvalidConfig { field, .. }) => field,
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        }
+    }
+
+    fn holder_field(holder: String) -> &'static str {
+        match validate_holder(holder) {
             Err(Error::InvalidConfig { field, .. }) => field,
             other => panic!("expected InvalidConfig, got {other:?}"),
         }
@@ -222,31 +265,26 @@ mod tests {
 
     #[test]
     fn names_the_offending_field() {
-        let b = || LockProviderBuilder::new(());
-        assert_eq!(field(b().table("x; DROP TABLE y")), "table");
+        let default = ColumnNames::default;
+        assert_eq!(field("x; DROP TABLE y", default()), "table");
         assert_eq!(
-            field(b().columns(ColumnNames::default().lock_until("a b"))),
+            field("shedlock", default().lock_until("a b")),
             "columns.lock_until"
         );
         assert_eq!(
-            field(b().columns(ColumnNames::default().fencing_token("t\"--"))),
+            field("shedlock", default().fencing_token("t\"--")),
             "columns.fencing_token"
         );
-        assert_eq!(field(b().holder("")), "holder");
-        assert_eq!(field(b().holder("h".repeat(256))), "holder");
-        assert_eq!(field(b().holder("a\nb")), "holder");
+        assert_eq!(holder_field(String::new()), "holder");
+        assert_eq!(holder_field("h".repeat(256)), "holder");
+        assert_eq!(holder_field("a\nb".into()), "holder");
     }
 
     #[test]
     fn defaults_are_valid() {
-        let (_, table, holder) = LockProviderBuilder::new(()).validate().unwrap();
-        assert_eq!(table.name, "shedlock");
-        assert_eq!(&*holder, default_holder());
-        assert!(
-            LockProviderBuilder::new(())
-                .holder("ü".repeat(255))
-                .validate()
-                .is_ok()
-        );
+        assert!(validate_table("table", "shedlock").is_ok());
+        assert!(ColumnNames::default().validate().is_ok());
+        assert!(validate_holder(default_holder().into()).is_ok());
+        assert!(validate_holder("ü".repeat(255)).is_ok());
     }
 }

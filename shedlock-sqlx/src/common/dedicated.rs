@@ -1,5 +1,5 @@
 //! Connections a provider keeps for its lock statements, outside the pool
-//! (`dedicated_connections`, PostgreSQL and MySQL).
+//! (`dedicated_connections`).
 //!
 //! sqlx's pool pings every connection returned to it (a round trip, in a spawned task) and, by
 //! default, every connection it hands out: on a lock statement of one round trip, that doubles
@@ -12,26 +12,34 @@ use std::time::{Duration, Instant};
 
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, Database, Pool};
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// A dedicated connection idle for longer than this is pinged before use, since the server or
 /// the network may have dropped it meanwhile.
 const PING_AFTER_IDLE: Duration = Duration::from_secs(30);
 
-/// Up to `capacity` connections taken out of the pool (detached, so the pool may open others)
-/// and reused for lock statements. When all are busy, a statement uses the pool as usual.
+/// A dedicated connection idle for longer than this is closed (checked at each operation), so
+/// that a burst of concurrent lock statements does not hold its connections for good.
+const CLOSE_AFTER_IDLE: Duration = Duration::from_secs(60);
+
+/// Up to `capacity` connections opened through the pool, detached from it, and reused for lock
+/// statements; with a capacity of 0, every statement checks a connection out of the pool.
 pub(crate) struct DedicatedConnections<DB: Database> {
     capacity: usize,
+    /// One permit per connection in use (or being opened); idle ones hold none.
+    permits: Semaphore,
+    /// Permits given up because the server had no room for another connection.
+    forgotten: AtomicUsize,
     idle: Mutex<Vec<(DB::Connection, Instant)>>,
-    /// Dedicated connections in existence: idle, in use, or being opened.
-    open: AtomicUsize,
 }
 
 impl<DB: Database> DedicatedConnections<DB> {
     pub(crate) fn new(capacity: usize) -> Self {
         DedicatedConnections {
             capacity,
+            permits: Semaphore::new(capacity.min(Semaphore::MAX_PERMITS)),
+            forgotten: AtomicUsize::new(0),
             idle: Mutex::new(Vec::new()),
-            open: AtomicUsize::new(0),
         }
     }
 
@@ -39,56 +47,109 @@ impl<DB: Database> DedicatedConnections<DB> {
         std::mem::take(&mut *self.idle.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// A connection for one operation: an idle dedicated one, a new dedicated one while fewer
-    /// than `capacity` exist, else one from the pool. Never waits for a dedicated connection.
+    /// A connection for one operation: an idle dedicated one, else a new one while fewer than
+    /// `capacity` are in use, else the next one given back (waiting as for a pool's).
     pub(crate) async fn get(&self, pool: &Pool<DB>) -> Result<LockConnection<'_, DB>, sqlx::Error> {
         if self.capacity == 0 {
-            return pool.acquire().await.map(|c| self.lend(Lent::Pooled(c)));
+            return Ok(self.lend(Lent::Pooled(pool.acquire().await?), None));
         }
         if pool.is_closed() {
             // Closing the pool ends the dedicated connections too.
             for (connection, _) in self.take_idle() {
-                self.open.fetch_sub(1, Ordering::Relaxed);
                 let _ = connection.close().await;
             }
-            return pool.acquire().await.map(|c| self.lend(Lent::Pooled(c)));
+            return Err(sqlx::Error::PoolClosed);
         }
+        self.close_long_idle();
+        loop {
+            let Ok(permit) = self.permits.acquire().await else {
+                return Err(sqlx::Error::PoolClosed); // never closed; answered like a closed pool
+            };
+            let permit = match self.reuse_idle(permit).await {
+                Ok(lent) => return Ok(lent),
+                Err(permit) => permit,
+            };
+            match pool.acquire().await {
+                Ok(connection) => {
+                    let connection = connection.detach();
+                    return Ok(self.lend(Lent::Dedicated(connection), Some(permit)));
+                }
+                // The server has no connection to spare but this provider holds others: make do
+                // with those, one place fewer from now on, rather than fail the operation.
+                Err(e) if is_too_many_connections(&e) && self.in_use() > 1 => {
+                    tracing::warn!(
+                        error = %e,
+                        "the database refused another connection for lock statements; \
+                         waiting for the provider's others (one fewer from now on)"
+                    );
+                    permit.forget();
+                    self.forgotten.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Connections handed out right now.
+    fn in_use(&self) -> usize {
+        self.capacity
+            .saturating_sub(self.forgotten.load(Ordering::Relaxed))
+            .saturating_sub(self.permits.available_permits())
+    }
+
+    /// An idle connection, pinged first if it was idle long; the permit back when none is
+    /// left.
+    async fn reuse_idle<'a>(
+        &'a self,
+        permit: SemaphorePermit<'a>,
+    ) -> Result<LockConnection<'a, DB>, SemaphorePermit<'a>> {
         loop {
             // Most recently used first: the others stay idle and get pinged or closed later.
             let popped = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let Some((connection, idle_since)) = popped else {
-                break;
+                return Err(permit);
             };
-            let mut lent = self.lend(Lent::Dedicated(connection));
             if idle_since.elapsed() < PING_AFTER_IDLE {
+                let mut lent = self.lend(Lent::Dedicated(connection), Some(permit));
+                lent.reused = true;
                 return Ok(lent);
             }
+            let mut lent = self.lend(Lent::Dedicated(connection), None);
             let pinged = lent.connection().ping().await;
             lent.finish(&pinged);
             if pinged.is_ok() {
+                lent.permit = Some(permit);
+                lent.reused = true;
                 return Ok(lent);
             }
-            // Broken: dropping `lent` (not reusable) closes it and frees its place.
+            // Broken: dropping `lent` closes it, and the other idle ones.
         }
-        let below_capacity = |open| (open < self.capacity).then_some(open + 1);
-        if self
-            .open
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, below_capacity)
-            .is_ok()
-        {
-            // Holds the place while the pool connects; gives it back if that fails or is cancelled.
-            let mut place = self.lend(Lent::Opening);
-            place.lent = Lent::Dedicated(pool.acquire().await?.detach());
-            return Ok(place);
-        }
-        pool.acquire().await.map(|c| self.lend(Lent::Pooled(c)))
     }
 
-    fn lend(&self, lent: Lent<DB>) -> LockConnection<'_, DB> {
+    /// Closes the least recently used idle connection if it was idle too long (one per call:
+    /// enough for steady traffic, and cheap).
+    fn close_long_idle(&self) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle
+            .first()
+            .is_some_and(|(_, since)| since.elapsed() >= CLOSE_AFTER_IDLE)
+        {
+            // Dropped without a goodbye: closing politely would need an await under the lock.
+            drop(idle.remove(0));
+        }
+    }
+
+    fn lend<'a>(
+        &'a self,
+        lent: Lent<DB>,
+        permit: Option<SemaphorePermit<'a>>,
+    ) -> LockConnection<'a, DB> {
         LockConnection {
             owner: self,
-            lent,
-            reusable: false,
+            lent: Some(lent),
+            permit,
+            state: State::Lent,
+            reused: false,
         }
     }
 }
@@ -97,7 +158,7 @@ impl<DB: Database> std::fmt::Debug for DedicatedConnections<DB> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DedicatedConnections")
             .field("capacity", &self.capacity)
-            .field("open", &self.open.load(Ordering::Relaxed))
+            .field("available", &self.permits.available_permits())
             .finish_non_exhaustive()
     }
 }
@@ -121,8 +182,17 @@ impl<DB: Database> Drop for DedicatedConnections<DB> {
 enum Lent<DB: Database> {
     Dedicated(DB::Connection),
     Pooled(PoolConnection<DB>),
-    /// A dedicated place whose connection is being opened, or a connection given back.
-    Opening,
+}
+
+/// Where an operation's connection stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Handed out, or its last statement finished: reusable.
+    Lent,
+    /// A statement is running on it (if the operation is dropped now, its state is unknown).
+    Busy,
+    /// A statement failed on the connection itself (I/O, protocol).
+    Failed,
 }
 
 /// One operation's connection. A dedicated one goes back to the provider when the operation
@@ -131,8 +201,12 @@ enum Lent<DB: Database> {
 /// pooled one goes back to the pool either way.
 pub(crate) struct LockConnection<'a, DB: Database> {
     owner: &'a DedicatedConnections<DB>,
-    lent: Lent<DB>,
-    reusable: bool,
+    lent: Option<Lent<DB>>,
+    /// Declared after `lent`, so that a connection is idle again before its place is freed.
+    permit: Option<SemaphorePermit<'a>>,
+    state: State,
+    /// A dedicated connection that was idle before this operation (not opened for it).
+    reused: bool,
 }
 
 impl<DB: Database> LockConnection<'_, DB> {
@@ -140,37 +214,65 @@ impl<DB: Database> LockConnection<'_, DB> {
     /// [`finish`](Self::finish). Until then the connection counts as mid-statement, so it is
     /// closed if the operation is dropped.
     pub(crate) fn connection(&mut self) -> &mut DB::Connection {
-        self.reusable = false;
-        match &mut self.lent {
-            Lent::Dedicated(connection) => connection,
-            Lent::Pooled(connection) => connection,
-            Lent::Opening => unreachable!("a LockConnection is lent with a connection"),
+        self.state = State::Busy;
+        match self.lent.as_mut() {
+            Some(Lent::Dedicated(connection)) => connection,
+            Some(Lent::Pooled(connection)) => connection,
+            None => unreachable!("a LockConnection holds its connection until dropped"),
         }
+    }
+
+    /// Whether the operation failed on a connection that had been idle: the server may have
+    /// dropped it meanwhile (a restart, a cut network), so the operation deserves another
+    /// attempt on a new connection.
+    pub(crate) fn failed_after_idle(&self) -> bool {
+        self.reused && self.state == State::Failed
     }
 
     /// Records the outcome of the operation's last statement: the connection is reusable after
     /// a success or an error the database reported, not after a failure of the connection.
     pub(crate) fn finish<T>(&mut self, outcome: &Result<T, sqlx::Error>) {
-        self.reusable = matches!(outcome, Ok(_) | Err(sqlx::Error::Database(_)));
+        self.state = match outcome {
+            Err(sqlx::Error::Database(e)) if ends_the_session(e.code().as_deref()) => State::Failed,
+            Ok(_) | Err(sqlx::Error::Database(_)) => State::Lent,
+            Err(_) => State::Failed,
+        };
     }
+}
+
+/// The server refused a new connection for lack of room: PostgreSQL's `53300`
+/// (too_many_connections), MySQL's `08004` (ER_CON_COUNT_ERROR, 1040).
+fn is_too_many_connections(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.code())
+        .is_some_and(|code| matches!(&*code, "53300" | "08004"))
+}
+
+/// Database errors that end the session: SQLSTATE class `08` (connection exception), `57P`
+/// (PostgreSQL: terminated by an administrator, crash or shutdown) and `70100` (MySQL/MariaDB:
+/// connection killed). The server sends them just before closing the connection.
+fn ends_the_session(sqlstate: Option<&str>) -> bool {
+    sqlstate
+        .is_some_and(|code| code.starts_with("08") || code.starts_with("57P") || code == "70100")
 }
 
 impl<DB: Database> Drop for LockConnection<'_, DB> {
     fn drop(&mut self) {
-        match std::mem::replace(&mut self.lent, Lent::Opening) {
-            Lent::Dedicated(connection) if self.reusable => {
+        match (self.lent.take(), self.state) {
+            (Some(Lent::Dedicated(connection)), State::Lent) => {
                 self.owner
                     .idle
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push((connection, Instant::now()));
             }
-            // Returned to the pool, which pings it and decides.
-            Lent::Pooled(connection) => drop(connection),
-            // Closed (by dropping it): its state is unknown.
-            Lent::Dedicated(_) | Lent::Opening => {
-                self.owner.open.fetch_sub(1, Ordering::Relaxed);
-            }
+            // What broke this connection (a restarted server, a cut network) most likely broke
+            // the idle ones too: close them, so that only this operation sees the error.
+            (Some(Lent::Dedicated(_)), State::Failed) => drop(self.owner.take_idle()),
+            // Returned to the pool, which pings it and decides; or closed by dropping it (a
+            // statement was abandoned mid-way, its state is unknown).
+            _ => {}
         }
     }
 }
@@ -178,12 +280,13 @@ impl<DB: Database> Drop for LockConnection<'_, DB> {
 impl<DB: Database> std::fmt::Debug for LockConnection<'_, DB> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match self.lent {
-            Lent::Dedicated(_) => "dedicated",
-            Lent::Pooled(_) => "pooled",
-            Lent::Opening => "opening",
+            Some(Lent::Dedicated(_)) => "dedicated",
+            Some(Lent::Pooled(_)) => "pooled",
+            None => "returned",
         };
         f.debug_struct("LockConnection")
             .field("kind", &kind)
+            .field("state", &self.state)
             .finish()
     }
 }
@@ -203,13 +306,17 @@ mod tests {
             .unwrap()
     }
 
+    /// (connections in existence, idle ones)
     fn counts(dedicated: &DedicatedConnections<Sqlite>) -> (usize, usize) {
         let idle = dedicated.idle.lock().unwrap().len();
-        (dedicated.open.load(Ordering::Relaxed), idle)
+        (
+            dedicated.capacity - dedicated.permits.available_permits(),
+            idle,
+        )
     }
 
     fn is_dedicated(connection: &LockConnection<'_, Sqlite>) -> bool {
-        matches!(connection.lent, Lent::Dedicated(_))
+        matches!(connection.lent, Some(Lent::Dedicated(_)))
     }
 
     async fn run(connection: &mut LockConnection<'_, Sqlite>, sql: &'static str) {
@@ -224,24 +331,34 @@ mod tests {
         assert!(is_dedicated(&connection));
         run(&mut connection, "SELECT 1").await;
         drop(connection);
-        assert_eq!(counts(&dedicated), (1, 1));
+        assert_eq!(counts(&dedicated), (0, 1));
 
         let mut connection = dedicated.get(&pool).await.unwrap();
         assert!(is_dedicated(&connection));
         assert_eq!(counts(&dedicated), (1, 0));
         run(&mut connection, "SELEC 1").await; // a syntax error: the connection is fine
         drop(connection);
-        assert_eq!(counts(&dedicated), (1, 1));
+        assert_eq!(counts(&dedicated), (0, 1));
     }
 
     #[tokio::test]
-    async fn the_pool_serves_when_all_are_busy_or_none_configured() {
+    async fn waits_when_all_are_busy_and_uses_the_pool_when_none_configured() {
         let (pool, dedicated) = (pool().await, DedicatedConnections::new(1));
         let first = dedicated.get(&pool).await.unwrap();
-        let second = dedicated.get(&pool).await.unwrap();
-        assert!(is_dedicated(&first) && !is_dedicated(&second));
+        let mut second = std::pin::pin!(dedicated.get(&pool));
+        assert!(
+            futures_poll_once(second.as_mut()).await.is_none(),
+            "did not wait"
+        );
+        drop(first);
+        assert!(is_dedicated(&second.await.unwrap()));
         let none = DedicatedConnections::new(0);
         assert!(!is_dedicated(&none.get(&pool).await.unwrap()));
+    }
+
+    /// Polls a future once: its output if it was ready.
+    async fn futures_poll_once<F: std::future::Future + Unpin>(future: F) -> Option<F::Output> {
+        tokio::time::timeout(Duration::ZERO, future).await.ok()
     }
 
     #[tokio::test]
@@ -252,9 +369,51 @@ mod tests {
         let _ = connection.connection(); // a statement starts and is abandoned
         drop(connection);
         assert_eq!(counts(&dedicated), (0, 0));
-        // Never used at all: closed as well.
-        drop(dedicated.get(&pool).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_broken_connection_takes_the_idle_ones_with_it() {
+        let (pool, dedicated) = (pool().await, DedicatedConnections::new(3));
+        let (mut a, mut b) = (
+            dedicated.get(&pool).await.unwrap(),
+            dedicated.get(&pool).await.unwrap(),
+        );
+        run(&mut a, "SELECT 1").await;
+        run(&mut b, "SELECT 1").await;
+        drop(a);
+        assert_eq!(counts(&dedicated), (1, 1));
+        let _ = b.connection();
+        b.finish::<()>(&Err(sqlx::Error::Io(std::io::ErrorKind::BrokenPipe.into())));
+        drop(b);
         assert_eq!(counts(&dedicated), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn long_idle_connections_are_closed() {
+        let (pool, dedicated) = (pool().await, DedicatedConnections::new(2));
+        let (mut a, mut b) = (
+            dedicated.get(&pool).await.unwrap(),
+            dedicated.get(&pool).await.unwrap(),
+        );
+        run(&mut a, "SELECT 1").await;
+        run(&mut b, "SELECT 1").await;
+        drop((a, b));
+        let long_ago = Instant::now().checked_sub(CLOSE_AFTER_IDLE).unwrap();
+        dedicated.idle.lock().unwrap()[0].1 = long_ago;
+        // The next operation closes the least recently used one, and reuses the other.
+        let connection = dedicated.get(&pool).await.unwrap();
+        assert!(is_dedicated(&connection));
+        assert_eq!(counts(&dedicated), (1, 0));
+    }
+
+    #[test]
+    fn session_ending_errors_are_connection_failures() {
+        for code in ["57P01", "57P02", "08006", "70100"] {
+            assert!(ends_the_session(Some(code)), "{code}");
+        }
+        for code in [Some("40001"), Some("23505"), None] {
+            assert!(!ends_the_session(code), "{code:?}");
+        }
     }
 
     #[tokio::test]

@@ -1,13 +1,14 @@
-//! What every dialect shares: identifier validation, the builder, error mapping, lock rows,
-//! and conversions between Rust and SQL values.
+//! What every dialect shares: the provider and its builder, the dialect seam, connections,
+//! identifier validation, error mapping, lock rows, and conversions between Rust and SQL values.
 
 mod builder;
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 mod dedicated;
+pub(crate) mod dialect;
 mod error;
 mod identifier;
+mod provider;
+mod retry;
 mod row;
-mod shared_api;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -16,17 +17,16 @@ use chrono::NaiveDateTime;
 use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
 
 pub use builder::{ColumnNames, LockProviderBuilder};
+pub use provider::SqlLockProvider;
 pub use row::LockRow;
 
-pub(crate) use builder::{ColumnTypes, Table, validate_holder};
-#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) use builder::{Table, validate_holder};
 pub(crate) use dedicated::DedicatedConnections;
-#[cfg(feature = "mysql")]
-pub(crate) use dedicated::LockConnection;
+pub(crate) use dialect::{Acquire, Acquired, ColumnTypes, Dialect, Lease};
 pub(crate) use error::store_error;
 #[cfg(feature = "postgres")]
 pub(crate) use identifier::MAX_IDENTIFIER_LEN;
-pub(crate) use shared_api::shared_api;
+pub(crate) use row::RowParts;
 
 /// Longest lease written to a table: about 1000 years, so `now + lease` stays inside every
 /// dialect's date range (MySQL `DATETIME` and SQLite text end at year 9999).
@@ -50,7 +50,6 @@ pub(crate) fn token_param(fencing_token: u64) -> Option<i64> {
     i64::try_from(fencing_token).ok()
 }
 
-#[cfg(any(feature = "postgres", feature = "sqlite"))]
 /// A fencing token read from the table. The statements never write one below 1, but a row
 /// edited by hand may hold anything.
 pub(crate) fn token_from_db(token: i64) -> Result<u64, String> {
@@ -61,19 +60,6 @@ pub(crate) fn token_from_db(token: i64) -> Result<u64, String> {
 /// Shared, so handing it to `sqlx::query` per call costs a reference count, not a copy.
 pub(crate) fn trusted_sql(text: String) -> SqlStr {
     AssertSqlSafe(Arc::<str>::from(text)).into_sql_str()
-}
-
-/// The outcome of a fencing check: `Ok` while the lease is live, [`Error::LockLost`] after.
-///
-/// [`Error::LockLost`]: shedlock_core::Error::LockLost
-pub(crate) fn lease_verdict(live: bool, lock_name: &str) -> Result<(), shedlock_core::Error> {
-    if live {
-        Ok(())
-    } else {
-        Err(shedlock_core::Error::LockLost {
-            lock_name: lock_name.to_owned(),
-        })
-    }
 }
 
 /// The lock name guard every dialect applies before touching the table: `LockConfiguration`
@@ -111,7 +97,6 @@ mod tests {
         assert_eq!(token_param(7), Some(7));
     }
 
-    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     #[test]
     fn tokens_from_the_table_must_not_be_negative() {
         assert!(token_from_db(-1).is_err());

@@ -8,23 +8,6 @@ use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 use tokio::sync::{broadcast, oneshot};
 
-/// When a release sends `NOTIFY`, and on which channel (the builder's PostgreSQL settings).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ReleaseNotify {
-    /// `None`: `<table>_released`.
-    pub(crate) channel: Option<String>,
-    pub(crate) policy: NotifyPolicy,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) enum NotifyPolicy {
-    /// Once this provider (or a clone) listens for hints, i.e. takes part in an election.
-    #[default]
-    WhileListening,
-    Always,
-    Never,
-}
-
 /// Room for hints not yet read by a slow subscriber; it then sees `Lagged` and retries at once.
 const CAPACITY: usize = 64;
 
@@ -35,6 +18,9 @@ pub(crate) struct ReleaseHints {
     running: Mutex<Option<Running>>,
     /// Set once the listener started: read on every release, so kept outside the mutex.
     started: AtomicBool,
+    /// Set when the database refused `LISTEN` or `pg_notify` (CockroachDB): no hints, no
+    /// notifications from then on.
+    unsupported: Arc<AtomicBool>,
 }
 
 #[derive(Debug)]
@@ -44,9 +30,26 @@ struct Running {
 }
 
 impl ReleaseHints {
-    /// Whether a listener was started for this provider and its clones.
+    /// Whether a listener was started for this provider and its clones, and the database
+    /// supports notifications.
     pub(crate) fn started(&self) -> bool {
-        self.started.load(Ordering::Relaxed)
+        self.started.load(Ordering::Relaxed) && !self.unsupported()
+    }
+
+    /// Whether the database refused `LISTEN` or `pg_notify`.
+    pub(crate) fn unsupported(&self) -> bool {
+        self.unsupported.load(Ordering::Relaxed)
+    }
+
+    /// Switches hints and notifications off for good: the database does not support them.
+    pub(crate) fn set_unsupported(&self, error: &sqlx::Error) {
+        if !self.unsupported.swap(true, Ordering::Relaxed) {
+            tracing::info!(%error, "the database does not support LISTEN/NOTIFY: release hints are off, followers rely on polling");
+        }
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
     }
 
     /// A receiver of released lock names. `None` outside a tokio runtime, where no listener
@@ -56,6 +59,9 @@ impl ReleaseHints {
         pool: &PgPool,
         channel: &Arc<str>,
     ) -> Option<broadcast::Receiver<Arc<str>>> {
+        if self.unsupported() {
+            return None;
+        }
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(running) = running.as_ref() {
             return Some(running.sender.subscribe());
@@ -68,6 +74,7 @@ impl ReleaseHints {
             Arc::clone(channel),
             sender.clone(),
             stop,
+            Arc::clone(&self.unsupported),
         ));
         *running = Some(Running {
             sender,
@@ -78,13 +85,15 @@ impl ReleaseHints {
     }
 }
 
-/// Forwards notifications until the provider is gone or the pool is closed, reconnecting
-/// after errors (hints sent meanwhile are lost, which subscribers tolerate by polling).
+/// Forwards notifications until the provider is gone, the pool is closed or the database
+/// turns out not to support `LISTEN`, reconnecting after errors (hints sent meanwhile are lost,
+/// which subscribers tolerate by polling). Subscribers see the channel close when it ends.
 async fn listen(
     pool: PgPool,
     channel: Arc<str>,
     sender: broadcast::Sender<Arc<str>>,
     mut stop: oneshot::Receiver<()>,
+    unsupported: Arc<AtomicBool>,
 ) {
     let mut backoff = Duration::from_millis(100);
     loop {
@@ -93,6 +102,11 @@ async fn listen(
             error = forward(&pool, &channel, &sender) => error,
         };
         if matches!(error, sqlx::Error::PoolClosed) {
+            return;
+        }
+        if is_unsupported(&error) {
+            tracing::info!(channel = &*channel, %error, "the database does not support LISTEN: release hints are off, followers rely on polling");
+            unsupported.store(true, Ordering::Relaxed);
             return;
         }
         tracing::debug!(channel = &*channel, %error, "release hint listener failed; reconnecting");
@@ -124,4 +138,13 @@ async fn forward(
             Err(error) => return error,
         }
     }
+}
+
+/// SQLSTATE `0A000` (feature not supported: CockroachDB's answer to `LISTEN`) or `42883`
+/// (undefined function: a database without `pg_notify`).
+pub(crate) fn is_unsupported(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.code())
+        .is_some_and(|code| matches!(&*code, "0A000" | "42883"))
 }

@@ -1,25 +1,32 @@
-//! The SQLite provider.
-
-mod statements;
+//! SQLite.
+//!
+//! Times are TEXT `YYYY-MM-DD HH:MM:SS.SSS` in UTC (`strftime('%Y-%m-%d %H:%M:%f', 'now')`), so
+//! text order is time order. SQLite reads `'now'` once per statement step, and date arithmetic
+//! runs on whole milliseconds, so `lock_until - locked_at` is exactly the lease. Stored times
+//! are re-read through `strftime`, so rows written by hand in any format SQLite understands
+//! (`2025-01-01T10:00:00Z`, …) compare correctly; a time SQLite cannot read counts as expired.
+//! Durations are bound as modifiers such as `+600.000 seconds`.
 
 use std::str::FromStr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use chrono::NaiveDateTime;
-use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation, async_trait};
+use shedlock_core::Error;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::{SqlStr, Sqlite as SqliteDb, SqliteConnection, SqlitePool};
 
 use crate::common::{
-    LockProviderBuilder, Table, check_lock_name, lease_millis, lease_verdict, shared_api,
-    store_error, system_time, token_from_db, token_param,
+    Acquire, Acquired, ColumnTypes, Dialect, Lease, RowParts, SqlLockProvider, Table,
+    dialect::sealed::Sealed, lease_millis, trusted_sql,
 };
-use statements::Statements;
 
 /// How long a statement waits for another connection's write lock before `SQLITE_BUSY`.
 /// Lock statements hold it for microseconds, so a longer wait means something else holds it.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Connections of a pool `connect` opens on a file: SQLite has one writer at a time, so more
+/// would only wait.
+const FILE_CONNECTIONS: u32 = 4;
 
 /// Locks in an SQLite table, with fencing tokens: for single-host deployments, several
 /// processes sharing one database file, and tests.
@@ -28,10 +35,23 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 /// acquire). Times are TEXT `YYYY-MM-DD HH:MM:SS.SSS` in UTC from SQLite's `'now'`, with
 /// millisecond precision; the "database clock" is the host's clock.
 ///
-/// Several processes on one file need WAL journal mode and a busy timeout, which
-/// [`connect`](Self::connect) sets. When another connection holds the write lock longer than the
-/// busy timeout, acquire answers "not acquired" (`Ok(None)`, logged at debug level); release and
-/// extend report [`Error::Store`].
+/// [`connect`](SqlLockProvider::connect) sets up what several processes on one file need:
+///
+/// - A file (`sqlite://locks.db`, `sqlite:///var/lib/app/locks.db`): created if missing, WAL
+///   journal mode, 1 s busy timeout, a pool of up to 4 connections, and up to 4 connections
+///   of the provider's own for lock statements (see
+///   [`dedicated_connections`](crate::LockProviderBuilder::dedicated_connections)).
+/// - In memory (`sqlite::memory:`): one connection that is never closed, since the database
+///   lives only as long as a connection to it, and no connections of the provider's own. Each
+///   call opens a separate database.
+///
+/// To tune further, build the pool yourself from [`SqliteConnectOptions`] with
+/// `.journal_mode(SqliteJournalMode::Wal).busy_timeout(..)` and use
+/// [`new`](SqlLockProvider::new) or [`builder`](SqlLockProvider::builder).
+///
+/// When another connection holds the write lock longer than the busy timeout, acquire answers
+/// "not acquired" (`Ok(None)`, logged at debug level); release and extend report
+/// [`Error::Store`](shedlock_core::Error::Store).
 ///
 /// ```
 /// use std::time::Duration;
@@ -49,90 +69,261 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Clone)]
-pub struct SqliteLockProvider {
-    pool: SqlitePool,
-    holder: Arc<str>,
-    table: Arc<Table>,
-    sql: Arc<Statements>,
+pub type SqliteLockProvider = SqlLockProvider<Sqlite>;
+
+/// The SQLite [`Dialect`].
+#[derive(Debug, Clone, Copy)]
+pub struct Sqlite;
+
+impl Sealed for Sqlite {}
+
+const FORMAT: &str = "'%Y-%m-%d %H:%M:%f'";
+
+/// The statements of each provider operation, built once per provider from the validated table.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Statements {
+    /// `?1` name, `?2` holder, `?3` lease modifier, `?4` NULL or a time (refused if acquired
+    /// later): one row (token, locked_at, lock_until) if acquired.
+    acquire: SqlStr,
+    /// `?1` name, `?2` holder, `?3` token, `?4` lock_at_least_for modifier: 1 row changed if
+    /// released.
+    release: SqlStr,
+    /// `?1` name, `?2` holder, `?3` token, `?4` lease modifier: one row (lock_until) if extended.
+    extend: SqlStr,
+    /// `?1` name, `?2` token: 1 row changed if that lease is live. A write, so the caller's
+    /// transaction holds the database's write lock from here on.
+    verify: SqlStr,
+    /// `?1` name: the row.
+    lock_state: SqlStr,
+    /// Every row, by name.
+    list_locks: SqlStr,
+    /// `CREATE TABLE IF NOT EXISTS`.
+    create_table: SqlStr,
+    /// `?1` table, `?2` schema, `?3` column: whether the fencing token column exists.
+    has_token_column: SqlStr,
+    /// Adds the fencing token column to an older table.
+    add_token_column: SqlStr,
 }
 
-shared_api!(SqliteLockProvider, SqlitePool);
+impl Dialect for Sqlite {
+    type Database = SqliteDb;
+    type Statements = Statements;
+    type Options = ();
+    type State = ();
 
-impl SqliteLockProvider {
-    /// Opens a pool suited to locks and returns a default provider on it (table `shedlock`).
-    ///
-    /// - A file (`sqlite://locks.db`, `sqlite:///var/lib/app/locks.db`): created if missing,
-    ///   WAL journal mode, 1 s busy timeout, up to 4 connections. Several processes may share it.
-    /// - In memory (`sqlite::memory:`): one connection that is never closed, since the database
-    ///   lives only as long as a connection to it. Each call opens a separate database.
-    ///
-    /// To tune further, build the pool yourself from [`SqliteConnectOptions`] with
-    /// `.journal_mode(SqliteJournalMode::Wal).busy_timeout(..)` and use
-    /// [`new`](Self::new) or [`builder`](Self::builder).
-    ///
-    /// # Errors
-    /// The sqlx error when the URL is invalid or the database cannot be opened.
-    pub async fn connect(url: &str) -> Result<Self, sqlx::Error> {
+    /// Times as TEXT in the format above.
+    const COLUMN_TYPES: ColumnTypes = ColumnTypes {
+        name: "VARCHAR(64)",
+        time: "TEXT",
+        token: "INTEGER",
+    };
+
+    fn statements(table: &Table) -> Statements {
+        let t = &table.name;
+        let c = &table.columns;
+        let (name, until, at, by, token) = (
+            &c.name,
+            &c.lock_until,
+            &c.locked_at,
+            &c.locked_by,
+            &c.fencing_token,
+        );
+        let now = format!("strftime({FORMAT}, 'now')");
+        let stored_until = format!("ifnull(strftime({FORMAT}, l.{until}), '')");
+        // Past i64::MAX SQLite would turn the token into a float; NULL there makes the NOT NULL
+        // column refuse the update with an error instead.
+        let next_token = format!(
+            "CASE WHEN ifnull(l.{token}, 0) < 9223372036854775807 \
+             THEN max(ifnull(l.{token}, 0), 0) + 1 END"
+        );
+        let acquire = format!(
+            "INSERT INTO {t} AS l ({name}, {until}, {at}, {by}, {token}) \
+             VALUES (?1, strftime({FORMAT}, 'now', ?3), {now}, ?2, 1) \
+             ON CONFLICT ({name}) DO UPDATE SET {until} = excluded.{until}, \
+             {at} = excluded.{at}, {by} = excluded.{by}, {token} = {next_token} \
+             WHERE {stored_until} <= excluded.{at} \
+             AND (?4 IS NULL OR ifnull(strftime({FORMAT}, l.{at}), '') <= ?4) \
+             RETURNING {token}, {at}, {until}"
+        );
+        let owned_and_live =
+            format!("l.{name} = ?1 AND l.{by} = ?2 AND l.{token} = ?3 AND {stored_until} > {now}");
+        let release = format!(
+            "UPDATE {t} AS l SET {until} = max(ifnull(strftime({FORMAT}, l.{at}, ?4), ''), {now}) \
+             WHERE {owned_and_live}"
+        );
+        let extend = format!(
+            "UPDATE {t} AS l SET {until} = strftime({FORMAT}, 'now', ?4) WHERE {owned_and_live} \
+             RETURNING {until}"
+        );
+        let verify = format!(
+            "UPDATE {t} AS l SET {token} = l.{token} \
+             WHERE l.{name} = ?1 AND l.{token} = ?2 AND {stored_until} > {now}"
+        );
+        let select_rows = format!(
+            "SELECT l.{name}, strftime({FORMAT}, l.{until}), strftime({FORMAT}, l.{at}), l.{by}, \
+             ifnull(l.{token}, 0), {stored_until} > {now} FROM {t} AS l"
+        );
+        Statements {
+            acquire: trusted_sql(acquire),
+            release: trusted_sql(release),
+            extend: trusted_sql(extend),
+            verify: trusted_sql(verify),
+            lock_state: trusted_sql(format!("{select_rows} WHERE l.{name} = ?1")),
+            list_locks: trusted_sql(format!("{select_rows} ORDER BY l.{name}")),
+            create_table: trusted_sql(table.create_table_sql(&Self::COLUMN_TYPES)),
+            has_token_column: trusted_sql(
+                "SELECT count(*) FROM pragma_table_info(?1, ?2) WHERE lower(name) = lower(?3)"
+                    .to_owned(),
+            ),
+            add_token_column: trusted_sql(format!(
+                "ALTER TABLE {t} ADD COLUMN {token} {} NOT NULL DEFAULT 0",
+                Self::COLUMN_TYPES.token
+            )),
+        }
+    }
+
+    fn state((): (), _: &Table) -> Result<(), Error> {
+        Ok(())
+    }
+
+    async fn connect(url: &str) -> Result<SqlitePool, sqlx::Error> {
         let options = SqliteConnectOptions::from_str(url)?;
-        if url.contains(":memory:") || url.contains("mode=memory") {
-            let pool = SqlitePoolOptions::new()
+        if is_in_memory(&options) {
+            return SqlitePoolOptions::new()
                 .max_connections(1)
                 .min_connections(1)
                 .idle_timeout(None)
                 .max_lifetime(None)
                 .connect_with(options)
-                .await?;
-            return Ok(Self::new(pool));
+                .await;
         }
         let options = options
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(BUSY_TIMEOUT);
-        let pool_options = SqlitePoolOptions::new().max_connections(4);
+        let pool_options = SqlitePoolOptions::new()
+            .max_connections(FILE_CONNECTIONS)
+            .test_before_acquire(false);
         // Switching a new file to WAL needs an exclusive lock that the busy timeout does not
         // cover: processes starting together retry.
         let mut attempt = 0;
         loop {
             match pool_options.clone().connect_with(options.clone()).await {
-                Ok(pool) => return Ok(Self::new(pool)),
                 Err(e) if is_busy(&e) && attempt < 20 => {
                     attempt += 1;
                     tokio::time::sleep(Duration::from_millis(25 * attempt)).await;
                 }
-                Err(e) => return Err(e),
+                result => return result,
             }
         }
     }
 
-    /// Creates the lock table if it does not exist, and adds the `fencing_token` column to an
-    /// older table. Idempotent, and safe to run from several processes at once.
-    ///
-    /// # Errors
-    /// [`Error::Store`] (`Operation::Schema`) when SQLite refuses, e.g. on a read-only file.
-    pub async fn create_schema(&self) -> Result<(), Error> {
-        let fail = |e| store_error(Operation::Schema, &self.table.name, &self.table, e);
-        sqlx::query(self.sql.create_table.clone())
-            .execute(&self.pool)
+    /// 4 on a file (one writer at a time: more would only wait for it); none for an in-memory
+    /// database, where a connection taken out of its pool would be the only one keeping the
+    /// database alive, or a new empty database.
+    fn default_dedicated_connections(pool: &SqlitePool) -> usize {
+        if is_in_memory(&pool.connect_options()) {
+            0
+        } else {
+            FILE_CONNECTIONS as usize
+        }
+    }
+
+    async fn acquire(
+        connection: &mut SqliteConnection,
+        sql: &Statements,
+        args: Acquire<'_>,
+    ) -> Result<Option<Acquired>, sqlx::Error> {
+        let row: Option<(i64, NaiveDateTime, NaiveDateTime)> = sqlx::query_as(sql.acquire.clone())
+            .bind(args.name)
+            .bind(args.holder)
+            .bind(modifier(args.lock_at_most_for))
+            .bind(acquired_before(args.window()))
+            .fetch_optional(connection)
+            .await?;
+        Ok(row.map(|(token, locked_at, lock_until)| Acquired {
+            token,
+            locked_at,
+            lock_until,
+        }))
+    }
+
+    async fn release(
+        connection: &mut SqliteConnection,
+        sql: &Statements,
+        (): &(),
+        args: Lease<'_>,
+    ) -> Result<bool, sqlx::Error> {
+        let released = sqlx::query(sql.release.clone())
+            .bind(args.name)
+            .bind(args.holder)
+            .bind(args.token)
+            .bind(modifier(args.duration))
+            .execute(connection)
+            .await?;
+        Ok(released.rows_affected() == 1)
+    }
+
+    async fn extend(
+        connection: &mut SqliteConnection,
+        sql: &Statements,
+        args: Lease<'_>,
+    ) -> Result<Option<NaiveDateTime>, sqlx::Error> {
+        sqlx::query_scalar(sql.extend.clone())
+            .bind(args.name)
+            .bind(args.holder)
+            .bind(args.token)
+            .bind(modifier(args.duration))
+            .fetch_optional(connection)
             .await
-            .map_err(fail)?;
-        let (schema, table) = self
-            .table
-            .name
-            .split_once('.')
-            .unwrap_or(("main", &self.table.name));
-        let columns: i64 = sqlx::query_scalar(self.sql.has_token_column.clone())
-            .bind(table)
+    }
+
+    async fn verify(
+        connection: &mut SqliteConnection,
+        sql: &Statements,
+        name: &str,
+        token: i64,
+    ) -> Result<bool, sqlx::Error> {
+        let verified = sqlx::query(sql.verify.clone())
+            .bind(name)
+            .bind(token)
+            .execute(connection)
+            .await?;
+        Ok(verified.rows_affected() == 1)
+    }
+
+    async fn read_rows(
+        pool: &SqlitePool,
+        sql: &Statements,
+        name: Option<&str>,
+    ) -> Result<Vec<RowParts>, sqlx::Error> {
+        match name {
+            Some(name) => sqlx::query_as(sql.lock_state.clone()).bind(name),
+            None => sqlx::query_as(sql.list_locks.clone()),
+        }
+        .fetch_all(pool)
+        .await
+    }
+
+    async fn create_schema(
+        pool: &SqlitePool,
+        sql: &Statements,
+        table: &Table,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query(sql.create_table.clone()).execute(pool).await?;
+        let (schema, name) = table.name.split_once('.').unwrap_or(("main", &table.name));
+        let columns: i64 = sqlx::query_scalar(sql.has_token_column.clone())
+            .bind(name)
             .bind(schema)
-            .bind(&self.table.columns.fencing_token)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(fail)?;
+            .bind(&table.columns.fencing_token)
+            .fetch_one(pool)
+            .await?;
         if columns > 0 {
             return Ok(());
         }
-        match sqlx::query(self.sql.add_token_column.clone())
-            .execute(&self.pool)
+        match sqlx::query(sql.add_token_column.clone())
+            .execute(pool)
             .await
         {
             // Another process added it in between.
@@ -142,88 +333,20 @@ impl SqliteLockProvider {
             {
                 Ok(())
             }
-            result => result.map(drop).map_err(fail),
+            result => result.map(drop),
         }
     }
 
-    /// The fencing guard for writes to this same database: inside the caller's transaction,
-    /// checks that the lease `(lock_name, fencing_token)` is still the live one and takes
-    /// SQLite's write lock (the check is a no-op `UPDATE` of the lock row).
-    ///
-    /// SQLite has one writer at a time, so from here until the transaction ends nobody can take
-    /// the lock over, and the caller's writes commit before any later holder's; a holder that
-    /// was paused past its lease gets [`Error::LockLost`] and should roll back. Other
-    /// connections' lock statements wait meanwhile (up to the busy timeout), so keep the
-    /// transaction short. Start it with `pool.begin_with("BEGIN IMMEDIATE")`: a deferred
-    /// transaction that already read may fail here with `SQLITE_BUSY` instead.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use shedlock_core::{Error, LockConfiguration, LockProvider};
-    /// use shedlock_sqlx::SqliteLockProvider;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let provider = SqliteLockProvider::connect("sqlite::memory:").await?;
-    /// provider.create_schema().await?;
-    /// sqlx::query("CREATE TABLE report (day TEXT)").execute(provider.pool()).await?;
-    /// let config = LockConfiguration::new("report", Duration::from_secs(60), Duration::ZERO)?;
-    /// let lease = provider.acquire(&config).await?.expect("free");
-    ///
-    /// let mut tx = provider.pool().begin_with("BEGIN IMMEDIATE").await?;
-    /// provider.verify_lease(&mut tx, lease.name(), lease.fencing_token()).await?;
-    /// sqlx::query("INSERT INTO report VALUES ('2025-06-01')").execute(&mut *tx).await?;
-    /// tx.commit().await?;
-    ///
-    /// // Once the lease is gone, a write carrying its token is refused.
-    /// provider.release(&lease).await?;
-    /// let mut tx = provider.pool().begin_with("BEGIN IMMEDIATE").await?;
-    /// let refused = provider.verify_lease(&mut tx, lease.name(), lease.fencing_token()).await;
-    /// assert!(matches!(refused, Err(Error::LockLost { .. })));
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::LockLost`] when the lease expired, was released or was taken over;
-    /// [`Error::Store`] (`Operation::Read`) when the statement fails, e.g. `SQLITE_BUSY`.
-    pub async fn verify_lease(
-        &self,
-        tx: &mut Transaction<'_, Sqlite>,
-        lock_name: &str,
-        fencing_token: u64,
-    ) -> Result<(), Error> {
-        let live = match token_param(fencing_token) {
-            Some(token) => {
-                sqlx::query(self.sql.verify.clone())
-                    .bind(lock_name)
-                    .bind(token)
-                    .execute(&mut **tx)
-                    .await
-                    .map_err(|e| store_error(Operation::Read, lock_name, &self.table, e))?
-                    .rows_affected()
-                    == 1
-            }
-            None => false,
-        };
-        lease_verdict(live, lock_name)
+    fn is_busy(error: &sqlx::Error) -> bool {
+        is_busy(error)
     }
 }
 
-impl LockProviderBuilder<SqlitePool> {
-    /// Validates the configuration and builds the provider.
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] naming the field: `table`, `columns.*` or `holder`.
-    pub fn build(self) -> Result<SqliteLockProvider, Error> {
-        let (pool, table, holder) = self.validate()?;
-        Ok(SqliteLockProvider {
-            pool,
-            holder,
-            sql: Arc::new(Statements::new(&table)),
-            table: Arc::new(table),
-        })
-    }
+/// Whether the options open an in-memory database (`sqlite::memory:`, `mode=memory`). sqlx 0.9
+/// has no getter for it and its `to_url_lossy` panics on in-memory names, so this reads the
+/// options' `Debug` form.
+fn is_in_memory(options: &SqliteConnectOptions) -> bool {
+    format!("{options:?}").contains("in_memory: true")
 }
 
 /// A duration as an SQLite date modifier, in whole milliseconds: `+600.000 seconds`.
@@ -232,10 +355,23 @@ fn modifier(duration: Duration) -> String {
     format!("+{}.{:03} seconds", millis / 1000, millis % 1000)
 }
 
-/// A duration back in time as an SQLite date modifier: `-0.250 seconds`.
-fn modifier_back(duration: Duration) -> String {
-    let millis = lease_millis(duration);
-    format!("-{}.{:03} seconds", millis / 1000, millis % 1000)
+/// The acquisition window as the time before which the last acquisition must lie, read on
+/// this process's clock — SQLite's own clock, since SQLite runs in this process — before the
+/// statement waits for the database's write lock, so that a busy wait never shortens it. `None`
+/// for no window.
+fn acquired_before(window: Duration) -> Option<String> {
+    if window.is_zero() {
+        return None;
+    }
+    let Some(cutoff) = SystemTime::now().checked_sub(window) else {
+        // Before any time SQLite can hold: every acquisition is within the window.
+        return Some("0000-01-01 00:00:00.000".to_owned());
+    };
+    Some(
+        chrono::DateTime::<chrono::Utc>::from(cutoff)
+            .format("%Y-%m-%d %H:%M:%S%.3f")
+            .to_string(),
+    )
 }
 
 /// `SQLITE_BUSY` or `SQLITE_LOCKED` (with any extended code): another connection holds a lock.
@@ -246,95 +382,39 @@ fn is_busy(error: &sqlx::Error) -> bool {
         .is_some_and(|code| matches!(code & 0xff, 5 | 6))
 }
 
-#[async_trait]
-impl LockProvider for SqliteLockProvider {
-    async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
-        let name = config.name();
-        check_lock_name(name)?;
-        let row: Option<(i64, NaiveDateTime, NaiveDateTime)> = match sqlx::query_as(
-            self.sql.acquire.clone(),
-        )
-        .bind(name)
-        .bind(&*self.holder)
-        .bind(modifier(config.lock_at_most_for()))
-        .bind(modifier_back(config.acquired_within_window()))
-        .fetch_optional(&self.pool)
-        .await
-        {
-            Ok(row) => row,
-            Err(e) if is_busy(&e) => {
-                tracing::debug!(lock = name, error = %e, "SQLite busy: lock not acquired this time");
-                return Ok(None);
-            }
-            Err(e) => return Err(store_error(Operation::Acquire, name, &self.table, e)),
-        };
-        let Some((token, locked_at, lock_until)) = row else {
-            return Ok(None);
-        };
-        let token = token_from_db(token).map_err(|e| Error::store(Operation::Acquire, name, e))?;
-        Ok(Some(LockLease::new(
-            config,
-            Arc::clone(&self.holder),
-            token,
-            system_time(locked_at),
-            system_time(lock_until),
-        )))
-    }
-
-    async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
-        let Some(token) = token_param(lease.fencing_token()) else {
-            return Ok(false);
-        };
-        let released = sqlx::query(self.sql.release.clone())
-            .bind(lease.name())
-            .bind(&*self.holder)
-            .bind(token)
-            .bind(modifier(lease.lock_at_least_for()))
-            .execute(&self.pool)
-            .await
-            .map_err(|e| store_error(Operation::Release, lease.name(), &self.table, e))?;
-        Ok(released.rows_affected() == 1)
-    }
-
-    async fn extend(
-        &self,
-        lease: &LockLease,
-        lock_at_most_for: Duration,
-        lock_at_least_for: Duration,
-    ) -> Result<Option<LockLease>, Error> {
-        let Some(token) = token_param(lease.fencing_token()) else {
-            return Ok(None);
-        };
-        let lock_until: Option<NaiveDateTime> = sqlx::query_scalar(self.sql.extend.clone())
-            .bind(lease.name())
-            .bind(&*self.holder)
-            .bind(token)
-            .bind(modifier(lock_at_most_for))
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| store_error(Operation::Extend, lease.name(), &self.table, e))?;
-        Ok(lock_until
-            .map(|until| lease.extended(system_time(until), lock_at_most_for, lock_at_least_for)))
-    }
-
-    fn holder(&self) -> &str {
-        &self.holder
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::statements::COLUMN_TYPES;
     use super::*;
+    use crate::ColumnNames;
 
     #[test]
     fn sql_file_matches_the_generated_table() {
-        let (_, table, _) = LockProviderBuilder::new(()).validate().unwrap();
-        let generated = table.create_table_sql(&COLUMN_TYPES);
+        let table = Table {
+            name: "shedlock".into(),
+            columns: ColumnNames::default(),
+        };
+        let generated = table.create_table_sql(&Sqlite::COLUMN_TYPES);
         let file = include_str!("../../sql/sqlite.sql");
         assert!(
             file.contains(&generated),
             "sql/sqlite.sql differs from:\n{generated}"
+        );
+    }
+
+    #[tokio::test]
+    async fn schema_sql_is_what_the_sql_file_holds() {
+        let provider = SqlLockProvider::<Sqlite>::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        assert!(include_str!("../../sql/sqlite.sql").contains(&provider.schema_sql()));
+        let custom = SqlLockProvider::<Sqlite>::builder(provider.pool().clone())
+            .table("locks")
+            .build()
+            .unwrap();
+        assert!(
+            custom
+                .schema_sql()
+                .starts_with("CREATE TABLE IF NOT EXISTS locks (")
         );
     }
 
@@ -343,5 +423,13 @@ mod tests {
         assert_eq!(modifier(Duration::from_millis(800)), "+0.800 seconds");
         assert_eq!(modifier(Duration::from_micros(1_000_001)), "+1.001 seconds");
         assert_eq!(modifier(Duration::from_secs(600)), "+600.000 seconds");
+    }
+
+    #[test]
+    fn in_memory_databases_are_recognised() {
+        let memory = SqliteConnectOptions::from_str("sqlite::memory:").unwrap();
+        let named = SqliteConnectOptions::from_str("sqlite://locks?mode=memory").unwrap();
+        let file = SqliteConnectOptions::from_str("sqlite://locks.db").unwrap();
+        assert!(is_in_memory(&memory) && is_in_memory(&named) && !is_in_memory(&file));
     }
 }

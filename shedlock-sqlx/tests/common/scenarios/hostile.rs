@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation};
 use shedlock_sqlx::ColumnNames;
 
-use super::{LONG, ProviderExt, TestDb, config, drop_table, fresh, is_store_error, row};
+use super::{LONG, Provider, ProviderExt, TestDb, config, drop_table, fresh, is_store_error, row};
 use crate::common::unique_table;
 
 /// A row whose `lock_until` is far in the future is simply held: no acquisition, no panic.
@@ -132,18 +132,18 @@ pub(crate) async fn missing_table_is_a_clear_error<D: TestDb>(db: &D) {
         Operation::Extend
     ));
     assert!(is_store_error(
-        &D::lock_state(&provider, "missing").await,
+        &provider.lock_state("missing").await,
         Operation::Read
     ));
     assert!(is_store_error(
-        &D::list_locks(&provider).await,
+        &provider.list_locks().await,
         Operation::Read
     ));
 }
 
 /// Table and column names that are not plain identifiers never reach SQL.
 pub(crate) async fn hostile_identifiers_are_rejected<D: TestDb>(db: &D) {
-    let field = |result: Result<D::Provider, Error>| match result {
+    let field = |result: Result<Provider<D>, Error>| match result {
         Err(Error::InvalidConfig { field, .. }) => field,
         Err(other) => panic!("expected InvalidConfig, got {other}"),
         Ok(_) => panic!("expected InvalidConfig, got a provider"),
@@ -204,7 +204,7 @@ pub(crate) async fn sql_looking_names_are_plain_names<D: TestDb>(db: &D) {
             .unwrap_or_else(|| panic!("{name:?} not acquired"));
         assert_eq!(lease.name(), name);
     }
-    let rows = D::list_locks(&victim).await.unwrap();
+    let rows = victim.list_locks().await.unwrap();
     assert_eq!(rows.len(), names.len() + 1);
     for name in &names {
         assert!(

@@ -9,16 +9,20 @@ pub(crate) use schema::*;
 
 use std::time::{Duration, SystemTime};
 
-use shedlock_core::{Error, LockConfiguration, LockProvider, Operation};
-use shedlock_sqlx::{ColumnNames, LockRow};
+use shedlock_core::{Error, LockConfiguration, Operation};
+use shedlock_sqlx::dialect::Dialect;
+use shedlock_sqlx::{ColumnNames, LockRow, SqlLockProvider};
 
 use super::unique_table;
 
-/// One database and its provider type, as the cases need them.
+/// The provider of a test database.
+pub(crate) type Provider<D> = SqlLockProvider<<D as TestDb>::Dialect>;
+
+/// One database and its dialect, as the cases need them.
 #[shedlock_core::async_trait]
 pub(crate) trait TestDb: Send + Sync + Sized + 'static {
-    /// The provider under test.
-    type Provider: LockProvider + Clone + ProviderExt;
+    /// The dialect under test.
+    type Dialect: Dialect;
     /// The column type of `lock_until`/`locked_at` in hand-made tables.
     const TIMESTAMP: &'static str;
     /// Whether `VARCHAR(n)` refuses longer values (SQLite does not).
@@ -32,10 +36,7 @@ pub(crate) trait TestDb: Send + Sync + Sized + 'static {
         table: &str,
         columns: ColumnNames,
         holder: &str,
-    ) -> Result<Self::Provider, Error>;
-    async fn create_schema(provider: &Self::Provider) -> Result<(), Error>;
-    async fn lock_state(provider: &Self::Provider, name: &str) -> Result<Option<LockRow>, Error>;
-    async fn list_locks(provider: &Self::Provider) -> Result<Vec<LockRow>, Error>;
+    ) -> Result<Provider<Self>, Error>;
     /// Runs SQL written by the test (literals only).
     async fn execute(&self, sql: &str);
     /// The database clock, read in a statement of its own (UTC).
@@ -45,7 +46,7 @@ pub(crate) trait TestDb: Send + Sync + Sized + 'static {
 }
 
 /// A provider on a new table of its own, created with `create_schema`.
-pub(super) async fn fresh<D: TestDb>(db: &D, holder: &str) -> D::Provider {
+pub(super) async fn fresh<D: TestDb>(db: &D, holder: &str) -> Provider<D> {
     let provider = db
         .build(
             &unique_table("shedlock_case"),
@@ -53,7 +54,7 @@ pub(super) async fn fresh<D: TestDb>(db: &D, holder: &str) -> D::Provider {
             holder,
         )
         .expect("valid configuration");
-    D::create_schema(&provider).await.expect("create schema");
+    provider.create_schema().await.expect("create schema");
     provider
 }
 
@@ -67,8 +68,9 @@ pub(super) fn config(name: &str, at_most: Duration, at_least: Duration) -> LockC
 
 pub(super) const LONG: Duration = Duration::from_secs(600);
 
-pub(super) async fn row<D: TestDb>(provider: &D::Provider, name: &str) -> LockRow {
-    D::lock_state(provider, name)
+pub(super) async fn row<D: TestDb>(provider: &Provider<D>, name: &str) -> LockRow {
+    provider
+        .lock_state(name)
         .await
         .expect("read")
         .unwrap_or_else(|| panic!("no row for {name}"))
@@ -87,8 +89,17 @@ pub(crate) trait ProviderExt: Sized {
     fn clone_as(&self, holder: &str) -> Self;
 }
 
-/// Declares a `TestDb` named `$db` over a pool of type `$pool` for provider `$provider`:
-/// the forwarding every provider shares, plus the dialect's facts.
+impl<D: Dialect> ProviderExt for SqlLockProvider<D> {
+    fn table_name(&self) -> &str {
+        self.table()
+    }
+    fn clone_as(&self, holder: &str) -> Self {
+        self.with_holder(holder).expect("valid holder")
+    }
+}
+
+/// Declares a `TestDb` named `$db` over a pool of type `$pool` for provider `$provider`
+/// (`SqlLockProvider<$dialect>`): the dialect's facts.
 #[macro_export]
 macro_rules! test_db {
     (
@@ -104,18 +115,9 @@ macro_rules! test_db {
             pool: $pool,
         }
 
-        impl $crate::common::scenarios::ProviderExt for $provider {
-            fn table_name(&self) -> &str {
-                self.table()
-            }
-            fn clone_as(&self, holder: &str) -> Self {
-                self.with_holder(holder).expect("valid holder")
-            }
-        }
-
         #[::shedlock_core::async_trait]
         impl $crate::common::scenarios::TestDb for $db {
-            type Provider = $provider;
+            type Dialect = ::shedlock_sqlx::dialect::$db;
             const TIMESTAMP: &'static str = $timestamp;
             const ENFORCES_VARCHAR: bool = $enforces_varchar;
             const STATEMENTS: [usize; 5] = $statements;
@@ -132,20 +134,6 @@ macro_rules! test_db {
                     .holder(holder)
                     .build()
             }
-            async fn create_schema(provider: &$provider) -> Result<(), ::shedlock_core::Error> {
-                provider.create_schema().await
-            }
-            async fn lock_state(
-                provider: &$provider,
-                name: &str,
-            ) -> Result<Option<::shedlock_sqlx::LockRow>, ::shedlock_core::Error> {
-                provider.lock_state(name).await
-            }
-            async fn list_locks(
-                provider: &$provider,
-            ) -> Result<Vec<::shedlock_sqlx::LockRow>, ::shedlock_core::Error> {
-                provider.list_locks().await
-            }
             async fn execute(&self, sql: &str) {
                 ::sqlx::raw_sql(::sqlx::AssertSqlSafe(sql.to_owned()))
                     .execute(&self.pool)
@@ -161,6 +149,39 @@ macro_rules! test_db {
                     .await
                     .expect("read the current schema")
             }
+        }
+    };
+}
+
+/// Registers a database with the whole suite: the conformance suite (all cases on one table,
+/// `shedlock_conformance`; lock names are unique per case) and every SQL provider case, for
+/// a `TestDb` type declared with `test_db!` and an async expression giving `Option<pool>`
+/// (`None` skips).
+#[macro_export]
+macro_rules! sql_provider_tests {
+    ($db:ident, $pool:expr) => {
+        mod conformance {
+            use super::*;
+
+            async fn harness() -> Option<$crate::common::DbHarness> {
+                let db = $db { pool: $pool.await? };
+                let provider = <$db as $crate::common::scenarios::TestDb>::build(
+                    &db,
+                    "shedlock_conformance",
+                    ::shedlock_sqlx::ColumnNames::default(),
+                    "conformance",
+                )
+                .expect("valid configuration");
+                provider.create_schema().await.expect("create schema");
+                Some($crate::common::DbHarness::over(provider))
+            }
+
+            ::shedlock_core::conformance_tests!(harness());
+        }
+
+        mod cases {
+            use super::*;
+            $crate::sql_provider_cases!(async { Some($db { pool: $pool.await? }) });
         }
     };
 }
@@ -182,6 +203,7 @@ macro_rules! sql_provider_cases {
             create_schema_upgrades_shedlock_tables,
             custom_columns_and_schema_work,
             inspection_reports_rows,
+            operators_release_by_holder_and_token,
             statements_per_operation,
         );
     };

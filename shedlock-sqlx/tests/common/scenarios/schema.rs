@@ -80,13 +80,13 @@ pub(crate) async fn create_schema_upgrades_shedlock_tables<D: TestDb>(db: &D) {
     let runs: Vec<_> = (0..4)
         .map(|_| {
             let provider = provider.clone();
-            tokio::spawn(async move { D::create_schema(&provider).await })
+            tokio::spawn(async move { provider.create_schema().await })
         })
         .collect();
     for run in runs {
         run.await.unwrap().expect("concurrent create_schema");
     }
-    D::create_schema(&provider).await.expect("idempotent");
+    provider.create_schema().await.expect("idempotent");
     assert_eq!(row::<D>(&provider, "java").await.fencing_token, 0);
     let lease = provider.acquire(&c).await.unwrap().expect("acquired");
     assert_eq!(lease.fencing_token(), 1);
@@ -104,7 +104,7 @@ pub(crate) async fn custom_columns_and_schema_work<D: TestDb>(db: &D) {
         .fencing_token("token");
     let a = db.build(&table, columns.clone(), "a").unwrap();
     let b = db.build(&table, columns, "b").unwrap();
-    D::create_schema(&a).await.expect("create schema");
+    a.create_schema().await.expect("create schema");
     let c = config("custom", LONG, Duration::ZERO);
     let lease = a.acquire(&c).await.unwrap().expect("acquired");
     assert!(b.acquire(&c).await.unwrap().is_none());
@@ -122,7 +122,7 @@ pub(crate) async fn custom_columns_and_schema_work<D: TestDb>(db: &D) {
             .fencing_token(),
         2
     );
-    let rows = D::list_locks(&a).await.unwrap();
+    let rows = a.list_locks().await.unwrap();
     assert_eq!(rows.len(), 1);
     assert!(
         rows[0].to_string().starts_with("custom: held by b until "),
@@ -135,8 +135,8 @@ pub(crate) async fn custom_columns_and_schema_work<D: TestDb>(db: &D) {
 /// `lock_state` and `list_locks` report holder, token and whether the lease runs.
 pub(crate) async fn inspection_reports_rows<D: TestDb>(db: &D) {
     let provider = fresh(db, "inspector").await;
-    assert!(D::list_locks(&provider).await.unwrap().is_empty());
-    assert!(D::lock_state(&provider, "none").await.unwrap().is_none());
+    assert!(provider.list_locks().await.unwrap().is_empty());
+    assert!(provider.lock_state("none").await.unwrap().is_none());
     let held = provider
         .acquire(&config("b-held", LONG, Duration::ZERO))
         .await
@@ -148,7 +148,7 @@ pub(crate) async fn inspection_reports_rows<D: TestDb>(db: &D) {
         .unwrap()
         .unwrap();
     assert!(provider.release(&done).await.unwrap());
-    let rows = D::list_locks(&provider).await.unwrap();
+    let rows = provider.list_locks().await.unwrap();
     let summary: Vec<_> = rows
         .iter()
         .map(|r| {
@@ -210,4 +210,43 @@ pub(crate) async fn statements_per_operation<D: TestDb>(db: &D) {
         "statements for [first use, free, held, release, extend]"
     );
     drop_table(db, &t).await;
+}
+
+/// What a command line offers operators: release a lease named by holder and token (and so,
+/// after reading the row, force a lock free), never touching a lease taken in between.
+pub(crate) async fn operators_release_by_holder_and_token<D: TestDb>(db: &D) {
+    let provider = fresh(db, "worker").await;
+    let c = config("stuck", LONG, Duration::from_secs(60));
+    let lease = provider.acquire(&c).await.unwrap().expect("free");
+    let operator = provider.clone_as("operator");
+    assert!(operator.acquire(&c).await.unwrap().is_none(), "held");
+
+    let seen = row::<D>(&operator, "stuck").await;
+    let wrong_token = operator
+        .release_lease("stuck", &seen.locked_by, seen.fencing_token as u64 + 1)
+        .await
+        .unwrap();
+    let wrong_holder = operator
+        .release_lease("stuck", "someone-else", seen.fencing_token as u64)
+        .await
+        .unwrap();
+    assert!(!wrong_token && !wrong_holder, "released another lease");
+    let released = operator
+        .release_lease("stuck", &seen.locked_by, seen.fencing_token as u64)
+        .await
+        .unwrap();
+    assert!(released, "not released");
+    // Free now, whatever its lock_at_least_for; the holder's own release finds nothing.
+    assert!(!row::<D>(&operator, "stuck").await.held);
+    assert!(!provider.release(&lease).await.unwrap());
+    let next = operator.acquire(&c).await.unwrap().expect("free again");
+    assert_eq!(next.fencing_token(), lease.fencing_token() + 1);
+    assert!(matches!(
+        operator.release_lease("stuck", "", 1).await,
+        Err(shedlock_core::Error::InvalidConfig {
+            field: "holder",
+            ..
+        })
+    ));
+    drop_table(db, provider.table_name()).await;
 }

@@ -1,0 +1,192 @@
+//! The seam between the provider, written once, and each database: SQL text, column types,
+//! how parameters are bound and how the row and the fencing token come back.
+//!
+//! A dialect is a marker type implementing [`Dialect`]; everything else (builder, connection
+//! handling, retries, error mapping, fencing checks, inspection) lives in
+//! [`SqlLockProvider`](super::SqlLockProvider). A new SQL database is one module implementing
+//! this trait, plus one line registering it with the test suite.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::NaiveDateTime;
+use shedlock_core::{Error, LockConfiguration};
+use sqlx::{Database, Pool};
+use tokio::sync::broadcast;
+
+use super::Table;
+use super::row::RowParts;
+
+/// Connections of its own a provider on a database server may open by default: enough for 32
+/// lock statements at the same moment, which is where the server's throughput stops growing
+/// on the benchmark machine (`BENCHMARKS.md`); idle ones close after a minute.
+pub(crate) const DEFAULT_DEDICATED_CONNECTIONS: usize = 32;
+
+/// A connection of a dialect's database.
+pub(crate) type Connection<D> = <<D as Dialect>::Database as Database>::Connection;
+
+/// One database's SQL behind [`SqlLockProvider`](crate::SqlLockProvider): implemented by
+/// [`Pg`](crate::dialect::Pg), [`MySql`](crate::dialect::MySql) and
+/// [`Sqlite`](crate::dialect::Sqlite), and sealed: its methods are the crate's business.
+///
+/// Every method runs statements prepared once by [`statements`](Self::statements) and returns
+/// sqlx's error untouched; the provider maps errors, retries serialization failures and decides
+/// what a connection failure means.
+pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
+    /// The sqlx database driver.
+    type Database: Database;
+    /// The statements of one provider, built once from its table.
+    #[doc(hidden)]
+    type Statements: Debug + Send + Sync;
+    /// Builder settings only this dialect has.
+    #[doc(hidden)]
+    type Options: Debug + Default + Clone + Send + Sync;
+    /// Run-time state only this dialect has, shared by a provider's clones.
+    #[doc(hidden)]
+    type State: Debug + Send + Sync;
+
+    /// The lock table's column types (as in `sql/<dialect>.sql`).
+    #[doc(hidden)]
+    const COLUMN_TYPES: ColumnTypes;
+
+    #[doc(hidden)]
+    fn statements(table: &Table) -> Self::Statements;
+
+    /// Checks the dialect's builder settings and sets up its state.
+    #[doc(hidden)]
+    fn state(options: Self::Options, table: &Table) -> Result<Self::State, Error>;
+
+    /// The pool `connect(url)` opens: set up for lock statements.
+    #[doc(hidden)]
+    fn connect(url: &str)
+    -> impl Future<Output = Result<Pool<Self::Database>, sqlx::Error>> + Send;
+
+    /// How many connections of its own a provider may open by default on `pool`.
+    #[doc(hidden)]
+    fn default_dedicated_connections(_pool: &Pool<Self::Database>) -> usize {
+        DEFAULT_DEDICATED_CONNECTIONS
+    }
+
+    /// Takes the lock if it is free (and not acquired within `window`).
+    #[doc(hidden)]
+    fn acquire<'a>(
+        connection: &'a mut Connection<Self>,
+        sql: &'a Self::Statements,
+        args: Acquire<'a>,
+    ) -> impl Future<Output = Result<Option<Acquired>, sqlx::Error>> + Send + 'a;
+
+    /// Ends the lease (keeping it until `locked_at + duration`): whether it was ours and live.
+    #[doc(hidden)]
+    fn release<'a>(
+        connection: &'a mut Connection<Self>,
+        sql: &'a Self::Statements,
+        state: &'a Self::State,
+        args: Lease<'a>,
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'a;
+
+    /// Moves the lease's end to `now + duration`: the new `lock_until` if it was ours and live.
+    #[doc(hidden)]
+    fn extend<'a>(
+        connection: &'a mut Connection<Self>,
+        sql: &'a Self::Statements,
+        args: Lease<'a>,
+    ) -> impl Future<Output = Result<Option<NaiveDateTime>, sqlx::Error>> + Send + 'a;
+
+    /// Inside the caller's transaction: whether `(name, token)` is the live lease, locking its
+    /// row against takeover until the transaction ends.
+    #[doc(hidden)]
+    fn verify<'a>(
+        connection: &'a mut Connection<Self>,
+        sql: &'a Self::Statements,
+        name: &'a str,
+        token: i64,
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'a;
+
+    /// Rows of the lock table: one lock's, or all by name.
+    #[doc(hidden)]
+    fn read_rows<'a>(
+        pool: &'a Pool<Self::Database>,
+        sql: &'a Self::Statements,
+        name: Option<&'a str>,
+    ) -> impl Future<Output = Result<Vec<RowParts>, sqlx::Error>> + Send + 'a;
+
+    /// Creates the table if missing and adds the fencing token column if missing; idempotent
+    /// and safe to run concurrently.
+    #[doc(hidden)]
+    fn create_schema<'a>(
+        pool: &'a Pool<Self::Database>,
+        sql: &'a Self::Statements,
+        table: &'a Table,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
+
+    /// Whether an acquire that failed with this error means "not acquired this time" (SQLite
+    /// busy), rather than a store error.
+    #[doc(hidden)]
+    fn is_busy(_error: &sqlx::Error) -> bool {
+        false
+    }
+
+    /// Names of released locks, where the database can tell.
+    #[doc(hidden)]
+    fn release_hints(
+        _pool: &Pool<Self::Database>,
+        _state: &Self::State,
+    ) -> Option<broadcast::Receiver<Arc<str>>> {
+        None
+    }
+}
+
+/// An acquisition attempt's parameters.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct Acquire<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) holder: &'a str,
+    pub(crate) lock_at_most_for: Duration,
+    /// The configuration, for its acquisition window.
+    pub(crate) config: &'a LockConfiguration,
+}
+
+impl Acquire<'_> {
+    /// Refuse when the last acquisition is more recent than this (zero: no condition). Read it
+    /// when binding, after any wait for a connection: a tick's window grows while it waits.
+    pub(crate) fn window(&self) -> Duration {
+        self.config.acquired_within_window()
+    }
+}
+
+/// A lease to release or extend, and the duration that operation applies.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct Lease<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) holder: &'a str,
+    pub(crate) token: i64,
+    /// Release: `lock_at_least_for`; extend: the new `lock_at_most_for`.
+    pub(crate) duration: Duration,
+}
+
+/// What a successful acquisition wrote: the new token and the lease's times (UTC).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct Acquired {
+    pub(crate) token: i64,
+    pub(crate) locked_at: NaiveDateTime,
+    pub(crate) lock_until: NaiveDateTime,
+}
+
+/// A dialect's column types for the lock table.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct ColumnTypes {
+    pub(crate) name: &'static str,
+    pub(crate) time: &'static str,
+    pub(crate) token: &'static str,
+}
+
+pub(crate) mod sealed {
+    /// Only this crate's dialects implement [`Dialect`](super::Dialect).
+    pub trait Sealed {}
+}

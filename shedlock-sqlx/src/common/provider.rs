@@ -1,0 +1,406 @@
+//! The SQL lock provider, written once over a [`Dialect`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation, async_trait};
+use sqlx::{Pool, Transaction};
+use tokio::sync::broadcast;
+
+use super::dialect::{Acquire, Dialect, Lease};
+use super::retry::Retry;
+use super::{
+    DedicatedConnections, LockProviderBuilder, LockRow, Table, check_lock_name, store_error,
+    system_time, token_from_db, token_param, validate_holder,
+};
+
+/// Locks in a table of a SQL database, on the database's clock, with fencing tokens: the one
+/// provider behind [`PgLockProvider`](crate::PgLockProvider),
+/// [`MySqlLockProvider`](crate::MySqlLockProvider) and
+/// [`SqliteLockProvider`](crate::SqliteLockProvider), whose pages say what differs per
+/// database.
+///
+/// - **Fast by default.** [`connect`](Self::connect) opens a pool set up for lock statements,
+///   and the provider runs acquire, release and extend on
+///   [connections of its own](LockProviderBuilder::dedicated_connections) (by default up to 32
+///   on a server, 4 on an SQLite file, opened as concurrent statements need them and closed
+///   after a minute idle), one round trip per statement. Given a pool of yours
+///   ([`new`](Self::new), [`builder`](Self::builder)), it does the same, opening those
+///   connections through your pool (they count in addition to its `max_connections`).
+/// - **Serialization failures are retried.** A statement the database aborted with SQLSTATE
+///   `40001` or `40P01` (a `SERIALIZABLE` database such as CockroachDB, or a deadlock) rolled
+///   back, so it is retried up to 5 more times after a random pause of up to 2, 4, …, 32 ms.
+///   An acquire still conflicting after that answers "not acquired" (another instance is
+///   writing that lock); a release or extend reports [`Error::Store`].
+/// - Clones share the pool, the connections and the prepared SQL;
+///   [`with_holder`](Self::with_holder) makes another instance on the same table.
+pub struct SqlLockProvider<D: Dialect> {
+    pool: Pool<D::Database>,
+    connections: Arc<DedicatedConnections<D::Database>>,
+    holder: Arc<str>,
+    table: Arc<Table>,
+    pub(crate) sql: Arc<D::Statements>,
+    pub(crate) state: Arc<D::State>,
+}
+
+impl<D: Dialect> Clone for SqlLockProvider<D> {
+    fn clone(&self) -> Self {
+        SqlLockProvider {
+            pool: self.pool.clone(),
+            connections: Arc::clone(&self.connections),
+            holder: Arc::clone(&self.holder),
+            table: Arc::clone(&self.table),
+            sql: Arc::clone(&self.sql),
+            state: Arc::clone(&self.state),
+        }
+    }
+}
+
+impl<D: Dialect> std::fmt::Debug for SqlLockProvider<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlLockProvider")
+            .field("dialect", &std::any::type_name::<D>())
+            .field("table", &self.table.name)
+            .field("holder", &self.holder)
+            .field("connections", &self.connections)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs one operation's statements (`$statements`, given a connection) on a connection of the
+/// provider's, again after a serialization failure (bounded, with jitter), and once more on a
+/// new connection when one that had been idle turns out broken. Evaluates to
+/// `Result<T, Option<sqlx::Error>>`, `Err(None)` when the conflict persisted.
+///
+/// A macro rather than a function taking an async closure: the closure's future could not be
+/// shown `Send` for every lifetime, which `async_trait` requires.
+macro_rules! run {
+    ($provider:expr, |$connection:ident| $statements:expr) => {{
+        let mut retry = Retry::new();
+        let mut reconnected = false;
+        loop {
+            let mut lent = match $provider.connections.get(&$provider.pool).await {
+                Ok(lent) => lent,
+                Err(e) => break Err(Some(e)),
+            };
+            let outcome = {
+                let $connection = lent.connection();
+                $statements.await
+            };
+            lent.finish(&outcome);
+            let stale = lent.failed_after_idle();
+            // Closes a broken connection, and with it the idle ones.
+            drop(lent);
+            match outcome {
+                // Once, on a new connection: the statements are conditional on the table, so
+                // running them again never grants a lease twice.
+                Err(e) if stale && !reconnected => {
+                    tracing::debug!(error = %e, "connection lost while idle; running again on a new one");
+                    reconnected = true;
+                }
+                Err(e) if Retry::is_serialization_failure(&e) => {
+                    if !retry.pause().await {
+                        tracing::debug!(error = %e, "serialization failures persisted");
+                        break Err(None);
+                    }
+                }
+                outcome => break outcome.map_err(Some),
+            }
+        }
+    }};
+}
+
+impl<D: Dialect> SqlLockProvider<D> {
+    /// Opens a pool set up for lock statements and returns a default provider on it (table
+    /// `shedlock`, connections of its own): the fast path. Each database's page says what the
+    /// pool looks like; [`pool`](Self::pool) gives it to the rest of the service.
+    ///
+    /// # Errors
+    /// The sqlx error when the URL is invalid or the database cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, sqlx::Error> {
+        Ok(Self::new(D::connect(url).await?))
+    }
+
+    /// A provider on table `shedlock` with ShedLock's column names, holding as
+    /// [`default_holder()`](shedlock_core::default_holder).
+    pub fn new(pool: Pool<D::Database>) -> Self {
+        Self::builder(pool)
+            .build()
+            .expect("the default table, columns and holder are valid")
+    }
+
+    /// Configures table, columns, holder and connections; see [`LockProviderBuilder`].
+    pub fn builder(pool: Pool<D::Database>) -> LockProviderBuilder<D> {
+        LockProviderBuilder::new(pool)
+    }
+
+    pub(crate) fn from_parts(
+        pool: Pool<D::Database>,
+        table: Table,
+        holder: Arc<str>,
+        dedicated_connections: usize,
+        state: D::State,
+    ) -> Self {
+        SqlLockProvider {
+            pool,
+            connections: Arc::new(DedicatedConnections::new(dedicated_connections)),
+            holder,
+            sql: Arc::new(D::statements(&table)),
+            table: Arc::new(table),
+            state: Arc::new(state),
+        }
+    }
+
+    /// The same store acting as another holder (another instance), sharing the pool, the
+    /// connections and the prepared SQL.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`holder`) when empty, longer than 255 characters or holding
+    /// control characters.
+    pub fn with_holder(&self, holder: impl Into<String>) -> Result<Self, Error> {
+        Ok(SqlLockProvider {
+            holder: validate_holder(holder.into())?,
+            ..self.clone()
+        })
+    }
+
+    /// The pool this provider runs on: for schema, inspection, the fencing guard's
+    /// transactions and the rest of the service.
+    pub fn pool(&self) -> &Pool<D::Database> {
+        &self.pool
+    }
+
+    /// The lock table, as configured (`table` or `schema.table`).
+    pub fn table(&self) -> &str {
+        &self.table.name
+    }
+
+    /// Creates the lock table if it does not exist, and adds the `fencing_token` column to a
+    /// table created by ShedLock. Idempotent, and safe to run from several instances at once.
+    ///
+    /// # Errors
+    /// [`Error::Store`] (`Operation::Schema`) when the database refuses, e.g. for lack of rights.
+    pub async fn create_schema(&self) -> Result<(), Error> {
+        D::create_schema(&self.pool, &self.sql, &self.table)
+            .await
+            .map_err(|e| store_error(Operation::Schema, &self.table.name, &self.table, e))
+    }
+
+    /// The `CREATE TABLE IF NOT EXISTS` statement [`create_schema`](Self::create_schema) runs
+    /// for this provider's table and columns (the `sql/` file of its database, for the default
+    /// names): for migration tools, or a command line's `schema` command.
+    pub fn schema_sql(&self) -> String {
+        self.table.create_table_sql(&D::COLUMN_TYPES)
+    }
+
+    /// The row of one lock, if it exists, with `held` decided by the database clock.
+    ///
+    /// # Errors
+    /// [`Error::Store`] (`Operation::Read`) when the query fails.
+    pub async fn lock_state(&self, lock_name: &str) -> Result<Option<LockRow>, Error> {
+        let rows = D::read_rows(&self.pool, &self.sql, Some(lock_name))
+            .await
+            .map_err(|e| store_error(Operation::Read, lock_name, &self.table, e))?;
+        Ok(rows.into_iter().next().map(LockRow::from_parts))
+    }
+
+    /// Every row of the lock table, by name, with `held` decided by the database clock.
+    ///
+    /// # Errors
+    /// [`Error::Store`] (`Operation::Read`) when the query fails.
+    pub async fn list_locks(&self) -> Result<Vec<LockRow>, Error> {
+        let rows = D::read_rows(&self.pool, &self.sql, None)
+            .await
+            .map_err(|e| store_error(Operation::Read, "*", &self.table, e))?;
+        Ok(rows.into_iter().map(LockRow::from_parts).collect())
+    }
+
+    /// Ends the live lease `(lock_name, holder, fencing_token)` now, as its holder's release
+    /// would (without its `lock_at_least_for`): for operators, e.g. a command line's "release
+    /// the lock held by this instance". Returns whether that lease was live and is now ended.
+    ///
+    /// To force a lock free whoever holds it, read its row with
+    /// [`lock_state`](Self::lock_state) and release by the row's `locked_by` and
+    /// `fencing_token`: a lease taken in between has another token and is left alone.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`holder`) for a holder no provider could have written;
+    /// [`Error::Store`] (`Operation::Release`) when the statement fails.
+    pub async fn release_lease(
+        &self,
+        lock_name: &str,
+        holder: &str,
+        fencing_token: u64,
+    ) -> Result<bool, Error> {
+        let holder = validate_holder(holder.to_owned())?;
+        let Some(token) = token_param(fencing_token) else {
+            return Ok(false);
+        };
+        let args = Lease {
+            name: lock_name,
+            holder: &holder,
+            token,
+            duration: Duration::ZERO,
+        };
+        let (sql, state) = (&*self.sql, &*self.state);
+        run!(self, |c| D::release(c, sql, state, args))
+            .map_err(|e| self.operation_error(Operation::Release, lock_name, e))
+    }
+
+    /// The fencing guard for writes to this same database: inside the caller's transaction,
+    /// checks that the lease `(lock_name, fencing_token)` is still the live one (database
+    /// clock) and locks its row until the transaction ends.
+    ///
+    /// While the row is locked nobody can take the lock over, so the caller's writes commit
+    /// before any later holder's; a holder that was paused past its lease gets
+    /// [`Error::LockLost`] here and should roll back. Takeover, release and extension of this
+    /// lock wait for the transaction, so keep it short. PostgreSQL locks the row `FOR SHARE`,
+    /// MySQL `LOCK IN SHARE MODE`; SQLite takes its database-wide write lock (start the
+    /// transaction with `pool.begin_with("BEGIN IMMEDIATE")`, or a deferred transaction that
+    /// already read may fail here with `SQLITE_BUSY`).
+    ///
+    /// ```no_run
+    /// # use shedlock_sqlx::PgLockProvider;
+    /// # async fn job(provider: &PgLockProvider, lock: &shedlock_core::LockContext) -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut tx = provider.pool().begin().await?;
+    /// provider.verify_lease(&mut tx, lock.name(), lock.fencing_token()).await?;
+    /// sqlx::query("UPDATE accounts SET balance = balance * 1.01").execute(&mut *tx).await?;
+    /// tx.commit().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when the lease expired, was released or was taken over;
+    /// [`Error::Store`] (`Operation::Read`) when the statement fails (e.g. a serialization
+    /// failure, which aborts the caller's transaction: retry the transaction).
+    pub async fn verify_lease(
+        &self,
+        tx: &mut Transaction<'_, D::Database>,
+        lock_name: &str,
+        fencing_token: u64,
+    ) -> Result<(), Error> {
+        let live = match token_param(fencing_token) {
+            Some(token) => D::verify(&mut **tx, &self.sql, lock_name, token)
+                .await
+                .map_err(|e| store_error(Operation::Read, lock_name, &self.table, e))?,
+            None => false,
+        };
+        if live {
+            Ok(())
+        } else {
+            Err(Error::LockLost {
+                lock_name: lock_name.to_owned(),
+            })
+        }
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> LockProvider for SqlLockProvider<D> {
+    async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
+        let name = config.name();
+        check_lock_name(name)?;
+        let args = Acquire {
+            name,
+            holder: &self.holder,
+            lock_at_most_for: config.lock_at_most_for(),
+            config,
+        };
+        let sql = &*self.sql;
+        let acquired = match run!(self, |c| D::acquire(c, sql, args)) {
+            Ok(acquired) => acquired,
+            Err(Some(e)) if !D::is_busy(&e) => {
+                return Err(store_error(Operation::Acquire, name, &self.table, e));
+            }
+            Err(e) => {
+                let error = e.map(|e| e.to_string());
+                tracing::debug!(
+                    lock = name,
+                    ?error,
+                    "database busy: lock not acquired this time"
+                );
+                return Ok(None);
+            }
+        };
+        let Some(acquired) = acquired else {
+            return Ok(None);
+        };
+        let token =
+            token_from_db(acquired.token).map_err(|e| Error::store(Operation::Acquire, name, e))?;
+        Ok(Some(LockLease::new(
+            config,
+            Arc::clone(&self.holder),
+            token,
+            system_time(acquired.locked_at),
+            system_time(acquired.lock_until),
+        )))
+    }
+
+    async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
+        let Some(token) = token_param(lease.fencing_token()) else {
+            return Ok(false);
+        };
+        let args = Lease {
+            name: lease.name(),
+            holder: &self.holder,
+            token,
+            duration: lease.lock_at_least_for(),
+        };
+        let (sql, state) = (&*self.sql, &*self.state);
+        run!(self, |c| D::release(c, sql, state, args))
+            .map_err(|e| self.operation_error(Operation::Release, lease.name(), e))
+    }
+
+    async fn extend(
+        &self,
+        lease: &LockLease,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+    ) -> Result<Option<LockLease>, Error> {
+        let Some(token) = token_param(lease.fencing_token()) else {
+            return Ok(None);
+        };
+        let args = Lease {
+            name: lease.name(),
+            holder: &self.holder,
+            token,
+            duration: lock_at_most_for,
+        };
+        let sql = &*self.sql;
+        let lock_until = run!(self, |c| D::extend(c, sql, args))
+            .map_err(|e| self.operation_error(Operation::Extend, lease.name(), e))?;
+        Ok(lock_until
+            .map(|until| lease.extended(system_time(until), lock_at_most_for, lock_at_least_for)))
+    }
+
+    fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    fn release_hints(&self) -> Option<broadcast::Receiver<Arc<str>>> {
+        D::release_hints(&self.pool, &self.state)
+    }
+}
+
+impl<D: Dialect> SqlLockProvider<D> {
+    fn operation_error(
+        &self,
+        operation: Operation,
+        name: &str,
+        error: Option<sqlx::Error>,
+    ) -> Error {
+        match error {
+            Some(e) => store_error(operation, name, &self.table, e),
+            None => Error::store(
+                operation,
+                name,
+                format!(
+                    "serialization failures persisted after {} attempts",
+                    Retry::ATTEMPTS
+                ),
+            ),
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! Retrying statements the database aborted as serialization failures.
+
+use std::hash::{BuildHasher, RandomState};
+use std::time::Duration;
+
+/// Pauses between attempts: random, up to a limit that doubles from 2 ms.
+#[derive(Debug)]
+pub(crate) struct Retry {
+    attempt: u32,
+}
+
+impl Retry {
+    /// Attempts in all, the first one included.
+    pub(crate) const ATTEMPTS: u32 = 6;
+    const FIRST_LIMIT: Duration = Duration::from_millis(2);
+
+    pub(crate) fn new() -> Self {
+        Retry { attempt: 1 }
+    }
+
+    /// SQLSTATE `40001` (serialization failure: PostgreSQL at `SERIALIZABLE` or
+    /// `REPEATABLE READ`, CockroachDB, a MySQL deadlock) or `40P01` (a PostgreSQL deadlock):
+    /// the database rolled the statement's transaction back, so running it again is safe.
+    pub(crate) fn is_serialization_failure(error: &sqlx::Error) -> bool {
+        error
+            .as_database_error()
+            .and_then(|e| e.code())
+            .is_some_and(|code| matches!(&*code, "40001" | "40P01"))
+    }
+
+    /// Waits before the next attempt; `false` when none is left.
+    pub(crate) async fn pause(&mut self) -> bool {
+        if self.attempt >= Self::ATTEMPTS {
+            return false;
+        }
+        let limit = Self::FIRST_LIMIT * (1 << (self.attempt - 1));
+        self.attempt += 1;
+        tokio::time::sleep(jitter(limit)).await;
+        true
+    }
+}
+
+/// A random duration in `[0, limit)`: concurrent retries of the same conflict spread out.
+fn jitter(limit: Duration) -> Duration {
+    let random = RandomState::new().hash_one(std::time::Instant::now());
+    let nanos = u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX).max(1);
+    Duration::from_nanos(random % nanos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn bounded_with_growing_pauses() {
+        let mut retry = Retry::new();
+        let started = tokio::time::Instant::now();
+        let mut pauses = 0;
+        while retry.pause().await {
+            pauses += 1;
+        }
+        assert_eq!(pauses, Retry::ATTEMPTS - 1);
+        assert!(started.elapsed() < Duration::from_millis(2 + 4 + 8 + 16 + 32));
+    }
+
+    #[test]
+    fn jitter_stays_below_its_limit() {
+        for _ in 0..100 {
+            assert!(jitter(Duration::from_millis(2)) < Duration::from_millis(2));
+        }
+        assert_eq!(jitter(Duration::ZERO), Duration::ZERO);
+    }
+}
