@@ -62,6 +62,8 @@ pub struct JobStatus {
     /// Ticks not run because the scheduler got to them too late (see `misfire_threshold`), or
     /// because a later fire time had already come (after a pause only the latest runs).
     pub missed_ticks: u64,
+    /// Ticks not run because the lock store failed on acquire.
+    pub store_errors: u64,
 }
 
 /// What [`Scheduler::shutdown`](crate::Scheduler::shutdown) did.
@@ -91,6 +93,7 @@ pub(crate) struct JobState {
     skips: AtomicU64,
     overlapped_ticks: AtomicU64,
     missed_ticks: AtomicU64,
+    store_errors: AtomicU64,
 }
 
 impl JobState {
@@ -106,6 +109,7 @@ impl JobState {
             skips: AtomicU64::new(0),
             overlapped_ticks: AtomicU64::new(0),
             missed_ticks: AtomicU64::new(0),
+            store_errors: AtomicU64::new(0),
         }
     }
 
@@ -135,7 +139,10 @@ impl JobState {
                 self.skips.fetch_add(1, Ordering::Relaxed);
             }
             JobOutcome::Missed { .. } => self.record_missed(1),
-            JobOutcome::NotLeader | JobOutcome::StoreError(_) => {}
+            JobOutcome::StoreError(_) => {
+                self.store_errors.fetch_add(1, Ordering::Relaxed);
+            }
+            JobOutcome::NotLeader => {}
             _ => {
                 self.executions.fetch_add(1, Ordering::Relaxed);
             }
@@ -159,6 +166,7 @@ impl JobState {
             skips: self.skips.load(Ordering::Relaxed),
             overlapped_ticks: self.overlapped_ticks.load(Ordering::Relaxed),
             missed_ticks: self.missed_ticks.load(Ordering::Relaxed),
+            store_errors: self.store_errors.load(Ordering::Relaxed),
         }
     }
 }
