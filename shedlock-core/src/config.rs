@@ -105,13 +105,8 @@ impl SchedulerConfig {
                 "is longer than default_lock_at_most_for",
             ));
         }
-        if let Some(holder) = &self.holder
-            && (holder.is_empty() || holder.len() > 255 || holder.chars().any(char::is_control))
-        {
-            return Err(Error::invalid_config(
-                "holder",
-                "must be 1 to 255 bytes without control characters",
-            ));
+        if let Some(holder) = &self.holder {
+            crate::validate_holder(holder)?;
         }
         self.zone()?;
         crate::schedule::validate_misfire_threshold(self.misfire_threshold)?;

@@ -4,6 +4,8 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::OnceLock;
 
+use crate::Error;
+
 /// The default holder identity of this process: `host:pid:random`, e.g. `web-7f9c:4121:a83e`.
 ///
 /// Unique per process even when several instances share a host (the hostname alone collides),
@@ -21,6 +23,35 @@ pub fn default_holder() -> &'static str {
         let host: String = host.chars().take(200).collect();
         format!("{host}:{}:{}", std::process::id(), random_suffix())
     })
+}
+
+/// Longest holder identity, in characters: the `VARCHAR(255)` `locked_by` column of ShedLock's
+/// table.
+pub const MAX_HOLDER_LEN: usize = 255;
+
+/// Checks a holder identity, as every provider does when it is built: 1 to
+/// [`MAX_HOLDER_LEN`] characters, no control characters (it is written to the store as is,
+/// and read by people).
+///
+/// # Errors
+/// [`Error::InvalidConfig`] (`holder`) saying what is wrong.
+pub fn validate_holder(holder: &str) -> Result<(), Error> {
+    if holder.is_empty() {
+        return Err(Error::invalid_config("holder", "must not be empty"));
+    }
+    if holder.chars().count() > MAX_HOLDER_LEN {
+        return Err(Error::invalid_config(
+            "holder",
+            format!("is longer than {MAX_HOLDER_LEN} characters, the `locked_by` column"),
+        ));
+    }
+    if holder.chars().any(char::is_control) {
+        return Err(Error::invalid_config(
+            "holder",
+            format!("must not contain control characters: {holder:?}"),
+        ));
+    }
+    Ok(())
 }
 
 /// Four hex digits of per-process randomness, so a recycled pid does not reuse an identity.

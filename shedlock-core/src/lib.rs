@@ -60,7 +60,7 @@ pub use election::{
 };
 pub use error::{BoxError, Error, Operation};
 pub use executor::{LockingTaskExecutor, TaskResult};
-pub use holder::default_holder;
+pub use holder::{MAX_HOLDER_LEN, default_holder, validate_holder};
 pub use job::{IntoJobResult, Job, JobLock};
 pub use listener::{LockEvent, LockListener};
 pub use lock::Lock;

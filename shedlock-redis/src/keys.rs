@@ -12,7 +12,6 @@ pub const DEFAULT_KEY_PREFIX: &str = "shedlock:";
 pub(crate) const MAX_PREFIX_LEN: usize = 128;
 
 /// Longest holder, in characters (the SQL providers' `locked_by` column).
-pub(crate) const MAX_HOLDER_LEN: usize = 255;
 
 /// Checks a key prefix: non-empty (locks must not mix with other keys), at most 128 bytes, no
 /// control characters or spaces, and none of the glob characters `* ? [ ] \`, so that
@@ -40,23 +39,9 @@ pub(crate) fn validate_prefix(prefix: String) -> Result<Arc<str>, Error> {
     Ok(prefix.into())
 }
 
-/// Checks a holder: non-empty, at most 255 characters, no control characters.
+/// Checks a holder identity ([`shedlock_core::validate_holder`]) and keeps it shared.
 pub(crate) fn validate_holder(holder: String) -> Result<Arc<str>, Error> {
-    if holder.is_empty() {
-        return Err(Error::invalid_config("holder", "must not be empty"));
-    }
-    if holder.chars().count() > MAX_HOLDER_LEN {
-        return Err(Error::invalid_config(
-            "holder",
-            format!("is longer than {MAX_HOLDER_LEN} characters"),
-        ));
-    }
-    if holder.chars().any(char::is_control) {
-        return Err(Error::invalid_config(
-            "holder",
-            format!("must not contain control characters: {holder:?}"),
-        ));
-    }
+    shedlock_core::validate_holder(&holder)?;
     Ok(holder.into())
 }
 

@@ -17,7 +17,6 @@ use shedlock_core::Error;
 pub const DEFAULT_ROOT: &str = "/shedlock";
 
 /// Longest holder name, as for the SQL providers' `locked_by` column.
-const MAX_HOLDER_LEN: usize = 255;
 
 /// The paths under one root.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,24 +101,9 @@ pub(crate) fn decode_name(node: &str) -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
-/// Checks a holder name: non-empty, at most 255 characters, no control characters (it is
-/// written into node data, one `key=value` line).
+/// Checks a holder identity ([`shedlock_core::validate_holder`]) and keeps it shared.
 pub(crate) fn validate_holder(holder: String) -> Result<std::sync::Arc<str>, Error> {
-    if holder.is_empty() {
-        return Err(Error::invalid_config("holder", "must not be empty"));
-    }
-    if holder.chars().count() > MAX_HOLDER_LEN {
-        return Err(Error::invalid_config(
-            "holder",
-            format!("is longer than {MAX_HOLDER_LEN} characters"),
-        ));
-    }
-    if holder.chars().any(char::is_control) {
-        return Err(Error::invalid_config(
-            "holder",
-            format!("must not contain control characters: {holder:?}"),
-        ));
-    }
+    shedlock_core::validate_holder(&holder)?;
     Ok(holder.into())
 }
 

@@ -10,7 +10,6 @@ use super::identifier::{validate_column, validate_table};
 use super::provider::SqlLockProvider;
 
 /// Longest holder identity: the `VARCHAR(255)` `locked_by` column.
-pub(crate) const MAX_HOLDER_LEN: usize = 255;
 
 /// The column names of the lock table; [`Default`] is ShedLock's layout plus `fencing_token`.
 ///
@@ -190,23 +189,9 @@ impl<D: Dialect> LockProviderBuilder<D> {
     }
 }
 
-/// Checks a holder identity: it is a bound parameter, but must fit the column and stay readable.
+/// Checks a holder identity ([`shedlock_core::validate_holder`]) and keeps it shared.
 pub(crate) fn validate_holder(holder: String) -> Result<Arc<str>, Error> {
-    if holder.is_empty() {
-        return Err(Error::invalid_config("holder", "must not be empty"));
-    }
-    if holder.chars().count() > MAX_HOLDER_LEN {
-        return Err(Error::invalid_config(
-            "holder",
-            format!("is longer than {MAX_HOLDER_LEN} characters, the `locked_by` column"),
-        ));
-    }
-    if holder.chars().any(char::is_control) {
-        return Err(Error::invalid_config(
-            "holder",
-            format!("must not contain control characters: {holder:?}"),
-        ));
-    }
+    shedlock_core::validate_holder(&holder)?;
     Ok(holder.into())
 }
 
