@@ -151,7 +151,8 @@ impl ActiveLock {
         match extend_lease(&self.service, &lease, lock_at_most_for, lock_at_least_for).await? {
             Some((lease, requested_at)) => {
                 let mut state = self.state();
-                state.local_deadline = requested_at + lease.lock_at_most_for();
+                state.local_deadline =
+                    crate::lock::trusted_until(requested_at, lease.lock_at_most_for());
                 state.lease = lease;
                 Ok(())
             }

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::{self, ActiveLock};
-use crate::lock::LockService;
+use crate::lock::{LockService, trusted_until};
 use crate::{
     Error, Lock, LockConfiguration, LockContext, LockEvent, LockLease, LockListener, LockProvider,
 };
@@ -168,7 +168,9 @@ impl LockingTaskExecutor {
     ) -> Result<Option<(LockLease, Instant)>, Error> {
         let requested_at = Instant::now();
         match self.service.provider.acquire(config).await {
-            Ok(Some(lease)) if Instant::now() >= requested_at + lease.lock_at_most_for() => {
+            Ok(Some(lease))
+                if Instant::now() >= trusted_until(requested_at, lease.lock_at_most_for()) =>
+            {
                 // Granted, but the answer came after the lease's local deadline (a pause, a slow
                 // network): another instance may hold it by now. Never hand it to the task; give
                 // it back in case it is still ours.
@@ -259,7 +261,7 @@ impl LockingTaskExecutor {
         let Some((lease, requested_at)) = acquired else {
             return Ok(TaskResult::Skipped);
         };
-        let local_deadline = requested_at + lease.lock_at_most_for();
+        let local_deadline = trusted_until(requested_at, lease.lock_at_most_for());
         let service = Arc::clone(&self.service);
         let active = Arc::new(ActiveLock::new(
             service,

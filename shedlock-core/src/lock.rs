@@ -71,6 +71,18 @@ impl fmt::Debug for LockService {
     }
 }
 
+/// Until when a lease requested at `requested_at` for `lock_at_most_for` is trusted on this
+/// process's monotonic clock: `lock_at_most_for` after the request was sent, less an allowance
+/// of 1% of the lease plus 2 ms (at most half the lease). The store's expiry counts from a moment
+/// after the request was sent, so it cannot come sooner, except that the store's clock may run a
+/// little faster than this one, store timestamps are rounded, and timers fire up to a millisecond
+/// late: the allowance covers those, so a job is told its lease is lost before another instance
+/// can be granted it.
+pub(crate) fn trusted_until(requested_at: Instant, lock_at_most_for: Duration) -> Instant {
+    let allowance = (lock_at_most_for / 100 + Duration::from_millis(2)).min(lock_at_most_for / 2);
+    requested_at + (lock_at_most_for - allowance)
+}
+
 /// An acquired lock. Release it with [`Lock::release`]; extend it with [`Lock::extend`].
 ///
 /// Rust has no async drop: a `Lock` dropped without being released is released in the
@@ -86,7 +98,7 @@ pub struct Lock {
 
 impl Lock {
     pub(crate) fn new(service: Arc<LockService>, lease: LockLease, requested_at: Instant) -> Self {
-        let local_deadline = requested_at + lease.lock_at_most_for();
+        let local_deadline = trusted_until(requested_at, lease.lock_at_most_for());
         Lock {
             service,
             lease,
@@ -126,7 +138,9 @@ impl Lock {
     }
 
     /// The instant, on this process's monotonic clock, after which the lease must no longer be
-    /// trusted: `lock_at_most_for` after the moment the acquire or extend request was sent.
+    /// trusted: `lock_at_most_for` after the moment the acquire or extend request was sent, less
+    /// a clock allowance of 1% of the lease plus 2 ms (at most half the lease): the store's clock
+    /// may run a little faster than this one and its timestamps are rounded.
     pub fn local_deadline(&self) -> Instant {
         self.local_deadline
     }

@@ -285,9 +285,11 @@ async fn keep_alive_holds_the_lock(store: Store) {
     );
 }
 
-/// The holder's connections are cut while its job runs: the job gets the lost-lock signal
-/// before another instance, polling from the moment of the cut, gets the lock (once the lease
-/// ran out), and the new lease's token is greater.
+/// The holder's connections are cut while its job runs: by the time another instance, polling
+/// from the moment of the cut, holds the lock (once the lease ran out), the cut holder's context
+/// already says the lease is lost; the job's lost-lock signal fires; and the new lease's token is
+/// greater. (What is compared is the holder's own verdict at the moment of the takeover, not
+/// which of two tasks a loaded machine happens to wake first.)
 async fn lost_lock_signal_when_cut(store: Store) {
     let prefix = common::unique_prefix("lostlock");
     let (Some(holder), Some(other)) = (
@@ -303,31 +305,29 @@ async fn lost_lock_signal_when_cut(store: Store) {
         let ctx = LockContext::current().unwrap();
         holder.cut();
         let poller = tokio::spawn({
-            let (other, lock) = (other.clone(), lock.clone());
+            let (other, lock, ctx) = (other.clone(), lock.clone(), ctx.clone());
             async move {
                 loop {
                     if let Some(taken) = other.try_lock(&lock).await.unwrap() {
-                        return (taken, Instant::now());
+                        return (taken, ctx.is_cancelled());
                     }
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             }
         });
         ctx.cancelled().await;
-        let cancelled_at = Instant::now();
-        let (taken, taken_at) = poller.await.unwrap();
-        (cancelled_at, taken_at, ctx.fencing_token(), taken)
+        let (taken, lost_when_taken) = poller.await.unwrap();
+        (lost_when_taken, ctx.fencing_token(), taken)
     });
-    let (cancelled_at, taken_at, token, taken) = tokio::time::timeout(10 * LEASE, outcome)
+    let (lost_when_taken, token, taken) = tokio::time::timeout(10 * LEASE, outcome)
         .await
         .expect("the lost-lock signal fires and the lock is taken over")
         .unwrap()
         .into_executed()
         .unwrap();
     assert!(
-        cancelled_at <= taken_at,
-        "{store:?}: another instance held the lock {:?} before the cut holder was told",
-        cancelled_at - taken_at
+        lost_when_taken,
+        "{store:?}: another instance held the lock while the cut holder still trusted its lease"
     );
     assert!(taken.fencing_token() > token);
     let _: Result<(), Error> = taken.release().await;
