@@ -2,12 +2,12 @@
 
 #[doc(inline)]
 pub use shedlock_core::{
-    BoxError, Clock, ElectionConfig, Error, InMemoryLockProvider, IntoJobResult, Job, JobLock,
-    JobOutcome, JobRegistry, JobStatus, LeaderElection, LeaderElectionBuilder, LeaderState, Lock,
-    LockConfiguration, LockContext, LockEvent, LockLease, LockListener, LockProvider,
-    LockingTaskExecutor, MAX_LOCK_NAME_LEN, ManualClock, Operation, Schedule, Scheduler,
-    SchedulerBuilder, SchedulerConfig, ShutdownReport, SystemClock, TaskResult, TokioClock,
-    async_trait, default_holder,
+    BoxError, Candidacy, Clock, ElectionConfig, Elector, Error, InMemoryLockProvider,
+    IntoJobResult, Job, JobLock, JobOutcome, JobRegistry, JobStatus, LeaderElection,
+    LeaderElectionBuilder, LeaderState, Lock, LockConfiguration, LockContext, LockEvent, LockLease,
+    LockListener, LockProvider, LockingTaskExecutor, MAX_HOLDER_LEN, MAX_LOCK_NAME_LEN,
+    ManualClock, Operation, Schedule, Scheduler, SchedulerBuilder, SchedulerConfig, ShutdownReport,
+    SystemClock, TaskResult, TokioClock, async_trait, default_holder, validate_holder,
 };
 
 #[cfg(feature = "test-util")]

@@ -11,6 +11,8 @@
 //! The harness expression may return `None` to skip (after printing why), e.g. when a database
 //! URL is not set.
 
+pub mod election;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -5,13 +5,14 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::proxy::CutProxy;
+use shedlock_core::conformance::election::{Candidate, leader_handover};
 use shedlock_core::{
-    ElectionConfig, Error, LeaderElection, LeaderState, LockConfiguration, LockContext,
-    LockProvider, LockingTaskExecutor,
+    ElectionConfig, Elector, Error, LockConfiguration, LockContext, LockProvider,
+    LockingTaskExecutor,
 };
 use shedlock_redis::RedisLockProvider;
 use tokio::time::Instant;
@@ -65,165 +66,24 @@ impl Instance {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Event {
-    Elected { who: usize, term: u64, at: Instant },
-    Revoked { who: usize, at: Instant },
-}
-
-struct Candidates {
-    instances: Vec<Instance>,
-    elections: Vec<LeaderElection>,
-    events: Arc<Mutex<Vec<Event>>>,
-}
-
-impl Candidates {
-    async fn start(store: Store) -> Option<Self> {
-        let prefix = common::unique_prefix("election");
-        let mut instances = Vec::new();
-        for who in 0..3 {
-            instances.push(Instance::connect(store, &format!("candidate-{who}"), &prefix).await?);
-        }
-        let events = Arc::new(Mutex::new(Vec::new()));
-        let elections = instances
-            .iter()
-            .enumerate()
-            .map(|(who, instance)| {
-                let (elected, revoked) = (Arc::clone(&events), Arc::clone(&events));
-                LeaderElection::builder("leader", Arc::clone(&instance.provider))
-                    .config(CONFIG)
-                    .on_elected(move |term| {
-                        elected.lock().unwrap().push(Event::Elected {
-                            who,
-                            term,
-                            at: Instant::now(),
-                        })
-                    })
-                    .on_revoked(move || {
-                        revoked.lock().unwrap().push(Event::Revoked {
-                            who,
-                            at: Instant::now(),
-                        })
-                    })
-                    .start()
-                    .unwrap()
-            })
-            .collect();
-        Some(Candidates {
-            instances,
-            elections,
-            events,
-        })
-    }
-
-    fn leaders(&self) -> Vec<usize> {
-        (0..3).filter(|&i| self.elections[i].is_leader()).collect()
-    }
-
-    fn events(&self) -> Vec<Event> {
-        self.events.lock().unwrap().clone()
-    }
-
-    /// Waits (bounded) for a leader other than `not`, checking there is never more than one.
-    async fn next_leader(&self, not: Option<usize>, within: Duration) -> usize {
-        let deadline = Instant::now() + within;
-        loop {
-            let leaders = self.leaders();
-            assert!(leaders.len() <= 1, "two leaders at once: {leaders:?}");
-            if let Some(&leader) = leaders.iter().find(|&&l| Some(l) != not) {
-                return leader;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no new leader within {within:?}: {:?}",
-                self.events()
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-
-    fn term(&self, who: usize) -> u64 {
-        match self.elections[who].state() {
-            LeaderState::Leader { term } => term,
-            LeaderState::Follower => panic!("candidate {who} does not lead"),
-        }
-    }
-}
-
-/// One leader, stable; a graceful resign hands over at once (release hints); a leader whose
-/// connections are cut steps down before another is elected; terms only increase.
+/// The election scenario every store passes (one leader, stable; a graceful resign hands over
+/// at once through the release hints; a leader whose connections are cut steps down before
+/// another is elected; terms only increase).
 async fn election(store: Store) {
-    let Some(candidates) = Candidates::start(store).await else {
-        return;
-    };
-    let first = candidates
-        .next_leader(None, CONFIG.lease_duration * 2)
-        .await;
-    for _ in 0..40 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(
-            candidates.leaders(),
-            [first],
-            "{store:?}: leadership must be exclusive and stable"
-        );
+    let prefix = common::unique_prefix("election");
+    let mut candidates = Vec::new();
+    for who in 0..3 {
+        let Some(instance) = Instance::connect(store, &format!("candidate-{who}"), &prefix).await
+        else {
+            return;
+        };
+        let elector: Arc<dyn Elector> = Arc::new(Arc::clone(&instance.provider));
+        candidates.push(Candidate::new(elector, move || {
+            instance.cut();
+            std::future::ready(())
+        }));
     }
-    let first_term = candidates.term(first);
-
-    let resigned_at = Instant::now();
-    candidates.elections[first].resign().await;
-    let second = candidates
-        .next_leader(
-            Some(first),
-            CONFIG.retry_period.mul_f64(1.2) + Duration::from_millis(300),
-        )
-        .await;
-    eprintln!(
-        "{store:?}: graceful handover in {:?}",
-        resigned_at.elapsed()
-    );
-    let second_term = candidates.term(second);
-    assert!(second_term > first_term, "{store:?}: terms must increase");
-
-    candidates.instances[second].cut();
-    let third = candidates
-        .next_leader(
-            Some(second),
-            CONFIG.lease_duration + CONFIG.retry_period * 3,
-        )
-        .await;
-    assert!(
-        candidates.term(third) > second_term,
-        "{store:?}: terms must increase"
-    );
-    let events = candidates.events();
-    let revoked_at = events.iter().find_map(|e| match *e {
-        Event::Revoked { who, at } if who == second => Some(at),
-        _ => None,
-    });
-    let elected_at = events.iter().rev().find_map(|e| match *e {
-        Event::Elected { who, at, .. } if who == third => Some(at),
-        _ => None,
-    });
-    let (revoked_at, elected_at) = (
-        revoked_at.expect("on_revoked ran"),
-        elected_at.expect("on_elected ran"),
-    );
-    assert!(
-        revoked_at < elected_at,
-        "{store:?}: the cut leader still led when the next was elected: {events:?}"
-    );
-    let terms: Vec<u64> = events
-        .iter()
-        .filter_map(|e| match *e {
-            Event::Elected { term, .. } => Some(term),
-            Event::Revoked { .. } => None,
-        })
-        .collect();
-    assert!(
-        terms.windows(2).all(|w| w[0] < w[1]),
-        "{store:?}: terms {terms:?}"
-    );
-    candidates.elections[third].resign().await;
+    leader_handover(&format!("{store:?}"), CONFIG, candidates).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

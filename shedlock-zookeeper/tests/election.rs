@@ -5,10 +5,11 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{ElectionConfig, Error, LeaderElection, LeaderState};
+use shedlock_core::conformance::election::{Candidates, ElectionEvent};
+use shedlock_core::{ElectionConfig, Elector, Error, LeaderElection};
 use shedlock_zookeeper::ZkElector;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::time::Instant;
@@ -19,122 +20,25 @@ const CONFIG: ElectionConfig = ElectionConfig {
     retry_period: Duration::from_millis(500),
 };
 
-#[derive(Debug, Clone, Copy)]
-enum Event {
-    Elected { who: usize, term: u64, at: Instant },
-    Revoked { who: usize },
-}
-
-struct Candidates {
-    elector: ZkElector,
-    elections: Vec<LeaderElection>,
-    events: Arc<Mutex<Vec<Event>>>,
-}
-
-impl Candidates {
-    async fn start(count: usize, base: &str) -> Option<Self> {
-        let url = common::zk_url()?;
-        let elector = ZkElector::builder(url)
-            .root(common::unique_root(base))
-            .connect()
-            .await
-            .expect("connect to SHEDLOCK_TEST_ZK_URL");
-        let events = Arc::new(Mutex::new(Vec::new()));
-        let elections = (0..count)
-            .map(|who| {
-                let (elected, revoked) = (Arc::clone(&events), Arc::clone(&events));
-                LeaderElection::builder("leader", elector.clone())
-                    .config(CONFIG)
-                    .on_elected(move |term| {
-                        let at = Instant::now();
-                        elected
-                            .lock()
-                            .unwrap()
-                            .push(Event::Elected { who, term, at });
-                    })
-                    .on_revoked(move || revoked.lock().unwrap().push(Event::Revoked { who }))
-                    .start()
-                    .unwrap()
-            })
-            .collect();
-        Some(Candidates {
-            elector,
-            elections,
-            events,
-        })
-    }
-
-    fn leaders(&self) -> Vec<usize> {
-        (0..self.elections.len())
-            .filter(|&i| self.elections[i].is_leader())
-            .collect()
-    }
-
-    fn events(&self) -> Vec<Event> {
-        self.events.lock().unwrap().clone()
-    }
-
-    /// Waits (bounded) for a leader other than `not`, checking there is never more than one.
-    async fn next_leader(&self, not: Option<usize>, within: Duration) -> usize {
-        let deadline = Instant::now() + within;
-        loop {
-            let leaders = self.leaders();
-            assert!(leaders.len() <= 1, "two leaders at once: {leaders:?}");
-            if let Some(&leader) = leaders.iter().find(|&&l| Some(l) != not) {
-                return leader;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no new leader within {within:?}: {:?}",
-                self.events()
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-
-    fn term(&self, who: usize) -> u64 {
-        match self.elections[who].state() {
-            LeaderState::Leader { term } => term,
-            LeaderState::Follower => panic!("candidate {who} does not lead"),
-        }
-    }
-
-    fn elected_at(&self, who: usize) -> Instant {
-        self.events()
-            .iter()
-            .rev()
-            .find_map(|e| match *e {
-                Event::Elected { who: w, at, .. } if w == who => Some(at),
-                _ => None,
-            })
-            .expect("on_elected ran")
-    }
-
-    /// Terms strictly increase over every election so far.
-    fn assert_terms_increase(&self) {
-        let terms: Vec<u64> = self
-            .events()
-            .iter()
-            .filter_map(|e| match *e {
-                Event::Elected { term, .. } => Some(term),
-                Event::Revoked { .. } => None,
-            })
-            .collect();
-        assert!(terms.windows(2).all(|w| w[0] < w[1]), "terms {terms:?}");
-    }
-
-    async fn resign_all(&self) {
-        for election in &self.elections {
-            election.resign().await;
-        }
-    }
+/// `count` candidates in election `leader`, each on the one session of an elector under a root
+/// unique to `base`.
+async fn start(count: usize, base: &str) -> Option<(ZkElector, Candidates)> {
+    let url = common::zk_url()?;
+    let elector = ZkElector::builder(url)
+        .root(common::unique_root(base))
+        .connect()
+        .await
+        .expect("connect to SHEDLOCK_TEST_ZK_URL");
+    let electors = (0..count).map(|_| Arc::new(elector.clone()) as Arc<dyn Elector>);
+    let candidates = Candidates::start("leader", CONFIG, electors);
+    Some((elector, candidates))
 }
 
 /// One leader, stable; a resignation hands over at once (no lease to wait for) to a candidate
 /// with a greater term; terms strictly increase over every election.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_and_a_prompt_successor_on_resign() {
-    let Some(candidates) = Candidates::start(3, "resign").await else {
+    let Some((_elector, candidates)) = start(3, "resign").await else {
         return;
     };
     let first = candidates.next_leader(None, CONFIG.lease_duration).await;
@@ -145,7 +49,7 @@ async fn one_leader_and_a_prompt_successor_on_resign() {
     let first_term = candidates.term(first);
 
     let resigned_at = Instant::now();
-    candidates.elections[first].resign().await;
+    candidates.election(first).resign().await;
     // The successor's watch fires on the deletion: no retry period, no session timeout.
     let second = candidates
         .next_leader(Some(first), CONFIG.renew_deadline)
@@ -154,7 +58,7 @@ async fn one_leader_and_a_prompt_successor_on_resign() {
     assert!(candidates.term(second) > first_term, "terms must increase");
     println!("graceful handover took {handover:?}");
 
-    candidates.elections[second].resign().await;
+    candidates.election(second).resign().await;
     let third = candidates
         .next_leader(Some(second), CONFIG.renew_deadline)
         .await;
@@ -170,14 +74,14 @@ async fn one_leader_and_a_prompt_successor_on_resign() {
 /// recipe keeps exclusive (terms still fence the successor's writes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_whose_node_is_deleted_steps_down_and_joins_again() {
-    let Some(candidates) = Candidates::start(2, "deleted").await else {
+    let Some((elector, candidates)) = start(2, "deleted").await else {
         return;
     };
     let first = candidates.next_leader(None, CONFIG.lease_duration).await;
     let client = zookeeper_client::Client::connect(&common::zk_url().unwrap())
         .await
         .unwrap();
-    let dir = candidates.elector.election_path("leader");
+    let dir = elector.election_path("leader");
     let nodes = nodes_once(&client, &dir, 2).await;
     client
         .delete(&format!("{dir}/{}", nodes[0]), None)
@@ -192,7 +96,7 @@ async fn a_leader_whose_node_is_deleted_steps_down_and_joins_again() {
     let revoked_first = candidates
         .events()
         .iter()
-        .any(|e| matches!(*e, Event::Revoked { who, .. } if who == first));
+        .any(|e| matches!(*e, ElectionEvent::Revoked { who, .. } if who == first));
     assert!(revoked_first, "the former leader stepped down");
     candidates.assert_terms_increase();
     // It joined again with a new node, behind the new leader.
@@ -229,13 +133,13 @@ async fn nodes_once(client: &zookeeper_client::Client, dir: &str, count: usize) 
 /// node one more (the leader's own, for its deletion), and the election node none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_candidate_watches_only_its_predecessor() {
-    let Some(candidates) = Candidates::start(4, "herd").await else {
+    let Some((elector, candidates)) = start(4, "herd").await else {
         return;
     };
     candidates.next_leader(None, CONFIG.lease_duration).await;
     let url = common::zk_url().unwrap();
     let client = zookeeper_client::Client::connect(&url).await.unwrap();
-    let dir = candidates.elector.election_path("leader");
+    let dir = elector.election_path("leader");
     let deadline = Instant::now() + CONFIG.lease_duration;
     let (nodes, watches) = loop {
         let mut nodes = client.list_children(&dir).await.unwrap();
