@@ -121,7 +121,7 @@ mod postgres;
 mod sqlite;
 
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-pub use common::{ColumnNames, LockProviderBuilder, LockRow, SqlLockProvider};
+pub use common::{ColumnNames, LockProviderBuilder, LockRow, SchemaIssue, SqlLockProvider};
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlLockProvider;
 #[cfg(feature = "postgres")]

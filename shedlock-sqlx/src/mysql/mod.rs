@@ -11,7 +11,7 @@ use sqlx::mysql::{MySqlDatabaseError, MySqlPoolOptions};
 use sqlx::{MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
 
 use crate::common::{
-    Acquire, Acquired, ColumnTypes, Dialect, Lease, RowParts, SqlLockProvider, Table,
+    Acquire, Acquired, ColumnKind, ColumnTypes, Dialect, Lease, RowParts, SqlLockProvider, Table,
     dialect::sealed::Sealed, lease_millis, trusted_sql,
 };
 
@@ -161,7 +161,8 @@ impl Dialect for MySql {
              LOCK IN SHARE MODE"
         );
         let select_rows = format!(
-            "SELECT {name}, {until}, {at}, {by}, COALESCE({token}, 0), {until} > {NOW} FROM {t}"
+            "SELECT {name}, {until}, {at}, {by}, COALESCE({token}, 0), {until} > db.now, db.now \
+             FROM {t}, (SELECT {NOW} AS now) AS db"
         );
         Statements {
             acquire: trusted_sql(acquire),
@@ -324,6 +325,47 @@ impl Dialect for MySql {
         }
         .fetch_all(pool)
         .await
+    }
+
+    async fn database_time(pool: &MySqlPool) -> Result<NaiveDateTime, sqlx::Error> {
+        sqlx::query_scalar("SELECT UTC_TIMESTAMP(3)")
+            .fetch_one(pool)
+            .await
+    }
+
+    async fn table_columns(
+        pool: &MySqlPool,
+        table: &Table,
+    ) -> Result<Vec<(String, String)>, sqlx::Error> {
+        let (schema, name) = match table.name.split_once('.') {
+            Some((schema, name)) => (Some(schema), name),
+            None => (None, table.name.as_str()),
+        };
+        sqlx::query_as(
+            "SELECT CAST(LOWER(column_name) AS CHAR), CAST(LOWER(column_type) AS CHAR) \
+             FROM information_schema.columns \
+             WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ? \
+             ORDER BY ordinal_position",
+        )
+        .bind(schema)
+        .bind(name)
+        .fetch_all(pool)
+        .await
+    }
+
+    /// Times in `DATETIME` with milliseconds: a `TIMESTAMP` column converts through the
+    /// session time zone (ShedLock's hour-long outage at a DST change), and `DATETIME`
+    /// without a fraction drops the milliseconds.
+    fn type_fits(kind: ColumnKind, found: &str) -> bool {
+        match kind {
+            ColumnKind::Text => {
+                found.starts_with("varchar") || found.starts_with("char") || found.ends_with("text")
+            }
+            ColumnKind::Time => {
+                ["datetime(3)", "datetime(4)", "datetime(5)", "datetime(6)"].contains(&found)
+            }
+            ColumnKind::Token => found.starts_with("bigint"),
+        }
     }
 
     async fn create_schema(

@@ -16,7 +16,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{SqlStr, Sqlite as SqliteDb, SqliteConnection, SqlitePool};
 
 use crate::common::{
-    Acquire, Acquired, ColumnTypes, Dialect, Lease, RowParts, SqlLockProvider, Table,
+    Acquire, Acquired, ColumnKind, ColumnTypes, Dialect, Lease, RowParts, SqlLockProvider, Table,
     dialect::sealed::Sealed, lease_millis, trusted_sql,
 };
 
@@ -162,7 +162,8 @@ impl Dialect for Sqlite {
         );
         let select_rows = format!(
             "SELECT l.{name}, strftime({FORMAT}, l.{until}), strftime({FORMAT}, l.{at}), l.{by}, \
-             ifnull(l.{token}, 0), {stored_until} > {now} FROM {t} AS l"
+             ifnull(l.{token}, 0), {stored_until} > db.now, db.now \
+             FROM {t} AS l, (SELECT {now} AS now) AS db"
         );
         Statements {
             acquire: trusted_sql(acquire),
@@ -304,6 +305,32 @@ impl Dialect for Sqlite {
         }
         .fetch_all(pool)
         .await
+    }
+
+    async fn database_time(pool: &SqlitePool) -> Result<NaiveDateTime, sqlx::Error> {
+        sqlx::query_scalar("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
+            .fetch_one(pool)
+            .await
+    }
+
+    async fn table_columns(
+        pool: &SqlitePool,
+        table: &Table,
+    ) -> Result<Vec<(String, String)>, sqlx::Error> {
+        let (schema, name) = table.name.split_once('.').unwrap_or(("main", &table.name));
+        sqlx::query_as(
+            "SELECT lower(name), lower(type) FROM pragma_table_info(?1, ?2) ORDER BY cid",
+        )
+        .bind(name)
+        .bind(schema)
+        .fetch_all(pool)
+        .await
+    }
+
+    /// SQLite keeps text as text in a column of any declared type; only the token needs
+    /// integer affinity, or it would be stored and read back as text.
+    fn type_fits(kind: ColumnKind, found: &str) -> bool {
+        kind != ColumnKind::Token || found.contains("int")
     }
 
     async fn create_schema(

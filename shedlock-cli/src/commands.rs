@@ -1,0 +1,120 @@
+//! Dispatch: which database, which provider, which command; and the `schema` command.
+
+use shedlock_sqlx::dialect::{MySql, Pg, Sqlite};
+use shedlock_sqlx::{ColumnNames, SqlLockProvider};
+use sqlx::Pool;
+
+use crate::cli::{Cli, Command, DatabaseArgs, DbKind, SchemaArgs};
+use crate::failure::{Exit, Failure};
+use crate::target::{OpenPool, Target};
+use crate::{doctor, locks};
+
+/// Runs the command line's command: the exit status, or the failure to print.
+pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
+    let target = cli.database.url.as_deref().map(Target::parse).transpose()?;
+    let Some(target) = target else {
+        return match &cli.command {
+            Command::Schema(SchemaArgs {
+                db: Some(kind),
+                apply: false,
+            }) => {
+                match kind {
+                    DbKind::Postgres => print_schema::<Pg>(&cli.database)?,
+                    DbKind::Mysql => print_schema::<MySql>(&cli.database)?,
+                    DbKind::Sqlite => print_schema::<Sqlite>(&cli.database)?,
+                }
+                Ok(Exit::Ok)
+            }
+            Command::Schema(SchemaArgs { apply: false, .. }) => Err(Failure::new(
+                Exit::Usage,
+                "give --db postgres|mysql|sqlite, or --url (or DATABASE_URL)",
+            )),
+            _ => Err(Failure::new(
+                Exit::Usage,
+                "no database: give --url or set DATABASE_URL",
+            )),
+        };
+    };
+    match target.kind {
+        DbKind::Postgres => run_on::<Pg>(&cli, &target).await,
+        DbKind::Mysql => run_on::<MySql>(&cli, &target).await,
+        DbKind::Sqlite => run_on::<Sqlite>(&cli, &target).await,
+    }
+}
+
+async fn run_on<D: OpenPool>(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
+    if let Command::Schema(SchemaArgs { db: Some(kind), .. }) = &cli.command
+        && *kind != target.kind
+    {
+        return Err(Failure::new(
+            Exit::Usage,
+            format!("--db {kind:?} does not match the --url {}", target.shown),
+        ));
+    }
+    let create = matches!(cli.command, Command::Schema(SchemaArgs { apply: true, .. }));
+    let pool = target
+        .pool::<D>(cli.database.connect_timeout, create)
+        .await?;
+    let provider = provider::<D>(pool, &cli.database)?;
+    let exit = match &cli.command {
+        Command::Locks(command) => locks::run(&provider, target, command).await,
+        Command::Schema(SchemaArgs { apply: false, .. }) => {
+            println!("{}", provider.schema_sql());
+            Ok(Exit::Ok)
+        }
+        Command::Schema(SchemaArgs { apply: true, .. }) => {
+            provider
+                .create_schema()
+                .await
+                .map_err(|e| target.fail(Exit::Error, e))?;
+            println!(
+                "lock table `{}` is ready on {} (created if missing, fencing_token added if missing)",
+                provider.table(),
+                target.shown
+            );
+            Ok(Exit::Ok)
+        }
+        Command::Doctor => {
+            let token_column = cli.database.fencing_token_column.as_deref();
+            doctor::run(&provider, target, token_column.unwrap_or("fencing_token")).await
+        }
+    };
+    provider.pool().close().await;
+    exit
+}
+
+/// The provider on the configured table and columns. It runs every statement on the pool:
+/// a command makes a few, one after the other.
+fn provider<D: OpenPool>(
+    pool: Pool<D::Database>,
+    args: &DatabaseArgs,
+) -> Result<SqlLockProvider<D>, Failure> {
+    let mut columns = ColumnNames::default();
+    let renames: [(&Option<String>, fn(ColumnNames, String) -> ColumnNames); 5] = [
+        (&args.name_column, |c, n| c.name(n)),
+        (&args.lock_until_column, |c, n| c.lock_until(n)),
+        (&args.locked_at_column, |c, n| c.locked_at(n)),
+        (&args.locked_by_column, |c, n| c.locked_by(n)),
+        (&args.fencing_token_column, |c, n| c.fencing_token(n)),
+    ];
+    for (column, rename) in renames {
+        if let Some(column) = column {
+            columns = rename(columns, column.clone());
+        }
+    }
+    let mut builder = SqlLockProvider::<D>::builder(pool)
+        .columns(columns)
+        .dedicated_connections(0);
+    if let Some(table) = &args.table {
+        builder = builder.table(table);
+    }
+    builder
+        .build()
+        .map_err(|e| Failure::new(Exit::Usage, e.to_string()))
+}
+
+/// The DDL of the configured table for a database, without connecting to one.
+fn print_schema<D: OpenPool>(args: &DatabaseArgs) -> Result<(), Failure> {
+    println!("{}", provider::<D>(D::offline_pool(), args)?.schema_sql());
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! `doctor`: is the lock table usable from here, and if not, what to do about it.
+
+use std::time::{Duration, SystemTime};
+
+use shedlock_sqlx::{SchemaIssue, SqlLockProvider};
+
+use crate::cli::DbKind;
+use crate::failure::{Exit, Failure};
+use crate::locks::timestamp;
+use crate::target::{OpenPool, Target};
+
+/// Prints one line per check (`ok` or `problem`, with how to fix it); exit 5 on any problem.
+/// Reaching the database was checked when the pool was opened.
+pub(crate) async fn run<D: OpenPool>(
+    provider: &SqlLockProvider<D>,
+    target: &Target,
+    token_column: &str,
+) -> Result<Exit, Failure> {
+    let table = provider.table();
+    println!("ok       database {} is reachable", target.shown);
+    clock(provider, target).await?;
+
+    let issues = provider
+        .check_schema()
+        .await
+        .map_err(|e| target.fail(Exit::Error, e))?;
+    if !issues.is_empty() {
+        for issue in &issues {
+            println!("problem  {issue}");
+        }
+        println!(
+            "fix      {}",
+            schema_fix(&issues, token_column, target.kind)
+        );
+        println!("\n{}", provider.schema_sql());
+        return Ok(Exit::Problems);
+    }
+    println!("ok       table `{table}` has the columns and types the provider needs");
+
+    if let Err(e) = provider.check_access().await {
+        println!("problem  {}", target.scrub(&e.to_string()));
+        println!("fix      {}", access_fix(table, target));
+        return Ok(Exit::Problems);
+    }
+    println!("ok       this user may read, insert and update `{table}` (probe rolled back)");
+
+    let rows = provider
+        .list_locks()
+        .await
+        .map_err(|e| target.fail(Exit::Error, e))?;
+    let held = rows.iter().filter(|row| row.held).count();
+    println!("ok       {} locks, {held} held", rows.len());
+    Ok(Exit::Ok)
+}
+
+/// Reports the database clock against this machine's: locks never read this machine's clock,
+/// so the difference is information, never a problem.
+async fn clock<D: OpenPool>(provider: &SqlLockProvider<D>, target: &Target) -> Result<(), Failure> {
+    let before = SystemTime::now();
+    let database = provider
+        .database_time()
+        .await
+        .map_err(|e| target.fail(Exit::Error, e))?;
+    let after = SystemTime::now();
+    let round_trip = after.duration_since(before).unwrap_or(Duration::ZERO);
+    // The database read its clock somewhere within the round trip: compare with the middle.
+    let local = before + round_trip / 2;
+    let (difference, direction) = match database.duration_since(local) {
+        Ok(ahead) => (ahead, "ahead of"),
+        Err(behind) => (behind.duration(), "behind"),
+    };
+    println!(
+        "info     database clock {} is {} {direction} this machine's (± {}); this does not \
+         matter for correctness: leases are decided on the database clock",
+        timestamp(database),
+        millis(difference),
+        millis(round_trip / 2)
+    );
+    Ok(())
+}
+
+fn millis(duration: Duration) -> String {
+    format!("{} ms", duration.as_millis())
+}
+
+fn schema_fix(issues: &[SchemaIssue], token_column: &str, kind: DbKind) -> String {
+    let only_token_missing = matches!(
+        issues,
+        [SchemaIssue::MissingColumn { column, .. }] if column == token_column
+    );
+    if matches!(issues, [SchemaIssue::MissingTable { .. }]) {
+        "create the table: run `shedlock schema --apply` with the same options, or this DDL:"
+            .to_owned()
+    } else if only_token_missing {
+        "add the fencing token column: run `shedlock schema --apply` with the same options \
+         (a ShedLock table keeps working for Java instances)"
+            .to_owned()
+    } else if kind == DbKind::Sqlite {
+        "SQLite cannot change a column: recreate the table in this layout (copying the rows), \
+         or point --table and the --*-column options at the right names:"
+            .to_owned()
+    } else {
+        "add or alter the columns above to the expected types, or point --table and the \
+         --*-column options at the right names; the table the provider expects is:"
+            .to_owned()
+    }
+}
+
+fn access_fix(table: &str, target: &Target) -> String {
+    match target.kind {
+        DbKind::Sqlite => {
+            "make the database file and its directory writable by this user".to_owned()
+        }
+        _ => format!(
+            "grant the service's database user SELECT, INSERT, UPDATE ON {table} (e.g. `GRANT \
+             SELECT, INSERT, UPDATE ON {table} TO <user>`)"
+        ),
+    }
+}
