@@ -12,28 +12,36 @@ use crate::{doctor, locks};
 /// Runs the command line's command: the exit status, or the failure to print.
 pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
     let target = cli.database.url.as_deref().map(Target::parse).transpose()?;
-    let Some(target) = target else {
-        return match &cli.command {
-            Command::Schema(SchemaArgs {
-                db: Some(kind),
-                apply: false,
-            }) => {
-                match kind {
-                    DbKind::Postgres => print_schema::<Pg>(&cli.database)?,
-                    DbKind::Mysql => print_schema::<MySql>(&cli.database)?,
-                    DbKind::Sqlite => print_schema::<Sqlite>(&cli.database)?,
-                }
-                Ok(Exit::Ok)
+    if let Command::Schema(SchemaArgs { db, apply: false }) = &cli.command {
+        // Printing needs no connection, only which database.
+        let kind = match (db, &target) {
+            (Some(kind), Some(target)) if *kind != target.kind => {
+                return Err(Failure::new(
+                    Exit::Usage,
+                    format!("--db {kind:?} does not match the --url {}", target.shown),
+                ));
             }
-            Command::Schema(SchemaArgs { apply: false, .. }) => Err(Failure::new(
-                Exit::Usage,
-                "give --db postgres|mysql|sqlite, or --url (or DATABASE_URL)",
-            )),
-            _ => Err(Failure::new(
-                Exit::Usage,
-                "no database: give --url or set DATABASE_URL",
-            )),
+            (Some(kind), _) => *kind,
+            (None, Some(target)) => target.kind,
+            (None, None) => {
+                return Err(Failure::new(
+                    Exit::Usage,
+                    "give --db postgres|mysql|sqlite, or --url (or DATABASE_URL)",
+                ));
+            }
         };
+        match kind {
+            DbKind::Postgres => print_schema::<Pg>(&cli.database)?,
+            DbKind::Mysql => print_schema::<MySql>(&cli.database)?,
+            DbKind::Sqlite => print_schema::<Sqlite>(&cli.database)?,
+        }
+        return Ok(Exit::Ok);
+    }
+    let Some(target) = target else {
+        return Err(Failure::new(
+            Exit::Usage,
+            "no database: give --url or set DATABASE_URL",
+        ));
     };
     match target.kind {
         DbKind::Postgres => run_on::<Pg>(&cli, &target).await,
@@ -58,11 +66,7 @@ async fn run_on<D: OpenPool>(cli: &Cli, target: &Target) -> Result<Exit, Failure
     let provider = provider::<D>(pool, &cli.database)?;
     let exit = match &cli.command {
         Command::Locks(command) => locks::run(&provider, target, command).await,
-        Command::Schema(SchemaArgs { apply: false, .. }) => {
-            println!("{}", provider.schema_sql());
-            Ok(Exit::Ok)
-        }
-        Command::Schema(SchemaArgs { apply: true, .. }) => {
+        Command::Schema(_) => {
             provider
                 .create_schema()
                 .await
