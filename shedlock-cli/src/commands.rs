@@ -94,17 +94,20 @@ fn provider<D: OpenPool>(
     args: &DatabaseArgs,
 ) -> Result<SqlLockProvider<D>, Failure> {
     let mut columns = ColumnNames::default();
-    let renames: [(&Option<String>, fn(ColumnNames, String) -> ColumnNames); 5] = [
-        (&args.name_column, |c, n| c.name(n)),
-        (&args.lock_until_column, |c, n| c.lock_until(n)),
-        (&args.locked_at_column, |c, n| c.locked_at(n)),
-        (&args.locked_by_column, |c, n| c.locked_by(n)),
-        (&args.fencing_token_column, |c, n| c.fencing_token(n)),
-    ];
-    for (column, rename) in renames {
-        if let Some(column) = column {
-            columns = rename(columns, column.clone());
-        }
+    if let Some(column) = &args.name_column {
+        columns = columns.name(column);
+    }
+    if let Some(column) = &args.lock_until_column {
+        columns = columns.lock_until(column);
+    }
+    if let Some(column) = &args.locked_at_column {
+        columns = columns.locked_at(column);
+    }
+    if let Some(column) = &args.locked_by_column {
+        columns = columns.locked_by(column);
+    }
+    if let Some(column) = &args.fencing_token_column {
+        columns = columns.fencing_token(column);
     }
     let mut builder = SqlLockProvider::<D>::builder(pool)
         .columns(columns)

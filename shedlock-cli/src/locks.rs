@@ -197,7 +197,8 @@ async fn release<D: OpenPool>(
     let token_matches = args
         .token
         .is_none_or(|t| i64::try_from(t) == Ok(row.fencing_token));
-    if !args.force && !(holder_matches && token_matches) {
+    let allowed = args.force || (holder_matches && token_matches);
+    if !allowed {
         return Err(Failure::new(
             Exit::Refused,
             format!(
