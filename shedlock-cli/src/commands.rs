@@ -109,7 +109,7 @@ fn provider<D: OpenPool>(
     if let Some(column) = &args.fencing_token_column {
         columns = columns.fencing_token(column);
     }
-    let mut builder = SqlLockProvider::<D>::builder(pool)
+    let mut builder = D::for_tool(SqlLockProvider::<D>::builder(pool))
         .columns(columns)
         .dedicated_connections(0);
     if let Some(table) = &args.table {

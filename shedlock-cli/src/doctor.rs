@@ -111,9 +111,11 @@ fn access_fix(table: &str, target: &Target) -> String {
         DbKind::Sqlite => {
             "make the database file and its directory writable by this user".to_owned()
         }
-        _ => format!(
-            "grant the service's database user SELECT, INSERT, UPDATE ON {table} (e.g. `GRANT \
-             SELECT, INSERT, UPDATE ON {table} TO <user>`)"
-        ),
+        _ => {
+            let user = target.user.as_deref().unwrap_or("<user>");
+            format!(
+                "let the user read and write the table: GRANT SELECT, INSERT, UPDATE ON {table} TO {user}"
+            )
+        }
     }
 }

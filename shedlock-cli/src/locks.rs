@@ -20,7 +20,7 @@ pub(crate) async fn run<D: OpenPool>(
             let rows = provider
                 .list_locks()
                 .await
-                .map_err(|e| target.fail(Exit::Error, e))?;
+                .map_err(|e| store_failure(target, &e))?;
             let views: Vec<LockView<'_>> = rows.iter().map(LockView::of).collect();
             if *json {
                 print_json(&views);
@@ -167,7 +167,7 @@ async fn read_row<D: OpenPool>(
     provider
         .lock_state(name)
         .await
-        .map_err(|e| target.fail(Exit::Error, e))?
+        .map_err(|e| store_failure(target, &e))?
         .ok_or_else(|| {
             Failure::new(
                 Exit::NotFound,
@@ -222,7 +222,7 @@ async fn release<D: OpenPool>(
     let released = provider
         .release_lease(name, &row.locked_by, token)
         .await
-        .map_err(|e| target.fail(Exit::Error, e))?;
+        .map_err(|e| store_failure(target, &e))?;
     if !released {
         return Err(Failure::new(
             Exit::Refused,
@@ -239,4 +239,12 @@ async fn release<D: OpenPool>(
         row.locked_by
     );
     Ok(Exit::Ok)
+}
+
+/// A statement the database refused, with where to look next.
+fn store_failure(target: &Target, error: &shedlock_core::Error) -> Failure {
+    target.fail(
+        Exit::Error,
+        format!("{error}\n`shedlock doctor` (with the same options) says what is wrong and how to fix it"),
+    )
 }

@@ -5,6 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use percent_encoding::percent_decode_str;
+use shedlock_sqlx::LockProviderBuilder;
 use shedlock_sqlx::dialect::{Dialect, MySql, Pg, Sqlite};
 use sqlx::mysql::MySqlConnectOptions;
 use sqlx::pool::PoolOptions;
@@ -26,6 +27,8 @@ pub(crate) struct Target {
     url: String,
     /// The URL as it may be printed: `postgres://user:***@host/db`.
     pub(crate) shown: String,
+    /// The user name in the URL, if any.
+    pub(crate) user: Option<String>,
     /// Strings that must never be printed: the password as written and decoded.
     secrets: Vec<String>,
 }
@@ -58,6 +61,14 @@ impl Target {
             kind: DbKind::Sqlite,
             url: url.to_owned(),
             shown: shown.map_or_else(|| "(unparsable URL)".to_owned(), |u| u.to_string()),
+            user: parsed
+                .as_ref()
+                .map(|u| {
+                    percent_decode_str(u.username())
+                        .decode_utf8_lossy()
+                        .into_owned()
+                })
+                .filter(|user| !user.is_empty()),
             secrets,
         };
         target.shown = target.scrub(&target.shown);
@@ -130,6 +141,11 @@ pub(crate) trait OpenPool: Dialect {
 
     /// A pool that never connects: only for building a provider to print DDL.
     fn offline_pool() -> Pool<Self::Database>;
+
+    /// The builder settings of this database the tool needs.
+    fn for_tool(builder: LockProviderBuilder<Self>) -> LockProviderBuilder<Self> {
+        builder
+    }
 }
 
 impl OpenPool for Pg {
@@ -139,6 +155,12 @@ impl OpenPool for Pg {
 
     fn offline_pool() -> Pool<Self::Database> {
         PoolOptions::new().connect_lazy_with(PgConnectOptions::new())
+    }
+
+    /// A release by the tool wakes no election, and the channel named after the table would
+    /// be refused for a table name of more than 54 characters.
+    fn for_tool(builder: LockProviderBuilder<Self>) -> LockProviderBuilder<Self> {
+        builder.without_release_notify()
     }
 }
 

@@ -109,6 +109,36 @@ impl Db {
         Some(url.to_string())
     }
 
+    /// A database user (named like the table) who may only read the table: the statements
+    /// that create it, its URL, and the statements that remove it. None on SQLite.
+    fn read_only_user(&self) -> Option<(Vec<String>, String, Vec<String>)> {
+        let (user, table) = (&self.table, &self.table);
+        let (setup, cleanup) = match self.kind {
+            Kind::Sqlite => return None,
+            Kind::Postgres => (
+                vec![
+                    format!("CREATE ROLE {user} LOGIN"),
+                    format!("GRANT SELECT ON {table} TO {user}"),
+                ],
+                vec![format!("DROP TABLE {table}"), format!("DROP ROLE {user}")],
+            ),
+            Kind::Mysql => (
+                vec![
+                    format!("CREATE USER '{user}'@'%'"),
+                    format!("GRANT SELECT ON {table} TO '{user}'@'%'"),
+                ],
+                vec![
+                    format!("DROP TABLE {table}"),
+                    format!("DROP USER '{user}'@'%'"),
+                ],
+            ),
+        };
+        let mut url = url::Url::parse(&self.url).expect("a server URL");
+        url.set_username(user).expect("a URL with a host");
+        url.set_password(None).expect("a URL with a host");
+        Some((setup, url.to_string(), cleanup))
+    }
+
     /// A URL of the same kind that nothing answers.
     fn unreachable_url(&self) -> String {
         match self.kind {
@@ -136,9 +166,7 @@ impl Db {
             }
             None => {
                 let sql = format!("DROP TABLE IF EXISTS {}", self.table);
-                drop_with(&self.url, &sql)
-                    .await
-                    .expect("drop the test's table");
+                execute(&self.url, &sql).await;
             }
         }
     }
@@ -166,17 +194,17 @@ async fn lock_state_of<D: Dialect>(url: &str, table: &str, name: &str) -> Option
     provider.lock_state(name).await.expect("read the lock")
 }
 
-/// Runs one statement on a server.
-async fn drop_with(url: &str, sql: &str) -> Result<(), sqlx::Error> {
+/// Runs one statement of the test's own on a server.
+async fn execute(url: &str, sql: &str) {
     use sqlx::{AssertSqlSafe, Connection, Executor};
-    if url.starts_with("postgres") {
-        let mut c = sqlx::PgConnection::connect(url).await?;
-        c.execute(AssertSqlSafe(sql.to_owned())).await?;
+    let done = if url.starts_with("postgres") {
+        let mut c = sqlx::PgConnection::connect(url).await.expect("connect");
+        c.execute(AssertSqlSafe(sql.to_owned())).await.map(drop)
     } else {
-        let mut c = sqlx::MySqlConnection::connect(url).await?;
-        c.execute(AssertSqlSafe(sql.to_owned())).await?;
-    }
-    Ok(())
+        let mut c = sqlx::MySqlConnection::connect(url).await.expect("connect");
+        c.execute(AssertSqlSafe(sql.to_owned())).await.map(drop)
+    };
+    done.unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
 /// A finished run of the binary.
@@ -404,6 +432,28 @@ mod cases {
         db.remove().await;
     }
 
+    pub(super) async fn doctor_reports_missing_privileges(db: Db) {
+        let Some((setup, url, cleanup)) = db.read_only_user() else {
+            return;
+        };
+        db.shedlock(&["schema", "--apply"]).expect(0);
+        for sql in &setup {
+            execute(&db.url, sql).await;
+        }
+        let run = db.shedlock_on(&url, &db.table, &["doctor"]);
+        for sql in &cleanup {
+            execute(&db.url, sql).await;
+        }
+        let out = run.expect(5).stdout();
+        assert!(out.contains("has the columns and types"), "{out}");
+        assert!(out.contains("problem  "), "{out}");
+        let grant = format!(
+            "GRANT SELECT, INSERT, UPDATE ON {} TO {}",
+            db.table, db.table
+        );
+        assert!(out.contains(&grant), "{out}");
+    }
+
     pub(super) async fn a_password_is_never_printed(db: Db) {
         const PASSWORD: &str = "Hunter2-Do-Not-Print";
         let Some(url) = db.url_with_password(PASSWORD) else {
@@ -434,60 +484,31 @@ mod cases {
     }
 }
 
-/// The cases, on one database.
+/// The cases, on one database: one `#[tokio::test]` each, on a table (or file) of its own.
 macro_rules! database_tests {
     ($database:ident, $open:path) => {
+        database_tests!(@cases $database, $open,
+            list_and_show_held_and_free_locks: list_and_show,
+            release_is_refused_unless_holder_and_token_match: release_checks_holder_and_token,
+            force_expires_the_lease_and_keeps_the_row: force_expires_and_tokens_keep_growing,
+            schema_prints_and_applies_and_doctor_agrees: schema_print_apply_and_doctor,
+            doctor_names_a_missing_column_and_table: doctor_names_what_is_missing,
+            doctor_reports_missing_privileges: doctor_reports_missing_privileges,
+            a_wrong_password_is_never_echoed: a_password_is_never_printed,
+            an_unreachable_database_exits_1: unreachable_database_is_an_error,
+        );
+    };
+    (@cases $database:ident, $open:path, $($test:ident: $case:ident,)*) => {
         mod $database {
             use super::*;
-
-            #[tokio::test]
-            async fn list_and_show_held_and_free_locks() {
-                if let Some(db) = $open("cli_list") {
-                    cases::list_and_show(db).await;
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    if let Some(db) = $open("cli") {
+                        cases::$case(db).await;
+                    }
                 }
-            }
-
-            #[tokio::test]
-            async fn release_is_refused_unless_holder_and_token_match() {
-                if let Some(db) = $open("cli_release") {
-                    cases::release_checks_holder_and_token(db).await;
-                }
-            }
-
-            #[tokio::test]
-            async fn force_expires_the_lease_and_keeps_the_row() {
-                if let Some(db) = $open("cli_force") {
-                    cases::force_expires_and_tokens_keep_growing(db).await;
-                }
-            }
-
-            #[tokio::test]
-            async fn schema_prints_and_applies_and_doctor_agrees() {
-                if let Some(db) = $open("cli_schema") {
-                    cases::schema_print_apply_and_doctor(db).await;
-                }
-            }
-
-            #[tokio::test]
-            async fn doctor_names_a_missing_column_and_table() {
-                if let Some(db) = $open("cli_doctor") {
-                    cases::doctor_names_what_is_missing(db).await;
-                }
-            }
-
-            #[tokio::test]
-            async fn a_wrong_password_is_never_echoed() {
-                if let Some(db) = $open("cli_password") {
-                    cases::a_password_is_never_printed(db).await;
-                }
-            }
-
-            #[tokio::test]
-            async fn an_unreachable_database_exits_1() {
-                if let Some(db) = $open("cli_unreachable") {
-                    cases::unreachable_database_is_an_error(db).await;
-                }
-            }
+            )*
         }
     };
 }
