@@ -27,15 +27,18 @@ pub(crate) async fn run<D: OpenPool>(
     if !issues.is_empty() {
         for issue in &issues {
             println!("problem  {issue}");
+            println!(
+                "fix      {}",
+                schema_fix(issue, table, token_column, target.kind)
+            );
         }
         println!(
-            "fix      {}",
-            schema_fix(&issues, token_column, target.kind)
+            "\nThe table the provider expects:\n{}",
+            provider.schema_sql()
         );
-        println!("\n{}", provider.schema_sql());
         return Ok(Exit::Problems);
     }
-    println!("ok       table `{table}` has the columns and types the provider needs");
+    println!("ok       table `{table}` has the columns, types and key the provider needs");
 
     if let Err(e) = provider.check_access().await {
         println!("problem  {}", target.scrub(&e.to_string()));
@@ -83,26 +86,40 @@ fn millis(duration: Duration) -> String {
     format!("{} ms", duration.as_millis())
 }
 
-fn schema_fix(issues: &[SchemaIssue], token_column: &str, kind: DbKind) -> String {
-    let only_token_missing = matches!(
-        issues,
-        [SchemaIssue::MissingColumn { column, .. }] if column == token_column
-    );
-    if matches!(issues, [SchemaIssue::MissingTable { .. }]) {
-        "create the table: run `shedlock schema --apply` with the same options, or this DDL:"
-            .to_owned()
-    } else if only_token_missing {
-        "add the fencing token column: run `shedlock schema --apply` with the same options \
-         (a ShedLock table keeps working for Java instances)"
-            .to_owned()
-    } else if kind == DbKind::Sqlite {
-        "SQLite cannot change a column: recreate the table in this layout (copying the rows), \
-         or point --table and the --*-column options at the right names:"
-            .to_owned()
-    } else {
-        "add or alter the columns above to the expected types, or point --table and the \
-         --*-column options at the right names; the table the provider expects is:"
-            .to_owned()
+/// How to fix one issue, in words and, where one statement does it, that statement.
+fn schema_fix(issue: &SchemaIssue, table: &str, token_column: &str, kind: DbKind) -> String {
+    match issue {
+        SchemaIssue::MissingTable { .. } => {
+            "create it: `shedlock schema --apply` with the same options, or the DDL below"
+                .to_owned()
+        }
+        SchemaIssue::MissingColumn { column, .. } if column == token_column => {
+            "`shedlock schema --apply` with the same options adds it (Java ShedLock instances \
+             keep working on the table)"
+                .to_owned()
+        }
+        SchemaIssue::MissingColumn { column, expected } => format!(
+            "add `{column}` as {expected}, or name the column the table has with the matching \
+             --…-column option"
+        ),
+        SchemaIssue::NotUnique { column } => format!(
+            "CREATE UNIQUE INDEX {}_{column}_key ON {table} ({column})",
+            table.replace('.', "_")
+        ),
+        SchemaIssue::WrongType {
+            column, expected, ..
+        } => match kind {
+            DbKind::Postgres => {
+                format!("ALTER TABLE {table} ALTER COLUMN {column} TYPE {expected}")
+            }
+            DbKind::Mysql => format!("ALTER TABLE {table} MODIFY {column} {expected} NOT NULL"),
+            DbKind::Sqlite => {
+                "SQLite cannot change a column's type: recreate the table as below and copy the \
+                 rows over"
+                    .to_owned()
+            }
+        },
+        _ => "recreate the table as below".to_owned(),
     }
 }
 

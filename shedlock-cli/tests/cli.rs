@@ -445,7 +445,7 @@ mod cases {
             execute(&db.url, sql).await;
         }
         let out = run.expect(5).stdout();
-        assert!(out.contains("has the columns and types"), "{out}");
+        assert!(out.contains("has the columns, types and key"), "{out}");
         assert!(out.contains("problem  "), "{out}");
         let grant = format!(
             "GRANT SELECT, INSERT, UPDATE ON {} TO {}",

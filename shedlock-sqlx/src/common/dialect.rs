@@ -127,13 +127,12 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
         pool: &Pool<Self::Database>,
     ) -> impl Future<Output = Result<NaiveDateTime, sqlx::Error>> + Send + '_;
 
-    /// The table's columns as the catalog describes them, `(name, type)` in lower case; none
-    /// when the table does not exist.
+    /// The table's columns as the catalog describes them; none when the table does not exist.
     #[doc(hidden)]
     fn table_columns<'a>(
         pool: &'a Pool<Self::Database>,
         table: &'a Table,
-    ) -> impl Future<Output = Result<Vec<(String, String)>, sqlx::Error>> + Send + 'a;
+    ) -> impl Future<Output = Result<Vec<CatalogColumn>, sqlx::Error>> + Send + 'a;
 
     /// Whether a column of the catalog's (lower-case) `found` type holds what the statements
     /// write into a column of this kind, and reads back as they expect.
@@ -204,6 +203,11 @@ pub struct ColumnTypes {
     pub(crate) time: &'static str,
     pub(crate) token: &'static str,
 }
+
+/// A column as the database's catalog describes it: name and type in lower case, and whether
+/// it is, alone, the table's primary key or a unique key (what `ON CONFLICT` and
+/// `INSERT IGNORE` rely on).
+pub(crate) type CatalogColumn = (String, String, bool);
 
 /// What a column of the lock table holds, for checking a table's types.
 #[doc(hidden)]

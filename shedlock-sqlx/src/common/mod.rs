@@ -24,7 +24,9 @@ pub use schema_check::SchemaIssue;
 
 pub(crate) use builder::{Table, validate_holder};
 pub(crate) use dedicated::DedicatedConnections;
-pub(crate) use dialect::{Acquire, Acquired, ColumnKind, ColumnTypes, Dialect, Lease};
+pub(crate) use dialect::{
+    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease,
+};
 pub(crate) use error::store_error;
 #[cfg(feature = "postgres")]
 pub(crate) use identifier::MAX_IDENTIFIER_LEN;

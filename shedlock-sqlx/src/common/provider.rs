@@ -229,10 +229,10 @@ impl<D: Dialect> SqlLockProvider<D> {
             .map_err(|e| store_error(Operation::Read, "*", &self.table, e))
     }
 
-    /// Reads the table's columns from the database's catalog and says what keeps this
-    /// provider from working on it: a missing table, a missing column, or a column whose type
-    /// cannot hold what the statements write (e.g. PostgreSQL `timestamptz`, MySQL
-    /// `TIMESTAMP`). Empty when the table fits. [`schema_sql`](Self::schema_sql) is the table
+    /// Reads the table's columns and keys from the database's catalog and says what keeps
+    /// this provider from working on it safely: a missing table, a missing column, a column
+    /// whose type cannot hold what the statements write (e.g. PostgreSQL `timestamptz`, MySQL
+    /// `TIMESTAMP`), or a name column that is not the primary key. Empty when the table fits. [`schema_sql`](Self::schema_sql) is the table
     /// that does.
     ///
     /// # Errors

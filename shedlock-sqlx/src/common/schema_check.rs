@@ -3,7 +3,7 @@
 use std::fmt;
 
 use super::Table;
-use super::dialect::{ColumnKind, Dialect};
+use super::dialect::{CatalogColumn, ColumnKind, Dialect};
 
 /// Something about a lock table that stops the provider from working on it, found by
 /// [`check_schema`](crate::SqlLockProvider::check_schema). [`Display`](fmt::Display) says what
@@ -23,6 +23,12 @@ pub enum SchemaIssue {
         /// The type `create_schema` gives it.
         expected: &'static str,
     },
+    /// The name column is not, alone, the primary key or a unique key: two instances could
+    /// insert a row for the same lock and both hold it.
+    NotUnique {
+        /// The name column, as configured.
+        column: String,
+    },
     /// A column's type cannot hold what the statements write, or reads back as another type.
     WrongType {
         /// The column, as configured.
@@ -41,6 +47,11 @@ impl fmt::Display for SchemaIssue {
             SchemaIssue::MissingColumn { column, expected } => {
                 write!(f, "column `{column}` is missing (expected {expected})")
             }
+            SchemaIssue::NotUnique { column } => write!(
+                f,
+                "column `{column}` is not the primary key (nor unique on its own), so two \
+                 instances could hold the same lock"
+            ),
             SchemaIssue::WrongType {
                 column,
                 found,
@@ -50,10 +61,10 @@ impl fmt::Display for SchemaIssue {
     }
 }
 
-/// Compares the catalog's `(name, type)` columns with the table the statements need.
+/// Compares the catalog's columns with the table the statements need.
 pub(crate) fn schema_issues<D: Dialect>(
     table: &Table,
-    found: &[(String, String)],
+    found: &[CatalogColumn],
 ) -> Vec<SchemaIssue> {
     if found.is_empty() {
         return vec![SchemaIssue::MissingTable {
@@ -69,24 +80,32 @@ pub(crate) fn schema_issues<D: Dialect>(
         (&c.locked_by, ColumnKind::Text, "VARCHAR(255)"),
         (&c.fencing_token, ColumnKind::Token, types.token),
     ];
-    needed
+    let mut issues: Vec<SchemaIssue> = needed
         .into_iter()
-        .filter_map(|(column, kind, expected)| {
-            // Unquoted identifiers: PostgreSQL folds them to lower case, MySQL and SQLite
-            // compare column names without regard to case.
-            let lower = column.to_lowercase();
-            match found.iter().find(|(name, _)| *name == lower) {
-                None => Some(SchemaIssue::MissingColumn {
-                    column: column.clone(),
-                    expected,
-                }),
-                Some((_, ty)) if !D::type_fits(kind, ty) => Some(SchemaIssue::WrongType {
-                    column: column.clone(),
-                    found: ty.clone(),
-                    expected,
-                }),
-                Some(_) => None,
-            }
+        .filter_map(|(column, kind, expected)| match find(found, column) {
+            None => Some(SchemaIssue::MissingColumn {
+                column: column.clone(),
+                expected,
+            }),
+            Some((_, ty, _)) if !D::type_fits(kind, ty) => Some(SchemaIssue::WrongType {
+                column: column.clone(),
+                found: ty.clone(),
+                expected,
+            }),
+            Some(_) => None,
         })
-        .collect()
+        .collect();
+    if let Some((_, _, false)) = find(found, &c.name) {
+        issues.push(SchemaIssue::NotUnique {
+            column: c.name.clone(),
+        });
+    }
+    issues
+}
+
+/// The catalog's column of this name. Unquoted identifiers: PostgreSQL folds them to lower
+/// case, MySQL and SQLite compare column names without regard to case.
+fn find<'a>(found: &'a [CatalogColumn], column: &str) -> Option<&'a CatalogColumn> {
+    let lower = column.to_lowercase();
+    found.iter().find(|(name, _, _)| *name == lower)
 }

@@ -11,8 +11,8 @@ use sqlx::mysql::{MySqlDatabaseError, MySqlPoolOptions};
 use sqlx::{MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
 
 use crate::common::{
-    Acquire, Acquired, ColumnKind, ColumnTypes, Dialect, Lease, RowParts, SqlLockProvider, Table,
-    dialect::sealed::Sealed, lease_millis, trusted_sql,
+    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, RowParts,
+    SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis, trusted_sql,
 };
 
 /// MySQL's error number for "Duplicate column name".
@@ -336,21 +336,33 @@ impl Dialect for MySql {
     async fn table_columns(
         pool: &MySqlPool,
         table: &Table,
-    ) -> Result<Vec<(String, String)>, sqlx::Error> {
+    ) -> Result<Vec<CatalogColumn>, sqlx::Error> {
         let (schema, name) = match table.name.split_once('.') {
             Some((schema, name)) => (Some(schema), name),
             None => (None, table.name.as_str()),
         };
-        sqlx::query_as(
-            "SELECT CAST(LOWER(column_name) AS CHAR), CAST(LOWER(column_type) AS CHAR) \
-             FROM information_schema.columns \
-             WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ? \
-             ORDER BY ordinal_position",
+        // A unique index whose only column is this one.
+        let rows: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT CAST(LOWER(c.column_name) AS CHAR), CAST(LOWER(c.column_type) AS CHAR), \
+             CAST((SELECT COUNT(*) FROM information_schema.statistics s \
+               WHERE s.table_schema = c.table_schema AND s.table_name = c.table_name \
+               AND s.column_name = c.column_name AND s.non_unique = 0 \
+               AND NOT EXISTS (SELECT 1 FROM information_schema.statistics o \
+                 WHERE o.table_schema = s.table_schema AND o.table_name = s.table_name \
+                 AND o.index_name = s.index_name AND o.column_name <> s.column_name) \
+             ) AS SIGNED) \
+             FROM information_schema.columns c \
+             WHERE c.table_schema = COALESCE(?, DATABASE()) AND c.table_name = ? \
+             ORDER BY c.ordinal_position",
         )
         .bind(schema)
         .bind(name)
         .fetch_all(pool)
-        .await
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, ty, unique)| (name, ty, unique > 0))
+            .collect())
     }
 
     /// Times in `DATETIME` with milliseconds: a `TIMESTAMP` column converts through the

@@ -17,7 +17,7 @@ use sqlx::{PgConnection, PgPool, Postgres, SqlStr};
 use tokio::sync::broadcast;
 
 use crate::common::{
-    Acquire, Acquired, ColumnKind, ColumnTypes, Dialect, Lease, LockProviderBuilder,
+    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, LockProviderBuilder,
     MAX_IDENTIFIER_LEN, RowParts, SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis,
     trusted_sql,
 };
@@ -356,11 +356,14 @@ impl Dialect for Pg {
     async fn table_columns(
         pool: &PgPool,
         table: &Table,
-    ) -> Result<Vec<(String, String)>, sqlx::Error> {
+    ) -> Result<Vec<CatalogColumn>, sqlx::Error> {
         sqlx::query_as(
-            "SELECT lower(attname::text), lower(format_type(atttypid, atttypmod)) \
-             FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 \
-             AND NOT attisdropped ORDER BY attnum",
+            "SELECT lower(a.attname::text), lower(format_type(a.atttypid, a.atttypmod)), \
+             EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = a.attrelid \
+             AND i.indisunique AND i.indpred IS NULL AND i.indnkeyatts = 1 \
+             AND i.indkey[0] = a.attnum) \
+             FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 \
+             AND NOT a.attisdropped ORDER BY a.attnum",
         )
         .bind(&table.name)
         .fetch_all(pool)

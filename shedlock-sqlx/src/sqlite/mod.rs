@@ -16,8 +16,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{SqlStr, Sqlite as SqliteDb, SqliteConnection, SqlitePool};
 
 use crate::common::{
-    Acquire, Acquired, ColumnKind, ColumnTypes, Dialect, Lease, RowParts, SqlLockProvider, Table,
-    dialect::sealed::Sealed, lease_millis, trusted_sql,
+    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, RowParts,
+    SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis, trusted_sql,
 };
 
 /// How long a statement waits for another connection's write lock before `SQLITE_BUSY`.
@@ -316,10 +316,15 @@ impl Dialect for Sqlite {
     async fn table_columns(
         pool: &SqlitePool,
         table: &Table,
-    ) -> Result<Vec<(String, String)>, sqlx::Error> {
+    ) -> Result<Vec<CatalogColumn>, sqlx::Error> {
         let (schema, name) = table.name.split_once('.').unwrap_or(("main", &table.name));
+        // A unique, non-partial index (the primary key's among them) on this column alone.
         sqlx::query_as(
-            "SELECT lower(name), lower(type) FROM pragma_table_info(?1, ?2) ORDER BY cid",
+            "SELECT lower(c.name), lower(c.type), EXISTS (SELECT 1 FROM pragma_index_list(?1, ?2) i \
+             WHERE i.\"unique\" = 1 AND i.partial = 0 \
+             AND (SELECT count(*) FROM pragma_index_info(i.name, ?2)) = 1 \
+             AND (SELECT k.name FROM pragma_index_info(i.name, ?2) k) = c.name) \
+             FROM pragma_table_info(?1, ?2) c ORDER BY c.cid",
         )
         .bind(name)
         .bind(schema)

@@ -102,6 +102,27 @@ pub(crate) async fn check_schema_names_what_does_not_fit<D: TestDb>(db: &D) {
         issues[0]
     );
     drop_table(db, &table).await;
+
+    // Without a key on the name, two first acquisitions could both insert a row.
+    db.execute(&format!(
+        "CREATE TABLE {table} (name VARCHAR(64) NOT NULL, lock_until {ts} NOT NULL, \
+         locked_at {ts} NOT NULL, locked_by VARCHAR(255) NOT NULL, \
+         fencing_token BIGINT NOT NULL DEFAULT 0)",
+        ts = D::TIMESTAMP
+    ))
+    .await;
+    assert_eq!(
+        provider.check_schema().await.unwrap(),
+        [SchemaIssue::NotUnique {
+            column: "name".into()
+        }]
+    );
+    db.execute(&format!(
+        "CREATE UNIQUE INDEX {table}_by_name ON {table} (name)"
+    ))
+    .await;
+    assert_eq!(provider.check_schema().await.unwrap(), []);
+    drop_table(db, &table).await;
 }
 
 /// `check_access` runs the lock statements and rolls them back: no row is left behind.
