@@ -12,15 +12,18 @@ use crate::{doctor, locks};
 /// Runs the command line's command: the exit status, or the failure to print.
 pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
     let target = cli.database.url.as_deref().map(Target::parse).transpose()?;
+    if let (Command::Schema(SchemaArgs { db: Some(kind), .. }), Some(target)) =
+        (&cli.command, &target)
+        && *kind != target.kind
+    {
+        return Err(Failure::new(
+            Exit::Usage,
+            format!("--db does not match the database of --url {}", target.shown),
+        ));
+    }
     if let Command::Schema(SchemaArgs { db, apply: false }) = &cli.command {
         // Printing needs no connection, only which database.
         let kind = match (db, &target) {
-            (Some(kind), Some(target)) if *kind != target.kind => {
-                return Err(Failure::new(
-                    Exit::Usage,
-                    format!("--db {kind:?} does not match the --url {}", target.shown),
-                ));
-            }
             (Some(kind), _) => *kind,
             (None, Some(target)) => target.kind,
             (None, None) => {
@@ -51,14 +54,6 @@ pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
 }
 
 async fn run_on<D: OpenPool>(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
-    if let Command::Schema(SchemaArgs { db: Some(kind), .. }) = &cli.command
-        && *kind != target.kind
-    {
-        return Err(Failure::new(
-            Exit::Usage,
-            format!("--db {kind:?} does not match the --url {}", target.shown),
-        ));
-    }
     let create = matches!(cli.command, Command::Schema(SchemaArgs { apply: true, .. }));
     let pool = target
         .pool::<D>(cli.database.connect_timeout, create)
@@ -71,7 +66,7 @@ async fn run_on<D: OpenPool>(cli: &Cli, target: &Target) -> Result<Exit, Failure
                 .create_schema()
                 .await
                 .map_err(|e| target.fail(Exit::Error, e))?;
-            println!(
+            out!(
                 "lock table `{}` is ready on {} (created if missing, fencing_token added if missing)",
                 provider.table(),
                 target.shown
@@ -122,6 +117,6 @@ fn provider<D: OpenPool>(
 
 /// The DDL of the configured table for a database, without connecting to one.
 fn print_schema<D: OpenPool>(args: &DatabaseArgs) -> Result<(), Failure> {
-    println!("{}", provider::<D>(D::offline_pool(), args)?.schema_sql());
+    out!("{}", provider::<D>(D::offline_pool(), args)?.schema_sql());
     Ok(())
 }

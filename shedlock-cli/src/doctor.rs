@@ -17,7 +17,7 @@ pub(crate) async fn run<D: OpenPool>(
     token_column: &str,
 ) -> Result<Exit, Failure> {
     let table = provider.table();
-    println!("ok       database {} is reachable", target.shown);
+    out!("ok       database {} is reachable", target.shown);
     clock(provider, target).await?;
 
     let issues = provider
@@ -26,33 +26,33 @@ pub(crate) async fn run<D: OpenPool>(
         .map_err(|e| target.fail(Exit::Error, e))?;
     if !issues.is_empty() {
         for issue in &issues {
-            println!("problem  {issue}");
-            println!(
+            out!("problem  {issue}");
+            out!(
                 "fix      {}",
                 schema_fix(issue, table, token_column, target.kind)
             );
         }
-        println!(
+        out!(
             "\nThe table the provider expects:\n{}",
             provider.schema_sql()
         );
         return Ok(Exit::Problems);
     }
-    println!("ok       table `{table}` has the columns, types and key the provider needs");
+    out!("ok       table `{table}` has the columns, types and key the provider needs");
 
     if let Err(e) = provider.check_access().await {
-        println!("problem  {}", target.scrub(&e.to_string()));
-        println!("fix      {}", access_fix(table, target));
+        out!("problem  {}", target.scrub(&e.to_string()));
+        out!("fix      {}", access_fix(table, target));
         return Ok(Exit::Problems);
     }
-    println!("ok       this user may read, insert and update `{table}` (probe rolled back)");
+    out!("ok       this user may read, insert and update `{table}` (probe rolled back)");
 
     let rows = provider
         .list_locks()
         .await
         .map_err(|e| target.fail(Exit::Error, e))?;
     let held = rows.iter().filter(|row| row.held).count();
-    println!("ok       {} locks, {held} held", rows.len());
+    out!("ok       {} locks, {held} held", rows.len());
     Ok(Exit::Ok)
 }
 
@@ -72,7 +72,7 @@ async fn clock<D: OpenPool>(provider: &SqlLockProvider<D>, target: &Target) -> R
         Ok(ahead) => (ahead, "ahead of"),
         Err(behind) => (behind.duration(), "behind"),
     };
-    println!(
+    out!(
         "info     database clock {} is {} {direction} this machine's (± {}); this does not \
          matter for correctness: leases are decided on the database clock",
         timestamp(database),
@@ -99,8 +99,8 @@ fn schema_fix(issue: &SchemaIssue, table: &str, token_column: &str, kind: DbKind
                 .to_owned()
         }
         SchemaIssue::MissingColumn { column, expected } => format!(
-            "add `{column}` as {expected}, or name the column the table has with the matching \
-             --…-column option"
+            "add `{column}` as {expected}, or give the table's own name for it with the \
+             matching --name-column, --lock-until-column, … option"
         ),
         SchemaIssue::NotUnique { column } => format!(
             "CREATE UNIQUE INDEX {}_{column}_key ON {table} ({column})",

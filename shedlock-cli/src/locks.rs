@@ -25,7 +25,7 @@ pub(crate) async fn run<D: OpenPool>(
             if *json {
                 print_json(&views);
             } else if views.is_empty() {
-                println!("no locks in table `{}`", provider.table());
+                out!("no locks in table `{}`", provider.table());
             } else {
                 print_table(&views);
             }
@@ -99,7 +99,7 @@ pub(crate) fn timestamp(time: SystemTime) -> String {
 
 fn print_json(value: &impl Serialize) {
     match serde_json::to_string_pretty(value) {
-        Ok(json) => println!("{json}"),
+        Ok(json) => out!("{json}"),
         Err(e) => unreachable!("lock views always serialize: {e}"),
     }
 }
@@ -140,7 +140,7 @@ fn print_table(views: &[LockView<'_>]) {
             .zip(widths)
             .map(|(cell, width)| format!("{cell:<width$}"))
             .collect();
-        println!("{}", padded.join("  ").trim_end());
+        out!("{}", padded.join("  ").trim_end());
     };
     line(&header);
     for row in &rows {
@@ -149,14 +149,14 @@ fn print_table(views: &[LockView<'_>]) {
 }
 
 fn print_fields(view: &LockView<'_>) {
-    println!("name:          {}", view.name);
-    println!("state:         {}", view.state());
-    println!("holder:        {}", view.locked_by);
-    println!("fencing token: {}", view.fencing_token);
-    println!("locked at:     {}", view.locked_at);
-    println!("lock until:    {}", view.lock_until);
-    println!("remaining:     {}", view.remaining());
-    println!("database time: {}", view.database_time);
+    out!("name:          {}", view.name);
+    out!("state:         {}", view.state());
+    out!("holder:        {}", view.locked_by);
+    out!("fencing token: {}", view.fencing_token);
+    out!("locked at:     {}", view.locked_at);
+    out!("lock until:    {}", view.lock_until);
+    out!("remaining:     {}", view.remaining());
+    out!("database time: {}", view.database_time);
 }
 
 async fn read_row<D: OpenPool>(
@@ -187,7 +187,7 @@ async fn release<D: OpenPool>(
     let name = &args.name;
     let row = read_row(provider, target, name).await?;
     if !row.held {
-        println!(
+        out!(
             "`{name}` is not held (free since {}); nothing to release",
             timestamp(row.lock_until)
         );
@@ -233,7 +233,7 @@ async fn release<D: OpenPool>(
             ),
         ));
     }
-    println!(
+    out!(
         "released `{name}`: held by {} with fencing token {token}, free from now on (the row \
          stays; the next holder gets a larger token)",
         row.locked_by

@@ -2,6 +2,15 @@
 //! and check a database with `doctor`. Built on `shedlock-sqlx`; see `shedlock --help` and the
 //! README's "Command-line tool" section.
 
+/// `println!` that ignores a closed stdout (`shedlock locks list | head`) instead of
+/// panicking: the command's exit status still tells what happened.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = writeln!(::std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 mod cli;
 mod commands;
 mod doctor;
