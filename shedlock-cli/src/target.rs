@@ -34,59 +34,52 @@ pub(crate) struct Target {
 }
 
 impl Target {
-    /// Reads the database kind from the URL's scheme.
+    /// Reads the database kind from the URL's scheme, and what must not be shown of it.
     pub(crate) fn parse(url: &str) -> Result<Self, Failure> {
-        let parsed = Url::parse(url).ok();
+        const EXPECTED: &str = "expected postgres://…, mysql://… or sqlite:FILE";
+        // The url crate's messages never quote the URL.
+        let parsed = Url::parse(url).map_err(|e| {
+            Failure::new(
+                Exit::Usage,
+                format!("--url is not a valid URL ({e}); {EXPECTED}"),
+            )
+        })?;
+        let decoded = |text: &str| percent_decode_str(text).decode_utf8_lossy().into_owned();
         let mut secrets = Vec::new();
         let mut shown = parsed.clone();
-        if let (Some(parsed), Some(shown)) = (&parsed, &mut shown) {
-            if let Some(password) = parsed.password() {
-                secrets.push(password.to_owned());
-                secrets.push(
-                    percent_decode_str(password)
-                        .decode_utf8_lossy()
-                        .into_owned(),
-                );
-                let _ = shown.set_password(Some("***"));
-            }
-            // PostgreSQL also takes the password as a query parameter.
-            for (key, value) in parsed.query_pairs() {
-                if key == "password" && !value.is_empty() {
-                    secrets.push(value.into_owned());
-                }
-            }
+        if let Some(password) = parsed.password() {
+            secrets.extend([password.to_owned(), decoded(password)]);
+            let _ = shown.set_password(Some("***"));
         }
+        // PostgreSQL also takes the password as a query parameter.
+        secrets.extend(
+            parsed
+                .query_pairs()
+                .filter(|(key, _)| key == "password")
+                .map(|(_, value)| value.into_owned()),
+        );
         secrets.retain(|s| !s.is_empty() && s != "***");
-        let mut target = Target {
-            kind: DbKind::Sqlite,
-            url: url.to_owned(),
-            shown: shown.map_or_else(|| "(unparsable URL)".to_owned(), |u| u.to_string()),
-            user: parsed
-                .as_ref()
-                .map(|u| {
-                    percent_decode_str(u.username())
-                        .decode_utf8_lossy()
-                        .into_owned()
-                })
-                .filter(|user| !user.is_empty()),
-            secrets,
-        };
-        target.shown = target.scrub(&target.shown);
-        target.kind = match url.split_once(':').map(|(scheme, _)| scheme) {
-            Some("postgres" | "postgresql") => DbKind::Postgres,
-            Some("mysql" | "mariadb") => DbKind::Mysql,
-            Some("sqlite") => DbKind::Sqlite,
-            _ => {
+        let kind = match parsed.scheme() {
+            "postgres" | "postgresql" => DbKind::Postgres,
+            "mysql" | "mariadb" => DbKind::Mysql,
+            "sqlite" => DbKind::Sqlite,
+            scheme => {
                 return Err(Failure::new(
                     Exit::Usage,
-                    format!(
-                        "--url {}: expected a postgres://, mysql:// or sqlite: URL",
-                        target.shown
-                    ),
+                    format!("--url has the scheme `{scheme}:`; {EXPECTED}"),
                 ));
             }
         };
-        Ok(target)
+        let shown = secrets.iter().fold(shown.to_string(), |text, secret| {
+            text.replace(secret, "***")
+        });
+        Ok(Target {
+            kind,
+            url: url.to_owned(),
+            shown,
+            user: Some(decoded(parsed.username())).filter(|user| !user.is_empty()),
+            secrets,
+        })
     }
 
     /// `text` with every secret of the URL replaced by `***`: for every message that might
@@ -203,7 +196,10 @@ mod tests {
             "failed for *** and ***"
         );
         let query = Target::parse("postgres://app@db/prod?password=hunter2").unwrap();
-        assert!(!query.shown.contains("hunter2"), "{}", query.shown);
+        assert_eq!(query.shown, "postgres://app@db/prod?password=***");
+        let file = Target::parse("sqlite:locks.db").unwrap();
+        assert_eq!(file.shown, "sqlite:locks.db");
+        assert_eq!(file.scrub("at sqlite:locks.db"), "at sqlite:locks.db");
     }
 
     #[test]

@@ -393,7 +393,8 @@ mod cases {
             "{ddl}"
         );
         assert!(ddl.contains("fencing_token"), "{ddl}");
-        db.shedlock(&["schema", "--apply"]).expect(0);
+        let applied = db.shedlock(&["schema", "--apply"]).expect(0).stdout();
+        assert!(applied.contains(&db.url), "{applied}");
         db.shedlock(&["schema", "--apply"]).expect(0);
         let doctor = db.shedlock(&["doctor"]).expect(0).stdout();
         assert!(!doctor.contains("problem"), "{doctor}");
@@ -482,6 +483,45 @@ mod cases {
             run.stderr()
         );
     }
+}
+
+/// `--help` lists the exit codes and never shows the value of `DATABASE_URL`, which the
+/// commands read when there is no `--url`.
+#[test]
+fn help_and_database_url_from_the_environment() {
+    let shedlock = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_shedlock"));
+        command.env("DATABASE_URL", "postgres://app:Hunter2-Env@db.invalid/prod");
+        command
+    };
+    let help = shedlock().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    assert!(help.contains("4  refused"), "{help}");
+    assert!(!help.contains("Hunter2-Env"), "{help}");
+
+    let file = std::env::temp_dir().join(format!("{}.db", env::unique_table("cli_env")));
+    let url = format!("sqlite:{}", file.display());
+    let run = |args: &[&str]| {
+        Run(shedlock()
+            .env("DATABASE_URL", &url)
+            .args(args)
+            .output()
+            .unwrap())
+    };
+    run(&["schema", "--apply"]).expect(0);
+    let list = run(&["locks", "list", "--json"]).expect(0).json();
+    assert_eq!(list, serde_json::json!([]));
+    let _ = std::fs::remove_file(&file);
+    let none = Run(shedlock()
+        .env_remove("DATABASE_URL")
+        .args(["locks", "list"])
+        .output()
+        .unwrap());
+    assert!(
+        none.expect(2)
+            .stderr()
+            .contains("give --url or set DATABASE_URL")
+    );
 }
 
 /// The cases, on one database: one `#[tokio::test]` each, on a table (or file) of its own.
