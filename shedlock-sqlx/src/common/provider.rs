@@ -232,8 +232,8 @@ impl<D: Dialect> SqlLockProvider<D> {
     /// Reads the table's columns and keys from the database's catalog and says what keeps
     /// this provider from working on it safely: a missing table, a missing column, a column
     /// whose type cannot hold what the statements write (e.g. PostgreSQL `timestamptz`, MySQL
-    /// `TIMESTAMP`), or a name column that is not the primary key. Empty when the table fits. [`schema_sql`](Self::schema_sql) is the table
-    /// that does.
+    /// `TIMESTAMP`), or a name column that is not the primary key. Empty when the table fits;
+    /// [`schema_sql`](Self::schema_sql) is a table that does.
     ///
     /// # Errors
     /// [`Error::Store`] (`Operation::Schema`) when the catalog cannot be read.

@@ -161,8 +161,8 @@ impl Dialect for MySql {
              LOCK IN SHARE MODE"
         );
         let select_rows = format!(
-            "SELECT {name}, {until}, {at}, {by}, COALESCE({token}, 0), {until} > db.now, db.now \
-             FROM {t}, (SELECT {NOW} AS now) AS db"
+            "SELECT l.{name}, l.{until}, l.{at}, l.{by}, COALESCE(l.{token}, 0), \
+             l.{until} > db.now, db.now FROM {t} AS l, (SELECT {NOW} AS now) AS db"
         );
         Statements {
             acquire: trusted_sql(acquire),
@@ -171,8 +171,8 @@ impl Dialect for MySql {
             release: trusted_sql(release),
             extend: trusted_sql(extend),
             verify: trusted_sql(verify),
-            lock_state: trusted_sql(format!("{select_rows} WHERE {name} = ?")),
-            list_locks: trusted_sql(format!("{select_rows} ORDER BY {name}")),
+            lock_state: trusted_sql(format!("{select_rows} WHERE l.{name} = ?")),
+            list_locks: trusted_sql(format!("{select_rows} ORDER BY l.{name}")),
             create_table: trusted_sql(table.create_table_sql(&Self::COLUMN_TYPES)),
             has_token_column: trusted_sql(
                 "SELECT COUNT(*) FROM information_schema.columns \
