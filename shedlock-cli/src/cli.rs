@@ -64,8 +64,10 @@ pub(crate) enum Command {
     #[command(subcommand)]
     Locks(LocksCommand),
     /// Print the lock table's DDL, or create the table with --apply.
+    #[command(after_help = EXIT_CODES)]
     Schema(SchemaArgs),
     /// Check the database: reachable, table and column types, privileges, clock.
+    #[command(after_help = EXIT_CODES)]
     Doctor,
 }
 
@@ -73,6 +75,7 @@ pub(crate) enum Command {
 #[derive(Debug, Subcommand)]
 pub(crate) enum LocksCommand {
     /// Every lock: held or free, holder, fencing token, times and time left.
+    #[command(after_help = EXIT_CODES)]
     List {
         /// One JSON array of lock objects (fields: name, held, locked_by, fencing_token,
         /// locked_at, lock_until, remaining_ms, database_time).
@@ -80,6 +83,7 @@ pub(crate) enum LocksCommand {
         json: bool,
     },
     /// One lock, by name (exit 3 if the table has no row for it).
+    #[command(after_help = EXIT_CODES)]
     Show {
         /// The lock name.
         name: String,
@@ -92,6 +96,7 @@ pub(crate) enum LocksCommand {
     ///
     /// The row is kept (lock_until is set to the database's now), so fencing tokens keep
     /// growing. A job still running under the lease is not stopped.
+    #[command(after_help = EXIT_CODES)]
     Release(ReleaseArgs),
 }
 
