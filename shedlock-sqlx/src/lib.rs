@@ -17,10 +17,15 @@
 //! The three providers are one type, [`SqlLockProvider<D>`](SqlLockProvider), over a
 //! [`Dialect`](dialect::Dialect): the builder, connection handling, retries, error mapping,
 //! inspection ([`lock_state`](SqlLockProvider::lock_state),
-//! [`list_locks`](SqlLockProvider::list_locks)), the fencing guard
-//! ([`verify_lease`](SqlLockProvider::verify_lease)) and
+//! [`list_locks`](SqlLockProvider::list_locks),
+//! [`database_time`](SqlLockProvider::database_time)), the fencing guard
+//! ([`verify_lease`](SqlLockProvider::verify_lease)), operators' tools
+//! ([`release_lease`](SqlLockProvider::release_lease),
+//! [`check_schema`](SqlLockProvider::check_schema),
+//! [`check_access`](SqlLockProvider::check_access)) and
 //! [`create_schema`](SqlLockProvider::create_schema) are written once; a dialect supplies its
-//! SQL text, column types and how parameters are bound and results read.
+//! SQL text, column types and how parameters are bound and results read. The `shedlock`
+//! command (crate `shedlock-cli`) is built on these.
 //! [`PgLockProvider`], [`MySqlLockProvider`] and [`SqliteLockProvider`] name the three.
 //!
 //! # The fast path
@@ -121,7 +126,7 @@ mod postgres;
 mod sqlite;
 
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-pub use common::{ColumnNames, LockProviderBuilder, LockRow, SqlLockProvider};
+pub use common::{ColumnNames, LockProviderBuilder, LockRow, SchemaIssue, SqlLockProvider};
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlLockProvider;
 #[cfg(feature = "postgres")]

@@ -121,6 +121,24 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
         table: &'a Table,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
 
+    /// The database clock now, in UTC, as the lock statements read it.
+    #[doc(hidden)]
+    fn database_time(
+        pool: &Pool<Self::Database>,
+    ) -> impl Future<Output = Result<NaiveDateTime, sqlx::Error>> + Send + '_;
+
+    /// The table's columns as the catalog describes them; none when the table does not exist.
+    #[doc(hidden)]
+    fn table_columns<'a>(
+        pool: &'a Pool<Self::Database>,
+        table: &'a Table,
+    ) -> impl Future<Output = Result<Vec<CatalogColumn>, sqlx::Error>> + Send + 'a;
+
+    /// Whether a column of the catalog's (lower-case) `found` type holds what the statements
+    /// write into a column of this kind, and reads back as they expect.
+    #[doc(hidden)]
+    fn type_fits(kind: ColumnKind, found: &str) -> bool;
+
     /// Whether an acquire that failed with this error means "not acquired this time" (SQLite
     /// busy), rather than a store error.
     #[doc(hidden)]
@@ -184,6 +202,23 @@ pub struct ColumnTypes {
     pub(crate) name: &'static str,
     pub(crate) time: &'static str,
     pub(crate) token: &'static str,
+}
+
+/// A column as the database's catalog describes it: name and type in lower case, and whether
+/// it is, alone, the table's primary key or a unique key (what `ON CONFLICT` and
+/// `INSERT IGNORE` rely on).
+pub(crate) type CatalogColumn = (String, String, bool);
+
+/// What a column of the lock table holds, for checking a table's types.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnKind {
+    /// The lock name or the holder: text.
+    Text,
+    /// `lock_until`, `locked_at`: a UTC time with milliseconds.
+    Time,
+    /// The fencing token: a 64-bit integer.
+    Token,
 }
 
 pub(crate) mod sealed {

@@ -9,6 +9,7 @@ mod identifier;
 mod provider;
 mod retry;
 mod row;
+mod schema_check;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -19,10 +20,13 @@ use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
 pub use builder::{ColumnNames, LockProviderBuilder};
 pub use provider::SqlLockProvider;
 pub use row::LockRow;
+pub use schema_check::SchemaIssue;
 
 pub(crate) use builder::{Table, validate_holder};
 pub(crate) use dedicated::DedicatedConnections;
-pub(crate) use dialect::{Acquire, Acquired, ColumnTypes, Dialect, Lease};
+pub(crate) use dialect::{
+    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease,
+};
 pub(crate) use error::store_error;
 #[cfg(feature = "postgres")]
 pub(crate) use identifier::MAX_IDENTIFIER_LEN;

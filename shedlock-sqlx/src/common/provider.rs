@@ -9,9 +9,10 @@ use tokio::sync::broadcast;
 
 use super::dialect::{Acquire, Dialect, Lease};
 use super::retry::Retry;
+use super::schema_check::schema_issues;
 use super::{
-    DedicatedConnections, LockProviderBuilder, LockRow, Table, check_lock_name, store_error,
-    system_time, token_from_db, token_param, validate_holder,
+    DedicatedConnections, LockProviderBuilder, LockRow, SchemaIssue, Table, check_lock_name,
+    store_error, system_time, token_from_db, token_param, validate_holder,
 };
 
 /// Locks in a table of a SQL database, on the database's clock, with fencing tokens: the one
@@ -214,6 +215,68 @@ impl<D: Dialect> SqlLockProvider<D> {
             .await
             .map_err(|e| store_error(Operation::Read, "*", &self.table, e))?;
         Ok(rows.into_iter().map(LockRow::from_parts).collect())
+    }
+
+    /// The database clock now (UTC), the clock every lease is decided by: to compare with
+    /// the instance's clock, or to show how long leases have left.
+    ///
+    /// # Errors
+    /// [`Error::Store`] (`Operation::Read`) when the query fails.
+    pub async fn database_time(&self) -> Result<std::time::SystemTime, Error> {
+        D::database_time(&self.pool)
+            .await
+            .map(system_time)
+            .map_err(|e| store_error(Operation::Read, "*", &self.table, e))
+    }
+
+    /// Reads the table's columns and keys from the database's catalog and says what keeps
+    /// this provider from working on it safely: a missing table, a missing column, a column
+    /// whose type cannot hold what the statements write (e.g. PostgreSQL `timestamptz`, MySQL
+    /// `TIMESTAMP`), or a name column that is not the primary key. Empty when the table fits;
+    /// [`schema_sql`](Self::schema_sql) is a table that does.
+    ///
+    /// # Errors
+    /// [`Error::Store`] (`Operation::Schema`) when the catalog cannot be read.
+    pub async fn check_schema(&self) -> Result<Vec<SchemaIssue>, Error> {
+        let columns = D::table_columns(&self.pool, &self.table)
+            .await
+            .map_err(|e| store_error(Operation::Schema, "*", &self.table, e))?;
+        Ok(schema_issues::<D>(&self.table, &columns))
+    }
+
+    /// Runs the acquire and release statements on the probe lock `shedlock-access-probe`
+    /// inside a transaction that is then rolled back: whether this database user may do what
+    /// the provider does (read, insert and update the table), without leaving a trace.
+    ///
+    /// # Errors
+    /// [`Error::Store`] naming the statement (`Operation::Acquire` or `Operation::Release`)
+    /// that the database refused, e.g. for lack of privileges.
+    pub async fn check_access(&self) -> Result<(), Error> {
+        const PROBE: &str = "shedlock-access-probe";
+        let config = LockConfiguration::new(PROBE, Duration::from_secs(1), Duration::ZERO)?;
+        let fail = |operation| move |e| store_error(operation, PROBE, &self.table, e);
+        let mut tx = self.pool.begin().await.map_err(fail(Operation::Acquire))?;
+        let args = Acquire {
+            name: PROBE,
+            holder: &self.holder,
+            lock_at_most_for: config.lock_at_most_for(),
+            config: &config,
+        };
+        let acquired = D::acquire(&mut *tx, &self.sql, args)
+            .await
+            .map_err(fail(Operation::Acquire))?;
+        if let Some(acquired) = acquired {
+            let lease = Lease {
+                name: PROBE,
+                holder: &self.holder,
+                token: acquired.token,
+                duration: Duration::ZERO,
+            };
+            D::release(&mut *tx, &self.sql, &self.state, lease)
+                .await
+                .map_err(fail(Operation::Release))?;
+        }
+        tx.rollback().await.map_err(fail(Operation::Release))
     }
 
     /// Ends the live lease `(lock_name, holder, fencing_token)` now, as its holder's release

@@ -1,7 +1,7 @@
 //! One row of the lock table, as the read-only inspection methods return it.
 
 use std::fmt;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
 
@@ -27,11 +27,13 @@ pub struct LockRow {
     pub fencing_token: i64,
     /// Whether the lease was still running when the row was read (database clock).
     pub held: bool,
+    /// The database clock when the row was read (UTC): the instant `held` was decided at.
+    pub read_at: SystemTime,
 }
 
 impl LockRow {
     pub(crate) fn from_parts(
-        (name, lock_until, locked_at, locked_by, fencing_token, held): RowParts,
+        (name, lock_until, locked_at, locked_by, fencing_token, held, read_at): RowParts,
     ) -> Self {
         LockRow {
             name,
@@ -40,12 +42,32 @@ impl LockRow {
             locked_by,
             fencing_token,
             held,
+            read_at: system_time(read_at),
         }
+    }
+
+    /// How long the lease still runs, on the database clock: `lock_until - read_at`, zero
+    /// for a lock that is free.
+    pub fn remaining(&self) -> Duration {
+        if !self.held {
+            return Duration::ZERO;
+        }
+        self.lock_until
+            .duration_since(self.read_at)
+            .unwrap_or(Duration::ZERO)
     }
 }
 
 /// The columns of the dialects' inspection queries, in order.
-pub(crate) type RowParts = (String, NaiveDateTime, NaiveDateTime, String, i64, bool);
+pub(crate) type RowParts = (
+    String,
+    NaiveDateTime,
+    NaiveDateTime,
+    String,
+    i64,
+    bool,
+    NaiveDateTime,
+);
 
 impl fmt::Display for LockRow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -11,8 +11,8 @@ use sqlx::mysql::{MySqlDatabaseError, MySqlPoolOptions};
 use sqlx::{MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
 
 use crate::common::{
-    Acquire, Acquired, ColumnTypes, Dialect, Lease, RowParts, SqlLockProvider, Table,
-    dialect::sealed::Sealed, lease_millis, trusted_sql,
+    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, RowParts,
+    SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis, trusted_sql,
 };
 
 /// MySQL's error number for "Duplicate column name".
@@ -161,7 +161,8 @@ impl Dialect for MySql {
              LOCK IN SHARE MODE"
         );
         let select_rows = format!(
-            "SELECT {name}, {until}, {at}, {by}, COALESCE({token}, 0), {until} > {NOW} FROM {t}"
+            "SELECT l.{name}, l.{until}, l.{at}, l.{by}, COALESCE(l.{token}, 0), \
+             l.{until} > db.now, db.now FROM {t} AS l, (SELECT {NOW} AS now) AS db"
         );
         Statements {
             acquire: trusted_sql(acquire),
@@ -170,8 +171,8 @@ impl Dialect for MySql {
             release: trusted_sql(release),
             extend: trusted_sql(extend),
             verify: trusted_sql(verify),
-            lock_state: trusted_sql(format!("{select_rows} WHERE {name} = ?")),
-            list_locks: trusted_sql(format!("{select_rows} ORDER BY {name}")),
+            lock_state: trusted_sql(format!("{select_rows} WHERE l.{name} = ?")),
+            list_locks: trusted_sql(format!("{select_rows} ORDER BY l.{name}")),
             create_table: trusted_sql(table.create_table_sql(&Self::COLUMN_TYPES)),
             has_token_column: trusted_sql(
                 "SELECT COUNT(*) FROM information_schema.columns \
@@ -324,6 +325,59 @@ impl Dialect for MySql {
         }
         .fetch_all(pool)
         .await
+    }
+
+    async fn database_time(pool: &MySqlPool) -> Result<NaiveDateTime, sqlx::Error> {
+        sqlx::query_scalar("SELECT UTC_TIMESTAMP(3)")
+            .fetch_one(pool)
+            .await
+    }
+
+    async fn table_columns(
+        pool: &MySqlPool,
+        table: &Table,
+    ) -> Result<Vec<CatalogColumn>, sqlx::Error> {
+        let (schema, name) = match table.name.split_once('.') {
+            Some((schema, name)) => (Some(schema), name),
+            None => (None, table.name.as_str()),
+        };
+        // A unique index whose only column is this one.
+        let rows: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT CAST(LOWER(c.column_name) AS CHAR), CAST(LOWER(c.column_type) AS CHAR), \
+             CAST((SELECT COUNT(*) FROM information_schema.statistics s \
+               WHERE s.table_schema = c.table_schema AND s.table_name = c.table_name \
+               AND s.column_name = c.column_name AND s.non_unique = 0 \
+               AND NOT EXISTS (SELECT 1 FROM information_schema.statistics o \
+                 WHERE o.table_schema = s.table_schema AND o.table_name = s.table_name \
+                 AND o.index_name = s.index_name AND o.column_name <> s.column_name) \
+             ) AS SIGNED) \
+             FROM information_schema.columns c \
+             WHERE c.table_schema = COALESCE(?, DATABASE()) AND c.table_name = ? \
+             ORDER BY c.ordinal_position",
+        )
+        .bind(schema)
+        .bind(name)
+        .fetch_all(pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, ty, unique)| (name, ty, unique > 0))
+            .collect())
+    }
+
+    /// Times in `DATETIME` with milliseconds: a `TIMESTAMP` column converts through the
+    /// session time zone (ShedLock's hour-long outage at a DST change), and `DATETIME`
+    /// without a fraction drops the milliseconds.
+    fn type_fits(kind: ColumnKind, found: &str) -> bool {
+        match kind {
+            ColumnKind::Text => {
+                found.starts_with("varchar") || found.starts_with("char") || found.ends_with("text")
+            }
+            ColumnKind::Time => {
+                ["datetime(3)", "datetime(4)", "datetime(5)", "datetime(6)"].contains(&found)
+            }
+            ColumnKind::Token => found.starts_with("bigint"),
+        }
     }
 
     async fn create_schema(

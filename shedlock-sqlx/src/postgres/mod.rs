@@ -17,8 +17,9 @@ use sqlx::{PgConnection, PgPool, Postgres, SqlStr};
 use tokio::sync::broadcast;
 
 use crate::common::{
-    Acquire, Acquired, ColumnTypes, Dialect, Lease, LockProviderBuilder, MAX_IDENTIFIER_LEN,
-    RowParts, SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis, trusted_sql,
+    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, LockProviderBuilder,
+    MAX_IDENTIFIER_LEN, RowParts, SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis,
+    trusted_sql,
 };
 use hints::{ReleaseHints, is_unsupported};
 
@@ -195,7 +196,7 @@ impl Dialect for Pg {
         let (until_shown, at_shown) = (clamp(until), clamp(at));
         let select_rows = format!(
             "SELECT l.{name}, {until_shown}, {at_shown}, l.{by}, COALESCE(l.{token}, 0), \
-             l.{until} > {NOW} FROM {t} AS l"
+             l.{until} > db.now, db.now FROM {t} AS l, (SELECT {NOW} AS now) AS db"
         );
         Statements {
             acquire: trusted_sql(acquire),
@@ -344,6 +345,44 @@ impl Dialect for Pg {
         }
         .fetch_all(pool)
         .await
+    }
+
+    async fn database_time(pool: &PgPool) -> Result<NaiveDateTime, sqlx::Error> {
+        sqlx::query_scalar("SELECT timezone('utc', clock_timestamp())")
+            .fetch_one(pool)
+            .await
+    }
+
+    async fn table_columns(
+        pool: &PgPool,
+        table: &Table,
+    ) -> Result<Vec<CatalogColumn>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT lower(a.attname::text), lower(format_type(a.atttypid, a.atttypmod)), \
+             EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = a.attrelid \
+             AND i.indisunique AND i.indpred IS NULL AND i.indnkeyatts = 1 \
+             AND i.indkey[0] = a.attnum) \
+             FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 \
+             AND NOT a.attisdropped ORDER BY a.attnum",
+        )
+        .bind(&table.name)
+        .fetch_all(pool)
+        .await
+    }
+
+    /// `TIMESTAMP` without time zone only: sqlx reads `timestamptz` as another type.
+    fn type_fits(kind: ColumnKind, found: &str) -> bool {
+        match kind {
+            ColumnKind::Text => {
+                found == "text"
+                    || found.starts_with("character varying")
+                    || found.starts_with("character(")
+            }
+            ColumnKind::Time => {
+                found.starts_with("timestamp") && found.ends_with("without time zone")
+            }
+            ColumnKind::Token => found == "bigint",
+        }
     }
 
     async fn create_schema(

@@ -16,8 +16,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{SqlStr, Sqlite as SqliteDb, SqliteConnection, SqlitePool};
 
 use crate::common::{
-    Acquire, Acquired, ColumnTypes, Dialect, Lease, RowParts, SqlLockProvider, Table,
-    dialect::sealed::Sealed, lease_millis, trusted_sql,
+    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, RowParts,
+    SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis, trusted_sql,
 };
 
 /// How long a statement waits for another connection's write lock before `SQLITE_BUSY`.
@@ -162,7 +162,8 @@ impl Dialect for Sqlite {
         );
         let select_rows = format!(
             "SELECT l.{name}, strftime({FORMAT}, l.{until}), strftime({FORMAT}, l.{at}), l.{by}, \
-             ifnull(l.{token}, 0), {stored_until} > {now} FROM {t} AS l"
+             ifnull(l.{token}, 0), {stored_until} > db.now, db.now \
+             FROM {t} AS l, (SELECT {now} AS now) AS db"
         );
         Statements {
             acquire: trusted_sql(acquire),
@@ -304,6 +305,37 @@ impl Dialect for Sqlite {
         }
         .fetch_all(pool)
         .await
+    }
+
+    async fn database_time(pool: &SqlitePool) -> Result<NaiveDateTime, sqlx::Error> {
+        sqlx::query_scalar("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
+            .fetch_one(pool)
+            .await
+    }
+
+    async fn table_columns(
+        pool: &SqlitePool,
+        table: &Table,
+    ) -> Result<Vec<CatalogColumn>, sqlx::Error> {
+        let (schema, name) = table.name.split_once('.').unwrap_or(("main", &table.name));
+        // A unique, non-partial index (the primary key's among them) on this column alone.
+        sqlx::query_as(
+            "SELECT lower(c.name), lower(c.type), EXISTS (SELECT 1 FROM pragma_index_list(?1, ?2) i \
+             WHERE i.\"unique\" = 1 AND i.partial = 0 \
+             AND (SELECT count(*) FROM pragma_index_info(i.name, ?2)) = 1 \
+             AND (SELECT k.name FROM pragma_index_info(i.name, ?2) k) = c.name) \
+             FROM pragma_table_info(?1, ?2) c ORDER BY c.cid",
+        )
+        .bind(name)
+        .bind(schema)
+        .fetch_all(pool)
+        .await
+    }
+
+    /// SQLite keeps text as text in a column of any declared type; only the token needs
+    /// integer affinity, or it would be stored and read back as text.
+    fn type_fits(kind: ColumnKind, found: &str) -> bool {
+        kind != ColumnKind::Token || found.contains("int")
     }
 
     async fn create_schema(

@@ -4,44 +4,19 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
+pub(crate) mod env;
 pub(crate) mod scenarios;
 pub(crate) mod server_cases;
 pub(crate) mod statements;
+
+#[allow(unused_imports)] // sqlite.rs has no URL to read
+pub(crate) use env::{database_url, unique_table};
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::conformance::Harness;
 use shedlock_core::{LockConfiguration, LockProvider};
-
-/// The URL in `var`, or `None` after one line saying the tests were skipped.
-///
-/// # Panics
-/// When the variable is missing and `CI=true`: on CI a database that is not there is a failure,
-/// never a silent skip.
-pub(crate) fn database_url(var: &str, database: &str, example: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!(
-                "{var} is not set but CI=true: the {database} tests must run on CI (e.g. {example})"
-            )
-        }
-        _ => {
-            // Written to stderr directly: cargo test would capture `println!` of a passing test.
-            let line = format!(
-                "skipped: {var} not set (set it to run {database} tests, e.g. {example})\n"
-            );
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-            None
-        }
-    }
-}
-
-/// A table name no other test (thread or process) uses: a unique lock name, as an identifier.
-pub(crate) fn unique_table(base: &str) -> String {
-    shedlock_core::conformance::unique_lock_name(base).replace('-', "_")
-}
 
 /// The conformance harness for a real database: providers per holder over one table, and real
 /// waiting (the database's clock cannot be stepped).

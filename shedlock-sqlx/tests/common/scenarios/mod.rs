@@ -1,9 +1,11 @@
 //! Cases every SQL provider must pass beyond the conformance suite, generic over the database
 //! ([`TestDb`]). Each case works on a table of its own.
 
+mod checks;
 mod hostile;
 mod schema;
 
+pub(crate) use checks::*;
 pub(crate) use hostile::*;
 pub(crate) use schema::*;
 
@@ -205,6 +207,9 @@ macro_rules! sql_provider_cases {
             inspection_reports_rows,
             operators_release_by_holder_and_token,
             statements_per_operation,
+            inspection_reads_the_database_clock,
+            check_schema_names_what_does_not_fit,
+            check_access_leaves_no_trace,
         );
     };
     (@cases ($db:expr) $($case:ident,)*) => {

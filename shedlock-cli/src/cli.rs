@@ -1,0 +1,142 @@
+//! The command line, as clap parses it.
+
+use std::time::Duration;
+
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+
+/// Printed under `--help`; the README lists the same codes.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  error: the database cannot be reached or refused a statement
+  2  usage: invalid arguments, URL or table name
+  3  not found: the table has no row for that lock name
+  4  refused: the lock is held by another holder or token, so it was not released
+  5  doctor found a problem (it says what and how to fix it)";
+
+/// See and clear the locks of a shedlock lock table (shedlock-rs, or Java ShedLock plus a
+/// `fencing_token` column) on PostgreSQL, MySQL/MariaDB or SQLite.
+///
+/// Times are the database's (UTC), and so is "remaining": this machine's clock plays no part.
+#[derive(Debug, Parser)]
+#[command(name = "shedlock", version, after_help = EXIT_CODES)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Where the lock table is.
+#[derive(Debug, Args)]
+pub(crate) struct DatabaseArgs {
+    /// Database URL: postgres://…, mysql://… (MySQL, MariaDB) or sqlite:FILE. The password
+    /// is never printed.
+    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
+    pub(crate) url: Option<String>,
+    /// The lock table, `table` or `schema.table` [default: shedlock]
+    #[arg(long, global = true)]
+    pub(crate) table: Option<String>,
+    /// The lock name column [default: name]
+    #[arg(long, global = true, value_name = "COLUMN")]
+    pub(crate) name_column: Option<String>,
+    /// The lease end column [default: lock_until]
+    #[arg(long, global = true, value_name = "COLUMN")]
+    pub(crate) lock_until_column: Option<String>,
+    /// The acquisition time column [default: locked_at]
+    #[arg(long, global = true, value_name = "COLUMN")]
+    pub(crate) locked_at_column: Option<String>,
+    /// The holder column [default: locked_by]
+    #[arg(long, global = true, value_name = "COLUMN")]
+    pub(crate) locked_by_column: Option<String>,
+    /// The fencing token column [default: fencing_token]
+    #[arg(long, global = true, value_name = "COLUMN")]
+    pub(crate) fencing_token_column: Option<String>,
+    /// How long to wait for the database to accept a connection (e.g. 500ms, 10s).
+    #[arg(long, global = true, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub(crate) connect_timeout: Duration,
+}
+
+/// What to do.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// List, show and release locks.
+    #[command(subcommand)]
+    Locks(LocksCommand),
+    /// Print the lock table's DDL, or create the table with --apply.
+    #[command(after_help = EXIT_CODES)]
+    Schema(SchemaArgs),
+    /// Check the database: reachable, table and column types, privileges, clock.
+    #[command(after_help = EXIT_CODES)]
+    Doctor,
+}
+
+/// The `locks` subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum LocksCommand {
+    /// Every lock: held or free, holder, fencing token, times and time left.
+    #[command(after_help = EXIT_CODES)]
+    List {
+        /// One JSON array of lock objects (fields: name, held, locked_by, fencing_token,
+        /// locked_at, lock_until, remaining_ms, database_time).
+        #[arg(long)]
+        json: bool,
+    },
+    /// One lock, by name (exit 3 if the table has no row for it).
+    #[command(after_help = EXIT_CODES)]
+    Show {
+        /// The lock name.
+        name: String,
+        /// One JSON object with the fields of `locks list --json`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// End a held lock's lease now: only when it is held by the given --holder and/or
+    /// --token (exit 4 otherwise), or whoever holds it with --force.
+    ///
+    /// The row is kept (lock_until is set to the database's now), so fencing tokens keep
+    /// growing. A job still running under the lease is not stopped.
+    #[command(after_help = EXIT_CODES)]
+    Release(ReleaseArgs),
+}
+
+/// `locks release`.
+#[derive(Debug, Args)]
+#[command(group(
+    ArgGroup::new("whose").required(true).multiple(true).args(["holder", "token", "force"])
+))]
+pub(crate) struct ReleaseArgs {
+    /// The lock name.
+    pub(crate) name: String,
+    /// Release only if this holder (the `locked_by` value) holds the lock.
+    #[arg(long)]
+    pub(crate) holder: Option<String>,
+    /// Release only if the live lease has this fencing token.
+    #[arg(long)]
+    pub(crate) token: Option<u64>,
+    /// Release whoever holds it.
+    #[arg(long, conflicts_with_all = ["holder", "token"])]
+    pub(crate) force: bool,
+}
+
+/// `schema`.
+#[derive(Debug, Args)]
+pub(crate) struct SchemaArgs {
+    /// The database whose DDL to print when no --url is given.
+    #[arg(long, value_enum)]
+    pub(crate) db: Option<DbKind>,
+    /// Create the table (and add `fencing_token` to a ShedLock table) instead of printing.
+    #[arg(long)]
+    pub(crate) apply: bool,
+}
+
+/// The databases the tool speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum DbKind {
+    /// PostgreSQL.
+    Postgres,
+    /// MySQL or MariaDB.
+    Mysql,
+    /// SQLite.
+    Sqlite,
+}

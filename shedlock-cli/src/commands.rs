@@ -1,0 +1,122 @@
+//! Dispatch: which database, which provider, which command; and the `schema` command.
+
+use shedlock_sqlx::dialect::{MySql, Pg, Sqlite};
+use shedlock_sqlx::{ColumnNames, SqlLockProvider};
+use sqlx::Pool;
+
+use crate::cli::{Cli, Command, DatabaseArgs, DbKind, SchemaArgs};
+use crate::failure::{Exit, Failure};
+use crate::target::{OpenPool, Target};
+use crate::{doctor, locks};
+
+/// Runs the command line's command: the exit status, or the failure to print.
+pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
+    let target = cli.database.url.as_deref().map(Target::parse).transpose()?;
+    if let (Command::Schema(SchemaArgs { db: Some(kind), .. }), Some(target)) =
+        (&cli.command, &target)
+        && *kind != target.kind
+    {
+        return Err(Failure::new(
+            Exit::Usage,
+            format!("--db does not match the database of --url {}", target.shown),
+        ));
+    }
+    if let Command::Schema(SchemaArgs { db, apply: false }) = &cli.command {
+        // Printing needs no connection, only which database.
+        let kind = match (db, &target) {
+            (Some(kind), _) => *kind,
+            (None, Some(target)) => target.kind,
+            (None, None) => {
+                return Err(Failure::new(
+                    Exit::Usage,
+                    "give --db postgres|mysql|sqlite, or --url (or DATABASE_URL)",
+                ));
+            }
+        };
+        match kind {
+            DbKind::Postgres => print_schema::<Pg>(&cli.database)?,
+            DbKind::Mysql => print_schema::<MySql>(&cli.database)?,
+            DbKind::Sqlite => print_schema::<Sqlite>(&cli.database)?,
+        }
+        return Ok(Exit::Ok);
+    }
+    let Some(target) = target else {
+        return Err(Failure::new(
+            Exit::Usage,
+            "no database: give --url or set DATABASE_URL",
+        ));
+    };
+    match target.kind {
+        DbKind::Postgres => run_on::<Pg>(&cli, &target).await,
+        DbKind::Mysql => run_on::<MySql>(&cli, &target).await,
+        DbKind::Sqlite => run_on::<Sqlite>(&cli, &target).await,
+    }
+}
+
+async fn run_on<D: OpenPool>(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
+    let create = matches!(cli.command, Command::Schema(SchemaArgs { apply: true, .. }));
+    let pool = target
+        .pool::<D>(cli.database.connect_timeout, create)
+        .await?;
+    let provider = provider::<D>(pool, &cli.database)?;
+    let exit = match &cli.command {
+        Command::Locks(command) => locks::run(&provider, target, command).await,
+        Command::Schema(_) => {
+            provider
+                .create_schema()
+                .await
+                .map_err(|e| target.fail(Exit::Error, e))?;
+            out!(
+                "lock table `{}` is ready on {} (created if missing, fencing_token added if missing)",
+                provider.table(),
+                target.shown
+            );
+            Ok(Exit::Ok)
+        }
+        Command::Doctor => {
+            let token_column = cli.database.fencing_token_column.as_deref();
+            doctor::run(&provider, target, token_column.unwrap_or("fencing_token")).await
+        }
+    };
+    provider.pool().close().await;
+    exit
+}
+
+/// The provider on the configured table and columns. It runs every statement on the pool:
+/// a command makes a few, one after the other.
+fn provider<D: OpenPool>(
+    pool: Pool<D::Database>,
+    args: &DatabaseArgs,
+) -> Result<SqlLockProvider<D>, Failure> {
+    let mut columns = ColumnNames::default();
+    if let Some(column) = &args.name_column {
+        columns = columns.name(column);
+    }
+    if let Some(column) = &args.lock_until_column {
+        columns = columns.lock_until(column);
+    }
+    if let Some(column) = &args.locked_at_column {
+        columns = columns.locked_at(column);
+    }
+    if let Some(column) = &args.locked_by_column {
+        columns = columns.locked_by(column);
+    }
+    if let Some(column) = &args.fencing_token_column {
+        columns = columns.fencing_token(column);
+    }
+    let mut builder = D::for_tool(SqlLockProvider::<D>::builder(pool))
+        .columns(columns)
+        .dedicated_connections(0);
+    if let Some(table) = &args.table {
+        builder = builder.table(table);
+    }
+    builder
+        .build()
+        .map_err(|e| Failure::new(Exit::Usage, e.to_string()))
+}
+
+/// The DDL of the configured table for a database, without connecting to one.
+fn print_schema<D: OpenPool>(args: &DatabaseArgs) -> Result<(), Failure> {
+    out!("{}", provider::<D>(D::offline_pool(), args)?.schema_sql());
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! `doctor`: is the lock table usable from here, and if not, what to do about it.
+
+use std::time::{Duration, SystemTime};
+
+use shedlock_sqlx::{SchemaIssue, SqlLockProvider};
+
+use crate::cli::DbKind;
+use crate::failure::{Exit, Failure};
+use crate::locks::timestamp;
+use crate::target::{OpenPool, Target};
+
+/// Prints one line per check (`ok` or `problem`, with how to fix it); exit 5 on any problem.
+/// Reaching the database was checked when the pool was opened.
+pub(crate) async fn run<D: OpenPool>(
+    provider: &SqlLockProvider<D>,
+    target: &Target,
+    token_column: &str,
+) -> Result<Exit, Failure> {
+    let table = provider.table();
+    out!("ok       database {} is reachable", target.shown);
+    clock(provider, target).await?;
+
+    let issues = provider
+        .check_schema()
+        .await
+        .map_err(|e| target.fail(Exit::Error, e))?;
+    if !issues.is_empty() {
+        for issue in &issues {
+            out!("problem  {issue}");
+            out!(
+                "fix      {}",
+                schema_fix(issue, table, token_column, target.kind)
+            );
+        }
+        out!(
+            "\nThe table the provider expects:\n{}",
+            provider.schema_sql()
+        );
+        return Ok(Exit::Problems);
+    }
+    out!("ok       table `{table}` has the columns, types and key the provider needs");
+
+    if let Err(e) = provider.check_access().await {
+        out!("problem  {}", target.scrub(&e.to_string()));
+        out!("fix      {}", access_fix(table, target));
+        return Ok(Exit::Problems);
+    }
+    out!("ok       this user may read, insert and update `{table}` (probe rolled back)");
+
+    let rows = provider
+        .list_locks()
+        .await
+        .map_err(|e| target.fail(Exit::Error, e))?;
+    let held = rows.iter().filter(|row| row.held).count();
+    out!("ok       {} locks, {held} held", rows.len());
+    Ok(Exit::Ok)
+}
+
+/// Reports the database clock against this machine's: locks never read this machine's clock,
+/// so the difference is information, never a problem.
+async fn clock<D: OpenPool>(provider: &SqlLockProvider<D>, target: &Target) -> Result<(), Failure> {
+    let before = SystemTime::now();
+    let database = provider
+        .database_time()
+        .await
+        .map_err(|e| target.fail(Exit::Error, e))?;
+    let after = SystemTime::now();
+    let round_trip = after.duration_since(before).unwrap_or(Duration::ZERO);
+    // The database read its clock somewhere within the round trip: compare with the middle.
+    let local = before + round_trip / 2;
+    let (difference, direction) = match database.duration_since(local) {
+        Ok(ahead) => (ahead, "ahead of"),
+        Err(behind) => (behind.duration(), "behind"),
+    };
+    out!(
+        "info     database clock {} is {} {direction} this machine's (± {}); this does not \
+         matter for correctness: leases are decided on the database clock",
+        timestamp(database),
+        millis(difference),
+        millis(round_trip / 2)
+    );
+    Ok(())
+}
+
+fn millis(duration: Duration) -> String {
+    format!("{} ms", duration.as_millis())
+}
+
+/// How to fix one issue, in words and, where one statement does it, that statement.
+fn schema_fix(issue: &SchemaIssue, table: &str, token_column: &str, kind: DbKind) -> String {
+    match issue {
+        SchemaIssue::MissingTable { .. } => {
+            "create it: `shedlock schema --apply` with the same options, or the DDL below"
+                .to_owned()
+        }
+        SchemaIssue::MissingColumn { column, .. } if column == token_column => {
+            "`shedlock schema --apply` with the same options adds it (Java ShedLock instances \
+             keep working on the table)"
+                .to_owned()
+        }
+        SchemaIssue::MissingColumn { column, expected } => format!(
+            "add `{column}` as {expected}, or give the table's own name for it with the \
+             matching --name-column, --lock-until-column, … option"
+        ),
+        SchemaIssue::NotUnique { column } => format!(
+            "CREATE UNIQUE INDEX {}_{column}_key ON {table} ({column})",
+            table.replace('.', "_")
+        ),
+        SchemaIssue::WrongType {
+            column, expected, ..
+        } => match kind {
+            DbKind::Postgres => {
+                format!("ALTER TABLE {table} ALTER COLUMN {column} TYPE {expected}")
+            }
+            DbKind::Mysql => format!("ALTER TABLE {table} MODIFY {column} {expected} NOT NULL"),
+            DbKind::Sqlite => {
+                "SQLite cannot change a column's type: recreate the table as below and copy the \
+                 rows over"
+                    .to_owned()
+            }
+        },
+        _ => "recreate the table as below".to_owned(),
+    }
+}
+
+fn access_fix(table: &str, target: &Target) -> String {
+    match target.kind {
+        DbKind::Sqlite => {
+            "make the database file and its directory writable by this user".to_owned()
+        }
+        _ => {
+            let user = target.user.as_deref().unwrap_or("<user>");
+            format!(
+                "let the user read and write the table: GRANT SELECT, INSERT, UPDATE ON {table} TO {user}"
+            )
+        }
+    }
+}

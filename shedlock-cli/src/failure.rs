@@ -1,0 +1,51 @@
+//! Exit codes, and the failure a command ends with.
+
+use std::fmt;
+use std::process::ExitCode;
+
+/// The process's exit status; `--help` and the README list the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// Success.
+    Ok = 0,
+    /// The database cannot be reached or refused a statement.
+    Error = 1,
+    /// Invalid arguments (clap exits with 2 too).
+    Usage = 2,
+    /// No row for that lock name.
+    NotFound = 3,
+    /// The lock is held by someone else: not released.
+    Refused = 4,
+    /// `doctor` found a problem.
+    Problems = 5,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> Self {
+        ExitCode::from(exit as u8)
+    }
+}
+
+/// Why a command stopped: printed as `error: {message}`, exits with `exit`. Messages that
+/// may quote the database URL are scrubbed of its password when built
+/// ([`Target::fail`](crate::target::Target::fail)).
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) exit: Exit,
+    pub(crate) message: String,
+}
+
+impl Failure {
+    pub(crate) fn new(exit: Exit, message: impl Into<String>) -> Self {
+        Failure {
+            exit,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}

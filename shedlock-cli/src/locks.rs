@@ -1,0 +1,250 @@
+//! `locks list`, `locks show` and `locks release`.
+
+use std::time::{Duration, SystemTime};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+use shedlock_sqlx::{LockRow, SqlLockProvider};
+
+use crate::cli::{LocksCommand, ReleaseArgs};
+use crate::failure::{Exit, Failure};
+use crate::target::{OpenPool, Target};
+
+pub(crate) async fn run<D: OpenPool>(
+    provider: &SqlLockProvider<D>,
+    target: &Target,
+    command: &LocksCommand,
+) -> Result<Exit, Failure> {
+    match command {
+        LocksCommand::List { json } => {
+            let rows = provider
+                .list_locks()
+                .await
+                .map_err(|e| store_failure(target, &e))?;
+            let views: Vec<LockView<'_>> = rows.iter().map(LockView::of).collect();
+            if *json {
+                print_json(&views);
+            } else if views.is_empty() {
+                out!("no locks in table `{}`", provider.table());
+            } else {
+                print_table(&views);
+            }
+            Ok(Exit::Ok)
+        }
+        LocksCommand::Show { name, json } => {
+            let row = read_row(provider, target, name).await?;
+            let view = LockView::of(&row);
+            if *json {
+                print_json(&view);
+            } else {
+                print_fields(&view);
+            }
+            Ok(Exit::Ok)
+        }
+        LocksCommand::Release(args) => release(provider, target, args).await,
+    }
+}
+
+/// One lock as printed; its field names are the JSON output's, documented in `--help` and
+/// the README, so they stay as they are.
+#[derive(Debug, Serialize)]
+struct LockView<'a> {
+    name: &'a str,
+    held: bool,
+    locked_by: &'a str,
+    fencing_token: i64,
+    locked_at: String,
+    lock_until: String,
+    /// Milliseconds the lease still runs on the database clock; 0 when free.
+    remaining_ms: u64,
+    /// The database clock when the row was read.
+    database_time: String,
+}
+
+impl<'a> LockView<'a> {
+    fn of(row: &'a LockRow) -> Self {
+        LockView {
+            name: &row.name,
+            held: row.held,
+            locked_by: &row.locked_by,
+            fencing_token: row.fencing_token,
+            locked_at: timestamp(row.locked_at),
+            lock_until: timestamp(row.lock_until),
+            remaining_ms: u64::try_from(row.remaining().as_millis()).unwrap_or(u64::MAX),
+            database_time: timestamp(row.read_at),
+        }
+    }
+
+    fn state(&self) -> &'static str {
+        if self.held { "held" } else { "free" }
+    }
+
+    /// Whole seconds once there are any, `-` for a free lock.
+    fn remaining(&self) -> String {
+        if !self.held {
+            return "-".to_owned();
+        }
+        let remaining = match self.remaining_ms {
+            ms if ms >= 1000 => Duration::from_secs(ms / 1000),
+            ms => Duration::from_millis(ms),
+        };
+        humantime::format_duration(remaining).to_string()
+    }
+}
+
+/// RFC 3339 in UTC with milliseconds: `2026-11-23T07:40:01.123Z`.
+pub(crate) fn timestamp(time: SystemTime) -> String {
+    DateTime::<Utc>::from(time).to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn print_json(value: &impl Serialize) {
+    match serde_json::to_string_pretty(value) {
+        Ok(json) => out!("{json}"),
+        Err(e) => unreachable!("lock views always serialize: {e}"),
+    }
+}
+
+fn print_table(views: &[LockView<'_>]) {
+    let header = [
+        "NAME",
+        "STATE",
+        "HOLDER",
+        "TOKEN",
+        "LOCKED AT",
+        "LOCK UNTIL",
+        "REMAINING",
+    ];
+    let rows: Vec<[String; 7]> = views
+        .iter()
+        .map(|v| {
+            [
+                v.name.to_owned(),
+                v.state().to_owned(),
+                v.locked_by.to_owned(),
+                v.fencing_token.to_string(),
+                v.locked_at.clone(),
+                v.lock_until.clone(),
+                v.remaining(),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[&str]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        out!("{}", padded.join("  ").trim_end());
+    };
+    line(&header);
+    for row in &rows {
+        line(&row.each_ref().map(String::as_str));
+    }
+}
+
+fn print_fields(view: &LockView<'_>) {
+    out!("name:          {}", view.name);
+    out!("state:         {}", view.state());
+    out!("holder:        {}", view.locked_by);
+    out!("fencing token: {}", view.fencing_token);
+    out!("locked at:     {}", view.locked_at);
+    out!("lock until:    {}", view.lock_until);
+    out!("remaining:     {}", view.remaining());
+    out!("database time: {}", view.database_time);
+}
+
+async fn read_row<D: OpenPool>(
+    provider: &SqlLockProvider<D>,
+    target: &Target,
+    name: &str,
+) -> Result<LockRow, Failure> {
+    provider
+        .lock_state(name)
+        .await
+        .map_err(|e| store_failure(target, &e))?
+        .ok_or_else(|| {
+            Failure::new(
+                Exit::NotFound,
+                format!("no lock named `{name}` in table `{}`", provider.table()),
+            )
+        })
+}
+
+/// Ends the live lease by its holder and token as read from the row: a lease taken in
+/// between has another token and is left alone. `release_lease` sets `lock_until` to the
+/// database's now and keeps the row, so the next acquisition's token is larger.
+async fn release<D: OpenPool>(
+    provider: &SqlLockProvider<D>,
+    target: &Target,
+    args: &ReleaseArgs,
+) -> Result<Exit, Failure> {
+    let name = &args.name;
+    let row = read_row(provider, target, name).await?;
+    if !row.held {
+        out!(
+            "`{name}` is not held (free since {}); nothing to release",
+            timestamp(row.lock_until)
+        );
+        return Ok(Exit::Ok);
+    }
+    let holder_matches = args.holder.as_deref().is_none_or(|h| h == row.locked_by);
+    let token_matches = args
+        .token
+        .is_none_or(|t| i64::try_from(t) == Ok(row.fencing_token));
+    let allowed = args.force || (holder_matches && token_matches);
+    if !allowed {
+        return Err(Failure::new(
+            Exit::Refused,
+            format!(
+                "not released: `{name}` is held by {} with fencing token {} until {}{}",
+                row.locked_by,
+                row.fencing_token,
+                timestamp(row.lock_until),
+                " (use --force to release it whoever holds it)"
+            ),
+        ));
+    }
+    let token = u64::try_from(row.fencing_token).map_err(|_| {
+        Failure::new(
+            Exit::Error,
+            format!(
+                "`{name}` has a negative fencing token {}",
+                row.fencing_token
+            ),
+        )
+    })?;
+    let released = provider
+        .release_lease(name, &row.locked_by, token)
+        .await
+        .map_err(|e| store_failure(target, &e))?;
+    if !released {
+        return Err(Failure::new(
+            Exit::Refused,
+            format!(
+                "not released: the lease of `{name}` by {} (token {token}) ended or was taken \
+                 over meanwhile; see `shedlock locks show {name}`",
+                row.locked_by
+            ),
+        ));
+    }
+    out!(
+        "released `{name}`: held by {} with fencing token {token}, free from now on (the row \
+         stays; the next holder gets a larger token)",
+        row.locked_by
+    );
+    Ok(Exit::Ok)
+}
+
+/// A statement the database refused, with where to look next.
+fn store_failure(target: &Target, error: &shedlock_core::Error) -> Failure {
+    target.fail(
+        Exit::Error,
+        format!("{error}\n`shedlock doctor` (with the same options) says what is wrong and how to fix it"),
+    )
+}

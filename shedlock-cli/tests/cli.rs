@@ -1,0 +1,558 @@
+//! The `shedlock` binary against real databases: PostgreSQL (`SHEDLOCK_TEST_PG_URL`),
+//! MySQL/MariaDB (`SHEDLOCK_TEST_MYSQL_URL`) and SQLite (a temporary file). The server tests
+//! are skipped without their URL, and fail without it when `CI=true`.
+//!
+//! Every case is written once in `cases` and runs on each database registered with
+//! `database_tests!`; locks are taken and checked with the provider's own API.
+
+#[path = "../../shedlock-sqlx/tests/common/env.rs"]
+mod env;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use serde_json::Value;
+use shedlock_core::{LockConfiguration, LockProvider};
+use shedlock_sqlx::dialect::{Dialect, MySql, Pg, Sqlite};
+use shedlock_sqlx::{LockRow, SqlLockProvider};
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Postgres,
+    Mysql,
+    Sqlite,
+}
+
+/// One database and a lock table of this test's own.
+#[derive(Debug)]
+struct Db {
+    kind: Kind,
+    url: String,
+    table: String,
+    file: Option<PathBuf>,
+}
+
+/// Runs `$function::<Dialect>(args…)` for the database's dialect.
+macro_rules! on_dialect {
+    ($db:expr, $function:ident($($arg:expr),*)) => {
+        match $db.kind {
+            Kind::Postgres => $function::<Pg>($($arg),*).await,
+            Kind::Mysql => $function::<MySql>($($arg),*).await,
+            Kind::Sqlite => $function::<Sqlite>($($arg),*).await,
+        }
+    };
+}
+
+impl Db {
+    fn postgres(base: &str) -> Option<Db> {
+        let url = env::database_url(
+            "SHEDLOCK_TEST_PG_URL",
+            "PostgreSQL",
+            "postgres://root@127.0.0.1:5432/test",
+        )?;
+        Some(Db::on_server(Kind::Postgres, url, base))
+    }
+
+    fn mysql(base: &str) -> Option<Db> {
+        let url = env::database_url(
+            "SHEDLOCK_TEST_MYSQL_URL",
+            "MySQL/MariaDB",
+            "mysql://root@127.0.0.1:3306/test",
+        )?;
+        Some(Db::on_server(Kind::Mysql, url, base))
+    }
+
+    fn sqlite(base: &str) -> Option<Db> {
+        let table = env::unique_table(base);
+        let file = std::env::temp_dir().join(format!("{table}.db"));
+        Some(Db {
+            kind: Kind::Sqlite,
+            url: format!("sqlite:{}", file.display()),
+            table,
+            file: Some(file),
+        })
+    }
+
+    fn on_server(kind: Kind, url: String, base: &str) -> Db {
+        Db {
+            kind,
+            url,
+            table: env::unique_table(base),
+            file: None,
+        }
+    }
+
+    /// Runs `shedlock --url … --table … ARGS`.
+    fn shedlock(&self, args: &[&str]) -> Run {
+        self.shedlock_on(&self.url, &self.table, args)
+    }
+
+    /// Runs `shedlock --url URL --table TABLE ARGS`.
+    fn shedlock_on(&self, url: &str, table: &str, args: &[&str]) -> Run {
+        let output = Command::new(env!("CARGO_BIN_EXE_shedlock"))
+            .args(["--url", url, "--table", table, "--connect-timeout", "20s"])
+            .args(args)
+            .env_remove("DATABASE_URL")
+            .output()
+            .expect("run the shedlock binary");
+        Run(output)
+    }
+
+    /// The database's URL with a password the server does not know, if it takes one.
+    fn url_with_password(&self, password: &str) -> Option<String> {
+        if self.file.is_some() {
+            return None;
+        }
+        let mut url = url::Url::parse(&self.url).expect("a server URL");
+        url.set_password(Some(password)).expect("a URL with a host");
+        Some(url.to_string())
+    }
+
+    /// A database user (named like the table) who may only read the table: the statements
+    /// that create it, its URL, and the statements that remove it. None on SQLite.
+    fn read_only_user(&self) -> Option<(Vec<String>, String, Vec<String>)> {
+        let (user, table) = (&self.table, &self.table);
+        let (setup, cleanup) = match self.kind {
+            Kind::Sqlite => return None,
+            Kind::Postgres => (
+                vec![
+                    format!("CREATE ROLE {user} LOGIN"),
+                    format!("GRANT SELECT ON {table} TO {user}"),
+                ],
+                vec![format!("DROP TABLE {table}"), format!("DROP ROLE {user}")],
+            ),
+            Kind::Mysql => (
+                vec![
+                    format!("CREATE USER '{user}'@'%'"),
+                    format!("GRANT SELECT ON {table} TO '{user}'@'%'"),
+                ],
+                vec![
+                    format!("DROP TABLE {table}"),
+                    format!("DROP USER '{user}'@'%'"),
+                ],
+            ),
+        };
+        let mut url = url::Url::parse(&self.url).expect("a server URL");
+        url.set_username(user).expect("a URL with a host");
+        url.set_password(None).expect("a URL with a host");
+        Some((setup, url.to_string(), cleanup))
+    }
+
+    /// A URL of the same kind that nothing answers.
+    fn unreachable_url(&self) -> String {
+        match self.kind {
+            Kind::Postgres => "postgres://root@127.0.0.1:1/test".to_owned(),
+            Kind::Mysql => "mysql://root@127.0.0.1:1/test".to_owned(),
+            Kind::Sqlite => "sqlite:/nonexistent-shedlock-dir/locks.db".to_owned(),
+        }
+    }
+
+    /// Takes `name` as `holder` for ten minutes: the new fencing token.
+    async fn acquire(&self, name: &str, holder: &str) -> u64 {
+        on_dialect!(self, acquire_as(&self.url, &self.table, name, holder))
+    }
+
+    async fn lock_state(&self, name: &str) -> Option<LockRow> {
+        on_dialect!(self, lock_state_of(&self.url, &self.table, name))
+    }
+
+    async fn remove(self) {
+        match &self.file {
+            Some(file) => {
+                for suffix in ["", "-wal", "-shm"] {
+                    let _ = std::fs::remove_file(format!("{}{suffix}", file.display()));
+                }
+            }
+            None => {
+                let sql = format!("DROP TABLE IF EXISTS {}", self.table);
+                execute(&self.url, &sql).await;
+            }
+        }
+    }
+}
+
+async fn provider<D: Dialect>(url: &str, table: &str, holder: &str) -> SqlLockProvider<D> {
+    let connected = SqlLockProvider::<D>::connect(url).await.expect("connect");
+    SqlLockProvider::<D>::builder(connected.pool().clone())
+        .table(table)
+        .holder(holder)
+        .build()
+        .expect("a valid provider")
+}
+
+async fn acquire_as<D: Dialect>(url: &str, table: &str, name: &str, holder: &str) -> u64 {
+    let provider = provider::<D>(url, table, holder).await;
+    let config = LockConfiguration::new(name, Duration::from_secs(600), Duration::ZERO)
+        .expect("a valid configuration");
+    let lease = provider.acquire(&config).await.expect("acquire");
+    lease.expect("the lock is free").fencing_token()
+}
+
+async fn lock_state_of<D: Dialect>(url: &str, table: &str, name: &str) -> Option<LockRow> {
+    let provider = provider::<D>(url, table, "reader").await;
+    provider.lock_state(name).await.expect("read the lock")
+}
+
+/// Runs one statement of the test's own on a server.
+async fn execute(url: &str, sql: &str) {
+    use sqlx::{AssertSqlSafe, Connection, Executor};
+    let done = if url.starts_with("postgres") {
+        let mut c = sqlx::PgConnection::connect(url).await.expect("connect");
+        c.execute(AssertSqlSafe(sql.to_owned())).await.map(drop)
+    } else {
+        let mut c = sqlx::MySqlConnection::connect(url).await.expect("connect");
+        c.execute(AssertSqlSafe(sql.to_owned())).await.map(drop)
+    };
+    done.unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// A finished run of the binary.
+struct Run(Output);
+
+impl Run {
+    fn code(&self) -> i32 {
+        self.0.status.code().expect("exited, not killed")
+    }
+
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.0.stdout).into_owned()
+    }
+
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.0.stderr).into_owned()
+    }
+
+    /// Asserts the exit code, showing both streams when it differs.
+    fn expect(self, code: i32) -> Self {
+        assert_eq!(
+            self.code(),
+            code,
+            "stdout:\n{}\nstderr:\n{}",
+            self.stdout(),
+            self.stderr()
+        );
+        self
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout()).expect("JSON on stdout")
+    }
+}
+
+mod cases {
+    use super::*;
+
+    const JSON_FIELDS: [&str; 8] = [
+        "name",
+        "held",
+        "locked_by",
+        "fencing_token",
+        "locked_at",
+        "lock_until",
+        "remaining_ms",
+        "database_time",
+    ];
+
+    fn find<'a>(locks: &'a Value, name: &str) -> &'a Value {
+        let locks = locks.as_array().expect("a JSON array");
+        locks
+            .iter()
+            .find(|lock| lock["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {locks:?}"))
+    }
+
+    pub(super) async fn list_and_show(db: Db) {
+        db.shedlock(&["schema", "--apply"]).expect(0);
+        let token = db.acquire("held-lock", "web-1").await;
+        db.acquire("free-lock", "web-2").await;
+        db.shedlock(&["locks", "release", "free-lock", "--holder", "web-2"])
+            .expect(0);
+
+        let list = db.shedlock(&["locks", "list", "--json"]).expect(0).json();
+        let held = find(&list, "held-lock");
+        let fields: Vec<&str> = held
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(fields.len(), JSON_FIELDS.len(), "{held}");
+        assert!(JSON_FIELDS.iter().all(|f| fields.contains(f)), "{held}");
+        assert_eq!(held["held"], true);
+        assert_eq!(held["locked_by"], "web-1");
+        assert_eq!(held["fencing_token"], token);
+        let remaining = held["remaining_ms"].as_u64().unwrap();
+        assert!(remaining > 0 && remaining <= 600_000, "{held}");
+        let free = find(&list, "free-lock");
+        assert_eq!(free["held"], false);
+        assert_eq!(free["remaining_ms"], 0);
+        assert_eq!(free["locked_by"], "web-2");
+
+        let table = db.shedlock(&["locks", "list"]).expect(0).stdout();
+        let line = |name: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("{name} in\n{table}"))
+                .to_owned()
+        };
+        assert!(line("held-lock ").contains(" held "), "{table}");
+        assert!(line("held-lock ").contains("web-1"), "{table}");
+        assert!(line("free-lock ").contains(" free "), "{table}");
+
+        let show = db
+            .shedlock(&["locks", "show", "held-lock", "--json"])
+            .expect(0)
+            .json();
+        assert_eq!(show["name"], "held-lock");
+        assert_eq!(show["held"], true);
+        assert_eq!(show["fencing_token"], token);
+        let shown = db
+            .shedlock(&["locks", "show", "free-lock"])
+            .expect(0)
+            .stdout();
+        assert!(shown.contains("state:         free"), "{shown}");
+
+        let missing = db.shedlock(&["locks", "show", "no-such-lock"]).expect(3);
+        assert!(
+            missing.stderr().contains("no lock named `no-such-lock`"),
+            "{}",
+            missing.stderr()
+        );
+        db.remove().await;
+    }
+
+    pub(super) async fn release_checks_holder_and_token(db: Db) {
+        db.shedlock(&["schema", "--apply"]).expect(0);
+        let token = db.acquire("job", "web-1").await;
+        let wrong_token = (token + 1).to_string();
+        let right_token = token.to_string();
+
+        for refused in [
+            vec!["--holder", "web-2"],
+            vec!["--token", &wrong_token],
+            vec!["--holder", "web-1", "--token", &wrong_token],
+        ] {
+            let mut args = vec!["locks", "release", "job"];
+            args.extend(refused.iter().copied());
+            let run = db.shedlock(&args).expect(4);
+            assert!(run.stderr().contains("held by web-1"), "{}", run.stderr());
+            assert!(
+                db.lock_state("job").await.unwrap().held,
+                "released by {refused:?}"
+            );
+        }
+
+        let run = db.shedlock(&[
+            "locks",
+            "release",
+            "job",
+            "--holder",
+            "web-1",
+            "--token",
+            &right_token,
+        ]);
+        run.expect(0);
+        let row = db.lock_state("job").await.expect("the row stays");
+        assert!(!row.held);
+        // Releasing a free lock changes nothing and is not an error.
+        db.shedlock(&["locks", "release", "job", "--holder", "web-1"])
+            .expect(0);
+        db.shedlock(&["locks", "release", "no-such-lock", "--force"])
+            .expect(3);
+        db.remove().await;
+    }
+
+    pub(super) async fn force_expires_and_tokens_keep_growing(db: Db) {
+        db.shedlock(&["schema", "--apply"]).expect(0);
+        let first = db.acquire("job", "web-1").await;
+        let run = db
+            .shedlock(&["locks", "release", "job", "--force"])
+            .expect(0);
+        assert!(run.stdout().contains("web-1"), "{}", run.stdout());
+        let row = db.lock_state("job").await.expect("the row stays");
+        assert!(!row.held);
+        assert_eq!(row.fencing_token, first as i64);
+        let next = db.acquire("job", "web-2").await;
+        assert!(next > first, "token {next} after {first}");
+        db.remove().await;
+    }
+
+    pub(super) async fn schema_print_apply_and_doctor(db: Db) {
+        let missing = db.shedlock(&["doctor"]);
+        if db.file.is_none() {
+            missing.expect(5);
+        } else {
+            // SQLite: the file does not exist yet, and doctor does not create it.
+            missing.expect(1);
+        }
+        let ddl = db.shedlock(&["schema"]).expect(0).stdout();
+        assert!(
+            ddl.contains(&format!("CREATE TABLE IF NOT EXISTS {}", db.table)),
+            "{ddl}"
+        );
+        assert!(ddl.contains("fencing_token"), "{ddl}");
+        let applied = db.shedlock(&["schema", "--apply"]).expect(0).stdout();
+        assert!(applied.contains(&db.url), "{applied}");
+        db.shedlock(&["schema", "--apply"]).expect(0);
+        let doctor = db.shedlock(&["doctor"]).expect(0).stdout();
+        assert!(!doctor.contains("problem"), "{doctor}");
+        assert!(doctor.contains("may read, insert and update"), "{doctor}");
+        assert!(
+            doctor.contains("does not matter for correctness"),
+            "{doctor}"
+        );
+        db.remove().await;
+    }
+
+    pub(super) async fn doctor_names_what_is_missing(db: Db) {
+        // A table without the holder column (its holder is called `owner`).
+        db.shedlock(&["--locked-by-column", "owner", "schema", "--apply"])
+            .expect(0);
+        let run = db.shedlock(&["doctor"]).expect(5);
+        let out = run.stdout();
+        assert!(
+            out.contains("problem  column `locked_by` is missing"),
+            "{out}"
+        );
+        assert!(out.contains("CREATE TABLE IF NOT EXISTS"), "{out}");
+        db.shedlock(&["--locked-by-column", "owner", "doctor"])
+            .expect(0);
+
+        // The table exists but not under this name.
+        let other = format!("{}_absent", db.table);
+        let absent = db.shedlock_on(&db.url, &other, &["doctor"]).expect(5);
+        let expected = format!("problem  table `{other}` does not exist");
+        assert!(absent.stdout().contains(&expected), "{}", absent.stdout());
+        assert!(
+            absent.stdout().contains("shedlock schema --apply"),
+            "{}",
+            absent.stdout()
+        );
+        db.remove().await;
+    }
+
+    pub(super) async fn doctor_reports_missing_privileges(db: Db) {
+        let Some((setup, url, cleanup)) = db.read_only_user() else {
+            return;
+        };
+        db.shedlock(&["schema", "--apply"]).expect(0);
+        for sql in &setup {
+            execute(&db.url, sql).await;
+        }
+        let run = db.shedlock_on(&url, &db.table, &["doctor"]);
+        for sql in &cleanup {
+            execute(&db.url, sql).await;
+        }
+        let out = run.expect(5).stdout();
+        assert!(out.contains("has the columns, types and key"), "{out}");
+        assert!(out.contains("problem  "), "{out}");
+        let grant = format!(
+            "GRANT SELECT, INSERT, UPDATE ON {} TO {}",
+            db.table, db.table
+        );
+        assert!(out.contains(&grant), "{out}");
+    }
+
+    pub(super) async fn a_password_is_never_printed(db: Db) {
+        const PASSWORD: &str = "Hunter2-Do-Not-Print";
+        let Some(url) = db.url_with_password(PASSWORD) else {
+            return;
+        };
+        for args in [&["doctor"][..], &["locks", "list"], &["locks", "show", "x"]] {
+            let run = db.shedlock_on(&url, &db.table, args);
+            let all = format!("{}{}", run.stdout(), run.stderr());
+            assert!(!all.contains(PASSWORD), "{all}");
+            if args == ["doctor"] {
+                // Reached (a server that does not check passwords) or not: the URL is shown
+                // with the password hidden.
+                assert!(all.contains(":***@"), "{all}");
+            }
+        }
+        db.remove().await;
+    }
+
+    pub(super) async fn unreachable_database_is_an_error(db: Db) {
+        let run = db
+            .shedlock_on(&db.unreachable_url(), &db.table, &["locks", "list"])
+            .expect(1);
+        assert!(
+            run.stderr().contains("cannot reach the database at"),
+            "{}",
+            run.stderr()
+        );
+    }
+}
+
+/// `--help` lists the exit codes and never shows the value of `DATABASE_URL`, which the
+/// commands read when there is no `--url`.
+#[test]
+fn help_and_database_url_from_the_environment() {
+    let shedlock = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_shedlock"));
+        command.env("DATABASE_URL", "postgres://app:Hunter2-Env@db.invalid/prod");
+        command
+    };
+    let help = shedlock().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    assert!(help.contains("4  refused"), "{help}");
+    assert!(!help.contains("Hunter2-Env"), "{help}");
+
+    let file = std::env::temp_dir().join(format!("{}.db", env::unique_table("cli_env")));
+    let url = format!("sqlite:{}", file.display());
+    let run = |args: &[&str]| {
+        Run(shedlock()
+            .env("DATABASE_URL", &url)
+            .args(args)
+            .output()
+            .unwrap())
+    };
+    run(&["schema", "--apply"]).expect(0);
+    let list = run(&["locks", "list", "--json"]).expect(0).json();
+    assert_eq!(list, serde_json::json!([]));
+    let _ = std::fs::remove_file(&file);
+    let none = Run(shedlock()
+        .env_remove("DATABASE_URL")
+        .args(["locks", "list"])
+        .output()
+        .unwrap());
+    assert!(
+        none.expect(2)
+            .stderr()
+            .contains("give --url or set DATABASE_URL")
+    );
+}
+
+/// The cases, on one database: one `#[tokio::test]` each, on a table (or file) of its own.
+macro_rules! database_tests {
+    ($database:ident, $open:path) => {
+        database_tests!(@cases $database, $open,
+            list_and_show_held_and_free_locks: list_and_show,
+            release_is_refused_unless_holder_and_token_match: release_checks_holder_and_token,
+            force_expires_the_lease_and_keeps_the_row: force_expires_and_tokens_keep_growing,
+            schema_prints_and_applies_and_doctor_agrees: schema_print_apply_and_doctor,
+            doctor_names_a_missing_column_and_table: doctor_names_what_is_missing,
+            doctor_reports_missing_privileges: doctor_reports_missing_privileges,
+            a_wrong_password_is_never_echoed: a_password_is_never_printed,
+            an_unreachable_database_exits_1: unreachable_database_is_an_error,
+        );
+    };
+    (@cases $database:ident, $open:path, $($test:ident: $case:ident,)*) => {
+        mod $database {
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    if let Some(db) = $open("cli") {
+                        cases::$case(db).await;
+                    }
+                }
+            )*
+        }
+    };
+}
+
+database_tests!(postgres, Db::postgres);
+database_tests!(mysql, Db::mysql);
+database_tests!(sqlite, Db::sqlite);
