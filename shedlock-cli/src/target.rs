@@ -150,8 +150,8 @@ impl OpenPool for Pg {
         PoolOptions::new().connect_lazy_with(PgConnectOptions::new())
     }
 
-    /// A release by the tool wakes no election, and the channel named after the table would
-    /// be refused for a table name of more than 54 characters.
+    /// A release by the tool wakes no election: it never listens itself, so it has no
+    /// listener to notify about.
     fn for_tool(builder: LockProviderBuilder<Self>) -> LockProviderBuilder<Self> {
         builder.without_release_notify()
     }

@@ -83,11 +83,31 @@ const SCHEMA_LOCK_KEY: i64 = 0x5348_4544_4c4f_434b; // "SHEDLOCK"
 
 const NOW: &str = "timezone('utc', clock_timestamp())";
 
+/// `<table>_released` (dots as underscores, lower case); when that is longer than an identifier
+/// may be, the table's name is cut and a hash of the whole name (FNV-1a, the same in every
+/// process and build) keeps channels of different tables apart.
+fn default_channel(table: &str) -> String {
+    let base = table.replace('.', "_").to_lowercase();
+    let channel = format!("{base}_released");
+    if channel.len() <= MAX_IDENTIFIER_LEN {
+        return channel;
+    }
+    let hash = base.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let suffix = format!("_{hash:016x}_released");
+    let mut cut = MAX_IDENTIFIER_LEN - suffix.len();
+    while !base.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}{suffix}", &base[..cut])
+}
+
 /// When a release sends `NOTIFY`, and on which channel.
 #[doc(hidden)]
 #[derive(Debug, Clone, Default)]
 pub struct NotifyOptions {
-    /// `None`: `<table>_released`.
+    /// `None`: `<table>_released` (shortened with a hash past 63 bytes).
     channel: Option<String>,
     policy: NotifyPolicy,
 }
@@ -223,7 +243,7 @@ impl Dialect for Pg {
         let channel = match (options.policy, options.channel) {
             (NotifyPolicy::Never, _) => None,
             (_, Some(channel)) => Some(channel),
-            (_, None) => Some(table.name.replace('.', "_").to_lowercase() + "_released"),
+            (_, None) => Some(default_channel(&table.name)),
         };
         if let Some(channel) = &channel
             && (channel.is_empty() || channel.len() > MAX_IDENTIFIER_LEN || channel.contains('\0'))
@@ -476,5 +496,19 @@ mod tests {
             file.contains(&generated),
             "sql/postgres.sql differs from:\n{generated}"
         );
+    }
+
+    #[test]
+    fn default_channels_fit_an_identifier_and_stay_apart() {
+        assert_eq!(default_channel("app.ShedLock"), "app_shedlock_released");
+        let long = "a".repeat(60);
+        let (one, two) = (
+            default_channel(&long),
+            default_channel(&(long.clone() + "b")),
+        );
+        assert!(one.len() <= MAX_IDENTIFIER_LEN && two.len() <= MAX_IDENTIFIER_LEN);
+        assert_ne!(one, two);
+        assert_eq!(one, default_channel(&long), "the same in every process");
+        assert!(default_channel(&"é".repeat(40)).len() <= MAX_IDENTIFIER_LEN);
     }
 }
