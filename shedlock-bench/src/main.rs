@@ -4,7 +4,8 @@
 //! Run with: `cargo run --release -p shedlock-bench -- all` (about 8½ minutes), or one part:
 //! `throughput`, `statements`, `scaling`, `handover`; `redis` (Redis and RedLock;
 //! `SHEDLOCK_TEST_REDIS_URL`, `SHEDLOCK_TEST_REDLOCK_URLS`, else the local defaults) and
-//! `zookeeper` (`SHEDLOCK_TEST_ZK_URL`) run alone, not in `all`. Options: `--db postgres,mysql,sqlite`,
+//! `zookeeper` (`SHEDLOCK_TEST_ZK_URL`) run alone, not in `all`, and so does `fleet` (issue 16:
+//! `--instances 2,5,10 --jobs 10,100,1000 --window 12`; memory figures: `--bin memory`). Options: `--db postgres,mysql,sqlite`,
 //! `--workers 1,8,32`, `--seconds 0.8` (per timed run), `--reps 4` (interleaved rounds),
 //! `--handovers 20`. Databases: `SHEDLOCK_TEST_PG_URL` and `SHEDLOCK_TEST_MYSQL_URL`, else
 //! `postgres://root@127.0.0.1:5432/test` and `mysql://root@127.0.0.1:3306/test`; SQLite in a
@@ -12,6 +13,7 @@
 //! (or `SHEDLOCK_PGBENCH_SCRIPT`).
 
 mod db;
+mod fleet;
 mod handover;
 mod machine;
 mod pgbench;
@@ -44,10 +46,15 @@ pub(crate) struct Settings {
     pub(crate) run: Duration,
     handovers: usize,
     scaling_iterations: usize,
+    /// Fleet: instance counts, job counts and the window in seconds.
+    instances: Vec<usize>,
+    jobs: Vec<usize>,
+    window: u64,
 }
 
-const USAGE: &str = "usage: shedlock-bench [all|throughput|statements|scaling|handover|redis|zookeeper] \
-    [--db postgres,mysql,sqlite] [--workers 1,8,32] [--seconds 0.8] [--reps 4] [--handovers 20] [--clients ours,raw,…] [--mode uncontended|contended] [--threads N]";
+const USAGE: &str = "usage: shedlock-bench [all|throughput|statements|scaling|handover|redis|zookeeper|fleet] \
+    [--db postgres,mysql,sqlite] [--workers 1,8,32] [--seconds 0.8] [--reps 4] [--handovers 20] [--clients ours,raw,…] [--mode uncontended|contended] [--threads N] \
+    [--instances 2,5,10] [--jobs 10,100,1000] [--window 12]";
 
 impl Settings {
     fn parse(mut args: impl Iterator<Item = String>) -> anyhow::Result<Self> {
@@ -63,6 +70,9 @@ impl Settings {
             run: Duration::from_millis(800),
             handovers: 20,
             scaling_iterations: 1000,
+            instances: vec![2, 5, 10],
+            jobs: vec![10, 100, 1000],
+            window: 12,
         };
         while let Some(arg) = args.next() {
             let mut value = || {
@@ -90,16 +100,30 @@ impl Settings {
                 "--seconds" => settings.run = Duration::from_secs_f64(value()?.parse()?),
                 "--reps" => settings.reps = value()?.parse()?,
                 "--handovers" => settings.handovers = value()?.parse()?,
+                "--instances" => {
+                    settings.instances = value()?
+                        .split(',')
+                        .map(str::parse)
+                        .collect::<Result<_, _>>()?
+                }
+                "--jobs" => {
+                    settings.jobs = value()?
+                        .split(',')
+                        .map(str::parse)
+                        .collect::<Result<_, _>>()?
+                }
+                "--window" => settings.window = value()?.parse()?,
                 "all" | "throughput" | "statements" | "scaling" | "handover" | "redis"
-                | "zookeeper" => settings.part = arg,
+                | "zookeeper" | "fleet" => settings.part = arg,
                 _ => anyhow::bail!("unknown argument {arg:?}\n{USAGE}"),
             }
         }
         Ok(settings)
     }
 
+    /// Whether `part` runs: `all` is everything but the fleet, which runs alone.
     fn runs(&self, part: &str) -> bool {
-        self.part == "all" || self.part == part
+        (self.part == "all" && part != "fleet") || self.part == part
     }
 }
 
@@ -112,6 +136,10 @@ fn main() -> anyhow::Result<()> {
     if args.peek().map(String::as_str) == Some("zk-candidate") {
         let rest: Vec<String> = args.skip(1).collect();
         return runtime(None)?.block_on(zookeeper::child_candidate(&rest));
+    }
+    if args.peek().map(String::as_str) == Some("fleet-instance") {
+        let rest: Vec<String> = args.skip(1).collect();
+        return runtime(None)?.block_on(fleet::instance(&rest));
     }
     let settings = Settings::parse(args)?;
     if settings.part == "zookeeper" {
@@ -195,6 +223,16 @@ async fn run(dbs: &Databases, settings: &Settings) -> anyhow::Result<()> {
     }
     if settings.runs("handover") {
         handover::run(dbs, &settings.databases, settings.handovers).await?;
+    }
+    if settings.runs("fleet") {
+        fleet::run(
+            dbs,
+            &settings.databases,
+            &settings.instances,
+            &settings.jobs,
+            settings.window,
+        )
+        .await?;
     }
     println!(
         "# done in {:.0} s; load average now {}",
