@@ -23,9 +23,13 @@ use crate::stats::{cpu_of, median, percentile, process_cpu};
 
 /// The lock table of this benchmark, so it never meets another run's rows.
 const TABLE: &str = "shedlock_fleet";
-/// Connections of its own per instance for PostgreSQL and MariaDB: the default (32) times ten
-/// instances would exceed the shared server's `max_connections` (100) and fail other tests.
-const CONNECTIONS_PER_INSTANCE: usize = 4;
+/// Connections of their own that the instances may open together on PostgreSQL and MariaDB:
+/// the default (32 per instance) times ten instances would exceed the shared PostgreSQL's
+/// `max_connections` (100) and fail other people's tests, so each instance gets its share,
+/// at most the default.
+const FLEET_CONNECTIONS: usize = 60;
+/// The provider's default number of dedicated connections.
+const DEFAULT_CONNECTIONS: usize = 32;
 /// Seconds between the last instance being ready and the window's first tick.
 const SETTLE_SECONDS: u64 = 2;
 
@@ -90,7 +94,9 @@ struct FleetResult {
     instance_hwm_mb: f64,
     latency_median_ms: f64,
     latency_p99_ms: f64,
+    connections: usize,
     missed: u64,
+    overlapped: u64,
     store_errors: u64,
 }
 
@@ -102,8 +108,8 @@ impl std::fmt::Display for FleetResult {
             "fleet db={} instances={} jobs={} ticks={} exactly_once={} never={} twice={} \
              statements_per_tick={:.1} table_index_scans_per_tick={} rows_written_per_tick={} \
              db_cpu_percent={:.1} instance_cpu_percent={:.1} instance_rss_mb={:.1} \
-             instance_hwm_mb={:.1} latency_median_ms={:.1} latency_p99_ms={:.1} missed={} \
-             store_errors={}",
+             instance_hwm_mb={:.1} latency_median_ms={:.1} latency_p99_ms={:.1} \
+             connections_per_instance={} missed={} overlapped={} store_errors={}",
             self.db.name(),
             self.instances,
             self.jobs,
@@ -120,7 +126,9 @@ impl std::fmt::Display for FleetResult {
             self.instance_hwm_mb,
             self.latency_median_ms,
             self.latency_p99_ms,
+            self.connections,
             self.missed,
+            self.overlapped,
             self.store_errors,
         )
     }
@@ -134,6 +142,7 @@ struct Report {
     /// (job, start in µs since the epoch).
     runs: Vec<(usize, u64)>,
     missed: u64,
+    overlapped: u64,
     store_errors: u64,
     hwm_kib: u64,
 }
@@ -182,7 +191,7 @@ async fn configuration(
     let mut instances = Vec::with_capacity(k);
     let mut ready = Vec::with_capacity(k);
     for _ in 0..k {
-        let (instance, is_ready) = spawn(db, &url, m)?;
+        let (instance, is_ready) = spawn(db, &url, m, connections_per_instance(db, k))?;
         instances.push(instance);
         ready.push(is_ready);
     }
@@ -289,8 +298,19 @@ fn summarize(
             .fold(0.0, f64::max),
         latency_median_ms: median(&latencies),
         latency_p99_ms: percentile(&latencies, 99.0),
+        connections: connections_per_instance(db, k),
         missed: reports.iter().map(|r| r.missed).sum(),
+        overlapped: reports.iter().map(|r| r.overlapped).sum(),
         store_errors: reports.iter().map(|r| r.store_errors).sum(),
+    }
+}
+
+/// Dedicated connections per instance: the provider's default, or the instance's share of
+/// [`FLEET_CONNECTIONS`]; SQLite's default is 4 (one writer at a time).
+fn connections_per_instance(db: Db, instances: usize) -> usize {
+    match db {
+        Db::Sqlite => 4,
+        _ => (FLEET_CONNECTIONS / instances.max(1)).min(DEFAULT_CONNECTIONS),
     }
 }
 
@@ -304,9 +324,11 @@ fn spawn(
     db: Db,
     url: &str,
     jobs: usize,
+    connections: usize,
 ) -> anyhow::Result<(Instance, tokio::sync::oneshot::Receiver<anyhow::Result<()>>)> {
     let mut child = Command::new(std::env::current_exe()?)
-        .args(["fleet-instance", db.name(), url, &jobs.to_string()])
+        .args(["fleet-instance", db.name(), url])
+        .args([jobs.to_string(), connections.to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -358,7 +380,8 @@ async fn read_report(
             Some("run") => report.runs.push((usize::try_from(number(1)?)?, number(2)?)),
             Some("status") => {
                 report.missed += number(1)?;
-                report.store_errors += number(2)?;
+                report.overlapped += number(2)?;
+                report.store_errors += number(3)?;
             }
             Some("hwm") => report.hwm_kib = number(1)?,
             _ => anyhow::bail!("unexpected line from an instance: {line:?}"),
@@ -487,11 +510,12 @@ pub(crate) async fn instance(args: &[String]) -> anyhow::Result<()> {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
 
-    let [db, url, jobs] = args else {
-        anyhow::bail!("usage: fleet-instance <db> <url> <jobs>");
+    let [db, url, jobs, connections] = args else {
+        anyhow::bail!("usage: fleet-instance <db> <url> <jobs> <connections>");
     };
     let db: Db = db.parse()?;
     let jobs: usize = jobs.parse()?;
+    let connections: usize = connections.parse()?;
     let counter = StatementCounter.with_filter(tracing_subscriber::filter::filter_fn(|meta| {
         meta.target() == "sqlx::query"
     }));
@@ -503,8 +527,7 @@ pub(crate) async fn instance(args: &[String]) -> anyhow::Result<()> {
     )?;
 
     let pool = Pool::provider_connect(db, url).await?;
-    let connections = (db != Db::Sqlite).then_some(CONNECTIONS_PER_INSTANCE);
-    let provider = pool.provider(TABLE, &shedlock::default_holder(), connections)?;
+    let provider = pool.provider(TABLE, &shedlock::default_holder(), Some(connections))?;
     let runs: Arc<Mutex<Vec<(usize, u64)>>> = Arc::default();
     let mut registry = JobRegistry::new(Arc::clone(&runs));
     for job in 0..jobs {
@@ -557,12 +580,12 @@ pub(crate) async fn instance(args: &[String]) -> anyhow::Result<()> {
     for (job, start) in runs {
         out.push_str(&format!("run {job} {start}\n"));
     }
-    let (missed, store_errors) = scheduler
-        .status()
-        .iter()
-        .fold((0, 0), |(m, e), s| (m + s.missed_ticks, e + s.store_errors));
+    let (missed, overlapped, store_errors) =
+        scheduler.status().iter().fold((0, 0, 0), |(m, o, e), s| {
+            (m + s.missed_ticks, o + s.overlapped_ticks, e + s.store_errors)
+        });
     out.push_str(&format!(
-        "status {missed} {store_errors}\nhwm {}\n",
+        "status {missed} {overlapped} {store_errors}\nhwm {}\n",
         status_kib("VmHWM")
     ));
     use std::io::Write;
