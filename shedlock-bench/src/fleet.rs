@@ -592,3 +592,41 @@ pub(crate) async fn instance(args: &[String]) -> anyhow::Result<()> {
     std::io::stdout().lock().write_all(out.as_bytes())?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(runs: Vec<(usize, u64)>) -> Report {
+        Report {
+            runs,
+            ..Report::default()
+        }
+    }
+
+    #[test]
+    fn each_job_and_second_of_the_window_is_counted() {
+        let first = 1_000;
+        let at = |second: u64, millis: u64| second * 1_000_000 + millis * 1000;
+        // Job 0: once in each of the three seconds (one run on each instance). Job 1: twice in
+        // the first second, never in the second, once in the third; a run before the window
+        // and one after it are ignored.
+        let reports = [
+            report(vec![(0, at(first, 5)), (0, at(first + 2, 7)), (1, at(first, 3))]),
+            report(vec![
+                (0, at(first + 1, 9)),
+                (1, at(first, 4)),
+                (1, at(first + 2, 2)),
+                (1, at(first - 1, 1)),
+                (1, at(first + 3, 1)),
+            ]),
+        ];
+        let none = DbCounters::default();
+        let result = summarize(Db::Sqlite, 2, 2, first, 3, &reports, &none, &none);
+        assert_eq!(result.ticks, 6);
+        assert_eq!(result.exactly_once, 4);
+        assert_eq!(result.twice_or_more, 1);
+        assert_eq!(result.never, 1);
+        assert_eq!(result.latency_median_ms, 4.5);
+    }
+}
