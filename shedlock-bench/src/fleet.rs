@@ -19,6 +19,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 
 use crate::db::{Databases, Db, Pool, PoolKind};
+use crate::proc_status::status_kib;
 use crate::stats::{cpu_of, median, percentile, process_cpu};
 
 /// The lock table of this benchmark, so it never meets another run's rows.
@@ -476,22 +477,6 @@ fn pids_named(names: &[&str]) -> Vec<u32> {
         .collect()
 }
 
-/// A field of `/proc/self/status` in KiB (`VmRSS`, `VmHWM`).
-pub(crate) fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix(field)?
-                .strip_prefix(':')?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
-}
-
 /// Statements sent, counted from sqlx's statement log (`tracing` target `sqlx::query`).
 static STATEMENTS: AtomicU64 = AtomicU64::new(0);
 
@@ -527,7 +512,7 @@ pub(crate) async fn instance(args: &[String]) -> anyhow::Result<()> {
     )?;
 
     let pool = Pool::provider_connect(db, url).await?;
-    let provider = pool.provider(TABLE, &shedlock::default_holder(), Some(connections))?;
+    let provider = pool.provider(TABLE, shedlock::default_holder(), Some(connections))?;
     let runs: Arc<Mutex<Vec<(usize, u64)>>> = Arc::default();
     let mut registry = JobRegistry::new(Arc::clone(&runs));
     for job in 0..jobs {
@@ -582,7 +567,11 @@ pub(crate) async fn instance(args: &[String]) -> anyhow::Result<()> {
     }
     let (missed, overlapped, store_errors) =
         scheduler.status().iter().fold((0, 0, 0), |(m, o, e), s| {
-            (m + s.missed_ticks, o + s.overlapped_ticks, e + s.store_errors)
+            (
+                m + s.missed_ticks,
+                o + s.overlapped_ticks,
+                e + s.store_errors,
+            )
         });
     out.push_str(&format!(
         "status {missed} {overlapped} {store_errors}\nhwm {}\n",
@@ -612,7 +601,11 @@ mod tests {
         // the first second, never in the second, once in the third; a run before the window
         // and one after it are ignored.
         let reports = [
-            report(vec![(0, at(first, 5)), (0, at(first + 2, 7)), (1, at(first, 3))]),
+            report(vec![
+                (0, at(first, 5)),
+                (0, at(first + 2, 7)),
+                (1, at(first, 3)),
+            ]),
             report(vec![
                 (0, at(first + 1, 9)),
                 (1, at(first, 4)),

@@ -17,6 +17,7 @@ mod fleet;
 mod handover;
 mod machine;
 mod pgbench;
+mod proc_status;
 mod raw;
 mod redis;
 mod scaling;
@@ -80,18 +81,8 @@ impl Settings {
                     .ok_or_else(|| anyhow::anyhow!("{arg} needs a value\n{USAGE}"))
             };
             match arg.as_str() {
-                "--db" => {
-                    settings.databases = value()?
-                        .split(',')
-                        .map(str::parse)
-                        .collect::<Result<_, _>>()?
-                }
-                "--workers" => {
-                    settings.workers = value()?
-                        .split(',')
-                        .map(str::parse)
-                        .collect::<Result<_, _>>()?
-                }
+                "--db" => settings.databases = list(&value()?)?,
+                "--workers" => settings.workers = list(&value()?)?,
                 "--clients" => {
                     settings.clients = Some(value()?.split(',').map(str::to_owned).collect())
                 }
@@ -100,18 +91,8 @@ impl Settings {
                 "--seconds" => settings.run = Duration::from_secs_f64(value()?.parse()?),
                 "--reps" => settings.reps = value()?.parse()?,
                 "--handovers" => settings.handovers = value()?.parse()?,
-                "--instances" => {
-                    settings.instances = value()?
-                        .split(',')
-                        .map(str::parse)
-                        .collect::<Result<_, _>>()?
-                }
-                "--jobs" => {
-                    settings.jobs = value()?
-                        .split(',')
-                        .map(str::parse)
-                        .collect::<Result<_, _>>()?
-                }
+                "--instances" => settings.instances = list(&value()?)?,
+                "--jobs" => settings.jobs = list(&value()?)?,
                 "--window" => settings.window = value()?.parse()?,
                 "all" | "throughput" | "statements" | "scaling" | "handover" | "redis"
                 | "zookeeper" | "fleet" => settings.part = arg,
@@ -125,6 +106,14 @@ impl Settings {
     fn runs(&self, part: &str) -> bool {
         (self.part == "all" && part != "fleet") || self.part == part
     }
+}
+
+/// A comma-separated list of values.
+fn list<T: std::str::FromStr<Err: Into<anyhow::Error>>>(values: &str) -> anyhow::Result<Vec<T>> {
+    values
+        .split(',')
+        .map(|value| value.parse().map_err(Into::into))
+        .collect()
 }
 
 fn main() -> anyhow::Result<()> {

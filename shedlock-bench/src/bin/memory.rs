@@ -13,32 +13,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use shedlock::{
-    InMemoryLockProvider, Job, JobLock, JobRegistry, LockConfiguration, LockingTaskExecutor,
-    Schedule, Scheduler, SchedulerConfig,
+    InMemoryLockProvider, IntoJobResult, Job, JobLock, JobRegistry, LockConfiguration,
+    LockingTaskExecutor, Schedule, Scheduler, SchedulerConfig,
 };
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+
+#[path = "../proc_status.rs"]
+mod proc_status;
+
+use proc_status::status_kib;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const JOBS: usize = 10_000;
 const EXECUTIONS: u64 = 100_000;
-
-/// A field of `/proc/self/status` in KiB (`VmRSS`, `VmHWM`).
-fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix(field)?
-                .strip_prefix(':')?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
-}
 
 /// Heap bytes allocated and not yet freed.
 fn live_heap() -> i64 {
@@ -50,30 +39,50 @@ fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
-fn job_lock(name: String) -> Result<JobLock, shedlock::Error> {
-    JobLock::new(name)?
-        .lock_at_most_for(Duration::from_secs(10))?
-        .lock_at_least_for(Duration::ZERO)
+/// `count` jobs named `<prefix>-<i>`, each running `run` on `schedule()` under a lock
+/// of its own.
+fn locked_jobs<S, F, Fut>(
+    state: S,
+    prefix: &str,
+    count: usize,
+    mut schedule: impl FnMut() -> Result<Schedule, shedlock::Error>,
+    run: F,
+) -> anyhow::Result<JobRegistry<S>>
+where
+    F: Fn(S) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output: IntoJobResult> + Send + 'static,
+{
+    let mut registry = JobRegistry::new(state);
+    for i in 0..count {
+        let name = format!("{prefix}-{i}");
+        let lock = JobLock::new(name.clone())?
+            .lock_at_most_for(Duration::from_secs(10))?
+            .lock_at_least_for(Duration::ZERO)?;
+        registry = registry.add(Job::new(name, schedule()?, run.clone()).with_lock(lock));
+    }
+    Ok(registry)
+}
+
+/// A scheduler over `registry` on the in-memory provider, with the default configuration.
+async fn start<S: Clone + Send + Sync + 'static>(
+    registry: JobRegistry<S>,
+) -> Result<Scheduler, shedlock::Error> {
+    Scheduler::builder()
+        .provider(InMemoryLockProvider::new())
+        .config(SchedulerConfig::default())
+        .registry(registry)
+        .start()
+        .await
 }
 
 /// Resident memory and live heap before registering, with 10,000 jobs registered, and with
 /// their scheduler started and idle (every job's next fire is a year away).
 async fn scheduler_with_many_jobs() -> anyhow::Result<()> {
     let (rss_empty, heap_empty) = (status_kib("VmRSS"), live_heap());
-    let mut registry = JobRegistry::new(());
-    for i in 0..JOBS {
-        let name = format!("job-{i}");
-        let job = Job::new(name.clone(), Schedule::cron("0 0 0 1 1 *")?, |()| async {})
-            .with_lock(job_lock(name)?);
-        registry = registry.add(job);
-    }
+    let yearly = || Schedule::cron("0 0 0 1 1 *");
+    let registry = locked_jobs((), "job", JOBS, yearly, |()| async {})?;
     let (rss_registered, heap_registered) = (status_kib("VmRSS"), live_heap());
-    let scheduler = Scheduler::builder()
-        .provider(InMemoryLockProvider::new())
-        .config(SchedulerConfig::default())
-        .registry(registry)
-        .start()
-        .await?;
+    let scheduler = start(registry).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (rss_started, heap_started) = (status_kib("VmRSS"), live_heap());
     let per_job = |bytes: i64| bytes as f64 / JOBS as f64;
@@ -103,13 +112,7 @@ async fn scheduler_with_many_jobs() -> anyhow::Result<()> {
     drop(schedules);
     let heap_before = live_heap();
     let schedule = Schedule::cron("0 0 0 1 1 *")?;
-    let mut registry = JobRegistry::new(());
-    for i in 0..JOBS {
-        let name = format!("job-{i}");
-        let job =
-            Job::new(name.clone(), schedule.clone(), |()| async {}).with_lock(job_lock(name)?);
-        registry = registry.add(job);
-    }
+    let registry = locked_jobs((), "job", JOBS, || Ok(schedule.clone()), |()| async {})?;
     println!(
         "memory heap_bytes_per_parsed_cron={cron_bytes:.0} \
          heap_bytes_per_job_sharing_one_schedule={:.0}",
@@ -150,25 +153,17 @@ async fn tick_allocations(
     window: Duration,
 ) -> anyhow::Result<()> {
     let executed = Arc::new(AtomicU64::new(0));
-    let mut registry = JobRegistry::new(Arc::clone(&executed));
-    for i in 0..jobs {
-        let name = format!("tick-{i}");
-        let job = Job::new(
-            name.clone(),
-            schedule.clone(),
-            |count: Arc<AtomicU64>| async move {
-                count.fetch_add(1, Ordering::Relaxed);
-            },
-        )
-        .with_lock(job_lock(name)?);
-        registry = registry.add(job);
-    }
-    let scheduler = Scheduler::builder()
-        .provider(InMemoryLockProvider::new())
-        .config(SchedulerConfig::default())
-        .registry(registry)
-        .start()
-        .await?;
+    let count = |count: Arc<AtomicU64>| async move {
+        count.fetch_add(1, Ordering::Relaxed);
+    };
+    let registry = locked_jobs(
+        Arc::clone(&executed),
+        "tick",
+        jobs,
+        || Ok(schedule.clone()),
+        count,
+    )?;
+    let scheduler = start(registry).await?;
     // Past the first ticks (status slots, timers and connections set up once).
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let before = executed.load(Ordering::Relaxed);
