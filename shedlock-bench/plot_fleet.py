@@ -25,6 +25,8 @@ def read(path):
             if not line.startswith("fleet "):
                 continue
             fields = dict(kv.split("=", 1) for kv in line.split()[1:])
+            if fields.get("mode", "lock") != "lock":
+                continue  # the plot shows the per-run-lock fleet
             series[(fields["db"], int(fields["jobs"]))].append((int(fields["instances"]), fields))
     return {key: sorted(points, key=lambda p: p[0]) for key, points in sorted(series.items())}
 

@@ -62,24 +62,60 @@ pub(crate) async fn run(
     instances: &[usize],
     jobs: &[usize],
     window: u64,
+    mode: Mode,
 ) -> anyhow::Result<()> {
     println!(
-        "# fleet: instances as processes, each a Scheduler with M jobs `* * * * * *` \
-         (lock_at_least_for 500ms, lock_at_most_for 10s) on table {TABLE}, window {window} s"
+        "# fleet: instances as processes, each a Scheduler with M jobs `* * * * * *` ({}) \
+         on table {TABLE}, window {window} s",
+        match mode {
+            Mode::Lock => "each under a lock, lock_at_least_for 500ms, lock_at_most_for 10s",
+            Mode::Leader => "leader_only, one election, default ElectionConfig",
+        }
     );
     for &db in databases {
         for (k, m) in matrix(db, instances, jobs) {
-            let result = configuration(dbs, db, k, m, window).await?;
+            let result = configuration(dbs, db, k, m, window, mode).await?;
             println!("{result}");
         }
     }
     Ok(())
 }
 
+/// How the jobs are kept to one instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Each run under its job's lock (the default).
+    Lock,
+    /// `leader_only`: the instance leading one election runs every job, without locks.
+    Leader,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Lock => "lock",
+            Mode::Leader => "leader",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        match s {
+            "lock" => Ok(Mode::Lock),
+            "leader" => Ok(Mode::Leader),
+            _ => anyhow::bail!("unknown fleet mode {s:?}: lock or leader"),
+        }
+    }
+}
+
 /// What one configuration measured.
 #[derive(Debug)]
 struct FleetResult {
     db: Db,
+    mode: Mode,
     instances: usize,
     jobs: usize,
     ticks: usize,
@@ -106,12 +142,13 @@ impl std::fmt::Display for FleetResult {
         let opt = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
         write!(
             f,
-            "fleet db={} instances={} jobs={} ticks={} exactly_once={} never={} twice={} \
+            "fleet db={} mode={} instances={} jobs={} ticks={} exactly_once={} never={} twice={} \
              statements_per_tick={:.1} table_index_scans_per_tick={} rows_written_per_tick={} \
              db_cpu_percent={:.1} instance_cpu_percent={:.1} instance_rss_mb={:.1} \
              instance_hwm_mb={:.1} latency_median_ms={:.1} latency_p99_ms={:.1} \
              connections_per_instance={} missed={} overlapped={} store_errors={}",
             self.db.name(),
+            self.mode.name(),
             self.instances,
             self.jobs,
             self.ticks,
@@ -174,6 +211,7 @@ async fn configuration(
     k: usize,
     m: usize,
     window: u64,
+    mode: Mode,
 ) -> anyhow::Result<FleetResult> {
     let admin = dbs.pool(db, PoolKind::Tuned, 1).await?;
     admin
@@ -192,7 +230,7 @@ async fn configuration(
     let mut instances = Vec::with_capacity(k);
     let mut ready = Vec::with_capacity(k);
     for _ in 0..k {
-        let (instance, is_ready) = spawn(db, &url, m, connections_per_instance(db, k))?;
+        let (instance, is_ready) = spawn(db, &url, m, connections_per_instance(db, k), mode)?;
         instances.push(instance);
         ready.push(is_ready);
     }
@@ -231,9 +269,9 @@ async fn configuration(
         .execute(format!("DROP TABLE IF EXISTS {TABLE}"))
         .await?;
     admin.close().await;
-    Ok(summarize(
-        db, k, m, first, window, &reports, &db_before, &db_after,
-    ))
+    let mut result = summarize(db, k, m, first, window, &reports, &db_before, &db_after);
+    result.mode = mode;
+    Ok(result)
 }
 
 #[allow(clippy::too_many_arguments)] // one configuration's parts, used once
@@ -275,6 +313,7 @@ fn summarize(
     let per_tick = |v: u64| v as f64 / window_secs;
     FleetResult {
         db,
+        mode: Mode::Lock,
         instances: k,
         jobs: m,
         ticks,
@@ -326,10 +365,12 @@ fn spawn(
     url: &str,
     jobs: usize,
     connections: usize,
+    mode: Mode,
 ) -> anyhow::Result<(Instance, tokio::sync::oneshot::Receiver<anyhow::Result<()>>)> {
     let mut child = Command::new(std::env::current_exe()?)
         .args(["fleet-instance", db.name(), url])
         .args([jobs.to_string(), connections.to_string()])
+        .arg(mode.name())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -495,9 +536,10 @@ pub(crate) async fn instance(args: &[String]) -> anyhow::Result<()> {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
 
-    let [db, url, jobs, connections] = args else {
-        anyhow::bail!("usage: fleet-instance <db> <url> <jobs> <connections>");
+    let [db, url, jobs, connections, mode] = args else {
+        anyhow::bail!("usage: fleet-instance <db> <url> <jobs> <connections> <lock|leader>");
     };
+    let mode: Mode = mode.parse()?;
     let db: Db = db.parse()?;
     let jobs: usize = jobs.parse()?;
     let connections: usize = connections.parse()?;
@@ -520,19 +562,20 @@ pub(crate) async fn instance(args: &[String]) -> anyhow::Result<()> {
         let lock = JobLock::new(name.clone())?
             .lock_at_most_for(Duration::from_secs(10))?
             .lock_at_least_for(Duration::from_millis(500))?;
-        registry = registry.add(
-            Job::new(
-                name,
-                Schedule::cron("* * * * * *")?,
-                move |runs: Arc<Mutex<Vec<(usize, u64)>>>| async move {
-                    let start = now_micros();
-                    runs.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push((job, start));
-                },
-            )
-            .with_lock(lock),
+        let job = Job::new(
+            name,
+            Schedule::cron("* * * * * *")?,
+            move |runs: Arc<Mutex<Vec<(usize, u64)>>>| async move {
+                let start = now_micros();
+                runs.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((job, start));
+            },
         );
+        registry = registry.add(match mode {
+            Mode::Lock => job.with_lock(lock),
+            Mode::Leader => job.leader_only("shedlock-fleet")?,
+        });
     }
     let scheduler = Scheduler::builder()
         .shared_provider(provider)

@@ -55,7 +55,7 @@ pub(crate) struct Settings {
 
 const USAGE: &str = "usage: shedlock-bench [all|throughput|statements|scaling|handover|redis|zookeeper|fleet] \
     [--db postgres,mysql,sqlite] [--workers 1,8,32] [--seconds 0.8] [--reps 4] [--handovers 20] [--clients ours,raw,…] [--mode uncontended|contended] [--threads N] \
-    [--instances 2,5,10] [--jobs 10,100,1000] [--window 12]";
+    [--instances 2,5,10] [--jobs 10,100,1000] [--window 12] (fleet: --mode lock|leader)";
 
 impl Settings {
     fn parse(mut args: impl Iterator<Item = String>) -> anyhow::Result<Self> {
@@ -220,6 +220,7 @@ async fn run(dbs: &Databases, settings: &Settings) -> anyhow::Result<()> {
             &settings.instances,
             &settings.jobs,
             settings.window,
+            settings.mode.as_deref().unwrap_or("lock").parse()?,
         )
         .await?;
     }
