@@ -31,6 +31,8 @@ const TABLE: &str = "shedlock_fleet";
 const FLEET_CONNECTIONS: usize = 60;
 /// The provider's default number of dedicated connections.
 const DEFAULT_CONNECTIONS: usize = 32;
+/// Where an instance finds its database's URL.
+const URL_VARIABLE: &str = "SHEDLOCK_FLEET_URL";
 /// Seconds between the last instance being ready and the window's first tick.
 const SETTLE_SECONDS: u64 = 2;
 
@@ -368,7 +370,8 @@ fn spawn(
     mode: Mode,
 ) -> anyhow::Result<(Instance, tokio::sync::oneshot::Receiver<anyhow::Result<()>>)> {
     let mut child = Command::new(std::env::current_exe()?)
-        .args(["fleet-instance", db.name(), url])
+        .args(["fleet-instance", db.name()])
+        .env(URL_VARIABLE, url)
         .args([jobs.to_string(), connections.to_string()])
         .arg(mode.name())
         .stdin(Stdio::piped())
@@ -529,16 +532,19 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for StatementCounter {
     }
 }
 
-/// The child: `fleet-instance <db> <url> <jobs>`. Prints `ready`, a `sample` line half a second
-/// after every whole second, and after its standard input closes, shuts down and prints its
-/// `run`s, a `status` line and its `hwm`.
+/// The child: `fleet-instance <db> <jobs> <connections> <lock|leader>`, the database's URL in
+/// [`URL_VARIABLE`] (so that a password stays out of the process list). Prints `ready`, a
+/// `sample` line half a second after every whole second, and after its standard input
+/// closes, shuts down and prints its `run`s, a `status` line and its `hwm`.
 pub(crate) async fn instance(args: &[String]) -> anyhow::Result<()> {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
 
-    let [db, url, jobs, connections, mode] = args else {
-        anyhow::bail!("usage: fleet-instance <db> <url> <jobs> <connections> <lock|leader>");
+    let [db, jobs, connections, mode] = args else {
+        anyhow::bail!("usage: fleet-instance <db> <jobs> <connections> <lock|leader>");
     };
+    let url = std::env::var(URL_VARIABLE)
+        .map_err(|_| anyhow::anyhow!("fleet-instance needs {URL_VARIABLE}"))?;
     let mode: Mode = mode.parse()?;
     let db: Db = db.parse()?;
     let jobs: usize = jobs.parse()?;
@@ -553,7 +559,7 @@ pub(crate) async fn instance(args: &[String]) -> anyhow::Result<()> {
         tracing_subscriber::registry().with(counter).with(errors),
     )?;
 
-    let pool = Pool::provider_connect(db, url).await?;
+    let pool = Pool::provider_connect(db, &url).await?;
     let provider = pool.provider(TABLE, shedlock::default_holder(), Some(connections))?;
     let runs: Arc<Mutex<Vec<(usize, u64)>>> = Arc::default();
     let mut registry = JobRegistry::new(Arc::clone(&runs));
