@@ -139,24 +139,12 @@ impl Databases {
                     .connect(&self.postgres)
                     .await?,
             ),
-            (Db::Postgres, PoolKind::ProviderConnect) => Pool::Pg(
-                PgLockProvider::connect(&self.postgres)
-                    .await?
-                    .pool()
-                    .clone(),
-            ),
             (Db::Mysql, PoolKind::Tuned) => Pool::My(
                 MySqlPoolOptions::new()
                     .max_connections(size)
                     .test_before_acquire(false)
                     .connect(&self.mysql)
                     .await?,
-            ),
-            (Db::Mysql, PoolKind::ProviderConnect) => Pool::My(
-                MySqlLockProvider::connect(&self.mysql)
-                    .await?
-                    .pool()
-                    .clone(),
             ),
             (Db::Sqlite, PoolKind::Tuned) => Pool::Lite(
                 SqlitePoolOptions::new()
@@ -165,12 +153,7 @@ impl Databases {
                     .connect_with(self.sqlite_options())
                     .await?,
             ),
-            (Db::Sqlite, PoolKind::ProviderConnect) => Pool::Lite(
-                SqliteLockProvider::connect(&self.url(Db::Sqlite))
-                    .await?
-                    .pool()
-                    .clone(),
-            ),
+            (_, PoolKind::ProviderConnect) => Pool::provider_connect(db, &self.url(db)).await?,
         })
     }
 
@@ -193,6 +176,15 @@ impl Databases {
 }
 
 impl Pool {
+    /// The pool `connect(url)` of `db`'s provider opens: the README's path.
+    pub(crate) async fn provider_connect(db: Db, url: &str) -> anyhow::Result<Pool> {
+        Ok(match db {
+            Db::Postgres => Pool::Pg(PgLockProvider::connect(url).await?.pool().clone()),
+            Db::Mysql => Pool::My(MySqlLockProvider::connect(url).await?.pool().clone()),
+            Db::Sqlite => Pool::Lite(SqliteLockProvider::connect(url).await?.pool().clone()),
+        })
+    }
+
     /// A provider on this pool for `table`, acquiring as `holder`, keeping `dedicated`
     /// connections of its own (`None`: the default, the pool's `max_connections`).
     pub(crate) fn provider(

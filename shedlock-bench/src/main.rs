@@ -4,7 +4,8 @@
 //! Run with: `cargo run --release -p shedlock-bench -- all` (about 8½ minutes), or one part:
 //! `throughput`, `statements`, `scaling`, `handover`; `redis` (Redis and RedLock;
 //! `SHEDLOCK_TEST_REDIS_URL`, `SHEDLOCK_TEST_REDLOCK_URLS`, else the local defaults) and
-//! `zookeeper` (`SHEDLOCK_TEST_ZK_URL`) run alone, not in `all`. Options: `--db postgres,mysql,sqlite`,
+//! `zookeeper` (`SHEDLOCK_TEST_ZK_URL`) run alone, not in `all`, and so does `fleet` (issue 16:
+//! `--instances 2,5,10 --jobs 10,100,1000 --window 12`; memory figures: `--bin memory`). Options: `--db postgres,mysql,sqlite`,
 //! `--workers 1,8,32`, `--seconds 0.8` (per timed run), `--reps 4` (interleaved rounds),
 //! `--handovers 20`. Databases: `SHEDLOCK_TEST_PG_URL` and `SHEDLOCK_TEST_MYSQL_URL`, else
 //! `postgres://root@127.0.0.1:5432/test` and `mysql://root@127.0.0.1:3306/test`; SQLite in a
@@ -12,9 +13,11 @@
 //! (or `SHEDLOCK_PGBENCH_SCRIPT`).
 
 mod db;
+mod fleet;
 mod handover;
 mod machine;
 mod pgbench;
+mod proc_status;
 mod raw;
 mod redis;
 mod scaling;
@@ -44,10 +47,15 @@ pub(crate) struct Settings {
     pub(crate) run: Duration,
     handovers: usize,
     scaling_iterations: usize,
+    /// Fleet: instance counts, job counts and the window in seconds.
+    instances: Vec<usize>,
+    jobs: Vec<usize>,
+    window: u64,
 }
 
-const USAGE: &str = "usage: shedlock-bench [all|throughput|statements|scaling|handover|redis|zookeeper] \
-    [--db postgres,mysql,sqlite] [--workers 1,8,32] [--seconds 0.8] [--reps 4] [--handovers 20] [--clients ours,raw,…] [--mode uncontended|contended] [--threads N]";
+const USAGE: &str = "usage: shedlock-bench [all|throughput|statements|scaling|handover|redis|zookeeper|fleet] \
+    [--db postgres,mysql,sqlite] [--workers 1,8,32] [--seconds 0.8] [--reps 4] [--handovers 20] [--clients ours,raw,…] [--mode uncontended|contended] [--threads N] \
+    [--instances 2,5,10] [--jobs 10,100,1000] [--window 12] (fleet: --mode lock|leader)";
 
 impl Settings {
     fn parse(mut args: impl Iterator<Item = String>) -> anyhow::Result<Self> {
@@ -63,6 +71,9 @@ impl Settings {
             run: Duration::from_millis(800),
             handovers: 20,
             scaling_iterations: 1000,
+            instances: vec![2, 5, 10],
+            jobs: vec![10, 100, 1000],
+            window: 12,
         };
         while let Some(arg) = args.next() {
             let mut value = || {
@@ -70,18 +81,8 @@ impl Settings {
                     .ok_or_else(|| anyhow::anyhow!("{arg} needs a value\n{USAGE}"))
             };
             match arg.as_str() {
-                "--db" => {
-                    settings.databases = value()?
-                        .split(',')
-                        .map(str::parse)
-                        .collect::<Result<_, _>>()?
-                }
-                "--workers" => {
-                    settings.workers = value()?
-                        .split(',')
-                        .map(str::parse)
-                        .collect::<Result<_, _>>()?
-                }
+                "--db" => settings.databases = list(&value()?)?,
+                "--workers" => settings.workers = list(&value()?)?,
                 "--clients" => {
                     settings.clients = Some(value()?.split(',').map(str::to_owned).collect())
                 }
@@ -90,17 +91,29 @@ impl Settings {
                 "--seconds" => settings.run = Duration::from_secs_f64(value()?.parse()?),
                 "--reps" => settings.reps = value()?.parse()?,
                 "--handovers" => settings.handovers = value()?.parse()?,
+                "--instances" => settings.instances = list(&value()?)?,
+                "--jobs" => settings.jobs = list(&value()?)?,
+                "--window" => settings.window = value()?.parse()?,
                 "all" | "throughput" | "statements" | "scaling" | "handover" | "redis"
-                | "zookeeper" => settings.part = arg,
+                | "zookeeper" | "fleet" => settings.part = arg,
                 _ => anyhow::bail!("unknown argument {arg:?}\n{USAGE}"),
             }
         }
         Ok(settings)
     }
 
+    /// Whether `part` runs: `all` is everything but the fleet, which runs alone.
     fn runs(&self, part: &str) -> bool {
-        self.part == "all" || self.part == part
+        (self.part == "all" && part != "fleet") || self.part == part
     }
+}
+
+/// A comma-separated list of values.
+fn list<T: std::str::FromStr<Err: Into<anyhow::Error>>>(values: &str) -> anyhow::Result<Vec<T>> {
+    values
+        .split(',')
+        .map(|value| value.parse().map_err(Into::into))
+        .collect()
 }
 
 fn main() -> anyhow::Result<()> {
@@ -112,6 +125,10 @@ fn main() -> anyhow::Result<()> {
     if args.peek().map(String::as_str) == Some("zk-candidate") {
         let rest: Vec<String> = args.skip(1).collect();
         return runtime(None)?.block_on(zookeeper::child_candidate(&rest));
+    }
+    if args.peek().map(String::as_str) == Some("fleet-instance") {
+        let rest: Vec<String> = args.skip(1).collect();
+        return runtime(None)?.block_on(fleet::instance(&rest));
     }
     let settings = Settings::parse(args)?;
     if settings.part == "zookeeper" {
@@ -195,6 +212,17 @@ async fn run(dbs: &Databases, settings: &Settings) -> anyhow::Result<()> {
     }
     if settings.runs("handover") {
         handover::run(dbs, &settings.databases, settings.handovers).await?;
+    }
+    if settings.runs("fleet") {
+        fleet::run(
+            dbs,
+            &settings.databases,
+            &settings.instances,
+            &settings.jobs,
+            settings.window,
+            settings.mode.as_deref().unwrap_or("lock").parse()?,
+        )
+        .await?;
     }
     println!(
         "# done in {:.0} s; load average now {}",
