@@ -155,10 +155,50 @@ impl<S> Job<S> {
         config: &SchedulerConfig,
         state: S,
     ) -> Result<TaskResult<Result<(), String>>, Error> {
+        self.run_locked(executor, config, state, None).await
+    }
+
+    /// Runs the job for its schedule's latest tick, for a runner other than shedlock's own
+    /// `Scheduler` (tokio-cron-scheduler, a loop of your own) to call when a tick fires: as
+    /// [`run_once`](Self::run_once), but for a cron schedule the lock is refused (`Skipped`) when
+    /// any instance acquired it since that tick's fire time (less the allowance of
+    /// [`Schedule::latest_tick_since`]), so a tick fired late on one instance does not run again
+    /// where another already ran it, whatever `lock_at_least_for` is.
+    ///
+    /// # Errors
+    /// As [`run_once`](Self::run_once).
+    ///
+    /// # Panics
+    /// Resumes the job's panic after releasing its lock.
+    pub async fn run_latest_tick(
+        &self,
+        executor: &LockingTaskExecutor,
+        config: &SchedulerConfig,
+        state: S,
+    ) -> Result<TaskResult<Result<(), String>>, Error> {
+        let zone = config
+            .default_zone
+            .parse()
+            .map_err(|_| Error::invalid_config("default_zone", "not an IANA time zone"))?;
+        let since = self.schedule.latest_tick_since(zone);
+        self.run_locked(executor, config, state, since).await
+    }
+
+    async fn run_locked(
+        &self,
+        executor: &LockingTaskExecutor,
+        config: &SchedulerConfig,
+        state: S,
+        since: Option<tokio::time::Instant>,
+    ) -> Result<TaskResult<Result<(), String>>, Error> {
         let resolved = self.resolve_lock(config)?;
         let run = (self.run)(state);
         match resolved {
             Some((lock, keep_alive)) => {
+                let lock = match since {
+                    Some(since) => lock.unless_acquired_since(since),
+                    None => lock,
+                };
                 let options = ExecuteOptions {
                     keep_alive,
                     ..ExecuteOptions::default()

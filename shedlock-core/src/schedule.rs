@@ -12,6 +12,11 @@ use croner::parser::{CronParser, Seconds};
 use crate::Error;
 use crate::lock_config::MAX_DURATION;
 
+/// How much earlier than its own fire time another instance may have run a cron tick (its
+/// clock a little ahead, its timer a little earlier): a tick refuses the lock if it was taken
+/// this long before the tick was due, or half the time to the next fire time if that is less.
+pub(crate) const CRON_ALLOWANCE: Duration = Duration::from_millis(250);
+
 /// Parses a cron expression exactly as tokio-cron-scheduler's `Job::new_async` does: 6 fields
 /// with seconds first (an optional 7th is the year), day-of-month and day-of-week both required
 /// to match. The macros validate with this same function's settings.
@@ -207,6 +212,34 @@ impl Schedule {
         cron.find_next_occurrence(&after.with_timezone(&zone), false)
             .ok()
             .map(|fire| fire.with_timezone(&Utc))
+    }
+}
+
+impl Schedule {
+    /// For a run of this cron schedule's latest tick (its latest fire time at or before now, in
+    /// its zone or `default_zone`): the instant, on this process's monotonic clock, since which
+    /// an acquisition of the job's lock by any instance means that tick has run already. It is
+    /// the fire time less the allowance shedlock's own scheduler gives instances whose clocks
+    /// or timers differ (250 ms, or half the time between fire times when that is less). Pass
+    /// it to [`LockConfiguration::unless_acquired_since`](crate::LockConfiguration::unless_acquired_since)
+    /// to run a tick fired late (a runner that polls, a paused process) only if no instance
+    /// ran it meanwhile. `None` for fixed-rate and fixed-delay schedules.
+    pub fn latest_tick_since(&self, default_zone: Tz) -> Option<tokio::time::Instant> {
+        let ScheduleKind::Cron { cron, zone, .. } = &self.kind else {
+            return None;
+        };
+        let (now, mono) = (Utc::now(), tokio::time::Instant::now());
+        let zone = zone.unwrap_or(default_zone);
+        let fire = cron
+            .find_previous_occurrence(&now.trunc_subsecs(0).with_timezone(&zone), true)
+            .ok()?
+            .with_timezone(&Utc);
+        let gap = self
+            .next_cron_fire(fire, default_zone)
+            .and_then(|next| (next - fire).to_std().ok())
+            .unwrap_or(MAX_DURATION);
+        let late = (now - fire).to_std().unwrap_or_default();
+        mono.checked_sub(late + CRON_ALLOWANCE.min(gap / 2))
     }
 }
 

@@ -928,3 +928,46 @@ async fn a_running_leader_only_job_without_a_lock_is_cancelled_when_the_leadersh
     );
     scheduler.shutdown().await;
 }
+
+/// Another runner's late tick (tokio-cron-scheduler polls every 500 ms): an instance asking
+/// for a cron tick that another instance already ran is refused, even with no
+/// `lock_at_least_for` and the lock long released; a manual run is not affected.
+#[tokio::test]
+async fn a_tick_run_elsewhere_is_not_run_again_by_a_late_runner() {
+    let store = InMemoryLockProvider::new();
+    let (a, b) = (
+        LockingTaskExecutor::new(store.with_holder("a")),
+        LockingTaskExecutor::new(store.with_holder("b")),
+    );
+    let job = Job::new(
+        "tick",
+        Schedule::cron("* * * * * *").unwrap(),
+        |_: ()| async { Ok::<(), Error>(()) },
+    )
+    .with_lock(
+        JobLock::new("tick")
+            .unwrap()
+            .lock_at_least_for(Duration::ZERO)
+            .unwrap(),
+    );
+    let config = SchedulerConfig::default();
+    loop {
+        let second = chrono::Utc::now().timestamp();
+        let first = job.run_latest_tick(&a, &config, ()).await.unwrap();
+        let again = job.run_latest_tick(&b, &config, ()).await.unwrap();
+        if chrono::Utc::now().timestamp() != second {
+            continue; // the two runs straddled a fire time: they were for different ticks
+        }
+        assert!(first.into_executed().is_some(), "the tick's first run");
+        assert!(
+            again.into_executed().is_none(),
+            "the same tick run again by another instance"
+        );
+        break;
+    }
+    let manual = job.run_once(&b, &config, ()).await.unwrap();
+    assert!(
+        manual.into_executed().is_some(),
+        "run_once is not tied to a tick"
+    );
+}

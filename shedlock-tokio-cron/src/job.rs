@@ -38,9 +38,10 @@ use crate::tick::run_tick;
 /// ```
 pub trait IntoTokioCronJob<S> {
     /// A tokio-cron-scheduler job firing on this job's cron schedule (in its zone, else
-    /// `config.default_zone`). Each tick runs [`Job::run_once`]: acquire the lock, run with
+    /// `config.default_zone`). Each tick runs [`Job::run_latest_tick`]: acquire the lock, run with
     /// `state` (cloned per tick), keep the lease alive if the job or `config` says so, release
-    /// honouring `lock_at_least_for`. From `config` come the lock durations the job leaves
+    /// honouring `lock_at_least_for`; a tick that another instance already ran (it fired there
+    /// earlier) is skipped. From `config` come the lock durations the job leaves
     /// unset, keep-alive and `default_zone`; the holder is the executor's provider's. Its other
     /// fields (`misfire_threshold`, shutdown periods, elections, `enabled`) concern shedlock's
     /// own `Scheduler` only.
@@ -123,14 +124,19 @@ impl<S: Clone + Send + Sync + 'static> IntoTokioCronJob<S> for Job<S> {
                 Arc::clone(&config),
                 state.clone(),
             );
-            async move { run_tick(job.name(), job.run_once(&executor, &config, state)).await }
+            async move {
+                let run = job.run_latest_tick(&executor, &config, state);
+                run_tick(job.name(), run).await
+            }
         })
     }
 }
 
 /// A tokio-cron-scheduler job that runs `task` under `lock` on every tick of `cron` (UTC), the
 /// way [`LockingTaskExecutor::execute`] runs a future: one instance at a time, `Skipped` while
-/// the lock is held elsewhere, including by this instance's previous run that is still going.
+/// the lock is held elsewhere, including by this instance's previous run that is still going,
+/// and `Skipped` when another instance already ran this tick (see
+/// [`Schedule::latest_tick_since`]).
 ///
 /// `cron` is what tokio-cron-scheduler's `Job::new_async` accepts: 6 fields, seconds first
 /// (`"0 */5 * * * *"`), an optional 7th for the year. Inside `task`,
@@ -171,9 +177,17 @@ where
     F: Fn() -> Fut + Send + Sync + 'static,
     Fut: Future<Output: IntoJobResult> + Send + 'static,
 {
+    // The same parser settings as tokio-cron-scheduler's: what it accepts, this reads alike.
+    let schedule = Schedule::cron(cron).ok();
     let (executor, lock, task) = (executor.clone(), Arc::new(lock), Arc::new(task));
     cron_job(cron, Tz::UTC, move || {
-        let (executor, lock, task) = (executor.clone(), Arc::clone(&lock), Arc::clone(&task));
+        let (executor, task) = (executor.clone(), Arc::clone(&task));
+        // This tick's run is refused where another instance already ran it.
+        let since = schedule.as_ref().and_then(|s| s.latest_tick_since(Tz::UTC));
+        let lock = match since {
+            Some(since) => (*lock).clone().unless_acquired_since(since),
+            None => (*lock).clone(),
+        };
         async move {
             let run = async move { task().await.into_job_result() };
             run_tick(lock.name(), executor.execute(&lock, run)).await

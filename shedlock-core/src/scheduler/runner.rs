@@ -14,17 +14,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::status::JobState;
 use super::tick::Due;
-use crate::schedule::ScheduleKind;
+use crate::schedule::{CRON_ALLOWANCE, ScheduleKind};
 use crate::{Clock, Job, LeaderElection, LockConfiguration, LockingTaskExecutor};
 
 /// Longest single sleep while waiting for a wall-clock fire time, so a clock step (NTP,
 /// suspend) is noticed within this long.
 const MAX_WALL_SLEEP: Duration = Duration::from_secs(60);
-
-/// How much earlier than its own fire time another instance may have run a cron tick (its
-/// clock a little ahead, its timer a little earlier): a tick refuses the lock if it was taken
-/// this long before the tick was due, or half the time to the next fire time if that is less.
-const CRON_ALLOWANCE: Duration = Duration::from_millis(250);
 
 /// What every job runner of one scheduler shares.
 #[derive(Debug)]

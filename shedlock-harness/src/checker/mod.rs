@@ -98,6 +98,7 @@ pub fn check(
     let mut acquired: HashMap<&str, Vec<(i64, u64, i64, usize)>> = HashMap::new();
     let mut writes = Vec::new();
     let mut locks: BTreeSet<&str> = BTreeSet::new();
+    let mut lost = Vec::new();
     for r in events {
         let c = per_worker.entry(r.worker).or_default();
         match &r.event {
@@ -125,7 +126,10 @@ pub fn check(
             Event::Missed { count, .. } => c.missed += count,
             Event::Overlapped { count, .. } => c.overlapped += count,
             Event::AcquireFailed { .. } => c.errors += 1,
-            Event::Lost { .. } => report.lost_signals += 1,
+            Event::Lost { lock, token, at } => {
+                report.lost_signals += 1;
+                lost.push((lock.as_str(), *token, *at, r.worker));
+            }
             Event::Write {
                 lock,
                 token,
@@ -144,6 +148,15 @@ pub fn check(
                 summaries.insert(r.worker, *counters);
             }
             _ => {}
+        }
+    }
+    // A lease whose acquire answer came after its local deadline is never reported acquired:
+    // the executor reports it lost and gives it back at once. It still took its token and held
+    // the lock until given back.
+    for (lock, token, at, worker) in lost {
+        let list = acquired.entry(lock).or_default();
+        if !list.iter().any(|a| a.1 == token) {
+            list.push((at, token, at, worker));
         }
     }
     report.processes = per_worker.len();

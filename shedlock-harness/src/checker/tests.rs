@@ -466,6 +466,51 @@ fn a_token_gap_is_an_acquisition_nobody_reported() {
 }
 
 #[test]
+fn a_late_answer_given_back_reports_its_token() {
+    let mut run = clean_run();
+    // Token 6 of `a` was answered after its local deadline (a database restart): the worker
+    // reported it lost and gave it back, then token 7 ran.
+    run.ev(
+        1,
+        Event::Attempt {
+            lock: "a".into(),
+            tick: 5,
+            at: 5 * TICK,
+        },
+    );
+    run.ev(
+        1,
+        Event::Lost {
+            lock: "a".into(),
+            token: 6,
+            at: 7 * TICK + 10,
+        },
+    );
+    run.ev(
+        1,
+        Event::Skipped {
+            lock: "a".into(),
+            at: 7 * TICK + 10,
+        },
+    );
+    run.execute(2, "a", 8, 7, 100, 600_000);
+    for tick in 5..9 {
+        run.execute(2, "b", tick, tick as u64 + 1, 100, 600_000);
+    }
+    run.skip_unattempted_ticks();
+    run.finish();
+    let report = run.check(0..9, &[], &[]);
+    assert_eq!(report.unobserved_acquisitions, 0, "{report}");
+    assert!(
+        !report
+            .violations
+            .iter()
+            .any(|v| v.contains("acquired by no worker")),
+        "{report}"
+    );
+}
+
+#[test]
 fn detects_two_leaders_at_once() {
     let mut run = Run::new(2);
     run.ev(0, Event::Leader { term: 1, at: 100 });
