@@ -7,8 +7,9 @@ use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation
 use sqlx::{Pool, Transaction};
 use tokio::sync::broadcast;
 
-use super::dialect::{Acquire, Dialect, Lease};
-use super::retry::Retry;
+use super::batch::{AcquireQueue, Answer};
+use super::dialect::{Acquire, Acquired, Dialect, Lease};
+use super::retry::{Retry, run};
 use super::{
     DedicatedConnections, LockProviderBuilder, LockRow, Table, check_lock_name, store_error,
     system_time, token_from_db, token_param, validate_holder,
@@ -35,9 +36,10 @@ use super::{
 /// - Clones share the pool, the connections and the prepared SQL;
 ///   [`with_holder`](Self::with_holder) makes another instance on the same table.
 pub struct SqlLockProvider<D: Dialect> {
-    pool: Pool<D::Database>,
-    connections: Arc<DedicatedConnections<D::Database>>,
-    holder: Arc<str>,
+    pub(super) pool: Pool<D::Database>,
+    pub(super) connections: Arc<DedicatedConnections<D::Database>>,
+    pub(super) queue: Arc<AcquireQueue>,
+    pub(super) holder: Arc<str>,
     table: Arc<Table>,
     pub(crate) sql: Arc<D::Statements>,
     pub(crate) state: Arc<D::State>,
@@ -48,6 +50,7 @@ impl<D: Dialect> Clone for SqlLockProvider<D> {
         SqlLockProvider {
             pool: self.pool.clone(),
             connections: Arc::clone(&self.connections),
+            queue: Arc::clone(&self.queue),
             holder: Arc::clone(&self.holder),
             table: Arc::clone(&self.table),
             sql: Arc::clone(&self.sql),
@@ -66,49 +69,6 @@ impl<D: Dialect> std::fmt::Debug for SqlLockProvider<D> {
             .field("state", &self.state)
             .finish_non_exhaustive()
     }
-}
-
-/// Runs one operation's statements (`$statements`, given a connection) on a connection of the
-/// provider's, again after a serialization failure (bounded, with jitter), and once more on a
-/// new connection when one that had been idle turns out broken. Evaluates to
-/// `Result<T, Option<sqlx::Error>>`, `Err(None)` when the conflict persisted.
-///
-/// A macro rather than a function taking an async closure: the closure's future could not be
-/// shown `Send` for every lifetime, which `async_trait` requires.
-macro_rules! run {
-    ($provider:expr, |$connection:ident| $statements:expr) => {{
-        let mut retry = Retry::new();
-        let mut reconnected = false;
-        loop {
-            let mut lent = match $provider.connections.get(&$provider.pool).await {
-                Ok(lent) => lent,
-                Err(e) => break Err(Some(e)),
-            };
-            let outcome = {
-                let $connection = lent.connection();
-                $statements.await
-            };
-            lent.finish(&outcome);
-            let stale = lent.failed_after_idle();
-            // Closes a broken connection, and with it the idle ones.
-            drop(lent);
-            match outcome {
-                // Once, on a new connection: the statements are conditional on the table, so
-                // running them again never grants a lease twice.
-                Err(e) if stale && !reconnected => {
-                    tracing::debug!(error = %e, "connection lost while idle; running again on a new one");
-                    reconnected = true;
-                }
-                Err(e) if Retry::is_serialization_failure(&e) => {
-                    if !retry.pause().await {
-                        tracing::debug!(error = %e, "serialization failures persisted");
-                        break Err(None);
-                    }
-                }
-                outcome => break outcome.map_err(Some),
-            }
-        }
-    }};
 }
 
 impl<D: Dialect> SqlLockProvider<D> {
@@ -145,6 +105,7 @@ impl<D: Dialect> SqlLockProvider<D> {
         SqlLockProvider {
             pool,
             connections: Arc::new(DedicatedConnections::new(dedicated_connections)),
+            queue: Arc::default(),
             holder,
             sql: Arc::new(D::statements(&table)),
             table: Arc::new(table),
@@ -161,6 +122,8 @@ impl<D: Dialect> SqlLockProvider<D> {
     pub fn with_holder(&self, holder: impl Into<String>) -> Result<Self, Error> {
         Ok(SqlLockProvider {
             holder: validate_holder(holder.into())?,
+            // Batches are sent as one holder.
+            queue: Arc::default(),
             ..self.clone()
         })
     }
@@ -302,6 +265,11 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
     async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
         let name = config.name();
         check_lock_name(name)?;
+        if self.should_queue()
+            && let Answer::Done(outcome) = self.acquire_queued(config).await
+        {
+            return outcome;
+        }
         let args = Acquire {
             name,
             holder: &self.holder,
@@ -324,18 +292,9 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
                 return Ok(None);
             }
         };
-        let Some(acquired) = acquired else {
-            return Ok(None);
-        };
-        let token =
-            token_from_db(acquired.token).map_err(|e| Error::store(Operation::Acquire, name, e))?;
-        Ok(Some(LockLease::new(
-            config,
-            Arc::clone(&self.holder),
-            token,
-            system_time(acquired.locked_at),
-            system_time(acquired.lock_until),
-        )))
+        acquired
+            .map(|acquired| self.lease(config, acquired))
+            .transpose()
     }
 
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
@@ -385,6 +344,23 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
 }
 
 impl<D: Dialect> SqlLockProvider<D> {
+    /// The lease an acquisition of `config` wrote.
+    pub(super) fn lease(
+        &self,
+        config: &LockConfiguration,
+        acquired: Acquired,
+    ) -> Result<LockLease, Error> {
+        let token = token_from_db(acquired.token)
+            .map_err(|e| Error::store(Operation::Acquire, config.name(), e))?;
+        Ok(LockLease::new(
+            config,
+            Arc::clone(&self.holder),
+            token,
+            system_time(acquired.locked_at),
+            system_time(acquired.lock_until),
+        ))
+    }
+
     fn operation_error(
         &self,
         operation: Operation,
