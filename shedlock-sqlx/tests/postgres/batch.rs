@@ -21,7 +21,10 @@ type Acquiring = JoinHandle<Option<LockLease>>;
 
 /// A provider with 2 connections of its own, on a new table.
 async fn provider(base: &str) -> Option<(PgPool, PgLockProvider, String)> {
-    let pool = pool().await?;
+    provider_on(pool().await?, base).await
+}
+
+async fn provider_on(pool: PgPool, base: &str) -> Option<(PgPool, PgLockProvider, String)> {
     let table = unique_table(base);
     let provider = PgLockProvider::builder(pool.clone())
         .table(&table)
@@ -251,5 +254,48 @@ async fn a_cancelled_waiter_does_not_break_the_batch() {
     }
     let state = provider.lock_state("cancelled").await.unwrap();
     assert!(state.as_ref().is_none_or(|row| !row.held), "{state:?}");
+    drop_table(&pool, &table).await;
+}
+
+/// At `SERIALIZABLE`, a batch whose statement waited behind a concurrent update of one of its
+/// rows fails with 40001 once that update commits; the whole batch is sent again, and every
+/// waiter gets its lock.
+#[tokio::test]
+async fn a_serialization_failure_retries_the_whole_batch() {
+    let Some(pool) = super::serializable::pool().await else {
+        return;
+    };
+    let (pool, provider, table) = provider_on(pool, "shedlock_batchretry").await.unwrap();
+    let long = Duration::from_secs(60);
+    let conflict = lease_config("conflict", long);
+    let first = provider.acquire(&conflict).await.unwrap().expect("free");
+    assert!(provider.release(&first).await.unwrap());
+    let (blocker, blocked) = saturate(&pool, &provider, &table, "blocker").await;
+    let acquiring = [
+        spawn_acquire(&provider, conflict),
+        spawn_acquire(&provider, lease_config("fresh", long)),
+    ];
+    reach_the_queue().await;
+    let mut other = pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "UPDATE {table} SET locked_by = locked_by WHERE name = 'conflict'"
+    )))
+    .execute(&mut *other)
+    .await
+    .unwrap();
+    blocker.commit().await.unwrap();
+    for blocked in blocked {
+        blocked.await.unwrap();
+    }
+    // The batch now waits for the `conflict` row; it fails when `other` commits.
+    wait_for_lock_waits(&pool, &table, 1).await;
+    other.commit().await.unwrap();
+    let [conflict, fresh] = acquiring;
+    let conflict = conflict
+        .await
+        .unwrap()
+        .expect("retried, and the lock was free");
+    assert_eq!(conflict.fencing_token(), first.fencing_token() + 1);
+    assert_eq!(fresh.await.unwrap().expect("free").fencing_token(), 1);
     drop_table(&pool, &table).await;
 }
