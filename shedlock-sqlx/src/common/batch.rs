@@ -92,6 +92,29 @@ impl AcquireQueue {
     }
 }
 
+/// Tells everything queued to run alone if the batch task ends before it took the queue (no
+/// connection to be had, or the task dropped): nobody would collect it otherwise.
+struct Collector<'a> {
+    queue: &'a AcquireQueue,
+    done: bool,
+}
+
+impl Drop for Collector<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let waiting = {
+            let mut queued = self.queue.lock();
+            queued.collector = false;
+            std::mem::take(&mut queued.waiting)
+        };
+        for waiter in waiting {
+            let _ = waiter.answer.send(Answer::Alone);
+        }
+    }
+}
+
 impl<D: Dialect> SqlLockProvider<D> {
     /// Whether this acquire should queue for a batch: the dialect batches, the provider has
     /// connections of its own, and all of them are busy.
@@ -122,10 +145,15 @@ impl<D: Dialect> SqlLockProvider<D> {
     /// (retried like any other) and answers each waiter.
     async fn send_batch(self) {
         let mut batch: Option<Vec<Waiter>> = None;
+        let mut collector = Collector {
+            queue: &self.queue,
+            done: false,
+        };
         let (sql, holder) = (&*self.sql, &*self.holder);
         let outcome = run!(self, |c| {
             // Taken once a connection is ours, so that it holds everything queued until now.
             let waiters = batch.get_or_insert_with(|| {
+                collector.done = true;
                 let (waiters, more) = self.queue.take(D::MAX_ACQUIRE_BATCH);
                 if more {
                     self.spawn_batch();
@@ -134,6 +162,7 @@ impl<D: Dialect> SqlLockProvider<D> {
             });
             D::acquire_batch(c, sql, holder, waiters.iter().map(|w| &w.config))
         });
+        drop(collector);
         let Some(waiters) = batch else { return };
         let mut won: HashMap<String, _> = match outcome {
             Ok(won) => won.into_iter().collect(),

@@ -28,6 +28,15 @@ use super::{
 ///   after a minute idle), one round trip per statement. Given a pool of yours
 ///   ([`new`](Self::new), [`builder`](Self::builder)), it does the same, opening those
 ///   connections through your pool (they count in addition to its `max_connections`).
+/// - **Acquisitions are batched under load (PostgreSQL).** While one of the provider's
+///   connections is free, an acquire is one statement of its own. When all are busy (many jobs
+///   firing on the same instant), acquires queue, and the next connection to become free sends
+///   every queued one (up to 1,000, one per lock name) as a single statement with each lock's
+///   own conditions; each caller gets its own answer. A fleet's losers then cost the database
+///   a few statements per tick instead of one per job. A caller that goes away while queued is
+///   left out; one that goes away after its lock was won gets it released. MySQL/MariaDB and
+///   SQLite send every acquire alone, and so does a provider with
+///   [`dedicated_connections(0)`](LockProviderBuilder::dedicated_connections).
 /// - **Serialization failures are retried.** A statement the database aborted with SQLSTATE
 ///   `40001` or `40P01` (a `SERIALIZABLE` database such as CockroachDB, or a deadlock) rolled
 ///   back, so it is retried up to 5 more times after a random pause of up to 2, 4, …, 32 ms.
