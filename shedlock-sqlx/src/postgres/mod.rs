@@ -178,14 +178,20 @@ impl Dialect for Pg {
         // are taken with the single statement's conditions by an `UPDATE` joined to the
         // batch, missing rows inserted. Both parts read the same snapshot, so they never touch
         // the same row; a row another instance inserts meanwhile is left to it (conflict).
+        // The free rows are locked first in name order (`free`), so that the batches of
+        // several instances wait for each other instead of deadlocking.
         let ms = "* INTERVAL '1 millisecond'";
+        let free = format!(
+            "l.{until} <= db.now AND (l.{at} IS NULL OR l.{at} <= db.now - b.window_ms {ms})"
+        );
         let acquire_batch = format!(
             "WITH b AS (SELECT * FROM unnest($1::text[], $3::bigint[], $4::bigint[]) \
              AS b(lock_name, lease_ms, window_ms)), db AS (SELECT {NOW} AS now), \
+             free AS (SELECT l.{name} AS lock_name FROM {t} AS l JOIN b ON l.{name} = b.lock_name, \
+             db WHERE {free} ORDER BY l.{name} FOR UPDATE OF l), \
              taken AS (UPDATE {t} AS l SET {until} = db.now + b.lease_ms {ms}, {at} = db.now, \
-             {by} = $2, {token} = GREATEST(l.{token}, 0) + 1 FROM b, db \
-             WHERE l.{name} = b.lock_name AND l.{until} <= db.now \
-             AND (l.{at} IS NULL OR l.{at} <= db.now - b.window_ms {ms}) \
+             {by} = $2, {token} = GREATEST(l.{token}, 0) + 1 FROM free, b, db \
+             WHERE l.{name} = free.lock_name AND b.lock_name = free.lock_name AND {free} \
              RETURNING l.{name}, l.{token}, l.{at}, l.{until}), \
              created AS (INSERT INTO {t} AS l ({name}, {until}, {at}, {by}, {token}) \
              SELECT b.lock_name, db.now + b.lease_ms {ms}, db.now, $2, 1 FROM b, db \
