@@ -301,8 +301,9 @@ impl Dialect for Pg {
         }))
     }
 
-    /// Enough for a fleet's tick: 1,000 acquisitions cost the server about as much as a few
-    /// single ones, and the statement stays well under a megabyte.
+    /// Enough for a fleet's tick, and the parameters stay near 100 KB: 970 acquisitions ran
+    /// in 19 ms (`EXPLAIN ANALYZE`), where as many single statements cost the server about
+    /// 145 ms of CPU (`BENCHMARKS.md`, *Fleet*).
     const MAX_ACQUIRE_BATCH: usize = 1000;
 
     async fn acquire_batch<'a>(
@@ -311,8 +312,8 @@ impl Dialect for Pg {
         holder: &'a str,
         configs: impl Iterator<Item = &'a LockConfiguration> + Send + 'a,
     ) -> Result<Vec<(String, Acquired)>, sqlx::Error> {
-        // Sorted by name, so that concurrent batches of other instances lock shared rows in the
-        // same order rather than deadlock.
+        // Sorted by name, so that the inserts of concurrent batches come in the same order
+        // too (the statement locks the free rows in name order itself).
         let mut configs: Vec<&LockConfiguration> = configs.collect();
         if configs.is_empty() {
             return Ok(Vec::new());
