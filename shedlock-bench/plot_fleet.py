@@ -2,7 +2,8 @@
 latency p99 against the number of instances, a line per job count and database.
 
 Run with: python3 shedlock-bench/plot_fleet.py fleet-run.txt docs/fleet.png
-(needs matplotlib: `pip install matplotlib`)
+(needs matplotlib: `pip install matplotlib`). Several runs on one plot, each with a label:
+python3 shedlock-bench/plot_fleet.py before.txt=before after.txt=after docs/fleet-batch.png
 """
 
 import sys
@@ -31,13 +32,18 @@ def read(path):
     return {key: sorted(points, key=lambda p: p[0]) for key, points in sorted(series.items())}
 
 
-def main(source, target):
-    series = read(source)
+def main(sources, target):
+    """Plots every `path` or `path=label` of `sources` into `target`."""
+    series = {}
+    for index, source in enumerate(sources):
+        path, _, run = source.partition("=")
+        for (db, jobs), points in read(path).items():
+            series[(index, run, db, jobs)] = points
     figure, (statements, latency) = plt.subplots(1, 2, figsize=(12, 4.8))
-    for (db, jobs), points in series.items():
+    for (index, run, db, jobs), points in series.items():
         k = [p[0] for p in points]
-        label = f"{NAMES.get(db, db)}, M = {jobs}"
-        style = STYLES.get(db, "-")
+        label = f"{NAMES.get(db, db)}, M = {jobs}" + (f", {run}" if run else "")
+        style = STYLES.get(db, "-") if index == 0 else ":" + STYLES.get(db, "-o")[-1]
         statements.plot(k, [float(p[1]["statements_per_tick"]) for p in points], style, label=label)
         latency.plot(k, [float(p[1]["latency_p99_ms"]) for p in points], style, label=label)
     statements.set(
@@ -61,4 +67,4 @@ def main(source, target):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1:-1], sys.argv[-1])

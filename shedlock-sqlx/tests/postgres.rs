@@ -2,6 +2,8 @@
 //! and PostgreSQL specifics (session time zones, release notifications, the fencing guard).
 //! Needs `SHEDLOCK_TEST_PG_URL`; skipped without it, failed without it when `CI=true`.
 
+#[path = "postgres/batch.rs"]
+mod batch;
 mod common;
 
 use std::time::{Duration, SystemTime};

@@ -90,6 +90,12 @@ impl<DB: Database> DedicatedConnections<DB> {
         }
     }
 
+    /// Whether every connection this provider may open is in use, so that an operation would
+    /// wait for one (never with a capacity of 0: those operations wait for the pool).
+    pub(crate) fn all_busy(&self) -> bool {
+        self.capacity > 0 && self.permits.available_permits() == 0
+    }
+
     /// Connections handed out right now.
     fn in_use(&self) -> usize {
         self.capacity

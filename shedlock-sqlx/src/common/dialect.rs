@@ -77,6 +77,38 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
         args: Acquire<'a>,
     ) -> impl Future<Output = Result<Option<Acquired>, sqlx::Error>> + Send + 'a;
 
+    /// Most acquisitions [`acquire_batch`](Self::acquire_batch) may send as one statement;
+    /// 1: acquisitions are never batched.
+    #[doc(hidden)]
+    const MAX_ACQUIRE_BATCH: usize = 1;
+
+    /// Takes each lock that is free (and not acquired within its window), as `holder`, in as
+    /// few statements as the database allows; the names are distinct. Returns the locks taken,
+    /// by name. Reads each window when binding it, like [`acquire`](Self::acquire).
+    #[doc(hidden)]
+    fn acquire_batch<'a>(
+        connection: &'a mut Connection<Self>,
+        sql: &'a Self::Statements,
+        holder: &'a str,
+        configs: impl Iterator<Item = &'a LockConfiguration> + Send + 'a,
+    ) -> impl Future<Output = Result<Vec<(String, Acquired)>, sqlx::Error>> + Send + 'a {
+        async move {
+            let mut won = Vec::new();
+            for config in configs {
+                let args = Acquire {
+                    name: config.name(),
+                    holder,
+                    lock_at_most_for: config.lock_at_most_for(),
+                    config,
+                };
+                if let Some(acquired) = Self::acquire(&mut *connection, sql, args).await? {
+                    won.push((config.name().to_owned(), acquired));
+                }
+            }
+            Ok(won)
+        }
+    }
+
     /// Ends the lease (keeping it until `locked_at + duration`): whether it was ours and live.
     #[doc(hidden)]
     fn release<'a>(

@@ -1,6 +1,8 @@
 //! What every dialect shares: the provider and its builder, the dialect seam, connections,
+//! batched acquisitions,
 //! identifier validation, error mapping, lock rows, and conversions between Rust and SQL values.
 
+mod batch;
 mod builder;
 mod dedicated;
 pub(crate) mod dialect;

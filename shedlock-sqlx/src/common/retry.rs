@@ -3,6 +3,51 @@
 use std::hash::{BuildHasher, RandomState};
 use std::time::Duration;
 
+/// Runs one operation's statements (`$statements`, given a connection) on a connection of the
+/// provider's, again after a serialization failure (bounded, with jitter), and once more on a
+/// new connection when one that had been idle turns out broken. Evaluates to
+/// `Result<T, Option<sqlx::Error>>`, `Err(None)` when the conflict persisted.
+///
+/// A macro rather than a function taking an async closure: the closure's future could not be
+/// shown `Send` for every lifetime, which `async_trait` requires.
+macro_rules! run {
+    ($provider:expr, |$connection:ident| $statements:expr) => {{
+        let mut retry = $crate::common::retry::Retry::new();
+        let mut reconnected = false;
+        loop {
+            let mut lent = match $provider.connections.get(&$provider.pool).await {
+                Ok(lent) => lent,
+                Err(e) => break Err(Some(e)),
+            };
+            let outcome = {
+                let $connection = lent.connection();
+                $statements.await
+            };
+            lent.finish(&outcome);
+            let stale = lent.failed_after_idle();
+            // Closes a broken connection, and with it the idle ones.
+            drop(lent);
+            match outcome {
+                // Once, on a new connection: the statements are conditional on the table, so
+                // running them again never grants a lease twice.
+                Err(e) if stale && !reconnected => {
+                    tracing::debug!(error = %e, "connection lost while idle; running again on a new one");
+                    reconnected = true;
+                }
+                Err(e) if $crate::common::retry::Retry::is_serialization_failure(&e) => {
+                    if !retry.pause().await {
+                        tracing::debug!(error = %e, "serialization failures persisted");
+                        break Err(None);
+                    }
+                }
+                outcome => break outcome.map_err(Some),
+            }
+        }
+    }};
+}
+
+pub(crate) use run;
+
 /// Pauses between attempts: random, up to a limit that doubles from 2 ms.
 #[derive(Debug)]
 pub(crate) struct Retry {

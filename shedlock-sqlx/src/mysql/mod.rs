@@ -30,6 +30,8 @@ const ER_DUP_FIELDNAME: u16 = 1060;
 ///
 /// Release is one `UPDATE`; extend is an `UPDATE` and a `SELECT` of the new `lock_until`.
 /// Every attempt starts from the table, so a row deleted by hand is recreated by the next one.
+/// Acquires are never batched: each one takes the statements above, however busy the
+/// connections are.
 ///
 /// [`connect`](SqlLockProvider::connect) opens a pool of sqlx's default size (10) that does not
 /// ping connections it hands out; the provider opens up to 32 connections of its own for lock

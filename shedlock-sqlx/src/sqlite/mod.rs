@@ -33,7 +33,8 @@ const FILE_CONNECTIONS: u32 = 4;
 ///
 /// Every operation is one statement (`INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING` for
 /// acquire). Times are TEXT `YYYY-MM-DD HH:MM:SS.SSS` in UTC from SQLite's `'now'`, with
-/// millisecond precision; the "database clock" is the host's clock.
+/// millisecond precision; the "database clock" is the host's clock. Acquires are never batched:
+/// each one is its own statement, however busy the connections are.
 ///
 /// [`connect`](SqlLockProvider::connect) sets up what several processes on one file need:
 ///

@@ -1,0 +1,301 @@
+//! Acquisitions batched while every connection is busy: each lock won once, per-row conditions
+//! kept inside one statement, and a fraction of the statements.
+//!
+//! Each test makes the provider's connections busy for certain first: two acquires of a
+//! `blocker` lock whose row another transaction has locked, so that they wait in the database.
+//! Everything acquired meanwhile queues, and goes as one batch once the blocker commits. The
+//! tests run on tokio's single-threaded runtime, so that spawned acquires reach the queue
+//! before the test goes on.
+
+use std::time::Duration;
+
+use shedlock_core::{LockConfiguration, LockLease, LockProvider};
+use shedlock_sqlx::PgLockProvider;
+use sqlx::{AssertSqlSafe, Executor, PgPool, Postgres, Transaction};
+use tokio::task::JoinHandle;
+
+use super::pool;
+use crate::common::{lease_config, statements, unique_table};
+
+type Acquiring = JoinHandle<Option<LockLease>>;
+
+/// A provider with 2 connections of its own, on a new table.
+async fn provider(base: &str) -> Option<(PgPool, PgLockProvider, String)> {
+    provider_on(pool().await?, base).await
+}
+
+async fn provider_on(pool: PgPool, base: &str) -> Option<(PgPool, PgLockProvider, String)> {
+    let table = unique_table(base);
+    let provider = PgLockProvider::builder(pool.clone())
+        .table(&table)
+        .dedicated_connections(2)
+        .build()
+        .unwrap();
+    provider.create_schema().await.unwrap();
+    Some((pool, provider, table))
+}
+
+fn spawn_acquire(provider: &PgLockProvider, config: LockConfiguration) -> Acquiring {
+    let provider = provider.clone();
+    tokio::spawn(async move { provider.acquire(&config).await.unwrap() })
+}
+
+/// Both connections busy: two acquires of `blocker` waiting for its row, which the returned
+/// transaction holds locked. Commit it to let them (and the batch queued behind) through.
+async fn saturate(
+    pool: &PgPool,
+    provider: &PgLockProvider,
+    table: &str,
+    blocker: &str,
+) -> (Transaction<'static, Postgres>, Vec<Acquiring>) {
+    let config = lease_config(blocker, Duration::from_secs(60));
+    let lease = provider.acquire(&config).await.unwrap().expect("free");
+    assert!(provider.release(&lease).await.unwrap());
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT 1 FROM {table} WHERE name = $1 FOR UPDATE"
+    )))
+    .bind(blocker)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    let waiting = (0..2)
+        .map(|_| spawn_acquire(provider, config.clone()))
+        .collect();
+    wait_for_lock_waits(pool, table, 2).await;
+    (tx, waiting)
+}
+
+/// Waits until `count` statements on `table` wait for a row lock.
+async fn wait_for_lock_waits(pool: &PgPool, table: &str, count: i64) {
+    let pattern = format!("%INSERT INTO {table} %");
+    for _ in 0..1000 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE wait_event_type = 'Lock' AND query LIKE $1",
+        )
+        .bind(&pattern)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting >= count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the blocker acquires never waited for the row lock");
+}
+
+/// Runs `configs` while the connections are busy: their outcomes in order, and the statements
+/// sent on `table` meanwhile (the two blocker acquires included).
+async fn acquire_batched(
+    pool: &PgPool,
+    provider: &PgLockProvider,
+    table: &str,
+    blocker: &str,
+    configs: Vec<LockConfiguration>,
+) -> (Vec<Option<LockLease>>, usize) {
+    statements::record();
+    let (tx, blocked) = saturate(pool, provider, table, blocker).await;
+    let before = statements::executed_on(table);
+    let acquiring: Vec<Acquiring> = configs
+        .into_iter()
+        .map(|config| spawn_acquire(provider, config))
+        .collect();
+    reach_the_queue().await;
+    tx.commit().await.unwrap();
+    let mut outcomes = Vec::new();
+    for acquiring in acquiring {
+        outcomes.push(acquiring.await.unwrap());
+    }
+    for blocked in blocked {
+        blocked.await.unwrap();
+    }
+    (outcomes, statements::executed_on(table) - before)
+}
+
+/// Lets the tasks spawned so far run until they wait: on the tests' single-threaded runtime,
+/// a spawned acquire that finds the connections busy queues in its first poll.
+async fn reach_the_queue() {
+    for _ in 0..3 {
+        tokio::task::yield_now().await;
+    }
+}
+
+async fn drop_table(pool: &PgPool, table: &str) {
+    pool.execute(AssertSqlSafe(format!("DROP TABLE {table}")))
+        .await
+        .unwrap();
+}
+
+/// 500 acquires of distinct locks behind 2 busy connections: each won exactly once, in a
+/// handful of statements; the same 500 again all lose.
+#[tokio::test]
+async fn five_hundred_acquires_in_a_few_statements() {
+    let Some((pool, provider, table)) = provider("shedlock_batch500").await else {
+        return;
+    };
+    let configs: Vec<_> = (0..500)
+        .map(|i| lease_config(&format!("job{i}"), Duration::from_secs(60)))
+        .collect();
+    let (first, statements) =
+        acquire_batched(&pool, &provider, &table, "blocker1", configs.clone()).await;
+    for (config, lease) in configs.iter().zip(&first) {
+        let lease = lease.as_ref().expect("each lock won once");
+        assert_eq!(lease.name(), config.name());
+        assert_eq!(lease.fencing_token(), 1);
+    }
+    assert!(statements <= 10, "{statements} statements for 500 acquires");
+
+    let (second, statements) = acquire_batched(&pool, &provider, &table, "blocker2", configs).await;
+    assert!(
+        second.iter().all(Option::is_none),
+        "a held lock was won again"
+    );
+    assert!(statements <= 10, "{statements} statements for 500 acquires");
+    let rows = provider.list_locks().await.unwrap();
+    let jobs = rows.iter().filter(|row| row.name.starts_with("job"));
+    assert!(jobs.clone().all(|row| row.held && row.fencing_token == 1));
+    assert_eq!(jobs.count(), 500);
+    drop_table(&pool, &table).await;
+}
+
+/// The same lock asked for three times in one queue: won once, the others lose, and it is not
+/// sent twice in one statement (which PostgreSQL would refuse).
+#[tokio::test]
+async fn a_repeated_name_is_won_once() {
+    let Some((pool, provider, table)) = provider("shedlock_batchdup").await else {
+        return;
+    };
+    let dup = lease_config("dup", Duration::from_secs(60));
+    let other = lease_config("other", Duration::from_secs(60));
+    let configs = vec![dup.clone(), other, dup.clone(), dup];
+    let (outcomes, _) = acquire_batched(&pool, &provider, &table, "blocker", configs).await;
+    assert!(outcomes[1].is_some());
+    let dups: Vec<_> = [&outcomes[0], &outcomes[2], &outcomes[3]]
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(dups.len(), 1, "won {} times", dups.len());
+    assert_eq!(dups[0].fencing_token(), 1);
+    drop_table(&pool, &table).await;
+}
+
+/// One statement, each row with its own conditions: a missing lock is created; a lease whose
+/// holder crashed and expired is taken over (token + 1); a live lease is refused; a lock
+/// acquired within its window is refused, one acquired before it is taken.
+#[tokio::test]
+async fn each_row_keeps_its_own_conditions() {
+    let Some((pool, provider, table)) = provider("shedlock_batchrows").await else {
+        return;
+    };
+    let long = Duration::from_secs(60);
+    let crashed = provider.with_holder("crashed").unwrap();
+    let live = provider.with_holder("live").unwrap();
+    for name in ["expired", "recent", "old"] {
+        let lease = crashed.acquire(&lease_config(name, long)).await.unwrap();
+        assert_eq!(lease.unwrap().fencing_token(), 1);
+    }
+    live.acquire(&lease_config("held", long))
+        .await
+        .unwrap()
+        .unwrap();
+    // `expired`: the crashed holder's lease ran out; `old`: acquired two hours ago and
+    // released; `recent`: acquired just now and released.
+    pool.execute(AssertSqlSafe(format!(
+        "UPDATE {table} SET lock_until = timezone('utc', clock_timestamp()) - INTERVAL '1 second' \
+         WHERE name IN ('expired', 'recent'); \
+         UPDATE {table} SET locked_at = locked_at - INTERVAL '2 hours', \
+         lock_until = locked_at - INTERVAL '2 hours' WHERE name = 'old'"
+    )))
+    .await
+    .unwrap();
+    let hour = Duration::from_secs(3600);
+    let configs = vec![
+        lease_config("missing", long),
+        lease_config("expired", long),
+        lease_config("held", long),
+        lease_config("recent", long).unless_acquired_within(hour),
+        lease_config("old", long).unless_acquired_within(hour),
+    ];
+    let (outcomes, statements) =
+        acquire_batched(&pool, &provider, &table, "blocker", configs).await;
+    let tokens: Vec<Option<u64>> = outcomes
+        .iter()
+        .map(|lease| lease.as_ref().map(LockLease::fencing_token))
+        .collect();
+    assert_eq!(tokens, [Some(1), Some(2), None, None, Some(2)]);
+    assert_eq!(statements, 3, "the two blocker acquires and one batch");
+    let expired = provider.lock_state("expired").await.unwrap().unwrap();
+    assert_eq!(expired.locked_by, provider.holder());
+    assert!(expired.held);
+    drop_table(&pool, &table).await;
+}
+
+/// An acquire whose caller went away while it was queued is not sent, and the others in its
+/// batch are answered.
+#[tokio::test]
+async fn a_cancelled_waiter_does_not_break_the_batch() {
+    let Some((pool, provider, table)) = provider("shedlock_batchcancel").await else {
+        return;
+    };
+    statements::record();
+    let (tx, blocked) = saturate(&pool, &provider, &table, "blocker").await;
+    let long = Duration::from_secs(60);
+    let kept = spawn_acquire(&provider, lease_config("kept", long));
+    let cancelled = spawn_acquire(&provider, lease_config("cancelled", long));
+    reach_the_queue().await;
+    cancelled.abort();
+    assert!(cancelled.await.unwrap_err().is_cancelled());
+    tx.commit().await.unwrap();
+    assert!(kept.await.unwrap().is_some());
+    for blocked in blocked {
+        blocked.await.unwrap();
+    }
+    let state = provider.lock_state("cancelled").await.unwrap();
+    assert!(state.as_ref().is_none_or(|row| !row.held), "{state:?}");
+    drop_table(&pool, &table).await;
+}
+
+/// At `SERIALIZABLE`, a batch whose statement waited behind a concurrent update of one of its
+/// rows fails with 40001 once that update commits; the whole batch is sent again, and every
+/// waiter gets its lock.
+#[tokio::test]
+async fn a_serialization_failure_retries_the_whole_batch() {
+    let Some(pool) = super::serializable::pool().await else {
+        return;
+    };
+    let (pool, provider, table) = provider_on(pool, "shedlock_batchretry").await.unwrap();
+    let long = Duration::from_secs(60);
+    let conflict = lease_config("conflict", long);
+    let first = provider.acquire(&conflict).await.unwrap().expect("free");
+    assert!(provider.release(&first).await.unwrap());
+    let (blocker, blocked) = saturate(&pool, &provider, &table, "blocker").await;
+    let acquiring = [
+        spawn_acquire(&provider, conflict),
+        spawn_acquire(&provider, lease_config("fresh", long)),
+    ];
+    reach_the_queue().await;
+    let mut other = pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "UPDATE {table} SET locked_by = locked_by WHERE name = 'conflict'"
+    )))
+    .execute(&mut *other)
+    .await
+    .unwrap();
+    blocker.commit().await.unwrap();
+    for blocked in blocked {
+        blocked.await.unwrap();
+    }
+    // The batch now waits for the `conflict` row; it fails when `other` commits.
+    wait_for_lock_waits(&pool, &table, 1).await;
+    other.commit().await.unwrap();
+    let [conflict, fresh] = acquiring;
+    let conflict = conflict
+        .await
+        .unwrap()
+        .expect("retried, and the lock was free");
+    assert_eq!(conflict.fencing_token(), first.fencing_token() + 1);
+    assert_eq!(fresh.await.unwrap().expect("free").fencing_token(), 1);
+    drop_table(&pool, &table).await;
+}
