@@ -1,7 +1,8 @@
 //! When a job fires: cron in a time zone, fixed rate, or fixed delay.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
@@ -27,6 +28,24 @@ pub(crate) fn parse_cron(expression: &str) -> Result<Cron, Error> {
         .build()
         .parse(expression)
         .map_err(|e| Error::invalid_config("cron", format!("{expression:?}: {e}")))
+}
+
+/// The parsed pattern of `expression`, shared with every other `Schedule` on the same
+/// expression that is still alive: croner keeps about 5.8 KB per pattern (a byte per possible
+/// value of each field), so 10,000 jobs on a handful of expressions would otherwise hold 58 MB
+/// of identical patterns. Patterns no schedule uses any more are freed.
+fn interned_cron(expression: &str) -> Result<Arc<Cron>, Error> {
+    static PATTERNS: LazyLock<Mutex<HashMap<String, Weak<Cron>>>> = LazyLock::new(Mutex::default);
+    let mut patterns = PATTERNS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(cron) = patterns.get(expression).and_then(Weak::upgrade) {
+        return Ok(cron);
+    }
+    let cron = Arc::new(parse_cron(expression)?);
+    if patterns.len() >= 64 && patterns.len().is_power_of_two() {
+        patterns.retain(|_, pattern| pattern.strong_count() > 0);
+    }
+    patterns.insert(expression.to_owned(), Arc::downgrade(&cron));
+    Ok(cron)
 }
 
 pub(crate) fn parse_zone(zone: &str) -> Result<Tz, Error> {
@@ -83,10 +102,10 @@ impl Schedule {
     /// # Errors
     /// [`Error::InvalidConfig`] (`cron`) when the expression does not parse.
     pub fn cron(expression: &str) -> Result<Self, Error> {
-        let cron = parse_cron(expression)?;
+        let cron = interned_cron(expression)?;
         Ok(Schedule {
             kind: ScheduleKind::Cron {
-                cron: Arc::new(cron),
+                cron,
                 expression: expression.into(),
                 zone: None,
             },
@@ -404,5 +423,28 @@ mod tests {
                 .in_zone("UTC"),
             Err(Error::InvalidConfig { field: "zone", .. })
         ));
+    }
+
+    #[test]
+    fn schedules_on_one_expression_share_its_pattern() {
+        let cron = |s: &Schedule| match &s.kind {
+            ScheduleKind::Cron { cron, .. } => Arc::clone(cron),
+            _ => unreachable!(),
+        };
+        let (a, b) = (
+            Schedule::cron("0 15 3 * * *").unwrap(),
+            Schedule::cron("0 15 3 * * *")
+                .unwrap()
+                .in_zone("Europe/Berlin")
+                .unwrap(),
+        );
+        assert!(Arc::ptr_eq(&cron(&a), &cron(&b)));
+        let other = Schedule::cron("0 16 3 * * *").unwrap();
+        assert!(!Arc::ptr_eq(&cron(&a), &cron(&other)));
+        let fire = utc("2026-05-01T00:00:00Z");
+        assert_eq!(
+            a.next_cron_fire(fire, Tz::UTC),
+            Some(utc("2026-05-01T03:15:00Z"))
+        );
     }
 }

@@ -282,9 +282,16 @@ impl RedLockProvider {
         proposed: u64,
         since_call: Duration,
     ) -> Round {
+        // The call's own duration counts in whole milliseconds, less two: masters keep
+        // millisecond times, and a lock acquired (and released) just before this call began,
+        // in the same or the previous millisecond, must not look acquired during it (an
+        // immediate retry after a token proposal that was behind would refuse it).
+        let during_call = Duration::from_millis(
+            u64::try_from(since_call.as_millis().saturating_sub(2)).unwrap_or(u64::MAX),
+        );
         let (lease_ms, window_ms) = (
             millis(config.lock_at_most_for()),
-            millis(config.acquired_within_window() + since_call),
+            millis(config.acquired_within_window() + during_call),
         );
         let holder = &*self.settings.holder;
         let replies = join_all(
