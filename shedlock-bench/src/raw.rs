@@ -15,7 +15,6 @@ pub(crate) const LEASE: Duration = Duration::from_secs(300);
 const LEASE_MICROS: i64 = 300_000_000;
 const LEASE_MODIFIER: &str = "+300.000 seconds";
 const NO_MINIMUM_MODIFIER: &str = "+0.000 seconds";
-const NO_WINDOW_MODIFIER: &str = "-0.000 seconds";
 
 /// Where a raw worker sends its statements.
 #[derive(Debug)]
@@ -133,7 +132,7 @@ macro_rules! sqlite_pair {
                 .bind($name)
                 .bind($holder)
                 .bind(LEASE_MODIFIER)
-                .bind(NO_WINDOW_MODIFIER)
+                .bind(None::<String>) // no acquisition window: no cutoff
                 .fetch_optional($exec)
                 .await;
         // As the provider: a busy database on acquire is "not acquired this time".

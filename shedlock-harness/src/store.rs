@@ -243,7 +243,9 @@ impl Store {
                     .with_context(context)?
                     .create_if_missing(true)
                     .journal_mode(SqliteJournalMode::Wal)
-                    .busy_timeout(Duration::from_secs(1));
+                    // As the provider's `connect` (sqlx's default): a shorter wait loses ticks
+                    // on a loaded host.
+                    .busy_timeout(Duration::from_secs(5));
                 let pool = SqlitePoolOptions::new()
                     .max_connections(config.max_connections)
                     .acquire_timeout(timeout)

@@ -90,7 +90,7 @@ async fn busy_database_means_not_acquired() {
         "acquired a busy database"
     );
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(30),
         "waited {:?}",
         started.elapsed()
     );

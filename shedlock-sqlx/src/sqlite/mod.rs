@@ -20,9 +20,12 @@ use crate::common::{
     SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis, trusted_sql,
 };
 
-/// How long a statement waits for another connection's write lock before `SQLITE_BUSY`.
-/// Lock statements hold it for microseconds, so a longer wait means something else holds it.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a statement waits for another connection's write lock before `SQLITE_BUSY`: sqlx's
+/// own default. Lock statements hold it for microseconds, but on a loaded host the processes
+/// sharing the file queue for it at every tick; a shorter wait lost ticks there (1 s did, on
+/// this project's 2-core CI beside a build). A tick's acquisition window is taken before the
+/// wait, so a late answer is still refused where another instance ran the tick.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Connections of a pool `connect` opens on a file: SQLite has one writer at a time, so more
 /// would only wait.
@@ -39,7 +42,7 @@ const FILE_CONNECTIONS: u32 = 4;
 /// [`connect`](SqlLockProvider::connect) sets up what several processes on one file need:
 ///
 /// - A file (`sqlite://locks.db`, `sqlite:///var/lib/app/locks.db`): created if missing, WAL
-///   journal mode, 1 s busy timeout, a pool of up to 4 connections, and up to 4 connections
+///   journal mode, 5 s busy timeout, a pool of up to 4 connections, and up to 4 connections
 ///   of the provider's own for lock statements (see
 ///   [`dedicated_connections`](crate::LockProviderBuilder::dedicated_connections)).
 /// - In memory (`sqlite::memory:`): one connection that is never closed, since the database
