@@ -9,8 +9,6 @@ use super::dialect::{ColumnTypes, Dialect};
 use super::identifier::{validate_column, validate_table};
 use super::provider::SqlLockProvider;
 
-/// Longest holder identity: the `VARCHAR(255)` `locked_by` column.
-
 /// The column names of the lock table; [`Default`] is ShedLock's layout plus `fencing_token`.
 ///
 /// ```
