@@ -11,8 +11,6 @@ pub const DEFAULT_KEY_PREFIX: &str = "shedlock:";
 /// Longest key prefix, in bytes.
 pub(crate) const MAX_PREFIX_LEN: usize = 128;
 
-/// Longest holder, in characters (the SQL providers' `locked_by` column).
-
 /// Checks a key prefix: non-empty (locks must not mix with other keys), at most 128 bytes, no
 /// control characters or spaces, and none of the glob characters `* ? [ ] \`, so that
 /// `list_locks` can find the locks with a `SCAN MATCH <prefix>*` that matches nothing else.

@@ -16,8 +16,6 @@ use shedlock_core::Error;
 /// The default root of everything shedlock keeps in ZooKeeper.
 pub const DEFAULT_ROOT: &str = "/shedlock";
 
-/// Longest holder name, as for the SQL providers' `locked_by` column.
-
 /// The paths under one root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Paths {
