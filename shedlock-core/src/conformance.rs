@@ -137,33 +137,39 @@ pub async fn lock_at_least_for_holds_after_release<H: Harness>(h: &H) {
     );
 }
 
-/// A lease can be extended once and repeatedly; each extension moves `lock_until` forward
-/// and keeps the lock past the original expiry.
+/// A lease can be extended once and repeatedly; each extension moves `lock_until` forward,
+/// keeps the fencing token, and keeps the lock past the original expiry.
 pub async fn extend_once_and_repeatedly<H: Harness>(h: &H) {
     let (a, b) = (h.provider("a").await, h.provider("b").await);
-    let lease_len = h.short_lease();
-    let c = config(&unique_lock_name("extend"), lease_len, Duration::ZERO);
+    // The only deadline the case depends on: the first extension must reach the store within
+    // this lease (one round trip, with two short leases of room for a loaded machine).
+    let first = 2 * h.short_lease();
+    let c = config(&unique_lock_name("extend"), first, Duration::ZERO);
     let mut lease = acquire(&a, &c).await.expect("acquired");
     let token = lease.fencing_token();
-    // Five extensions a quarter lease apart: together they outlast the first lease, and each
-    // has three quarters of a lease to get through on a loaded machine.
-    for round in 0..5 {
-        h.pass_time(lease_len / 4).await;
+    for round in 0..3u32 {
+        // Each extension asks for a longer lease than the one before, so `lock_until` moves
+        // forward even when two extensions fall on the same tick of the store's clock.
+        let at_most = LONG + Duration::from_secs(u64::from(round));
         let extended = a
-            .extend(&lease, lease_len, Duration::ZERO)
+            .extend(&lease, at_most, Duration::ZERO)
             .await
             .expect("extend")
             .unwrap_or_else(|| panic!("extension {round} refused"));
         assert!(
             extended.lock_until() > lease.lock_until(),
-            "lock_until did not move"
+            "extension {round}: lock_until did not move"
         );
         assert_eq!(
             extended.fencing_token(),
             token,
-            "extension changed the token"
+            "extension {round} changed the token"
         );
         lease = extended;
+        if round == 0 {
+            // The extension outlasts the first lease.
+            h.pass_time(first + first / 4).await;
+        }
         assert!(acquire(&b, &c).await.is_none(), "acquired an extended lock");
     }
     assert!(a.release(&lease).await.expect("release"));
@@ -235,7 +241,10 @@ pub async fn taken_over_holder_cannot_touch_new_lease<H: Harness>(h: &H) {
     let c = config(&unique_lock_name("takeover"), lease_len, Duration::ZERO);
     let stale = acquire(&a, &c).await.expect("acquired");
     h.pass_time(lease_len + lease_len / 4).await;
-    let fresh = acquire(&b, &c).await.expect("taken over");
+    // The new holder takes a long lease, so that nothing below depends on how fast the
+    // machine is.
+    let long = config(c.name(), LONG, Duration::ZERO);
+    let fresh = acquire(&b, &long).await.expect("taken over");
     assert!(fresh.fencing_token() > stale.fencing_token());
     assert!(
         !a.release(&stale).await.expect("release"),
@@ -249,7 +258,7 @@ pub async fn taken_over_holder_cannot_touch_new_lease<H: Harness>(h: &H) {
         "stale holder extended"
     );
     assert!(
-        acquire(&c3, &c).await.is_none(),
+        acquire(&c3, &long).await.is_none(),
         "the new holder's lock was disturbed"
     );
     assert!(b.release(&fresh).await.expect("release"));
@@ -269,10 +278,11 @@ pub async fn fencing_tokens_strictly_increase<H: Harness>(h: &H) {
     let expiring = acquire(&a, &c).await.expect("acquired");
     tokens.push(expiring.fencing_token());
     h.pass_time(lease_len + lease_len / 4).await;
-    let taken = acquire(&b, &c).await.expect("taken over");
+    let long = config(c.name(), LONG, Duration::ZERO);
+    let taken = acquire(&b, &long).await.expect("taken over");
     tokens.push(taken.fencing_token());
     let extended = b
-        .extend(&taken, lease_len, Duration::ZERO)
+        .extend(&taken, LONG, Duration::ZERO)
         .await
         .expect("extend")
         .expect("live");
