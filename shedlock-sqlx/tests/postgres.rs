@@ -12,7 +12,7 @@ use chrono::NaiveDateTime;
 use shedlock_core::{Error, LockProvider};
 use shedlock_sqlx::PgLockProvider;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
-use sqlx::{AssertSqlSafe, Executor, PgPool};
+use sqlx::{AssertSqlSafe, Executor, PgPool, Postgres};
 
 use common::{database_url, lease_config, unique_table};
 
@@ -41,6 +41,40 @@ async fn pool_in_time_zone(time_zone: Option<&'static str>) -> Option<PgPool> {
 
 async fn pool() -> Option<PgPool> {
     pool_in_time_zone(None).await
+}
+
+/// A transaction that has updated (and so row-locks) lock `name` of `table`, without changing
+/// it: a concurrent writer of that row waits for it.
+async fn hold_row(pool: &PgPool, table: &str, name: &str) -> sqlx::Transaction<'static, Postgres> {
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "UPDATE {table} SET locked_by = locked_by WHERE name = $1"
+    )))
+    .bind(name)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx
+}
+
+/// Waits until `count` acquire statements on `table` wait for a row lock.
+async fn wait_for_lock_waits(pool: &PgPool, table: &str, count: i64) {
+    let pattern = format!("%INSERT INTO {table} %");
+    for _ in 0..1000 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE wait_event_type = 'Lock' AND query LIKE $1",
+        )
+        .bind(&pattern)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting >= count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{count} acquire(s) on {table} never waited for a row lock");
 }
 
 test_db!(Pg(PgPool) for PgLockProvider {
@@ -267,20 +301,14 @@ mod serializable {
         let first = provider.acquire(&c).await.unwrap().expect("free");
         assert!(provider.release(&first).await.unwrap());
 
-        let mut other = pool.begin().await.unwrap();
-        sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {table} SET locked_by = locked_by WHERE name = 'conflict'"
-        )))
-        .execute(&mut *other)
-        .await
-        .unwrap();
+        let other = hold_row(&pool, &table, "conflict").await;
         let acquiring = {
             let provider = provider.clone();
             let c = c.clone();
             tokio::spawn(async move { provider.acquire(&c).await })
         };
         // The acquire now waits for the row; without a retry it would fail at the commit.
-        wait_for_lock_wait(&pool, &table).await;
+        wait_for_lock_waits(&pool, &table, 1).await;
         other.commit().await.unwrap();
         let lease = acquiring
             .await
@@ -291,26 +319,6 @@ mod serializable {
         pool.execute(AssertSqlSafe(format!("DROP TABLE {table}")))
             .await
             .unwrap();
-    }
-
-    /// Waits until a statement on `table` waits for a row lock.
-    async fn wait_for_lock_wait(pool: &PgPool, table: &str) {
-        let pattern = format!("%INSERT INTO {table} %");
-        for _ in 0..500 {
-            let waiting: bool = sqlx::query_scalar(
-                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity \
-                 WHERE wait_event_type = 'Lock' AND query LIKE $1)",
-            )
-            .bind(&pattern)
-            .fetch_one(pool)
-            .await
-            .unwrap();
-            if waiting {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("the acquire never waited for the row lock");
     }
 
     /// 8 workers on 2 lock names at `SERIALIZABLE`: no update lost, and not one error reported

@@ -14,7 +14,7 @@ use shedlock_sqlx::PgLockProvider;
 use sqlx::{AssertSqlSafe, Executor, PgPool, Postgres, Transaction};
 use tokio::task::JoinHandle;
 
-use super::pool;
+use super::{pool, wait_for_lock_waits};
 use crate::common::{lease_config, statements, unique_table};
 
 type Acquiring = JoinHandle<Option<LockLease>>;
@@ -64,26 +64,6 @@ async fn saturate(
         .collect();
     wait_for_lock_waits(pool, table, 2).await;
     (tx, waiting)
-}
-
-/// Waits until `count` statements on `table` wait for a row lock.
-async fn wait_for_lock_waits(pool: &PgPool, table: &str, count: i64) {
-    let pattern = format!("%INSERT INTO {table} %");
-    for _ in 0..1000 {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE wait_event_type = 'Lock' AND query LIKE $1",
-        )
-        .bind(&pattern)
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        if waiting >= count {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("the blocker acquires never waited for the row lock");
 }
 
 /// Runs `configs` while the connections are busy: their outcomes in order, and the statements
@@ -276,13 +256,7 @@ async fn a_serialization_failure_retries_the_whole_batch() {
         spawn_acquire(&provider, lease_config("fresh", long)),
     ];
     reach_the_queue().await;
-    let mut other = pool.begin().await.unwrap();
-    sqlx::query(AssertSqlSafe(format!(
-        "UPDATE {table} SET locked_by = locked_by WHERE name = 'conflict'"
-    )))
-    .execute(&mut *other)
-    .await
-    .unwrap();
+    let other = super::hold_row(&pool, &table, "conflict").await;
     blocker.commit().await.unwrap();
     for blocked in blocked {
         blocked.await.unwrap();

@@ -10,31 +10,17 @@ use shedlock_core::LockProvider;
 use shedlock_core::conformance::{Harness, unique_lock_name};
 use shedlock_zookeeper::ZkLockProvider;
 
+#[path = "../../../shedlock-sqlx/tests/common/env.rs"]
+mod env;
+
 /// The ensemble's connect string from `SHEDLOCK_TEST_ZK_URL`, or `None` after one line saying
-/// the test was skipped.
-///
-/// # Panics
-/// When the variable is missing and `CI=true`: on CI a missing ensemble is a failure.
+/// the test was skipped (a failure when `CI=true`).
 pub(crate) fn zk_url() -> Option<String> {
-    const VAR: &str = "SHEDLOCK_TEST_ZK_URL";
-    const EXAMPLE: &str =
-        "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183 (bash .ci/zookeeper.sh start)";
-    match std::env::var(VAR) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!(
-                "{VAR} is not set but CI=true: the ZooKeeper tests must run on CI (e.g. {EXAMPLE})"
-            )
-        }
-        _ => {
-            // Written to stderr directly: cargo test would capture `println!` of a passing test.
-            let line = format!(
-                "skipped: {VAR} not set (set it to run the ZooKeeper tests, e.g. {EXAMPLE})\n"
-            );
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-            None
-        }
-    }
+    env::database_url(
+        "SHEDLOCK_TEST_ZK_URL",
+        "ZooKeeper",
+        "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183 (bash .ci/zookeeper.sh start)",
+    )
 }
 
 /// A root no other test (thread or process) uses.
