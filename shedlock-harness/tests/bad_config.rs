@@ -1,6 +1,6 @@
 //! Invalid configuration values through the public API: each is a typed error naming the field
 //! (or argument), never a panic. Only the values no other test covers; docs/RELIABILITY.md lists
-//! all of them with where each is tested. Macro arguments are compile errors: `tests/ui/fail`.
+//! all of them with where each is tested. Macro arguments are compile errors: `shedlock-macros/tests/ui/fail`.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
