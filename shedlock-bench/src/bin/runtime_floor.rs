@@ -44,7 +44,9 @@ async fn pairs_per_sec(url: &str, run: Duration) -> anyhow::Result<f64> {
              AND l.lock_until > db.now RETURNING l.name"
         ))
         .await?;
-    let (name, holder) = ("floor-0", "runtime-floor");
+    // A name of this process's own: an interrupted run leaves a 300 s lease behind.
+    let (name, holder) = (format!("floor-{}", std::process::id()), "runtime-floor");
+    let name = name.as_str();
     let pair = || async {
         let row = client
             .query_opt(&acquire, &[&name, &holder, &300f64, &0f64])
@@ -66,6 +68,9 @@ async fn pairs_per_sec(url: &str, run: Duration) -> anyhow::Result<f64> {
         pairs += 1;
     }
     let rate = f64::from(pairs) / start.elapsed().as_secs_f64();
+    client
+        .execute(&format!("DELETE FROM {TABLE} WHERE name = $1"), &[&name])
+        .await?;
     drop(client);
     connection.await??;
     Ok(rate)
@@ -82,7 +87,11 @@ fn on_runtime(multi_thread: bool, url: &str, run: Duration) -> anyhow::Result<f6
             .enable_all()
             .build()?
     };
-    runtime.block_on(pairs_per_sec(url, run))
+    // The loop runs in a spawned task, as the throughput benchmark's workers do (not on the
+    // thread that blocks on the runtime).
+    let url = url.to_owned();
+    runtime
+        .block_on(async move { tokio::spawn(async move { pairs_per_sec(&url, run).await }).await? })
 }
 
 fn pgbench(url: &str, run: Duration) -> anyhow::Result<f64> {
@@ -94,13 +103,22 @@ fn pgbench(url: &str, run: Duration) -> anyhow::Result<f64> {
         .into()
     });
     // The same transport as the clients here: no TLS.
-    let url = format!(
-        "{url}{}sslmode=disable",
-        if url.contains('?') { '&' } else { '?' }
-    );
+    let url = if url.contains("sslmode=") {
+        url.to_owned()
+    } else {
+        format!(
+            "{url}{}sslmode=disable",
+            if url.contains('?') { '&' } else { '?' }
+        )
+    };
     let output = Command::new("bash")
         .args([&script, &url, &run.as_secs().to_string(), "1"])
         .output()?;
+    anyhow::ensure!(
+        output.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let text = String::from_utf8_lossy(&output.stdout);
     text.split_whitespace()
         .find_map(|field| field.strip_prefix("pairs_per_sec="))
@@ -124,11 +142,20 @@ fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|_| "postgres://root@127.0.0.1:5432/test".into());
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().map_or(Ok(4), |a| a.parse())?;
+    anyhow::ensure!(rounds > 0, "ROUNDS must be at least 1");
     let run = Duration::from_secs(args.next().map_or(Ok(3), |a| a.parse())?);
     let (mut multi, mut current) = (Vec::new(), Vec::new());
     for round in 0..rounds {
-        let base = pgbench(&url, run)?;
-        let (m, c) = (on_runtime(true, &url, run)?, on_runtime(false, &url, run)?);
+        // Interleaved, the order reversed every other round, so that drift biases no client.
+        let (base, m, c) = if round % 2 == 0 {
+            let base = pgbench(&url, run)?;
+            let m = on_runtime(true, &url, run)?;
+            (base, m, on_runtime(false, &url, run)?)
+        } else {
+            let c = on_runtime(false, &url, run)?;
+            let m = on_runtime(true, &url, run)?;
+            (pgbench(&url, run)?, m, c)
+        };
         println!(
             "round {round} pgbench={base:.0} tokio_postgres_multi_thread={m:.0} tokio_postgres_current_thread={c:.0}"
         );

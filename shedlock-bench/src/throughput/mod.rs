@@ -73,7 +73,8 @@ struct Run {
     pairs_per_sec: f64,
     cpu_us_per_pair: f64,
     acquired_share: f64,
-    /// Every pair of the run, warm-up included (to divide `strace -c` counts by).
+    /// Every attempt of the run, warm-up included, acquired or not (to divide `strace -c`
+    /// counts by).
     total_pairs: u64,
 }
 
