@@ -8,8 +8,16 @@
 //! Run with: `cargo run --release -p shedlock-bench --bin runtime_floor [-- ROUNDS SECONDS]`
 //! (defaults 4 rounds of 3 s; `SHEDLOCK_TEST_PG_URL`, else the local default).
 
-use std::process::Command;
 use std::time::{Duration, Instant};
+
+// The throughput benchmark's pgbench runner (script path, TLS off, retries) and medians; this
+// binary uses part of each.
+#[allow(dead_code)]
+#[path = "../pgbench.rs"]
+mod pgbench;
+#[allow(dead_code)]
+#[path = "../stats.rs"]
+mod stats;
 
 const TABLE: &str = "shedlock_runtime_floor";
 
@@ -94,47 +102,14 @@ fn on_runtime(multi_thread: bool, url: &str, run: Duration) -> anyhow::Result<f6
         .block_on(async move { tokio::spawn(async move { pairs_per_sec(&url, run).await }).await? })
 }
 
+/// pgbench's pairs per second with one client, as the throughput benchmark runs it.
 fn pgbench(url: &str, run: Duration) -> anyhow::Result<f64> {
-    let script = std::env::var("SHEDLOCK_PGBENCH_SCRIPT").unwrap_or_else(|_| {
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/bench/pgbench-baseline.sh"
-        )
-        .into()
-    });
-    // The same transport as the clients here: no TLS.
-    let url = if url.contains("sslmode=") {
-        url.to_owned()
-    } else {
-        format!(
-            "{url}{}sslmode=disable",
-            if url.contains('?') { '&' } else { '?' }
-        )
-    };
-    let output = Command::new("bash")
-        .args([&script, &url, &run.as_secs().to_string(), "1"])
-        .output()?;
-    anyhow::ensure!(
-        output.status.success(),
-        "{script} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let text = String::from_utf8_lossy(&output.stdout);
-    text.split_whitespace()
-        .find_map(|field| field.strip_prefix("pairs_per_sec="))
-        .ok_or_else(|| anyhow::anyhow!("pgbench printed no rate: {text}"))?
-        .parse()
-        .map_err(Into::into)
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len().is_multiple_of(2) {
-        (values[mid - 1] + values[mid]) / 2.0
-    } else {
-        values[mid]
-    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    Ok(runtime
+        .block_on(pgbench::run(url, 1, run.as_secs()))?
+        .pairs_per_sec)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -164,8 +139,8 @@ fn main() -> anyhow::Result<()> {
     }
     println!(
         "runtime-floor workers=1 ratio_to_pgbench multi_thread={:.2} current_thread={:.2}",
-        median(multi),
-        median(current)
+        stats::median(&multi),
+        stats::median(&current)
     );
     Ok(())
 }
