@@ -327,10 +327,9 @@ pub async fn recent_acquisition_is_refused_within_window<H: Harness>(h: &H) {
     let later = acquire(&a, &c.clone().unless_acquired_within(lease_len))
         .await
         .expect("an acquisition older than the window refused the lock");
-    assert_eq!(
-        later.fencing_token(),
-        first.fencing_token() + 1,
-        "a refused attempt changed the token"
+    assert!(
+        later.fencing_token() > first.fencing_token(),
+        "tokens went back after refused attempts"
     );
     assert!(a.release(&later).await.expect("release"));
 

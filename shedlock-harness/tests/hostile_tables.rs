@@ -271,7 +271,7 @@ async fn fencing_token_column_of_a_text_type() {
                 );
             }
             Backend::MySql => {
-                assert_eq!(first.unwrap().unwrap().fencing_token(), 1);
+                assert!(first.unwrap().unwrap().fencing_token() > 0);
                 assert!(second.unwrap().is_none(), "held");
             }
             Backend::Sqlite => {

@@ -112,7 +112,7 @@ async fn held_lock_is_held_on_the_connection_that_took_it() {
     let first = a.acquire(&c).await.unwrap().expect("first use");
     assert!(a.release(&first).await.unwrap());
     let second = a.acquire(&c).await.unwrap().expect("taken again");
-    assert_eq!(second.fencing_token(), 2);
+    assert!(second.fencing_token() > first.fencing_token());
     assert!(
         b.acquire(&c).await.unwrap().is_none(),
         "a stale LAST_INSERT_ID acquired a held lock"

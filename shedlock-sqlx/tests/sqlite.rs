@@ -5,13 +5,15 @@
 mod common;
 
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use chrono::NaiveDateTime;
 use shedlock_core::{Error, LockProvider, LockingTaskExecutor, Operation, TaskResult};
 use shedlock_sqlx::SqliteLockProvider;
-use sqlx::{AssertSqlSafe, Executor, SqlitePool};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sqlx::{AssertSqlSafe, Connection, Executor, SqliteConnection, SqlitePool};
 
 use common::scenarios::ProviderExt;
 use common::{DbHarness, lease_config, unique_table};
@@ -109,6 +111,84 @@ async fn busy_database_means_not_acquired() {
     assert!(provider.acquire(&c).await.unwrap().is_some(), "free again");
 }
 
+/// A pool in rollback-journal mode (`journal_mode=DELETE`, SQLite's default for a pool the
+/// user builds), with a short busy timeout.
+async fn rollback_journal_provider(url: &str) -> (SqliteLockProvider, SqliteConnectOptions) {
+    let options = SqliteConnectOptions::from_str(url)
+        .unwrap()
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Delete)
+        .busy_timeout(Duration::from_millis(200));
+    let pool = SqlitePoolOptions::new()
+        .max_connections(4)
+        .connect_with(options.clone())
+        .await
+        .unwrap();
+    let provider = SqliteLockProvider::new(pool);
+    provider.create_schema().await.unwrap();
+    (provider, options)
+}
+
+/// Another connection (another process) with an open read transaction, as any reader of the
+/// file may hold: in rollback-journal mode, a writer's COMMIT waits for it and then fails.
+async fn open_reader(options: &SqliteConnectOptions, table: &str) -> SqliteConnection {
+    let mut reader = SqliteConnection::connect_with(options).await.unwrap();
+    reader.execute("BEGIN").await.unwrap();
+    let _: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+        .fetch_one(&mut reader)
+        .await
+        .unwrap();
+    reader
+}
+
+/// A lock statement whose COMMIT fails grants nothing: in rollback-journal mode a reader makes
+/// the autocommit COMMIT after the `RETURNING` row fail ("database is locked"). Reading only
+/// that row reported a lease the database rolled back, and a second holder then got the same
+/// lock with the same token.
+#[tokio::test]
+async fn failed_commit_is_never_a_grant() {
+    let (provider, options) = rollback_journal_provider(&database_url()).await;
+    let (a, b) = (provider.clone_as("a"), provider.clone_as("b"));
+    let c = lease_config("commit", Duration::from_secs(60));
+    let reader = open_reader(&options, a.table()).await;
+    let first = a.acquire(&c).await;
+    assert!(
+        !matches!(first, Ok(Some(_))),
+        "a lease whose COMMIT failed was granted: {first:?}"
+    );
+    drop(reader);
+    let second = b.acquire(&c).await.unwrap().expect("nothing was committed");
+    assert_eq!(
+        a.lock_state("commit").await.unwrap().unwrap().locked_by,
+        "b"
+    );
+    assert!(b.release(&second).await.unwrap());
+}
+
+/// An extension whose COMMIT fails is no extension: the holder must not believe its lease
+/// runs longer than the table says.
+#[tokio::test]
+async fn failed_commit_is_never_an_extension() {
+    let (provider, options) = rollback_journal_provider(&database_url()).await;
+    let c = lease_config("extend-commit", Duration::from_secs(60));
+    let lease = provider.acquire(&c).await.unwrap().expect("free");
+    let reader = open_reader(&options, provider.table()).await;
+    let extended = provider
+        .extend(&lease, Duration::from_secs(3600), Duration::ZERO)
+        .await;
+    assert!(
+        !matches!(extended, Ok(Some(_))),
+        "an extension whose COMMIT failed was reported: {extended:?}"
+    );
+    drop(reader);
+    let row = provider.lock_state("extend-commit").await.unwrap().unwrap();
+    assert_eq!(
+        row.lock_until,
+        lease.lock_until(),
+        "the table kept the old end"
+    );
+}
+
 /// Several pools on one file (as several processes would be) keep mutual exclusion under
 /// contention: plain counters incremented under the lock lose no update.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -147,15 +227,6 @@ async fn pools_sharing_a_file_exclude_each_other() {
         worker.await.unwrap();
     }
     assert_eq!(counter.load(std::sync::atomic::Ordering::SeqCst), 60);
-    assert_eq!(
-        first
-            .lock_state("shared")
-            .await
-            .unwrap()
-            .unwrap()
-            .fencing_token,
-        60
-    );
 }
 
 /// Set in the child processes of `processes_sharing_a_file_exclude_each_other`:
@@ -205,8 +276,6 @@ async fn processes_sharing_a_file_exclude_each_other() {
         3 * INCREMENTS_PER_PROCESS,
         "lost updates across processes"
     );
-    let row = provider.lock_state("cross-process").await.unwrap().unwrap();
-    assert_eq!(row.fencing_token, (3 * INCREMENTS_PER_PROCESS) as i64);
 }
 
 async fn increment_under_lock(spec: &str) {

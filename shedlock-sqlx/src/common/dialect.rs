@@ -126,13 +126,14 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
         args: Lease<'a>,
     ) -> impl Future<Output = Result<Option<NaiveDateTime>, sqlx::Error>> + Send + 'a;
 
-    /// Inside the caller's transaction: whether `(name, token)` is the live lease, locking its
-    /// row against takeover until the transaction ends.
+    /// Inside the caller's transaction: whether `(name, holder, token)` is the live lease,
+    /// locking its row against takeover until the transaction ends.
     #[doc(hidden)]
     fn verify<'a>(
         connection: &'a mut Connection<Self>,
         sql: &'a Self::Statements,
         name: &'a str,
+        holder: &'a str,
         token: i64,
     ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'a;
 

@@ -56,10 +56,34 @@ pub(crate) fn token_param(fencing_token: u64) -> Option<i64> {
     i64::try_from(fencing_token).ok()
 }
 
+// Token floor. Tokens never go back, even when a row is deleted (an operator's reset, a
+// `TRUNCATE`, a restored backup): every acquisition writes `max(previous + 1, database clock in
+// µs since 1970)` in the same statement. Consecutive acquisitions of a row count up; a row
+// created again starts above every token issued before it, as long as the database clock has
+// not stepped back by more than the time since those were issued. A sequence would not survive
+// a `TRUNCATE … RESTART IDENTITY` or a restored backup; the clock survives all three.
+
 /// A fencing token read from the table. The statements never write one below 1, but a row
 /// edited by hand may hold anything.
 pub(crate) fn token_from_db(token: i64) -> Result<u64, String> {
     u64::try_from(token).map_err(|_| format!("the table returned a negative fencing token {token}"))
+}
+
+/// The one row a lock statement returns at most, from the statement read to its end.
+///
+/// Lock statements run in autocommit, and the database commits after the last row: SQLite at
+/// the step that reaches the end of a `RETURNING` statement, PostgreSQL after the rows it
+/// streams (a deferred constraint, a serialization failure at `SERIALIZABLE`). A failed commit
+/// is reported only to a reader that goes on to the end, so every lock statement is read with
+/// `fetch_all` or `execute`, never stopped at its first row, and its rows handed here.
+pub(crate) fn single<T>(rows: Vec<T>) -> Result<Option<T>, sqlx::Error> {
+    if rows.len() > 1 {
+        return Err(sqlx::Error::Protocol(format!(
+            "a lock statement returned {} rows where at most one was expected",
+            rows.len()
+        )));
+    }
+    Ok(rows.into_iter().next())
 }
 
 /// SQL text built once at construction from a [`Table`], whose identifiers were validated.

@@ -284,8 +284,12 @@ impl<D: Dialect> SqlLockProvider<D> {
     }
 
     /// The fencing guard for writes to this same database: inside the caller's transaction,
-    /// checks that the lease `(lock_name, fencing_token)` is still the live one (database
-    /// clock) and locks its row until the transaction ends.
+    /// checks that the lease `(lock_name, fencing_token)` of this provider's holder is still the
+    /// live one (database clock) and locks its row until the transaction ends.
+    ///
+    /// Holder and token are both checked: a row another program acquired without writing a
+    /// token (Java ShedLock on a shared table) keeps the last token, and only its holder tells
+    /// the leases apart.
     ///
     /// While the row is locked nobody can take the lock over, so the caller's writes commit
     /// before any later holder's; a holder that was paused past its lease gets
@@ -317,7 +321,7 @@ impl<D: Dialect> SqlLockProvider<D> {
         fencing_token: u64,
     ) -> Result<(), Error> {
         let live = match token_param(fencing_token) {
-            Some(token) => D::verify(&mut **tx, &self.sql, lock_name, token)
+            Some(token) => D::verify(&mut **tx, &self.sql, lock_name, &self.holder, token)
                 .await
                 .map_err(|e| store_error(Operation::Read, lock_name, &self.table, e))?,
             None => false,

@@ -75,11 +75,12 @@ const NOW: &str = "UTC_TIMESTAMP(3)";
 #[derive(Debug)]
 pub struct Statements {
     /// `?` window µs, `?` holder, `?` window µs, `?` window µs, `?` lease µs, `?` window µs,
-    /// `?` lease µs, `?` name (the window: refused if acquired more recently). Takes an expired
+    /// `?` window µs, `?` lease µs, `?` name (the window: refused if acquired more recently). Takes an expired
     /// lock in place, reporting the new token through `LAST_INSERT_ID` (0: held). Matches 1 row
     /// whenever the lock's row exists.
     acquire: SqlStr,
-    /// `?` name, `?` lease µs, `?` holder: first use of a lock name, token 1.
+    /// `?` name, `?` lease µs, `?` holder: first use of a lock name, its token through
+    /// `LAST_INSERT_ID`.
     insert: SqlStr,
     /// `?` name, `?` holder, `?` token: (locked_at, lock_until) of that lease.
     lease_times: SqlStr,
@@ -87,7 +88,7 @@ pub struct Statements {
     release: SqlStr,
     /// `?` lease µs, `?` name, `?` holder, `?` token: matches 1 row if extended.
     extend: SqlStr,
-    /// `?` name, `?` token: one row if that lease is live; share-locks the row.
+    /// `?` name, `?` holder, `?` token: one row if that lease is live; share-locks the row.
     verify: SqlStr,
     /// `?` name: the row.
     lock_state: SqlStr,
@@ -126,26 +127,35 @@ impl Dialect for MySql {
         // sqlx sets CLIENT_FOUND_ROWS, so an UPDATE reports the rows its WHERE matched, changed
         // or not. Matching on the name alone and deciding per column with IF() lets one
         // statement tell "held" (1 row, no LAST_INSERT_ID) from "missing" (0 rows) and from
-        // "acquired" (LAST_INSERT_ID = new token). MySQL assigns left to right and later
-        // expressions see earlier new values, so the columns the condition reads are assigned
-        // last: `lock_until`, then `locked_at`, whose own condition reads the new `lock_until`
-        // (it equals `now + lease` exactly when this statement took the lock, or when the holder
-        // renewed it within the same millisecond, where moving `locked_at` to now only holds
-        // the lock longer). Also correct under MariaDB's SIMULTANEOUS_ASSIGNMENT.
+        // "acquired" (LAST_INSERT_ID = new token).
+        //
+        // Every expression means the same whether assignments see the columns' old values
+        // (MariaDB's SIMULTANEOUS_ASSIGNMENT) or the new values of the columns assigned before
+        // them (MySQL's and MariaDB's default, left to right). `by`, `token` and `until` read
+        // only columns assigned after them (or themselves), so both orders show them the old
+        // row. `at` comes last and is moved to now when the lock was free in the old row
+        // (SIMULTANEOUS_ASSIGNMENT: `until` is still old) or when `until` now holds this
+        // statement's new end (left to right; also true when the holder renewed the same lease
+        // within the same millisecond, where moving `locked_at` only holds the lock longer).
         let not_recent = format!("COALESCE({at} <= {NOW} - INTERVAL ? MICROSECOND, TRUE)");
         let free = format!("({until} <= {NOW} AND {not_recent})");
+        // Tokens: `max(previous + 1, clock in µs)` (see "Token floor" in `common/mod.rs`).
+        let clock_micros = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
         let acquire = format!(
             "UPDATE {t} SET \
              {by} = IF({free}, ?, {by}), \
-             {token} = IF({free}, LAST_INSERT_ID(GREATEST(COALESCE({token}, 0), 0) + 1), {token}), \
+             {token} = IF({free}, LAST_INSERT_ID(GREATEST(GREATEST(COALESCE({token}, 0), 0) + 1, \
+             {clock_micros})), {token}), \
              {until} = IF({free}, {NOW} + INTERVAL ? MICROSECOND, {until}), \
-             {at} = IF({not_recent} AND {until} = {NOW} + INTERVAL ? MICROSECOND, {NOW}, {at}) \
+             {at} = IF({free} OR ({not_recent} AND {until} = {NOW} + INTERVAL ? MICROSECOND), \
+             {NOW}, {at}) \
              WHERE {name} = ?"
         );
-        // IGNORE: a concurrent first use inserts too; exactly one of them gets the row.
+        // IGNORE: a concurrent first use inserts too; exactly one of them gets the row. The
+        // token comes back through LAST_INSERT_ID, as from the UPDATE.
         let insert = format!(
             "INSERT IGNORE INTO {t} ({name}, {until}, {at}, {by}, {token}) \
-             VALUES (?, {NOW} + INTERVAL ? MICROSECOND, {NOW}, ?, 1)"
+             VALUES (?, {NOW} + INTERVAL ? MICROSECOND, {NOW}, ?, LAST_INSERT_ID({clock_micros}))"
         );
         let lease_times =
             format!("SELECT {at}, {until} FROM {t} WHERE {name} = ? AND {by} = ? AND {token} = ?");
@@ -159,8 +169,8 @@ impl Dialect for MySql {
         );
         // LOCK IN SHARE MODE rather than FOR SHARE: MariaDB knows only the former.
         let verify = format!(
-            "SELECT 1 FROM {t} WHERE {name} = ? AND {token} = ? AND {until} > {NOW} \
-             LOCK IN SHARE MODE"
+            "SELECT 1 FROM {t} WHERE {name} = ? AND {by} = ? AND {token} = ? \
+             AND {until} > {NOW} LOCK IN SHARE MODE"
         );
         let select_rows = format!(
             "SELECT l.{name}, l.{until}, l.{at}, l.{by}, COALESCE(l.{token}, 0), \
@@ -215,6 +225,7 @@ impl Dialect for MySql {
             .bind(window)
             .bind(lease)
             .bind(window)
+            .bind(window)
             .bind(lease)
             .bind(name)
             .execute(&mut *connection)
@@ -230,23 +241,18 @@ impl Dialect for MySql {
             if inserted.rows_affected() == 0 {
                 return Ok(None); // another instance created it first
             }
-            1
+            (token_of(inserted.last_insert_id())?, true)
         } else {
-            match i64::try_from(updated.last_insert_id()) {
-                Ok(0) => return Ok(None), // held: the IF() left the row alone
-                Ok(token) => token,
-                Err(_) => {
-                    return Err(sqlx::Error::Protocol(format!(
-                        "fencing token {} out of range",
-                        updated.last_insert_id()
-                    )));
-                }
+            match token_of(updated.last_insert_id())? {
+                0 => return Ok(None), // held: the IF() left the row alone
+                token => (token, false),
             }
         };
+        let (token, created) = token;
         let Some((locked_at, lock_until)) =
             lease_times(connection, sql, name, holder, token).await?
         else {
-            if token == 1 {
+            if created {
                 // The row just inserted is not there under its name: the column truncated it.
                 return Err(sqlx::Error::Protocol(format!(
                     "the row inserted for lock {name:?} cannot be found by that name; \
@@ -306,10 +312,12 @@ impl Dialect for MySql {
         connection: &mut MySqlConnection,
         sql: &Statements,
         name: &str,
+        holder: &str,
         token: i64,
     ) -> Result<bool, sqlx::Error> {
         let row = sqlx::query(sql.verify.clone())
             .bind(name)
+            .bind(holder)
             .bind(token)
             .fetch_optional(connection)
             .await?;
@@ -426,6 +434,12 @@ async fn lease_times(
         .bind(token)
         .fetch_optional(connection)
         .await
+}
+
+/// A fencing token as `LAST_INSERT_ID` reports it (0: no acquisition).
+fn token_of(last_insert_id: u64) -> Result<i64, sqlx::Error> {
+    i64::try_from(last_insert_id)
+        .map_err(|_| sqlx::Error::Protocol(format!("fencing token {last_insert_id} out of range")))
 }
 
 /// A duration as bound into `INTERVAL ? MICROSECOND`, in whole milliseconds like the column.

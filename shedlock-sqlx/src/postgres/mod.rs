@@ -19,7 +19,7 @@ use tokio::sync::broadcast;
 use crate::common::{
     Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, LockProviderBuilder,
     MAX_IDENTIFIER_LEN, RowParts, SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis,
-    trusted_sql,
+    single, trusted_sql,
 };
 use hints::{ReleaseHints, is_unsupported};
 
@@ -148,7 +148,7 @@ pub struct Statements {
     release_notify: SqlStr,
     /// `$1` name, `$2` holder, `$3` token, `$4` lease: one row (lock_until) if extended.
     extend: SqlStr,
-    /// `$1` name, `$2` token: one row if that lease is live; locks the row until the caller's
+    /// `$1` name, `$2` holder, `$3` token: one row if that lease is live; locks the row until the caller's
     /// transaction ends.
     verify: SqlStr,
     /// `$1` name: the row.
@@ -185,11 +185,15 @@ impl Dialect for Pg {
         );
         // The table is aliased `l` and the clock subquery `db`, so no configured column name
         // can be ambiguous with `now`.
+        // Tokens: `max(previous + 1, clock in µs)` (see "Token floor" in `common/mod.rs`); the
+        // proposed row carries the clock's part.
+        let clock_micros = "(extract(epoch FROM db.now) * 1000000)::bigint";
         let acquire = format!(
             "INSERT INTO {t} AS l ({name}, {until}, {at}, {by}, {token}) \
-             SELECT $1, db.now + $3, db.now, $2, 1 FROM (SELECT {NOW} AS now) AS db \
+             SELECT $1, db.now + $3, db.now, $2, {clock_micros} FROM (SELECT {NOW} AS now) AS db \
              ON CONFLICT ({name}) DO UPDATE SET {until} = EXCLUDED.{until}, \
-             {at} = EXCLUDED.{at}, {by} = EXCLUDED.{by}, {token} = GREATEST(l.{token}, 0) + 1 \
+             {at} = EXCLUDED.{at}, {by} = EXCLUDED.{by}, \
+             {token} = GREATEST(GREATEST(l.{token}, 0) + 1, EXCLUDED.{token}) \
              WHERE l.{until} <= EXCLUDED.{at} \
              AND (l.{at} IS NULL OR l.{at} <= EXCLUDED.{at} - $4) \
              RETURNING {token}, {at}, {until}"
@@ -205,20 +209,28 @@ impl Dialect for Pg {
         let free = format!(
             "l.{until} <= db.now AND (l.{at} IS NULL OR l.{at} <= db.now - b.window_ms {ms})"
         );
+        // The common table expressions have quoted names with a space, which no validated
+        // (plain, unquoted) table name can equal: a CTE named like the lock table would
+        // shadow it. Inside, each is read under a short alias.
         let acquire_batch = format!(
-            "WITH b AS (SELECT * FROM unnest($1::text[], $3::bigint[], $4::bigint[]) \
-             AS b(lock_name, lease_ms, window_ms)), db AS (SELECT {NOW} AS now), \
-             free AS (SELECT l.{name} AS lock_name FROM {t} AS l JOIN b ON l.{name} = b.lock_name, \
-             db WHERE {free} ORDER BY l.{name} FOR UPDATE OF l), \
-             taken AS (UPDATE {t} AS l SET {until} = db.now + b.lease_ms {ms}, {at} = db.now, \
-             {by} = $2, {token} = GREATEST(l.{token}, 0) + 1 FROM free, b, db \
-             WHERE l.{name} = free.lock_name AND b.lock_name = free.lock_name AND {free} \
+            "WITH \"shedlock batch\" AS (SELECT * FROM unnest($1::text[], $3::bigint[], \
+             $4::bigint[]) AS b(lock_name, lease_ms, window_ms)), \
+             \"shedlock clock\" AS (SELECT {NOW} AS now), \
+             \"shedlock free\" AS (SELECT l.{name} AS lock_name FROM {t} AS l \
+             JOIN \"shedlock batch\" AS b ON l.{name} = b.lock_name, \"shedlock clock\" AS db \
+             WHERE {free} ORDER BY l.{name} FOR UPDATE OF l), \
+             \"shedlock taken\" AS (UPDATE {t} AS l SET {until} = db.now + b.lease_ms {ms}, \
+             {at} = db.now, {by} = $2, \
+             {token} = GREATEST(GREATEST(l.{token}, 0) + 1, {clock_micros}) \
+             FROM \"shedlock free\" AS f, \"shedlock batch\" AS b, \"shedlock clock\" AS db \
+             WHERE l.{name} = f.lock_name AND b.lock_name = f.lock_name AND {free} \
              RETURNING l.{name}, l.{token}, l.{at}, l.{until}), \
-             created AS (INSERT INTO {t} AS l ({name}, {until}, {at}, {by}, {token}) \
-             SELECT b.lock_name, db.now + b.lease_ms {ms}, db.now, $2, 1 FROM b, db \
+             \"shedlock created\" AS (INSERT INTO {t} AS l ({name}, {until}, {at}, {by}, {token}) \
+             SELECT b.lock_name, db.now + b.lease_ms {ms}, db.now, $2, {clock_micros} \
+             FROM \"shedlock batch\" AS b, \"shedlock clock\" AS db \
              ON CONFLICT ({name}) DO NOTHING \
              RETURNING l.{name}, l.{token}, l.{at}, l.{until}) \
-             SELECT * FROM taken UNION ALL SELECT * FROM created"
+             SELECT * FROM \"shedlock taken\" UNION ALL SELECT * FROM \"shedlock created\""
         );
         let release = format!(
             "UPDATE {t} AS l SET {until} = GREATEST(l.{at} + $4, db.now) \
@@ -235,7 +247,8 @@ impl Dialect for Pg {
         );
         let verify = format!(
             "SELECT 1 FROM {t} AS l \
-             WHERE l.{name} = $1 AND l.{token} = $2 AND l.{until} > {NOW} FOR SHARE"
+             WHERE l.{name} = $1 AND l.{by} = $2 AND l.{token} = $3 AND l.{until} > {NOW} \
+             FOR SHARE"
         );
         // Inspection clamps times to years 1..=9999: PostgreSQL also stores `infinity` and
         // years sqlx/chrono cannot represent (it would panic decoding them).
@@ -308,18 +321,21 @@ impl Dialect for Pg {
         sql: &Statements,
         args: Acquire<'_>,
     ) -> Result<Option<Acquired>, sqlx::Error> {
-        let row: Option<(i64, NaiveDateTime, NaiveDateTime)> = sqlx::query_as(sql.acquire.clone())
+        // Read to the end: the commit follows the row (`crate::common::single`).
+        let rows: Vec<(i64, NaiveDateTime, NaiveDateTime)> = sqlx::query_as(sql.acquire.clone())
             .bind(args.name)
             .bind(args.holder)
             .bind(interval(args.lock_at_most_for))
             .bind(interval(args.window()))
-            .fetch_optional(connection)
+            .fetch_all(connection)
             .await?;
-        Ok(row.map(|(token, locked_at, lock_until)| Acquired {
-            token,
-            locked_at,
-            lock_until,
-        }))
+        Ok(
+            single(rows)?.map(|(token, locked_at, lock_until)| Acquired {
+                token,
+                locked_at,
+                lock_until,
+            }),
+        )
     }
 
     /// Enough for a fleet's tick, and the parameters stay near 100 KB: 970 acquisitions ran
@@ -394,18 +410,15 @@ impl Dialect for Pg {
         if let Some(channel) = notify {
             match query(&sql.release_notify)
                 .bind(channel)
-                .fetch_optional(&mut *connection)
+                .fetch_all(&mut *connection)
                 .await
             {
                 // The statement failed as a whole: release without the notification.
                 Err(e) if is_unsupported(&e) => state.hints.set_unsupported(&e),
-                released => return Ok(released?.is_some()),
+                released => return Ok(single(released?)?.is_some()),
             }
         }
-        Ok(query(&sql.release)
-            .fetch_optional(connection)
-            .await?
-            .is_some())
+        Ok(single(query(&sql.release).fetch_all(connection).await?)?.is_some())
     }
 
     async fn extend(
@@ -413,23 +426,26 @@ impl Dialect for Pg {
         sql: &Statements,
         args: Lease<'_>,
     ) -> Result<Option<NaiveDateTime>, sqlx::Error> {
-        sqlx::query_scalar(sql.extend.clone())
+        let rows = sqlx::query_scalar(sql.extend.clone())
             .bind(args.name)
             .bind(args.holder)
             .bind(args.token)
             .bind(interval(args.duration))
-            .fetch_optional(connection)
-            .await
+            .fetch_all(connection)
+            .await?;
+        single(rows)
     }
 
     async fn verify(
         connection: &mut PgConnection,
         sql: &Statements,
         name: &str,
+        holder: &str,
         token: i64,
     ) -> Result<bool, sqlx::Error> {
         let row = sqlx::query(sql.verify.clone())
             .bind(name)
+            .bind(holder)
             .bind(token)
             .fetch_optional(connection)
             .await?;

@@ -17,7 +17,7 @@ use sqlx::{SqlStr, Sqlite as SqliteDb, SqliteConnection, SqlitePool};
 
 use crate::common::{
     Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, RowParts,
-    SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis, trusted_sql,
+    SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis, single, trusted_sql,
 };
 
 /// How long a statement waits for another connection's write lock before `SQLITE_BUSY`: sqlx's
@@ -95,7 +95,7 @@ pub struct Statements {
     release: SqlStr,
     /// `?1` name, `?2` holder, `?3` token, `?4` lease modifier: one row (lock_until) if extended.
     extend: SqlStr,
-    /// `?1` name, `?2` token: 1 row changed if that lease is live. A write, so the caller's
+    /// `?1` name, `?2` holder, `?3` token: 1 row changed if that lease is live. A write, so the caller's
     /// transaction holds the database's write lock from here on.
     verify: SqlStr,
     /// `?1` name: the row.
@@ -135,15 +135,20 @@ impl Dialect for Sqlite {
         );
         let now = format!("strftime({FORMAT}, 'now')");
         let stored_until = format!("ifnull(strftime({FORMAT}, l.{until}), '')");
+        // The clock in microseconds since 1970 (whole milliseconds: SQLite's resolution), the
+        // floor of every token (`crate::common::TOKEN_FLOOR`). 'now' is the same instant
+        // throughout one statement.
+        let clock_micros = "(CAST(strftime('%s', 'now') AS INTEGER) * 1000000 \
+             + CAST(substr(strftime('%f', 'now'), 4) AS INTEGER) * 1000)";
         // Past i64::MAX SQLite would turn the token into a float; NULL there makes the NOT NULL
         // column refuse the update with an error instead.
         let next_token = format!(
             "CASE WHEN ifnull(l.{token}, 0) < 9223372036854775807 \
-             THEN max(ifnull(l.{token}, 0), 0) + 1 END"
+             THEN max(max(ifnull(l.{token}, 0), 0) + 1, {clock_micros}) END"
         );
         let acquire = format!(
             "INSERT INTO {t} AS l ({name}, {until}, {at}, {by}, {token}) \
-             VALUES (?1, strftime({FORMAT}, 'now', ?3), {now}, ?2, 1) \
+             VALUES (?1, strftime({FORMAT}, 'now', ?3), {now}, ?2, {clock_micros}) \
              ON CONFLICT ({name}) DO UPDATE SET {until} = excluded.{until}, \
              {at} = excluded.{at}, {by} = excluded.{by}, {token} = {next_token} \
              WHERE {stored_until} <= excluded.{at} \
@@ -162,7 +167,7 @@ impl Dialect for Sqlite {
         );
         let verify = format!(
             "UPDATE {t} AS l SET {token} = l.{token} \
-             WHERE l.{name} = ?1 AND l.{token} = ?2 AND {stored_until} > {now}"
+             WHERE l.{name} = ?1 AND l.{by} = ?2 AND l.{token} = ?3 AND {stored_until} > {now}"
         );
         let select_rows = format!(
             "SELECT l.{name}, strftime({FORMAT}, l.{until}), strftime({FORMAT}, l.{at}), l.{by}, \
@@ -240,18 +245,24 @@ impl Dialect for Sqlite {
         sql: &Statements,
         args: Acquire<'_>,
     ) -> Result<Option<Acquired>, sqlx::Error> {
-        let row: Option<(i64, NaiveDateTime, NaiveDateTime)> = sqlx::query_as(sql.acquire.clone())
+        // Every row read to the end: the autocommit COMMIT runs after the `RETURNING` row, and
+        // only the step that reaches the end reports its failure (a reader in rollback-journal
+        // mode, a full disk). Stopping at the first row would report a lease that was rolled
+        // back (`crate::common::single`).
+        let rows: Vec<(i64, NaiveDateTime, NaiveDateTime)> = sqlx::query_as(sql.acquire.clone())
             .bind(args.name)
             .bind(args.holder)
             .bind(modifier(args.lock_at_most_for))
             .bind(acquired_before(args.window()))
-            .fetch_optional(connection)
+            .fetch_all(connection)
             .await?;
-        Ok(row.map(|(token, locked_at, lock_until)| Acquired {
-            token,
-            locked_at,
-            lock_until,
-        }))
+        Ok(
+            single(rows)?.map(|(token, locked_at, lock_until)| Acquired {
+                token,
+                locked_at,
+                lock_until,
+            }),
+        )
     }
 
     async fn release(
@@ -275,23 +286,27 @@ impl Dialect for Sqlite {
         sql: &Statements,
         args: Lease<'_>,
     ) -> Result<Option<NaiveDateTime>, sqlx::Error> {
-        sqlx::query_scalar(sql.extend.clone())
+        // Read to the end, as in `acquire`: an extension whose COMMIT failed is no extension.
+        let rows = sqlx::query_scalar(sql.extend.clone())
             .bind(args.name)
             .bind(args.holder)
             .bind(args.token)
             .bind(modifier(args.duration))
-            .fetch_optional(connection)
-            .await
+            .fetch_all(connection)
+            .await?;
+        single(rows)
     }
 
     async fn verify(
         connection: &mut SqliteConnection,
         sql: &Statements,
         name: &str,
+        holder: &str,
         token: i64,
     ) -> Result<bool, sqlx::Error> {
         let verified = sqlx::query(sql.verify.clone())
             .bind(name)
+            .bind(holder)
             .bind(token)
             .execute(connection)
             .await?;

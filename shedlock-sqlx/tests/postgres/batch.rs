@@ -123,7 +123,7 @@ async fn five_hundred_acquires_in_a_few_statements() {
     for (config, lease) in configs.iter().zip(&first) {
         let lease = lease.as_ref().expect("each lock won once");
         assert_eq!(lease.name(), config.name());
-        assert_eq!(lease.fencing_token(), 1);
+        assert!(lease.fencing_token() > 0);
     }
     assert!(statements <= 10, "{statements} statements for 500 acquires");
 
@@ -135,7 +135,17 @@ async fn five_hundred_acquires_in_a_few_statements() {
     assert!(statements <= 10, "{statements} statements for 500 acquires");
     let rows = provider.list_locks().await.unwrap();
     let jobs = rows.iter().filter(|row| row.name.starts_with("job"));
-    assert!(jobs.clone().all(|row| row.held && row.fencing_token == 1));
+    let tokens: std::collections::HashMap<&str, u64> = first
+        .iter()
+        .flatten()
+        .map(|lease| (lease.name(), lease.fencing_token()))
+        .collect();
+    assert!(
+        jobs.clone()
+            .all(|row| row.held
+                && tokens.get(row.name.as_str()) == Some(&(row.fencing_token as u64))),
+        "the second round changed a held row"
+    );
     assert_eq!(jobs.count(), 500);
     drop_table(&pool, &table).await;
 }
@@ -157,7 +167,7 @@ async fn a_repeated_name_is_won_once() {
         .flatten()
         .collect();
     assert_eq!(dups.len(), 1, "won {} times", dups.len());
-    assert_eq!(dups[0].fencing_token(), 1);
+    assert!(dups[0].fencing_token() > 0);
     drop_table(&pool, &table).await;
 }
 
@@ -172,9 +182,10 @@ async fn each_row_keeps_its_own_conditions() {
     let long = Duration::from_secs(60);
     let crashed = provider.with_holder("crashed").unwrap();
     let live = provider.with_holder("live").unwrap();
+    let mut crashed_tokens = std::collections::HashMap::new();
     for name in ["expired", "recent", "old"] {
         let lease = crashed.acquire(&lease_config(name, long)).await.unwrap();
-        assert_eq!(lease.unwrap().fencing_token(), 1);
+        crashed_tokens.insert(name, lease.expect("free").fencing_token());
     }
     live.acquire(&lease_config("held", long))
         .await
@@ -204,7 +215,16 @@ async fn each_row_keeps_its_own_conditions() {
         .iter()
         .map(|lease| lease.as_ref().map(LockLease::fencing_token))
         .collect();
-    assert_eq!(tokens, [Some(1), Some(2), None, None, Some(2)]);
+    let taken_over = |t: Option<u64>, name| t.is_some_and(|token| token > crashed_tokens[name]);
+    assert!(
+        tokens[0].is_some() && taken_over(tokens[1], "expired") && taken_over(tokens[4], "old"),
+        "{tokens:?}"
+    );
+    assert_eq!(
+        (tokens[2], tokens[3]),
+        (None, None),
+        "held and recent refused"
+    );
     assert_eq!(statements, 3, "the two blocker acquires and one batch");
     let expired = provider.lock_state("expired").await.unwrap().unwrap();
     assert_eq!(expired.locked_by, provider.holder());
@@ -269,7 +289,7 @@ async fn a_serialization_failure_retries_the_whole_batch() {
         .await
         .unwrap()
         .expect("retried, and the lock was free");
-    assert_eq!(conflict.fencing_token(), first.fencing_token() + 1);
-    assert_eq!(fresh.await.unwrap().expect("free").fencing_token(), 1);
+    assert!(conflict.fencing_token() > first.fencing_token());
+    assert!(fresh.await.unwrap().expect("free").fencing_token() > 0);
     drop_table(&pool, &table).await;
 }

@@ -3,10 +3,12 @@
 
 mod checks;
 mod hostile;
+mod reset;
 mod schema;
 
 pub(crate) use checks::*;
 pub(crate) use hostile::*;
+pub(crate) use reset::*;
 pub(crate) use schema::*;
 
 use std::time::{Duration, SystemTime};
@@ -198,6 +200,8 @@ macro_rules! sql_provider_cases {
             shedlock_rows_are_taken_over,
             exhausted_token_fails_cleanly,
             deleted_row_is_recreated,
+            reset_rows_never_repeat_tokens,
+            guard_checks_the_holder,
             missing_table_is_a_clear_error,
             hostile_identifiers_are_rejected,
             sql_looking_names_are_plain_names,

@@ -89,7 +89,7 @@ pub(crate) async fn create_schema_upgrades_shedlock_tables<D: TestDb>(db: &D) {
     provider.create_schema().await.expect("idempotent");
     assert_eq!(row::<D>(&provider, "java").await.fencing_token, 0);
     let lease = provider.acquire(&c).await.unwrap().expect("acquired");
-    assert_eq!(lease.fencing_token(), 1);
+    assert!(lease.fencing_token() > 0);
     drop_table(db, &table).await;
 }
 
@@ -114,14 +114,8 @@ pub(crate) async fn custom_columns_and_schema_work<D: TestDb>(db: &D) {
         .unwrap()
         .expect("extended");
     assert!(a.release(&lease).await.unwrap());
-    assert_eq!(
-        b.acquire(&c)
-            .await
-            .unwrap()
-            .expect("released")
-            .fencing_token(),
-        2
-    );
+    let taken = b.acquire(&c).await.unwrap().expect("released");
+    assert!(taken.fencing_token() > lease.fencing_token());
     let rows = a.list_locks().await.unwrap();
     assert_eq!(rows.len(), 1);
     assert!(
@@ -163,8 +157,8 @@ pub(crate) async fn inspection_reports_rows<D: TestDb>(db: &D) {
     assert_eq!(
         summary,
         [
-            ("a-done", "inspector", 1, false),
-            ("b-held", "inspector", 1, true)
+            ("a-done", "inspector", done.fencing_token() as i64, false),
+            ("b-held", "inspector", held.fencing_token() as i64, true)
         ]
     );
     assert_eq!(rows[1].lock_until, held.lock_until());
@@ -240,7 +234,7 @@ pub(crate) async fn operators_release_by_holder_and_token<D: TestDb>(db: &D) {
     assert!(!row::<D>(&operator, "stuck").await.held);
     assert!(!provider.release(&lease).await.unwrap());
     let next = operator.acquire(&c).await.unwrap().expect("free again");
-    assert_eq!(next.fencing_token(), lease.fencing_token() + 1);
+    assert!(next.fencing_token() > lease.fencing_token());
     assert!(matches!(
         operator.release_lease("stuck", "", 1).await,
         Err(shedlock_core::Error::InvalidConfig {
