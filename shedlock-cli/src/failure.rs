@@ -26,9 +26,9 @@ impl From<Exit> for ExitCode {
     }
 }
 
-/// Why a command stopped: printed as `error: {message}`, exits with `exit`. Messages that
-/// may quote the database URL are scrubbed of its password when built
-/// ([`Target::fail`](crate::target::Target::fail)).
+/// Why a command stopped: printed as `error: {message}`, exits with `exit`. The message may
+/// quote a driver's error: it is printed through [`output::error`](crate::output::error),
+/// which scrubs every secret of the URL and escapes terminal controls.
 #[derive(Debug)]
 pub(crate) struct Failure {
     pub(crate) exit: Exit,
