@@ -3,6 +3,8 @@
 use std::fmt;
 use std::process::ExitCode;
 
+use crate::output;
+
 /// The process's exit status; `--help` and the README list the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Exit {
@@ -26,10 +28,9 @@ impl From<Exit> for ExitCode {
     }
 }
 
-/// Why a command stopped: printed as `error: {message}`, exits with `exit`. The message may
-/// quote a driver's error: it is printed through [`output::error`](crate::output::error),
-/// which scrubs every secret of the URL and escapes terminal controls.
-#[derive(Debug)]
+/// Why a command stopped: printed as `error: {message}` by [`output::error`], which scrubs
+/// every secret of the URL (the message may quote a driver's error) and escapes terminal
+/// controls; exits with `exit`.
 pub(crate) struct Failure {
     pub(crate) exit: Exit,
     pub(crate) message: String,
@@ -44,8 +45,12 @@ impl Failure {
     }
 }
 
-impl fmt::Display for Failure {
+/// Scrubbed like the printed message: it may quote a driver's error.
+impl fmt::Debug for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        f.debug_struct("Failure")
+            .field("exit", &self.exit)
+            .field("message", &output::scrubbed(&self.message))
+            .finish()
     }
 }

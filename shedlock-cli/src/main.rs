@@ -30,7 +30,8 @@ fn main() -> ExitCode {
         .iter()
         .filter_map(std::env::var_os)
         .collect();
-    output::protect(std::env::args_os().skip(1), &environment);
+    let arguments: Vec<_> = std::env::args_os().skip(1).collect();
+    output::protect(&arguments, &environment);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return output::clap_error(&error),

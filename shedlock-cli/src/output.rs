@@ -20,32 +20,46 @@ use crate::terminal;
 /// The secrets of the URLs the tool was given; set once at start.
 static SECRETS: OnceLock<Secrets> = OnceLock::new();
 
-/// Collects the secrets of every argument (or `--flag=` value) that parses as a URL and of
-/// the URL variables, before anything is printed, and scrubs panic messages with them.
-pub(crate) fn protect(arguments: impl IntoIterator<Item = OsString>, environment: &[OsString]) {
-    let mut secrets = Secrets::default();
-    for value in arguments.into_iter().chain(environment.iter().cloned()) {
-        let Some(text) = value.to_str() else {
+/// Collects, before anything is printed, the secrets of the URL variables, of the value of
+/// `--url` (`--url URL`, `--url=URL`) and of every other argument with `://` in it (a URL
+/// given without `--url`, which clap quotes back); and scrubs panic messages with them. Other
+/// arguments are left alone: a lock name like `report:daily#2` parses as a URL too, but its
+/// "fragment" `2` is no secret to hide from every timestamp.
+pub(crate) fn protect(arguments: &[OsString], environment: &[OsString]) {
+    let mut urls: Vec<&str> = environment.iter().filter_map(|v| v.to_str()).collect();
+    for (at, argument) in arguments.iter().enumerate() {
+        let Some(text) = argument.to_str() else {
             continue;
         };
-        let after_equals = text.split_once('=').map(|(_, value)| value);
-        for candidate in [Some(text), after_equals].into_iter().flatten() {
-            if let Ok(parsed) = Url::parse(candidate) {
-                secrets.extend(Masked::of(candidate, &parsed).secrets);
-            }
+        if text == "--url" {
+            urls.extend(arguments.get(at + 1).and_then(|url| url.to_str()));
+        } else if let Some(url) = text.strip_prefix("--url=") {
+            urls.push(url);
+        } else if text.contains("://") {
+            urls.push(text);
+        }
+    }
+    let mut secrets = Secrets::default();
+    for url in urls {
+        if let Ok(parsed) = Url::parse(url) {
+            secrets.extend(Masked::of(url, &parsed).secrets);
         }
     }
     let _ = SECRETS.set(secrets);
     std::panic::set_hook(Box::new(panicked));
 }
 
-/// `text` scrubbed of every secret and escaped for the terminal, line breaks kept.
-fn clean(text: &str) -> String {
-    let scrubbed = match SECRETS.get() {
+/// `text` scrubbed of every secret of the URLs the tool was given.
+pub(crate) fn scrubbed(text: &str) -> Cow<'_, str> {
+    match SECRETS.get() {
         Some(secrets) => secrets.scrub(text),
         None => Cow::Borrowed(text),
-    };
-    terminal::escape_lines(&scrubbed).into_owned()
+    }
+}
+
+/// `text` scrubbed of every secret and escaped for the terminal, line breaks kept.
+fn clean(text: &str) -> String {
+    terminal::escape_lines(&scrubbed(text)).into_owned()
 }
 
 /// One line (or more) on stdout, for `out!`. A closed stdout (`shedlock locks list | head`)
@@ -69,10 +83,7 @@ pub(crate) fn error(message: &str) {
 /// URL given without `--url`): only then is the message printed scrubbed, without colours.
 pub(crate) fn clap_error(error: &clap::Error) -> ExitCode {
     let plain = error.render().to_string();
-    let scrubbed = match SECRETS.get() {
-        Some(secrets) => secrets.scrub(&plain),
-        None => Cow::Borrowed(plain.as_str()),
-    };
+    let scrubbed = scrubbed(&plain);
     if scrubbed == plain {
         let _ = error.print();
     } else if error.use_stderr() {

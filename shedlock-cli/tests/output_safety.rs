@@ -237,7 +237,11 @@ async fn values_from_the_table_reach_the_terminal_escaped_and_json_intact() {
     let table = env::unique_table("cli_escape");
     let file = std::env::temp_dir().join(format!("{table}.db"));
     let url = format!("sqlite:{}", file.display());
-    let run = |args: &[&str]| shedlock(args, &[("SHEDLOCK_URL", &url)]);
+    let run = |args: &[&str]| {
+        let mut with_url = vec!["--url", url.as_str()];
+        with_url.extend(args);
+        shedlock(&with_url, &[])
+    };
     assert!(run(&["schema", "--apply"]).status.success());
     let mut connection = SqliteConnection::connect(&url).await.expect("connect");
     sqlx::query(
@@ -251,6 +255,15 @@ async fn values_from_the_table_reach_the_terminal_escaped_and_json_intact() {
     .await
     .expect("insert as another program would");
     connection.close().await.expect("close");
+
+    // A lock name that parses as a URL is not taken for one: nothing of it is hidden.
+    let missing = run(&["locks", "show", "report:daily#2"]);
+    assert_eq!(missing.status.code(), Some(3), "{}", printed(&missing));
+    assert!(
+        printed(&missing).contains("no lock named `report:daily#2`"),
+        "{}",
+        printed(&missing)
+    );
 
     let list = run(&["locks", "list"]);
     assert_terminal_safe(&list, "locks list");
@@ -297,7 +310,11 @@ async fn values_from_the_table_reach_the_terminal_escaped_and_json_intact() {
     // (shedlock-sqlx's `release_lease`): either way, what it says is escaped.
     let forced = run(&["locks", "release", HOSTILE_NAME, "--force"]);
     assert_terminal_safe(&forced, "a forced release");
-    assert!(printed(&forced).contains(r"web\u{1b}[31m-1\r\n"), "{}", printed(&forced));
+    assert!(
+        printed(&forced).contains(r"web\u{1b}[31m-1\r\n"),
+        "{}",
+        printed(&forced)
+    );
     let _ = std::fs::remove_file(&file);
 }
 
