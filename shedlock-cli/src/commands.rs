@@ -70,10 +70,7 @@ async fn run_on<D: OpenPool>(cli: &Cli, target: &Target) -> Result<Exit, Failure
     let exit = match &cli.command {
         Command::Locks(command) => locks::run(&provider, command).await,
         Command::Schema(_) => {
-            provider
-                .create_schema()
-                .await
-                .map_err(|e| Failure::new(Exit::Error, e.to_string()))?;
+            provider.create_schema().await.map_err(Failure::error)?;
             out!(
                 "lock table `{}` is ready on {} (created if missing, fencing_token added if missing)",
                 provider.table(),

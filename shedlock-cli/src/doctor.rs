@@ -20,10 +20,7 @@ pub(crate) async fn run<D: OpenPool>(
     out!("ok       database {} is reachable", target.shown);
     clock(provider).await?;
 
-    let issues = provider
-        .check_schema()
-        .await
-        .map_err(|e| Failure::new(Exit::Error, e.to_string()))?;
+    let issues = provider.check_schema().await.map_err(Failure::error)?;
     if !issues.is_empty() {
         for issue in &issues {
             out!("problem  {issue}");
@@ -47,10 +44,7 @@ pub(crate) async fn run<D: OpenPool>(
     }
     out!("ok       this user may read, insert and update `{table}` (probe rolled back)");
 
-    let rows = provider
-        .list_locks()
-        .await
-        .map_err(|e| Failure::new(Exit::Error, e.to_string()))?;
+    let rows = provider.list_locks().await.map_err(Failure::error)?;
     let held = rows.iter().filter(|row| row.held).count();
     out!("ok       {} locks, {held} held", rows.len());
     Ok(Exit::Ok)
@@ -60,10 +54,7 @@ pub(crate) async fn run<D: OpenPool>(
 /// so the difference is information, never a problem.
 async fn clock<D: OpenPool>(provider: &SqlLockProvider<D>) -> Result<(), Failure> {
     let before = SystemTime::now();
-    let database = provider
-        .database_time()
-        .await
-        .map_err(|e| Failure::new(Exit::Error, e.to_string()))?;
+    let database = provider.database_time().await.map_err(Failure::error)?;
     let after = SystemTime::now();
     let round_trip = after.duration_since(before).unwrap_or(Duration::ZERO);
     // The database read its clock somewhere within the round trip: compare with the middle.

@@ -43,6 +43,11 @@ impl Failure {
             message: message.into(),
         }
     }
+
+    /// A statement or connection the database refused (exit 1), in its own words.
+    pub(crate) fn error(error: impl fmt::Display) -> Self {
+        Failure::new(Exit::Error, error.to_string())
+    }
 }
 
 /// Scrubbed like the printed message: it may quote a driver's error.
