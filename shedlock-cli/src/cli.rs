@@ -1,8 +1,20 @@
 //! The command line, as clap parses it.
 
+use std::fmt;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use url::Url;
+
+use crate::secrets::Masked;
+
+/// Where the URL is read from when there is no `--url`. The tool's own variable comes first:
+/// the lock store need not be the application's database, and will not always be SQL.
+pub(crate) const URL_VARIABLE: &str = "SHEDLOCK_URL";
+/// Read when `SHEDLOCK_URL` is not set, as sqlx's tools and earlier versions do.
+pub(crate) const FALLBACK_URL_VARIABLE: &str = "DATABASE_URL";
+/// Both, in the order they are read.
+pub(crate) const URL_VARIABLES: [&str; 2] = [URL_VARIABLE, FALLBACK_URL_VARIABLE];
 
 /// Printed under `--help`; the README lists the same codes.
 const EXIT_CODES: &str = "\
@@ -30,10 +42,18 @@ pub(crate) struct Cli {
 /// Where the lock table is.
 #[derive(Debug, Args)]
 pub(crate) struct DatabaseArgs {
-    /// Database URL: postgres://…, mysql://… (MySQL, MariaDB) or sqlite:FILE. The password
-    /// is never printed.
-    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
-    pub(crate) url: Option<String>,
+    /// Database URL: postgres://…, mysql://… (MySQL, MariaDB) or sqlite:FILE. Prefer setting
+    /// SHEDLOCK_URL (or DATABASE_URL, read when SHEDLOCK_URL is not set) to --url: other users
+    /// of this machine see a command line in `ps`, and it stays in the shell's history. The
+    /// password and other secrets of the URL are never printed.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = URL_VARIABLE,
+        global = true,
+        hide_env_values = true
+    )]
+    url: Option<UrlArg>,
     /// The lock table, `table` or `schema.table` [default: shedlock]
     #[arg(long, global = true)]
     pub(crate) table: Option<String>,
@@ -55,6 +75,38 @@ pub(crate) struct DatabaseArgs {
     /// How long to wait for the database to accept a connection (e.g. 500ms, 10s).
     #[arg(long, global = true, default_value = "10s", value_parser = humantime::parse_duration)]
     pub(crate) connect_timeout: Duration,
+}
+
+impl DatabaseArgs {
+    /// The URL: `--url`, else `SHEDLOCK_URL` (clap reads both), else `DATABASE_URL`. An empty
+    /// one counts as none.
+    pub(crate) fn url(&self) -> Option<String> {
+        let given = |url: &String| !url.is_empty();
+        self.url
+            .as_ref()
+            .map(|url| url.0.clone())
+            .filter(given)
+            .or_else(|| std::env::var(FALLBACK_URL_VARIABLE).ok().filter(given))
+    }
+}
+
+/// A URL argument. Its `Debug` shows only what may be shown of it.
+#[derive(Clone)]
+struct UrlArg(String);
+
+impl From<String> for UrlArg {
+    fn from(url: String) -> Self {
+        UrlArg(url)
+    }
+}
+
+impl fmt::Debug for UrlArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match Url::parse(&self.0) {
+            Ok(parsed) => f.write_str(&Masked::of(&self.0, &parsed).shown),
+            Err(_) => f.write_str("<not a URL>"),
+        }
+    }
 }
 
 /// What to do.
@@ -122,7 +174,7 @@ pub(crate) struct ReleaseArgs {
 /// `schema`.
 #[derive(Debug, Args)]
 pub(crate) struct SchemaArgs {
-    /// The database whose DDL to print when no --url is given.
+    /// The database whose DDL to print when no URL is given.
     #[arg(long, value_enum)]
     pub(crate) db: Option<DbKind>,
     /// Create the table (and add `fencing_token` to a ShedLock table) instead of printing.

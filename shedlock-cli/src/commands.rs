@@ -11,14 +11,22 @@ use crate::{doctor, locks};
 
 /// Runs the command line's command: the exit status, or the failure to print.
 pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
-    let target = cli.database.url.as_deref().map(Target::parse).transpose()?;
+    let target = cli
+        .database
+        .url()
+        .as_deref()
+        .map(Target::parse)
+        .transpose()?;
     if let (Command::Schema(SchemaArgs { db: Some(kind), .. }), Some(target)) =
         (&cli.command, &target)
         && *kind != target.kind
     {
         return Err(Failure::new(
             Exit::Usage,
-            format!("--db does not match the database of --url {}", target.shown),
+            format!(
+                "--db does not match the database of the URL {}",
+                target.shown
+            ),
         ));
     }
     if let Command::Schema(SchemaArgs { db, apply: false }) = &cli.command {
@@ -29,7 +37,7 @@ pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
             (None, None) => {
                 return Err(Failure::new(
                     Exit::Usage,
-                    "give --db postgres|mysql|sqlite, or --url (or DATABASE_URL)",
+                    "give --db postgres|mysql|sqlite, or set SHEDLOCK_URL (or DATABASE_URL)",
                 ));
             }
         };
@@ -43,7 +51,7 @@ pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
     let Some(target) = target else {
         return Err(Failure::new(
             Exit::Usage,
-            "no database: give --url or set DATABASE_URL",
+            "no database: set SHEDLOCK_URL (or DATABASE_URL), or give --url",
         ));
     };
     match target.kind {
@@ -60,12 +68,9 @@ async fn run_on<D: OpenPool>(cli: &Cli, target: &Target) -> Result<Exit, Failure
         .await?;
     let provider = provider::<D>(pool, &cli.database)?;
     let exit = match &cli.command {
-        Command::Locks(command) => locks::run(&provider, target, command).await,
+        Command::Locks(command) => locks::run(&provider, command).await,
         Command::Schema(_) => {
-            provider
-                .create_schema()
-                .await
-                .map_err(|e| target.fail(Exit::Error, e))?;
+            provider.create_schema().await.map_err(Failure::error)?;
             out!(
                 "lock table `{}` is ready on {} (created if missing, fencing_token added if missing)",
                 provider.table(),

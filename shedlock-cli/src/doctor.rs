@@ -18,12 +18,9 @@ pub(crate) async fn run<D: OpenPool>(
 ) -> Result<Exit, Failure> {
     let table = provider.table();
     out!("ok       database {} is reachable", target.shown);
-    clock(provider, target).await?;
+    clock(provider).await?;
 
-    let issues = provider
-        .check_schema()
-        .await
-        .map_err(|e| target.fail(Exit::Error, e))?;
+    let issues = provider.check_schema().await.map_err(Failure::error)?;
     if !issues.is_empty() {
         for issue in &issues {
             out!("problem  {issue}");
@@ -41,16 +38,13 @@ pub(crate) async fn run<D: OpenPool>(
     out!("ok       table `{table}` has the columns, types and key the provider needs");
 
     if let Err(e) = provider.check_access().await {
-        out!("problem  {}", target.scrub(&e.to_string()));
+        out!("problem  {e}");
         out!("fix      {}", access_fix(table, target));
         return Ok(Exit::Problems);
     }
     out!("ok       this user may read, insert and update `{table}` (probe rolled back)");
 
-    let rows = provider
-        .list_locks()
-        .await
-        .map_err(|e| target.fail(Exit::Error, e))?;
+    let rows = provider.list_locks().await.map_err(Failure::error)?;
     let held = rows.iter().filter(|row| row.held).count();
     out!("ok       {} locks, {held} held", rows.len());
     Ok(Exit::Ok)
@@ -58,12 +52,9 @@ pub(crate) async fn run<D: OpenPool>(
 
 /// Reports the database clock against this machine's: locks never read this machine's clock,
 /// so the difference is information, never a problem.
-async fn clock<D: OpenPool>(provider: &SqlLockProvider<D>, target: &Target) -> Result<(), Failure> {
+async fn clock<D: OpenPool>(provider: &SqlLockProvider<D>) -> Result<(), Failure> {
     let before = SystemTime::now();
-    let database = provider
-        .database_time()
-        .await
-        .map_err(|e| target.fail(Exit::Error, e))?;
+    let database = provider.database_time().await.map_err(Failure::error)?;
     let after = SystemTime::now();
     let round_trip = after.duration_since(before).unwrap_or(Duration::ZERO);
     // The database read its clock somewhere within the round trip: compare with the middle.

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::process::ExitCode;
 
+use crate::output;
+
 /// The process's exit status; `--help` and the README list the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Exit {
@@ -26,10 +28,9 @@ impl From<Exit> for ExitCode {
     }
 }
 
-/// Why a command stopped: printed as `error: {message}`, exits with `exit`. Messages that
-/// may quote the database URL are scrubbed of its password when built
-/// ([`Target::fail`](crate::target::Target::fail)).
-#[derive(Debug)]
+/// Why a command stopped: printed as `error: {message}` by [`output::error`], which scrubs
+/// every secret of the URL (the message may quote a driver's error) and escapes terminal
+/// controls; exits with `exit`.
 pub(crate) struct Failure {
     pub(crate) exit: Exit,
     pub(crate) message: String,
@@ -42,10 +43,19 @@ impl Failure {
             message: message.into(),
         }
     }
+
+    /// A statement or connection the database refused (exit 1), in its own words.
+    pub(crate) fn error(error: impl fmt::Display) -> Self {
+        Failure::new(Exit::Error, error.to_string())
+    }
 }
 
-impl fmt::Display for Failure {
+/// Scrubbed like the printed message: it may quote a driver's error.
+impl fmt::Debug for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        f.debug_struct("Failure")
+            .field("exit", &self.exit)
+            .field("message", &output::scrubbed(&self.message))
+            .finish()
     }
 }

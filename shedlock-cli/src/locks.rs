@@ -8,19 +8,17 @@ use shedlock_sqlx::{LockRow, SqlLockProvider};
 
 use crate::cli::{LocksCommand, ReleaseArgs};
 use crate::failure::{Exit, Failure};
-use crate::target::{OpenPool, Target};
+use crate::output;
+use crate::target::OpenPool;
+use crate::terminal::Escaped;
 
 pub(crate) async fn run<D: OpenPool>(
     provider: &SqlLockProvider<D>,
-    target: &Target,
     command: &LocksCommand,
 ) -> Result<Exit, Failure> {
     match command {
         LocksCommand::List { json } => {
-            let rows = provider
-                .list_locks()
-                .await
-                .map_err(|e| store_failure(target, &e))?;
+            let rows = provider.list_locks().await.map_err(|e| store_failure(&e))?;
             let views: Vec<LockView<'_>> = rows.iter().map(LockView::of).collect();
             if *json {
                 print_json(&views);
@@ -32,7 +30,7 @@ pub(crate) async fn run<D: OpenPool>(
             Ok(Exit::Ok)
         }
         LocksCommand::Show { name, json } => {
-            let row = read_row(provider, target, name).await?;
+            let row = read_row(provider, name).await?;
             let view = LockView::of(&row);
             if *json {
                 print_json(&view);
@@ -41,7 +39,7 @@ pub(crate) async fn run<D: OpenPool>(
             }
             Ok(Exit::Ok)
         }
-        LocksCommand::Release(args) => release(provider, target, args).await,
+        LocksCommand::Release(args) => release(provider, args).await,
     }
 }
 
@@ -99,7 +97,7 @@ pub(crate) fn timestamp(time: SystemTime) -> String {
 
 fn print_json(value: &impl Serialize) {
     match serde_json::to_string_pretty(value) {
-        Ok(json) => out!("{json}"),
+        Ok(json) => output::json(&json),
         Err(e) => unreachable!("lock views always serialize: {e}"),
     }
 }
@@ -118,9 +116,9 @@ fn print_table(views: &[LockView<'_>]) {
         .iter()
         .map(|v| {
             [
-                v.name.to_owned(),
+                Escaped(v.name).to_string(),
                 v.state().to_owned(),
-                v.locked_by.to_owned(),
+                Escaped(v.locked_by).to_string(),
                 v.fencing_token.to_string(),
                 v.locked_at.clone(),
                 v.lock_until.clone(),
@@ -149,9 +147,9 @@ fn print_table(views: &[LockView<'_>]) {
 }
 
 fn print_fields(view: &LockView<'_>) {
-    out!("name:          {}", view.name);
+    out!("name:          {}", Escaped(view.name));
     out!("state:         {}", view.state());
-    out!("holder:        {}", view.locked_by);
+    out!("holder:        {}", Escaped(view.locked_by));
     out!("fencing token: {}", view.fencing_token);
     out!("locked at:     {}", view.locked_at);
     out!("lock until:    {}", view.lock_until);
@@ -161,17 +159,20 @@ fn print_fields(view: &LockView<'_>) {
 
 async fn read_row<D: OpenPool>(
     provider: &SqlLockProvider<D>,
-    target: &Target,
     name: &str,
 ) -> Result<LockRow, Failure> {
     provider
         .lock_state(name)
         .await
-        .map_err(|e| store_failure(target, &e))?
+        .map_err(|e| store_failure(&e))?
         .ok_or_else(|| {
             Failure::new(
                 Exit::NotFound,
-                format!("no lock named `{name}` in table `{}`", provider.table()),
+                format!(
+                    "no lock named `{}` in table `{}`",
+                    Escaped(name),
+                    provider.table()
+                ),
             )
         })
 }
@@ -181,11 +182,10 @@ async fn read_row<D: OpenPool>(
 /// database's now and keeps the row, so the next acquisition's token is larger.
 async fn release<D: OpenPool>(
     provider: &SqlLockProvider<D>,
-    target: &Target,
     args: &ReleaseArgs,
 ) -> Result<Exit, Failure> {
-    let name = &args.name;
-    let row = read_row(provider, target, name).await?;
+    let row = read_row(provider, &args.name).await?;
+    let (name, holder) = (Escaped(&args.name), Escaped(&row.locked_by));
     if !row.held {
         out!(
             "`{name}` is not held (free since {}); nothing to release",
@@ -202,8 +202,7 @@ async fn release<D: OpenPool>(
         return Err(Failure::new(
             Exit::Refused,
             format!(
-                "not released: `{name}` is held by {} with fencing token {} until {}{}",
-                row.locked_by,
+                "not released: `{name}` is held by {holder} with fencing token {} until {}{}",
                 row.fencing_token,
                 timestamp(row.lock_until),
                 " (use --force to release it whoever holds it)"
@@ -220,31 +219,31 @@ async fn release<D: OpenPool>(
         )
     })?;
     let released = provider
-        .release_lease(name, &row.locked_by, token)
+        .release_lease(&args.name, &row.locked_by, token)
         .await
-        .map_err(|e| store_failure(target, &e))?;
+        .map_err(|e| store_failure(&e))?;
     if !released {
         return Err(Failure::new(
             Exit::Refused,
             format!(
-                "not released: the lease of `{name}` by {} (token {token}) ended or was taken \
-                 over meanwhile; see `shedlock locks show {name}`",
-                row.locked_by
+                "not released: the lease of `{name}` by {holder} (token {token}) ended or was \
+                 taken over meanwhile; see `shedlock locks show {name}`"
             ),
         ));
     }
     out!(
-        "released `{name}`: held by {} with fencing token {token}, free from now on (the row \
-         stays; the next holder gets a larger token)",
-        row.locked_by
+        "released `{name}`: held by {holder} with fencing token {token}, free from now on (the \
+         row stays; the next holder gets a larger token)"
     );
     Ok(Exit::Ok)
 }
 
 /// A statement the database refused, with where to look next.
-fn store_failure(target: &Target, error: &shedlock_core::Error) -> Failure {
-    target.fail(
+fn store_failure(error: &shedlock_core::Error) -> Failure {
+    Failure::new(
         Exit::Error,
-        format!("{error}\n`shedlock doctor` (with the same options) says what is wrong and how to fix it"),
+        format!(
+            "{error}\n`shedlock doctor` (with the same options) says what is wrong and how to fix it"
+        ),
     )
 }

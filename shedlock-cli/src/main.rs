@@ -2,13 +2,11 @@
 //! and check a database with `doctor`. Built on `shedlock-sqlx`; see `shedlock --help` and the
 //! README's "Command-line tool" section.
 
-/// `println!` that ignores a closed stdout (`shedlock locks list | head`) instead of
-/// panicking: the command's exit status still tells what happened.
+/// A line on stdout, scrubbed of secrets and escaped for the terminal ([`output::line`]).
 macro_rules! out {
-    ($($arg:tt)*) => {{
-        use ::std::io::Write as _;
-        let _ = writeln!(::std::io::stdout().lock(), $($arg)*);
-    }};
+    ($($arg:tt)*) => {
+        $crate::output::line(format_args!($($arg)*))
+    };
 }
 
 mod cli;
@@ -16,7 +14,10 @@ mod commands;
 mod doctor;
 mod failure;
 mod locks;
+mod output;
+mod secrets;
 mod target;
+mod terminal;
 
 use std::process::ExitCode;
 
@@ -25,21 +26,30 @@ use clap::Parser;
 use cli::Cli;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let environment: Vec<_> = cli::URL_VARIABLES
+        .iter()
+        .filter_map(std::env::var_os)
+        .collect();
+    let arguments: Vec<_> = std::env::args_os().skip(1).collect();
+    output::protect(&arguments, &environment);
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return output::clap_error(&error),
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            output::error(&format!("cannot start the async runtime: {e}"));
             return failure::Exit::Error.into();
         }
     };
     match runtime.block_on(commands::run(cli)) {
         Ok(exit) => exit.into(),
         Err(failure) => {
-            eprintln!("error: {failure}");
+            output::error(&failure.message);
             failure.exit.into()
         }
     }

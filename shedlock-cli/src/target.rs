@@ -1,6 +1,7 @@
 //! The database a command talks to: its kind from the URL's scheme, the URL with its password
 //! hidden, and the pool, opened after one connection showed the database can be reached.
 
+use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -16,49 +17,44 @@ use url::Url;
 
 use crate::cli::DbKind;
 use crate::failure::{Exit, Failure};
+use crate::secrets::Masked;
 
 /// SQLite waits this long for another process's write to finish.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A database URL and what may be shown of it.
-#[derive(Debug)]
+/// A database URL and what may be shown of it. Its `Debug` shows only the shown URL.
 pub(crate) struct Target {
     pub(crate) kind: DbKind,
     url: String,
-    /// The URL as it may be printed: `postgres://user:***@host/db`.
+    /// The URL as it may be printed, rebuilt with its secrets masked:
+    /// `postgres://user:***@host/db?password=***`.
     pub(crate) shown: String,
     /// The user name in the URL, if any.
     pub(crate) user: Option<String>,
-    /// Strings that must never be printed: the password as written and decoded.
-    secrets: Vec<String>,
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Target")
+            .field("kind", &self.kind)
+            .field("url", &self.shown)
+            .field("user", &self.user)
+            .finish()
+    }
 }
 
 impl Target {
-    /// Reads the database kind from the URL's scheme, and what must not be shown of it.
+    /// Reads the database kind from the URL's scheme, and what may be shown of it. Messages
+    /// never quote the URL: the url crate's errors do not, and the scheme is all that is
+    /// named of it.
     pub(crate) fn parse(url: &str) -> Result<Self, Failure> {
         const EXPECTED: &str = "expected postgres://…, mysql://… or sqlite:FILE";
-        // The url crate's messages never quote the URL.
         let parsed = Url::parse(url).map_err(|e| {
             Failure::new(
                 Exit::Usage,
-                format!("--url is not a valid URL ({e}); {EXPECTED}"),
+                format!("the database URL is not a valid URL ({e}); {EXPECTED}"),
             )
         })?;
-        let decoded = |text: &str| percent_decode_str(text).decode_utf8_lossy().into_owned();
-        let mut secrets = Vec::new();
-        let mut shown = parsed.clone();
-        if let Some(password) = parsed.password() {
-            secrets.extend([password.to_owned(), decoded(password)]);
-            let _ = shown.set_password(Some("***"));
-        }
-        // PostgreSQL also takes the password as a query parameter.
-        secrets.extend(
-            parsed
-                .query_pairs()
-                .filter(|(key, _)| key == "password")
-                .map(|(_, value)| value.into_owned()),
-        );
-        secrets.retain(|s| !s.is_empty() && s != "***");
         let kind = match parsed.scheme() {
             "postgres" | "postgresql" => DbKind::Postgres,
             "mysql" | "mariadb" => DbKind::Mysql,
@@ -66,35 +62,17 @@ impl Target {
             scheme => {
                 return Err(Failure::new(
                     Exit::Usage,
-                    format!("--url has the scheme `{scheme}:`; {EXPECTED}"),
+                    format!("the database URL has the scheme `{scheme}:`; {EXPECTED}"),
                 ));
             }
         };
-        let shown = secrets.iter().fold(shown.to_string(), |text, secret| {
-            text.replace(secret, "***")
-        });
+        let user = percent_decode_str(parsed.username()).decode_utf8_lossy();
         Ok(Target {
             kind,
             url: url.to_owned(),
-            shown,
-            user: Some(decoded(parsed.username())).filter(|user| !user.is_empty()),
-            secrets,
+            shown: Masked::of(url, &parsed).shown,
+            user: Some(user.into_owned()).filter(|user| !user.is_empty()),
         })
-    }
-
-    /// `text` with every secret of the URL replaced by `***`: for every message that might
-    /// quote the URL or the password (sqlx's errors among them).
-    pub(crate) fn scrub(&self, text: &str) -> String {
-        let mut text = text.replace(&self.url, &self.shown);
-        for secret in &self.secrets {
-            text = text.replace(secret.as_str(), "***");
-        }
-        text
-    }
-
-    /// A failure about this database, its message scrubbed.
-    pub(crate) fn fail(&self, exit: Exit, message: impl std::fmt::Display) -> Failure {
-        Failure::new(exit, self.scrub(&message.to_string()))
     }
 
     /// Opens a connection (failing at once if the database cannot be reached, rather than
@@ -105,8 +83,8 @@ impl Target {
         timeout: Duration,
         create: bool,
     ) -> Result<Pool<D::Database>, Failure> {
-        let unreachable = |e: &dyn std::fmt::Display| {
-            self.fail(
+        let unreachable = |e: &dyn fmt::Display| {
+            Failure::new(
                 Exit::Error,
                 format!("cannot reach the database at {}: {e}", self.shown),
             )
@@ -188,18 +166,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn passwords_are_hidden_as_written_and_decoded() {
-        let target = Target::parse("postgres://app:s%40cret@db.example:5432/prod").unwrap();
-        assert_eq!(target.shown, "postgres://app:***@db.example:5432/prod");
-        assert_eq!(
-            target.scrub("failed for s@cret and s%40cret"),
-            "failed for *** and ***"
-        );
-        let query = Target::parse("postgres://app@db/prod?password=hunter2").unwrap();
-        assert_eq!(query.shown, "postgres://app@db/prod?password=***");
-        let file = Target::parse("sqlite:locks.db").unwrap();
-        assert_eq!(file.shown, "sqlite:locks.db");
-        assert_eq!(file.scrub("at sqlite:locks.db"), "at sqlite:locks.db");
+    fn only_the_masked_url_is_shown_or_debugged() {
+        for (url, shown) in [
+            (
+                "postgres://app:s%40cret@db.example:5432/prod",
+                "postgres://app:***@db.example:5432/prod",
+            ),
+            (
+                "postgres://app@db/prod?password=s%40cret+2",
+                "postgres://app@db/prod?password=***",
+            ),
+            ("sqlite:locks.db", "sqlite:locks.db"),
+        ] {
+            let target = Target::parse(url).unwrap();
+            assert_eq!(target.shown, shown);
+            let debug = format!("{target:?}");
+            assert!(debug.contains(shown) && !debug.contains("cret"), "{debug}");
+        }
+        let user = Target::parse("mysql://app%2Dro:pw@h/db").unwrap().user;
+        assert_eq!(user.as_deref(), Some("app-ro"));
     }
 
     #[test]

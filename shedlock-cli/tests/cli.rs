@@ -93,6 +93,7 @@ impl Db {
         let output = Command::new(env!("CARGO_BIN_EXE_shedlock"))
             .args(["--url", url, "--table", table, "--connect-timeout", "20s"])
             .args(args)
+            .env_remove("SHEDLOCK_URL")
             .env_remove("DATABASE_URL")
             .output()
             .expect("run the shedlock binary");
@@ -491,6 +492,7 @@ mod cases {
 fn help_and_database_url_from_the_environment() {
     let shedlock = || {
         let mut command = Command::new(env!("CARGO_BIN_EXE_shedlock"));
+        command.env_remove("SHEDLOCK_URL");
         command.env("DATABASE_URL", "postgres://app:Hunter2-Env@db.invalid/prod");
         command
     };
@@ -520,7 +522,7 @@ fn help_and_database_url_from_the_environment() {
     assert!(
         none.expect(2)
             .stderr()
-            .contains("give --url or set DATABASE_URL")
+            .contains("set SHEDLOCK_URL (or DATABASE_URL), or give --url")
     );
 }
 
