@@ -137,6 +137,28 @@ pub async fn lock_at_least_for_holds_after_release<H: Harness>(h: &H) {
     );
 }
 
+/// `lock_at_least_for` counts from the latest acquisition: a lock taken again after an earlier
+/// lease ended records the new `locked_at`, and its release keeps it `lock_at_least_for` past
+/// that (a store that kept the earlier `locked_at` would free it at once).
+pub async fn lock_at_least_for_counts_from_each_acquisition<H: Harness>(h: &H) {
+    let (a, b) = (h.provider("a").await, h.provider("b").await);
+    let at_least = h.short_lease();
+    let c = config(&unique_lock_name("atleast-again"), LONG, at_least);
+    let first = acquire(&a, &c).await.expect("acquired");
+    assert!(a.release(&first).await.expect("release"));
+    h.pass_time(at_least + at_least / 4).await;
+    let second = acquire(&b, &c).await.expect("free after lock_at_least_for");
+    assert!(
+        second.locked_at() > first.locked_at(),
+        "locked_at was not moved to the new acquisition"
+    );
+    assert!(b.release(&second).await.expect("release"));
+    assert!(
+        acquire(&a, &c).await.is_none(),
+        "lock_at_least_for not honoured after the lock was taken again"
+    );
+}
+
 /// A lease can be extended once and repeatedly; each extension moves `lock_until` forward,
 /// keeps the fencing token, and keeps the lock past the original expiry.
 pub async fn extend_once_and_repeatedly<H: Harness>(h: &H) {
@@ -470,6 +492,7 @@ macro_rules! conformance_tests {
             relock_after_release,
             expires_after_lock_at_most_for,
             lock_at_least_for_holds_after_release,
+            lock_at_least_for_counts_from_each_acquisition,
             extend_once_and_repeatedly,
             expired_or_released_cannot_be_extended,
             old_lease_is_dead,

@@ -14,7 +14,8 @@ use sqlx::{AssertSqlSafe, Executor, MySqlPool};
 
 use common::{database_url, lease_config, unique_table};
 
-async fn pool_in_time_zone(time_zone: Option<&'static str>) -> Option<MySqlPool> {
+/// A pool whose connections run `setting` (a `SET …` statement) when they open.
+async fn pool_with(setting: Option<String>) -> Option<MySqlPool> {
     let url = database_url(
         "SHEDLOCK_TEST_MYSQL_URL",
         "MySQL/MariaDB",
@@ -23,10 +24,10 @@ async fn pool_in_time_zone(time_zone: Option<&'static str>) -> Option<MySqlPool>
     let pool = MySqlPoolOptions::new()
         .max_connections(4)
         .after_connect(move |conn, _| {
+            let setting = setting.clone();
             Box::pin(async move {
-                if let Some(zone) = time_zone {
-                    conn.execute(AssertSqlSafe(format!("SET time_zone = '{zone}'")))
-                        .await?;
+                if let Some(setting) = setting {
+                    conn.execute(AssertSqlSafe(setting)).await?;
                 }
                 Ok(())
             })
@@ -35,6 +36,15 @@ async fn pool_in_time_zone(time_zone: Option<&'static str>) -> Option<MySqlPool>
         .await
         .expect("connect to SHEDLOCK_TEST_MYSQL_URL");
     Some(pool)
+}
+
+async fn pool_in_time_zone(time_zone: Option<&'static str>) -> Option<MySqlPool> {
+    pool_with(time_zone.map(|zone| format!("SET time_zone = '{zone}'"))).await
+}
+
+/// A pool whose sessions run in `sql_mode` (as a server configured so would give them).
+async fn pool_in_sql_mode(sql_mode: &'static str) -> Option<MySqlPool> {
+    pool_with(Some(format!("SET SESSION sql_mode = '{sql_mode}'"))).await
 }
 
 async fn pool() -> Option<MySqlPool> {
@@ -58,6 +68,34 @@ async fn db_now(pool: &MySqlPool) -> SystemTime {
 }
 
 sql_provider_tests!(MySql, pool());
+
+/// The whole suite (conformance and SQL cases) again under each `sql_mode` users set that
+/// changes how statements read: MariaDB's `SIMULTANEOUS_ASSIGNMENT` (an `UPDATE`'s assignments
+/// all see the old row), quoting, concatenation and escaping modes, strict mode off, the
+/// zero-date modes, and the `ANSI` and `TRADITIONAL` bundles.
+mod sql_modes {
+    use super::*;
+
+    macro_rules! under_sql_mode {
+        ($($module:ident: $mode:literal,)*) => {$(
+            mod $module {
+                use super::*;
+                sql_provider_tests!(MySql, pool_in_sql_mode($mode));
+            }
+        )*};
+    }
+
+    under_sql_mode! {
+        simultaneous_assignment: "SIMULTANEOUS_ASSIGNMENT",
+        ansi_quotes: "ANSI_QUOTES",
+        pipes_as_concat: "PIPES_AS_CONCAT",
+        no_backslash_escapes: "NO_BACKSLASH_ESCAPES",
+        not_strict: "",
+        no_zero_date: "NO_ZERO_DATE,NO_ZERO_IN_DATE,STRICT_ALL_TABLES",
+        ansi: "ANSI",
+        traditional: "TRADITIONAL",
+    }
+}
 
 /// In a table made by `create_schema` lock names are case-sensitive, as in the other dialects.
 #[tokio::test]
