@@ -71,12 +71,26 @@ async fn run_on<D: OpenPool>(cli: &Cli, target: &Target) -> Result<Exit, Failure
         Command::Locks(command) => locks::run(&provider, command).await,
         Command::Schema(_) => {
             provider.create_schema().await.map_err(Failure::error)?;
-            out!(
-                "lock table `{}` is ready on {} (created if missing, fencing_token added if missing)",
-                provider.table(),
-                target.shown
-            );
-            Ok(Exit::Ok)
+            // Ready only when the provider can use the table, whatever create_schema did.
+            let issues = provider.check_schema().await.map_err(Failure::error)?;
+            if issues.is_empty() {
+                out!(
+                    "lock table `{}` is ready on {} (created if missing, fencing_token added \
+                     and ShedLock's MySQL TIMESTAMP columns converted if needed)",
+                    provider.table(),
+                    target.shown
+                );
+                Ok(Exit::Ok)
+            } else {
+                for issue in &issues {
+                    out!("problem  {issue}");
+                }
+                out!(
+                    "lock table `{}` is not usable yet: `shedlock doctor` says how to fix it",
+                    provider.table()
+                );
+                Ok(Exit::Problems)
+            }
         }
         Command::Doctor => {
             let token_column = cli.database.fencing_token_column.as_deref();

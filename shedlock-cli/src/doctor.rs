@@ -98,10 +98,23 @@ fn schema_fix(issue: &SchemaIssue, table: &str, token_column: &str, kind: DbKind
             table.replace('.', "_")
         ),
         SchemaIssue::WrongType {
-            column, expected, ..
+            column,
+            expected,
+            found,
         } => match kind {
+            // Keeps the instant a `timestamptz` holds, as the UTC time the statements write.
+            DbKind::Postgres if found.contains("with time zone") => format!(
+                "ALTER TABLE {table} ALTER COLUMN {column} TYPE {expected} \
+                 USING {column} AT TIME ZONE 'UTC'"
+            ),
             DbKind::Postgres => {
                 format!("ALTER TABLE {table} ALTER COLUMN {column} TYPE {expected}")
+            }
+            // A plain MODIFY would convert through this session's time zone.
+            DbKind::Mysql if found.starts_with("timestamp") => {
+                "`shedlock schema --apply` with the same options converts ShedLock's TIMESTAMP \
+                 columns to DATETIME(3), keeping the times its instances wrote"
+                    .to_owned()
             }
             DbKind::Mysql => format!("ALTER TABLE {table} MODIFY {column} {expected} NOT NULL"),
             DbKind::Sqlite => {

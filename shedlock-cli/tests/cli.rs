@@ -434,6 +434,63 @@ mod cases {
         db.remove().await;
     }
 
+    /// A table made with Java ShedLock's own DDL (its README's), with a row Java wrote: one
+    /// `schema --apply` makes it usable, says so only then, and `doctor` agrees.
+    pub(super) async fn java_table_is_ready_after_apply(db: Db) {
+        let (ddl, row) = match db.kind {
+            Kind::Postgres => (
+                "CREATE TABLE {t}(name VARCHAR(64) NOT NULL, lock_until TIMESTAMP NOT NULL, \
+                 locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))",
+                "INSERT INTO {t} VALUES ('nightly', timezone('utc', CURRENT_TIMESTAMP) \
+                 + interval '1 hour', timezone('utc', CURRENT_TIMESTAMP), 'java-host')",
+            ),
+            Kind::Mysql => (
+                "CREATE TABLE {t}(name VARCHAR(64) NOT NULL, lock_until TIMESTAMP(3) NOT NULL, \
+                 locked_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3), \
+                 locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))",
+                "INSERT INTO {t} VALUES ('nightly', UTC_TIMESTAMP(3) + INTERVAL 1 HOUR, \
+                 UTC_TIMESTAMP(3), 'java-host')",
+            ),
+            Kind::Sqlite => return, // Java ShedLock has no SQLite DDL
+        };
+        execute(&db.url, &ddl.replace("{t}", &db.table)).await;
+        execute(&db.url, &row.replace("{t}", &db.table)).await;
+        db.shedlock(&["doctor"]).expect(5);
+        let applied = db.shedlock(&["schema", "--apply"]).expect(0).stdout();
+        assert!(applied.contains("is ready"), "{applied}");
+        let doctor = db.shedlock(&["doctor"]).expect(0).stdout();
+        assert!(!doctor.contains("problem"), "{doctor}");
+        let locks = db.shedlock(&["locks", "list", "--json"]).expect(0).json();
+        let nightly = find(&locks, "nightly");
+        assert_eq!(nightly["locked_by"], "java-host", "{locks}");
+        assert_eq!(nightly["held"], true, "{locks}");
+        db.remove().await;
+    }
+
+    /// `schema --apply` cannot fix every table (here PostgreSQL times rounded to the second):
+    /// it says the table is not usable, and exits as `doctor` does.
+    pub(super) async fn apply_does_not_call_an_unusable_table_ready(db: Db) {
+        let Kind::Postgres = db.kind else { return };
+        execute(
+            &db.url,
+            &format!(
+                "CREATE TABLE {} (name VARCHAR(64) PRIMARY KEY, lock_until TIMESTAMP(0) NOT NULL, \
+                 locked_at TIMESTAMP(0) NOT NULL, locked_by VARCHAR(255) NOT NULL)",
+                db.table
+            ),
+        )
+        .await;
+        let applied = db.shedlock(&["schema", "--apply"]).expect(5).stdout();
+        assert!(!applied.contains("is ready"), "{applied}");
+        assert!(applied.contains("timestamp(0)"), "{applied}");
+        let doctor = db.shedlock(&["doctor"]).expect(5).stdout();
+        assert!(
+            doctor.contains("ALTER COLUMN lock_until TYPE TIMESTAMP"),
+            "{doctor}"
+        );
+        db.remove().await;
+    }
+
     pub(super) async fn doctor_reports_missing_privileges(db: Db) {
         let Some((setup, url, cleanup)) = db.read_only_user() else {
             return;
@@ -536,6 +593,8 @@ macro_rules! database_tests {
             schema_prints_and_applies_and_doctor_agrees: schema_print_apply_and_doctor,
             doctor_names_a_missing_column_and_table: doctor_names_what_is_missing,
             doctor_reports_missing_privileges: doctor_reports_missing_privileges,
+            java_shedlock_table_is_ready_after_apply: java_table_is_ready_after_apply,
+            apply_does_not_call_an_unusable_table_ready: apply_does_not_call_an_unusable_table_ready,
             a_wrong_password_is_never_echoed: a_password_is_never_printed,
             an_unreachable_database_exits_1: unreachable_database_is_an_error,
         );

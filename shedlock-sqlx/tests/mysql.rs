@@ -53,6 +53,19 @@ async fn pool() -> Option<MySqlPool> {
 
 test_db!(MySql(MySqlPool) for MySqlLockProvider {
     timestamp: "DATETIME(3)",
+    java: Some(common::scenarios::JavaSql {
+        ddl: "CREATE TABLE {t}(name VARCHAR(64) NOT NULL, lock_until TIMESTAMP(3) NOT NULL, \
+              locked_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3), \
+              locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))",
+        rows: "INSERT IGNORE INTO {t}(name, lock_until, locked_at, locked_by) VALUES \
+               ('held', UTC_TIMESTAMP(3) + INTERVAL 3600000000 MICROSECOND, UTC_TIMESTAMP(3), \
+               'java-host'), \
+               ('expired', UTC_TIMESTAMP(3) - INTERVAL 60000000 MICROSECOND, \
+               UTC_TIMESTAMP(3) - INTERVAL 120000000 MICROSECOND, 'java-host')",
+        acquire: "UPDATE {t} SET lock_until = UTC_TIMESTAMP(3) + INTERVAL 600000000 MICROSECOND, \
+                  locked_at = UTC_TIMESTAMP(3), locked_by = 'java-host' \
+                  WHERE name = '{name}' AND lock_until <= UTC_TIMESTAMP(3)",
+    }),
     enforces_varchar: true,
     statements: [3, 2, 1, 1, 2],
     now: db_now,

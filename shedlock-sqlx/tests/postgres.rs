@@ -82,6 +82,19 @@ async fn wait_for_lock_waits(pool: &PgPool, table: &str, count: i64) {
 
 test_db!(Pg(PgPool) for PgLockProvider {
     timestamp: "TIMESTAMP",
+    java: Some(common::scenarios::JavaSql {
+        ddl: "CREATE TABLE {t}(name VARCHAR(64) NOT NULL, lock_until TIMESTAMP NOT NULL, \
+              locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))",
+        rows: "INSERT INTO {t}(name, lock_until, locked_at, locked_by) VALUES \
+               ('held', timezone('utc', CURRENT_TIMESTAMP) + cast('3600 seconds' as interval), \
+               timezone('utc', CURRENT_TIMESTAMP), 'java-host'), \
+               ('expired', timezone('utc', CURRENT_TIMESTAMP) - cast('60 seconds' as interval), \
+               timezone('utc', CURRENT_TIMESTAMP) - cast('120 seconds' as interval), 'java-host')",
+        acquire: "UPDATE {t} SET lock_until = timezone('utc', CURRENT_TIMESTAMP) \
+                  + cast('600 seconds' as interval), locked_at = timezone('utc', CURRENT_TIMESTAMP), \
+                  locked_by = 'java-host' WHERE name = '{name}' \
+                  AND lock_until <= timezone('utc', CURRENT_TIMESTAMP)",
+    }),
     enforces_varchar: true,
     statements: [1, 1, 1, 1, 1],
     now: db_now,

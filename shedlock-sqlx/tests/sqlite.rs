@@ -48,6 +48,7 @@ mod conformance_memory {
 
 test_db!(Sqlite(SqlitePool) for SqliteLockProvider {
     timestamp: "TEXT",
+    java: None,
     enforces_varchar: false,
     statements: [1, 1, 1, 1, 1],
     now: db_now,

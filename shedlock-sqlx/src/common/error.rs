@@ -23,7 +23,50 @@ pub(crate) fn store_error(
                 source: error,
             },
         ),
-        None => Error::store(operation, lock_name, error),
+        None => Error::store(operation, lock_name, DatabaseFailure(error)),
+    }
+}
+
+/// A sqlx error as a store error shows it: a database's own error as its message and SQLSTATE,
+/// without the driver's decorations (sqlx prints PostgreSQL's `at line 3665`, the line of the
+/// server's C source that raised it, which says nothing to a user).
+#[derive(Debug)]
+struct DatabaseFailure(sqlx::Error);
+
+impl DatabaseFailure {
+    /// The driver's error as the next in the chain, except a database's own error, whose
+    /// message and code the `Display` already carries.
+    fn source_of(error: &sqlx::Error) -> Option<&(dyn std::error::Error + 'static)> {
+        match error.as_database_error() {
+            Some(_) => None,
+            None => Some(error),
+        }
+    }
+
+    /// A database's own error as its message and SQLSTATE; any other error as sqlx says it.
+    fn display(error: &sqlx::Error) -> String {
+        match error.as_database_error() {
+            Some(database) => match database.code() {
+                Some(code) => format!("{} (SQLSTATE {code})", database.message()),
+                None => database.message().to_owned(),
+            },
+            None => error.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for DatabaseFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.as_database_error() {
+            Some(_) => write!(f, "the database refused: {}", Self::display(&self.0)),
+            None => self.0.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for DatabaseFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        DatabaseFailure::source_of(&self.0)
     }
 }
 
@@ -70,13 +113,13 @@ impl fmt::Display for SchemaError {
                 f,
                 "lock table `{table}` does not exist; create it with `create_schema()` \
                  or the DDL in the shedlock-sqlx docs ({})",
-                self.source
+                DatabaseFailure::display(&self.source)
             ),
             SchemaProblem::MissingColumn => write!(
                 f,
                 "lock table `{table}` lacks a column (a ShedLock table needs `fencing_token`: \
                  `create_schema()` adds it) ({})",
-                self.source
+                DatabaseFailure::display(&self.source)
             ),
         }
     }
@@ -84,6 +127,6 @@ impl fmt::Display for SchemaError {
 
 impl std::error::Error for SchemaError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
+        DatabaseFailure::source_of(&self.source)
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::NaiveDateTime;
 use shedlock_core::Error;
 use sqlx::mysql::{MySqlDatabaseError, MySqlPoolOptions};
-use sqlx::{MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
+use sqlx::{Connection, MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
 
 use crate::common::{
     Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, RowParts,
@@ -406,18 +406,53 @@ impl Dialect for MySql {
             .bind(&table.columns.fencing_token)
             .fetch_one(pool)
             .await?;
-        if columns > 0 {
-            return Ok(());
+        if columns == 0 {
+            match sqlx::query(sql.add_token_column.clone())
+                .execute(pool)
+                .await
+            {
+                // Another instance added it in between.
+                Err(e) if mysql_error_number(&e) == Some(ER_DUP_FIELDNAME) => {}
+                result => result.map(drop)?,
+            }
         }
-        match sqlx::query(sql.add_token_column.clone())
-            .execute(pool)
-            .await
-        {
-            // Another instance added it in between.
-            Err(e) if mysql_error_number(&e) == Some(ER_DUP_FIELDNAME) => Ok(()),
-            result => result.map(drop),
-        }
+        convert_timestamps(pool, table).await
     }
+}
+
+/// ShedLock's MySQL DDL declares the times `TIMESTAMP(3)`, which MySQL converts through each
+/// session's time zone and which sqlx will not read as a UTC time: such columns become
+/// `DATETIME(3)`. The conversion runs in the server's default time zone, the zone ShedLock's
+/// sessions wrote in (its JDBC sessions keep the server's zone unless told otherwise), so
+/// every row keeps the time its writer meant.
+async fn convert_timestamps(pool: &MySqlPool, table: &Table) -> Result<(), sqlx::Error> {
+    let found = MySql::table_columns(pool, table).await?;
+    let time_columns = [&table.columns.lock_until, &table.columns.locked_at];
+    let modify: Vec<String> = time_columns
+        .into_iter()
+        .filter(|column| {
+            found
+                .iter()
+                .any(|(name, ty, _)| *name == column.to_lowercase() && ty.starts_with("timestamp"))
+        })
+        .map(|column| format!("MODIFY {column} {} NOT NULL", MySql::COLUMN_TYPES.time))
+        .collect();
+    if modify.is_empty() {
+        return Ok(());
+    }
+    tracing::info!(
+        table = %table.name,
+        "converting ShedLock's TIMESTAMP(3) time columns to DATETIME(3)"
+    );
+    // A connection of its own, closed afterwards: its session's time zone is changed.
+    let mut connection = pool.acquire().await?.detach();
+    sqlx::query("SET time_zone = @@global.time_zone")
+        .execute(&mut connection)
+        .await?;
+    let alter = trusted_sql(format!("ALTER TABLE {} {}", table.name, modify.join(", ")));
+    let altered = sqlx::query(alter).execute(&mut connection).await;
+    let _ = connection.close().await;
+    altered.map(drop)
 }
 
 /// The times the table recorded for a lease, if it is still that lease.

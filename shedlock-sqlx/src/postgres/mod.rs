@@ -488,7 +488,9 @@ impl Dialect for Pg {
         .await
     }
 
-    /// `TIMESTAMP` without time zone only: sqlx reads `timestamptz` as another type.
+    /// `TIMESTAMP` without time zone only (sqlx reads `timestamptz` as another type), with at
+    /// least millisecond precision: `timestamp(0..2)` rounds stored times by up to half a
+    /// second, far more than a lease's clock allowance.
     fn type_fits(kind: ColumnKind, found: &str) -> bool {
         match kind {
             ColumnKind::Text => {
@@ -496,9 +498,15 @@ impl Dialect for Pg {
                     || found.starts_with("character varying")
                     || found.starts_with("character(")
             }
-            ColumnKind::Time => {
-                found.starts_with("timestamp") && found.ends_with("without time zone")
-            }
+            ColumnKind::Time => match found.strip_suffix(" without time zone") {
+                Some("timestamp") => true,
+                Some(precise) => precise
+                    .strip_prefix("timestamp(")
+                    .and_then(|p| p.strip_suffix(')'))
+                    .and_then(|p| p.parse::<u8>().ok())
+                    .is_some_and(|digits| digits >= 3),
+                None => false,
+            },
             ColumnKind::Token => found == "bigint",
         }
     }
@@ -594,6 +602,15 @@ mod tests {
             file.contains(&generated),
             "sql/postgres.sql differs from:\n{generated}"
         );
+    }
+
+    #[test]
+    fn times_need_milliseconds() {
+        let fits = |ty| Pg::type_fits(ColumnKind::Time, ty);
+        assert!(fits("timestamp without time zone"));
+        assert!(fits("timestamp(3) without time zone") && fits("timestamp(6) without time zone"));
+        assert!(!fits("timestamp(0) without time zone") && !fits("timestamp(2) without time zone"));
+        assert!(!fits("timestamp with time zone") && !fits("timestamp(3) with time zone"));
     }
 
     #[test]

@@ -87,3 +87,49 @@ async fn failed_commit_is_never_reported_as_done() {
         .await
         .unwrap();
 }
+
+/// `timestamp(0)` to `timestamp(2)` round stored times by up to half a second, beyond any
+/// lease's clock allowance: the schema check refuses them (and `doctor` with it), as it refuses
+/// `timestamptz`; millisecond precision and more are accepted.
+#[tokio::test]
+async fn imprecise_timestamps_are_refused() {
+    let Some(pool) = pool().await else { return };
+    for (ty, fits) in [
+        ("TIMESTAMP(0)", false),
+        ("TIMESTAMP(2)", false),
+        ("TIMESTAMPTZ", false),
+        ("TIMESTAMP(3)", true),
+        ("TIMESTAMP(6)", true),
+        ("TIMESTAMP", true),
+    ] {
+        let table = unique_table("shedlock_precision");
+        pool.execute(AssertSqlSafe(format!(
+            "CREATE TABLE {table} (name VARCHAR(64) PRIMARY KEY, lock_until {ty} NOT NULL, \
+             locked_at {ty} NOT NULL, locked_by VARCHAR(255) NOT NULL, \
+             fencing_token BIGINT NOT NULL DEFAULT 0)"
+        )))
+        .await
+        .unwrap();
+        let provider = PgLockProvider::builder(pool.clone())
+            .table(&table)
+            .build()
+            .unwrap();
+        let issues = provider.check_schema().await.unwrap();
+        if fits {
+            assert_eq!(issues, [], "{ty}");
+        } else {
+            assert_eq!(issues.len(), 2, "{ty}: {issues:?}");
+            assert!(
+                issues.iter().all(|issue| matches!(
+                    issue,
+                    shedlock_sqlx::SchemaIssue::WrongType { column, .. }
+                        if column == "lock_until" || column == "locked_at"
+                )),
+                "{ty}: {issues:?}"
+            );
+        }
+        pool.execute(AssertSqlSafe(format!("DROP TABLE {table}")))
+            .await
+            .unwrap();
+    }
+}

@@ -3,11 +3,13 @@
 
 mod checks;
 mod hostile;
+mod java;
 mod reset;
 mod schema;
 
 pub(crate) use checks::*;
 pub(crate) use hostile::*;
+pub(crate) use java::*;
 pub(crate) use reset::*;
 pub(crate) use schema::*;
 
@@ -31,6 +33,8 @@ pub(crate) trait TestDb: Send + Sync + Sized + 'static {
     const TIMESTAMP: &'static str;
     /// Whether `VARCHAR(n)` refuses longer values (SQLite does not).
     const ENFORCES_VARCHAR: bool;
+    /// Java ShedLock's DDL and statements for this database, if it has them.
+    const JAVA: Option<JavaSql>;
     /// Statements per operation: acquire on first use of a name, acquire of a free lock,
     /// acquire of a held lock, release, extend.
     const STATEMENTS: [usize; 5];
@@ -109,6 +113,7 @@ macro_rules! test_db {
     (
         $db:ident($pool:ty) for $provider:ident {
             timestamp: $timestamp:literal,
+            java: $java:expr,
             enforces_varchar: $enforces_varchar:literal,
             statements: $statements:expr,
             now: $now:path,
@@ -124,6 +129,7 @@ macro_rules! test_db {
             type Dialect = ::shedlock_sqlx::dialect::$db;
             const TIMESTAMP: &'static str = $timestamp;
             const ENFORCES_VARCHAR: bool = $enforces_varchar;
+            const JAVA: Option<$crate::common::scenarios::JavaSql> = $java;
             const STATEMENTS: [usize; 5] = $statements;
 
             fn build(
@@ -202,6 +208,7 @@ macro_rules! sql_provider_cases {
             deleted_row_is_recreated,
             reset_rows_never_repeat_tokens,
             guard_checks_the_holder,
+            java_shedlock_tables_work,
             missing_table_is_a_clear_error,
             hostile_identifiers_are_rejected,
             sql_looking_names_are_plain_names,
