@@ -191,3 +191,33 @@ async fn invalid_timing_is_rejected_naming_the_field() {
         "{err}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_election_won_while_resigning_is_never_led() {
+    let slow = common::Slow {
+        acquire: Duration::from_secs(1),
+        ..common::Slow::new(InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new())))
+    };
+    let acquiring = Arc::clone(&slow.acquiring);
+    let store = slow.inner.clone();
+    let elected = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&elected);
+    let election = LeaderElection::builder("leader", slow)
+        .on_elected(move |_| seen.store(true, Ordering::SeqCst))
+        .start()
+        .unwrap();
+    acquiring.notified().await; // the winning answer is on its way
+    election.resign().await;
+    assert!(!elected.load(Ordering::SeqCst), "led after resigning began");
+    assert_eq!(election.state(), LeaderState::Follower);
+    let config =
+        shedlock_core::LockConfiguration::new("leader", Duration::from_secs(15), Duration::ZERO)
+            .unwrap();
+    assert!(
+        shedlock_core::LockProvider::acquire(&store.with_holder("next"), &config)
+            .await
+            .unwrap()
+            .is_some(),
+        "the lease won while resigning was given back"
+    );
+}
