@@ -323,9 +323,11 @@ impl LockContext {
     /// Extends the lease to `lock_at_most_for` from now (ShedLock's `LockExtender`).
     ///
     /// # Errors
-    /// [`Error::LockLost`] when the lease expired, was taken over, or its local deadline passed:
-    /// the lost-lock signal then fires. [`Error::Store`] when the store failed (the lease is kept
-    /// until its local deadline).
+    /// [`Error::LockLost`] when the lease expired, was taken over, or its local deadline passed,
+    /// including when the store's confirmation arrived after the extended lease's own local
+    /// deadline: the lost-lock signal then fires. Also `LockLost` once the execution has ended
+    /// and released the lock (a context kept past it cannot revive the lock).
+    /// [`Error::Store`] when the store failed (the lease is kept until its local deadline).
     pub async fn extend(
         &self,
         lock_at_most_for: Duration,

@@ -18,7 +18,7 @@ fn store() -> InMemoryLockProvider {
     InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()))
 }
 
-/// A job that counts its runs, and the shutdown flag it checks when it starts.
+/// A job that counts its runs.
 fn counting(name: &str, schedule: Schedule, runs: &Arc<AtomicUsize>) -> Job<()> {
     let runs = Arc::clone(runs);
     Job::new(name.to_owned(), schedule, move |()| {
@@ -45,8 +45,9 @@ async fn start(provider: Slow, jobs: Vec<Job<()>>) -> Scheduler {
 async fn ticks_due_when_shutdown_begins_do_not_start() {
     let runs = Arc::new(AtomicUsize::new(0));
     // Every first tick is due at once; shutdown is asked before any job loop has run. Fixed
-    // delay runs its first tick without waiting; fixed rate's wait is over at once, a race
-    // with the shutdown signal that each of the twenty would lose by chance.
+    // delay runs its first tick without waiting; fixed rate's wait is over at once too, so an
+    // unbiased choice between it and the shutdown signal would start each of the twenty with
+    // even odds.
     let mut jobs = vec![counting(
         "fixed_delay",
         Schedule::fixed_delay(Duration::from_secs(60)).unwrap(),
