@@ -48,7 +48,9 @@ pub struct SchedulerConfig {
     /// Whether locked jobs extend their lease while they run, unless a job says otherwise.
     /// Default: false.
     pub keep_alive: bool,
-    /// How often keep-alive extends the lease; `None`: a third of `lock_at_most_for`.
+    /// How often keep-alive extends the lease; `None`: a third of `lock_at_most_for`. At most
+    /// half of `default_lock_at_most_for`, and of the `lock_at_most_for` of every job that
+    /// keeps its lease alive.
     #[serde(with = "humantime_serde")]
     pub keep_alive_interval: Option<Duration>,
     /// A tick that would start later than this after its fire time (on this instance's
@@ -111,13 +113,12 @@ impl SchedulerConfig {
         self.zone()?;
         crate::schedule::validate_misfire_threshold(self.misfire_threshold)?;
         self.leader_election.validate()?;
-        if let Some(interval) = self.keep_alive_interval
-            && (interval.is_zero() || interval >= self.default_lock_at_most_for)
-        {
-            return Err(Error::invalid_config(
-                "keep_alive_interval",
-                "must be greater than zero and shorter than default_lock_at_most_for",
-            ));
+        if let Some(interval) = self.keep_alive_interval {
+            lock_config::validate_keep_alive_interval(
+                interval,
+                self.default_lock_at_most_for,
+                "default_lock_at_most_for",
+            )?;
         }
         Ok(())
     }

@@ -21,20 +21,22 @@ pub(crate) async fn scope<F: Future>(active: Arc<ActiveLock>, future: F) -> F::O
     CURRENT.scope(active, future).await
 }
 
-/// Whether the current task already holds `name` (re-entrant execution).
-pub(crate) fn current_task_holds(name: &str) -> bool {
+/// The innermost lock the current task holds that is named `name` and comes from the store of
+/// `service` (see [`LockService::same_store`]): a nested execution of it is re-entrant.
+pub(crate) fn enclosing(service: &LockService, name: &str) -> Option<Arc<ActiveLock>> {
     CURRENT
         .try_with(|innermost| {
             let mut held = Some(innermost);
             while let Some(lock) = held {
-                if &*lock.name == name {
-                    return true;
+                if &*lock.name == name && lock.service.same_store(service) {
+                    return Some(Arc::clone(lock));
                 }
                 held = lock.outer.as_ref();
             }
-            false
+            None
         })
-        .unwrap_or(false)
+        .ok()
+        .flatten()
 }
 
 /// A lease being used by a running task, shared by the executor, keep-alive and
@@ -46,6 +48,8 @@ pub(crate) struct ActiveLock {
     outer: Option<Arc<ActiveLock>>,
     service: Arc<LockService>,
     state: Mutex<LeaseState>,
+    /// Woken at every confirmed extension, so keep-alive reschedules after one made by the task.
+    renewed: tokio::sync::Notify,
     /// Serialises extensions and the final release.
     store_ops: tokio::sync::Mutex<()>,
     /// Created on first use: most runs never wait for the signal.
@@ -59,24 +63,35 @@ pub(crate) struct ActiveLock {
 #[derive(Debug)]
 struct LeaseState {
     lease: LockLease,
+    /// When the request that granted or last extended the lease was sent.
+    requested_at: Instant,
     local_deadline: Instant,
 }
 
+impl LeaseState {
+    fn new(lease: LockLease, requested_at: Instant) -> Self {
+        LeaseState {
+            local_deadline: crate::lock::trusted_until(requested_at, lease.lock_at_most_for()),
+            lease,
+            requested_at,
+        }
+    }
+}
+
 impl ActiveLock {
+    /// A lease granted by a request sent at `requested_at`.
     pub(crate) fn new(
         service: Arc<LockService>,
         lease: LockLease,
-        local_deadline: Instant,
+        requested_at: Instant,
         stop: Option<CancellationToken>,
     ) -> Self {
         ActiveLock {
             name: lease.shared_name(),
             outer: CURRENT.try_with(Arc::clone).ok(),
             service,
-            state: Mutex::new(LeaseState {
-                lease,
-                local_deadline,
-            }),
+            state: Mutex::new(LeaseState::new(lease, requested_at)),
+            renewed: tokio::sync::Notify::new(),
             store_ops: tokio::sync::Mutex::new(()),
             cancel: OnceLock::new(),
             stop,
@@ -138,22 +153,49 @@ impl ActiveLock {
         self.is_lost()
     }
 
+    /// Whether the lease may still be acted on: not released, not lost, local deadline not
+    /// passed (which marks it lost).
+    pub(crate) fn is_trusted(&self) -> bool {
+        !self.released.load(Ordering::Acquire) && !self.check_deadline()
+    }
+
+    /// When keep-alive should extend next: `interval` (at most half the current lease, which the
+    /// task may have shortened) after the latest confirmed request or the latest attempt.
+    pub(crate) fn next_extension(
+        &self,
+        interval: Duration,
+        last_attempt: Option<Instant>,
+    ) -> Instant {
+        let state = self.state();
+        let step = interval.min(state.lease.lock_at_most_for() / 2);
+        last_attempt.map_or(state.requested_at, |at| at.max(state.requested_at)) + step
+    }
+
+    /// Completes at the next confirmed extension; register (`enable`) before reading the state.
+    pub(crate) fn renewed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.renewed.notified()
+    }
+
     pub(crate) async fn extend(
         &self,
         lock_at_most_for: Duration,
         lock_at_least_for: Duration,
     ) -> Result<(), Error> {
         let _serialised = self.store_ops.lock().await;
-        if self.check_deadline() {
+        // Released: a context kept past its execution must not revive the lock.
+        if self.released.load(Ordering::Acquire) || self.check_deadline() {
             return Err(self.lost_error());
         }
         let lease = self.lease();
         match extend_lease(&self.service, &lease, lock_at_most_for, lock_at_least_for).await? {
             Some((lease, requested_at)) => {
-                let mut state = self.state();
-                state.local_deadline =
-                    crate::lock::trusted_until(requested_at, lease.lock_at_most_for());
-                state.lease = lease;
+                *self.state() = LeaseState::new(lease, requested_at);
+                self.renewed.notify_waiters();
+                // Confirmed after its own local deadline (a slow answer), or after the old one
+                // passed meanwhile: not a lease to act on.
+                if self.check_deadline() {
+                    return Err(self.lost_error());
+                }
                 Ok(())
             }
             None => {
@@ -182,7 +224,7 @@ impl ActiveLock {
             .map(|()| true)
     }
 
-    fn lost_error(&self) -> Error {
+    pub(crate) fn lost_error(&self) -> Error {
         Error::LockLost {
             lock_name: self.name.to_string(),
         }
@@ -281,9 +323,11 @@ impl LockContext {
     /// Extends the lease to `lock_at_most_for` from now (ShedLock's `LockExtender`).
     ///
     /// # Errors
-    /// [`Error::LockLost`] when the lease expired, was taken over, or its local deadline passed:
-    /// the lost-lock signal then fires. [`Error::Store`] when the store failed (the lease is kept
-    /// until its local deadline).
+    /// [`Error::LockLost`] when the lease expired, was taken over, or its local deadline passed,
+    /// including when the store's confirmation arrived after the extended lease's own local
+    /// deadline: the lost-lock signal then fires. Also `LockLost` once the execution has ended
+    /// and released the lock (a context kept past it cannot revive the lock).
+    /// [`Error::Store`] when the store failed (the lease is kept until its local deadline).
     pub async fn extend(
         &self,
         lock_at_most_for: Duration,

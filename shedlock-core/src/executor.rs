@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::{self, ActiveLock};
 use crate::lock::{LockService, trusted_until};
+use crate::lock_config::validate_keep_alive_interval;
 use crate::{
     Error, Lock, LockConfiguration, LockContext, LockEvent, LockLease, LockListener, LockProvider,
 };
@@ -43,8 +44,16 @@ impl<T> TaskResult<T> {
 ///
 /// - The lock is released after success, after an error value, after a panic (which then
 ///   resumes), and when the future is dropped before completion (in the background).
-/// - Re-entrant: inside a locked execution, a nested execution of the same lock name runs
-///   without acquiring again; another name takes its own lock.
+/// - Re-entrant: inside a locked execution, a nested execution of the same lock name **from
+///   the same store** runs without acquiring again, as long as the enclosing lease is still
+///   trusted; once that lease is lost (an extension refused, its local deadline passed) the
+///   nested execution does not run and returns [`Error::LockLost`]. Another name, or the same
+///   name from another store, takes its own lock (acquire, run, release; `Skipped` when held).
+/// - "The same store" means the same provider instance: clones of one executor, executors built
+///   with [`from_shared`](Self::from_shared) from one `Arc<dyn LockProvider>`, and their
+///   [`with_listener`](Self::with_listener) variants. Two executors each built with
+///   [`new`](Self::new) are different stores even over one database (they may act as different
+///   holders): there a nested execution of a held name is `Skipped`.
 /// - Code inside reaches the lock through [`LockContext::current`].
 ///
 /// ```
@@ -82,7 +91,13 @@ pub(crate) struct ExecuteOptions {
     pub(crate) on_start: Option<Box<dyn FnOnce(LockContext) + Send>>,
     /// A scheduled tick: its acquisition acts as if it had been asked when the tick was due.
     pub(crate) tick: Option<TickWindow>,
+    /// Asked right before the task starts, after the lock is taken (shutdown, leadership): an
+    /// error means the task must not start; the lock is given back and the error returned.
+    pub(crate) may_start: Option<StartGate>,
 }
+
+/// Whether a task may start at this moment; see [`ExecuteOptions::may_start`].
+pub(crate) type StartGate = Box<dyn Fn() -> Result<(), Error> + Send + Sync>;
 
 /// When a scheduled tick was due, and how much earlier another instance may have run it (its
 /// clock a little ahead, or its request a little faster).
@@ -107,6 +122,7 @@ impl std::fmt::Debug for ExecuteOptions {
             .field("keep_alive", &self.keep_alive)
             .field("stop", &self.stop)
             .field("tick", &self.tick)
+            .field("may_start", &self.may_start.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -221,20 +237,15 @@ impl LockingTaskExecutor {
     /// [`LockContext::cancelled`] fires.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] (`keep_alive_interval`) unless `0 < interval < lock_at_most_for`;
-    /// otherwise as [`execute`](Self::execute).
+    /// [`Error::InvalidConfig`] (`keep_alive_interval`) unless
+    /// `0 < interval <= lock_at_most_for / 2`; otherwise as [`execute`](Self::execute).
     pub async fn execute_with_keep_alive<F: Future>(
         &self,
         config: &LockConfiguration,
         interval: Duration,
         task: F,
     ) -> Result<TaskResult<F::Output>, Error> {
-        if interval.is_zero() || interval >= config.lock_at_most_for() {
-            return Err(Error::invalid_config(
-                "keep_alive_interval",
-                "must be greater than zero and shorter than lock_at_most_for",
-            ));
-        }
+        validate_keep_alive_interval(interval, config.lock_at_most_for(), "lock_at_most_for")?;
         let options = ExecuteOptions {
             keep_alive: Some(interval),
             ..ExecuteOptions::default()
@@ -248,7 +259,13 @@ impl LockingTaskExecutor {
         options: ExecuteOptions,
         task: F,
     ) -> Result<TaskResult<F::Output>, Error> {
-        if context::current_task_holds(config.name()) {
+        if let Some(held) = context::enclosing(&self.service, config.name()) {
+            if !held.is_trusted() {
+                return Err(held.lost_error());
+            }
+            if let Some(may_start) = &options.may_start {
+                may_start()?;
+            }
             return Ok(TaskResult::Executed(task.await));
         }
         let acquired = match &options.tick {
@@ -261,14 +278,19 @@ impl LockingTaskExecutor {
         let Some((lease, requested_at)) = acquired else {
             return Ok(TaskResult::Skipped);
         };
-        let local_deadline = trusted_until(requested_at, lease.lock_at_most_for());
+        if let Some(refused) = options
+            .may_start
+            .as_ref()
+            .and_then(|may_start| may_start().err())
+        {
+            // Nothing ran that `lock_at_least_for` would protect: free the lock at once.
+            let unused =
+                lease.extended(lease.lock_until(), lease.lock_at_most_for(), Duration::ZERO);
+            let _ = crate::lock::release_lease(&self.service, &unused).await;
+            return Err(refused);
+        }
         let service = Arc::clone(&self.service);
-        let active = Arc::new(ActiveLock::new(
-            service,
-            lease,
-            local_deadline,
-            options.stop,
-        ));
+        let active = Arc::new(ActiveLock::new(service, lease, requested_at, options.stop));
         if let Some(on_start) = options.on_start {
             on_start(LockContext::new(Arc::clone(&active)));
         }
@@ -278,11 +300,15 @@ impl LockingTaskExecutor {
         let outcome = match options.keep_alive {
             None => task.await,
             Some(interval) => {
-                tokio::select! {
-                    biased;
-                    outcome = task => outcome,
-                    never = keep_alive(&active, interval) => match never {},
-                }
+                // Keep-alive finishes an extension in flight before the release below: an
+                // extension the store applied after the release would hold the lock again.
+                let done = CancellationToken::new();
+                let task = async {
+                    let outcome = task.await;
+                    done.cancel();
+                    outcome
+                };
+                tokio::join!(task, keep_alive(&active, interval, &done)).0
             }
         };
 
@@ -302,20 +328,36 @@ impl LockingTaskExecutor {
     }
 }
 
-/// Extends the lease every `interval` while the task runs; never completes.
-/// Retries failed extensions until the lease's local deadline, then signals loss.
-async fn keep_alive(active: &ActiveLock, interval: Duration) -> std::convert::Infallible {
+/// Extends the lease every `interval` (at most half the current lease) while the task runs,
+/// until `done`, which it notices between extensions, never during one. A failed extension is
+/// retried after another interval; a refused one, or the local deadline passing, marks the
+/// lease lost (the task is signalled) and ends keep-alive. A stop request does not: the task
+/// still runs, and still holds the lock, until it stops.
+async fn keep_alive(active: &ActiveLock, interval: Duration, done: &CancellationToken) {
+    let mut last_attempt = None;
     loop {
-        let next = Instant::now() + interval;
+        let renewed = active.renewed();
+        tokio::pin!(renewed);
+        renewed.as_mut().enable();
+        // Never past the local deadline: the extension attempt then marks the lease lost.
+        let next = active
+            .next_extension(interval, last_attempt)
+            .min(active.local_deadline());
         tokio::select! {
+            biased;
+            () = done.cancelled() => return,
+            // Extended by the task itself: count from that extension.
+            () = &mut renewed => continue,
             () = tokio::time::sleep_until(next) => {}
-            () = active.cancelled() => std::future::pending::<()>().await,
         }
+        last_attempt = Some(Instant::now());
         let lease = active.lease();
-        // A refused extension marks the lease lost inside; a store error is retried next round.
-        let _ = active
+        let extended = active
             .extend(lease.lock_at_most_for(), lease.lock_at_least_for())
             .await;
+        if matches!(extended, Err(Error::LockLost { .. })) {
+            return;
+        }
     }
 }
 

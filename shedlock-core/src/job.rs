@@ -6,8 +6,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::executor::ExecuteOptions;
-use crate::lock_config::{validate_durations, validate_lock_name};
+use crate::executor::{ExecuteOptions, StartGate};
+use crate::lock_config::{validate_durations, validate_keep_alive_interval, validate_lock_name};
 use crate::{Error, LockConfiguration, LockingTaskExecutor, Schedule, SchedulerConfig, TaskResult};
 
 type RunFn<S> = dyn Fn(S) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync;
@@ -123,17 +123,12 @@ impl<S> Job<S> {
                 .keep_alive_interval
                 .unwrap_or(lock.lock_at_most_for() / 3)
         });
-        if let Some(interval) = keep_alive
-            && (interval.is_zero() || interval >= lock.lock_at_most_for())
-        {
-            return Err(Error::invalid_config(
-                "keep_alive_interval",
-                format!(
-                    "job `{}`: the keep-alive interval must be shorter than lock_at_most_for ({})",
-                    self.name,
-                    humantime::format_duration(lock.lock_at_most_for())
-                ),
-            ));
+        if let Some(interval) = keep_alive {
+            validate_keep_alive_interval(
+                interval,
+                lock.lock_at_most_for(),
+                &format!("lock_at_most_for of job `{}`", self.name),
+            )?;
         }
         Ok(Some((lock, keep_alive)))
     }
@@ -155,7 +150,7 @@ impl<S> Job<S> {
         config: &SchedulerConfig,
         state: S,
     ) -> Result<TaskResult<Result<(), String>>, Error> {
-        self.run_locked(executor, config, state, None).await
+        self.run_locked(executor, config, state, None, None).await
     }
 
     /// Runs the job for its schedule's latest tick, for a runner other than shedlock's own
@@ -181,18 +176,21 @@ impl<S> Job<S> {
             .parse()
             .map_err(|_| Error::invalid_config("default_zone", "not an IANA time zone"))?;
         let since = self.schedule.latest_tick_since(zone);
-        self.run_locked(executor, config, state, since).await
+        self.run_locked(executor, config, state, since, None).await
     }
 
-    async fn run_locked(
+    /// Runs the job under its lock; `since` as in `run_latest_tick`, `may_start` as in
+    /// [`ExecuteOptions`].
+    pub(crate) async fn run_locked(
         &self,
         executor: &LockingTaskExecutor,
         config: &SchedulerConfig,
         state: S,
         since: Option<tokio::time::Instant>,
+        may_start: Option<StartGate>,
     ) -> Result<TaskResult<Result<(), String>>, Error> {
         let resolved = self.resolve_lock(config)?;
-        let run = (self.run)(state);
+        let run = self.start_lazily(state);
         match resolved {
             Some((lock, keep_alive)) => {
                 let lock = match since {
@@ -201,12 +199,28 @@ impl<S> Job<S> {
                 };
                 let options = ExecuteOptions {
                     keep_alive,
+                    may_start,
                     ..ExecuteOptions::default()
                 };
                 executor.execute_with(&lock, options, run).await
             }
-            None => Ok(TaskResult::Executed(run.await)),
+            None => {
+                if let Some(may_start) = may_start {
+                    may_start()?;
+                }
+                Ok(TaskResult::Executed(run.await))
+            }
         }
+    }
+
+    /// The job's run, calling its closure only when first polled: a closure may work before
+    /// it returns its future, and that work belongs under the lock, after every check.
+    pub(crate) fn start_lazily(
+        &self,
+        state: S,
+    ) -> impl Future<Output = Result<(), String>> + use<S> {
+        let run = Arc::clone(&self.run);
+        async move { run(state).await }
     }
 }
 

@@ -15,6 +15,14 @@ pub(crate) struct LockService {
 }
 
 impl LockService {
+    /// Whether both lock through the same provider instance: the same `Arc` behind them (clones
+    /// of one executor, executors built from one `Arc<dyn LockProvider>`, and their
+    /// `with_listener` variants). Two providers that merely point at one database are distinct:
+    /// they may act as different holders.
+    pub(crate) fn same_store(&self, other: &LockService) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.provider), Arc::as_ptr(&other.provider))
+    }
+
     pub(crate) fn emit(&self, event: LockEvent<'_>) {
         match &event {
             LockEvent::Acquired(lease) => tracing::debug!(
@@ -160,7 +168,9 @@ impl Lock {
     ///
     /// Returns the renewed lock (same fencing token) and consumes this one, so the old handle
     /// cannot be used again. Returns `Ok(None)` when the lease expired, was released or was taken
-    /// over.
+    /// over, and when the store's confirmation arrived after the renewed lease's local deadline
+    /// (reported as [`LockEvent::Lost`](crate::LockEvent::Lost); the lease is then released in
+    /// the background in case it is still this holder's).
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for invalid durations; [`Error::Store`] when the store failed (the
@@ -178,8 +188,17 @@ impl Lock {
         )
         .await?;
         self.armed = false;
-        Ok(extended
-            .map(|(lease, requested_at)| Lock::new(Arc::clone(&self.service), lease, requested_at)))
+        let Some((lease, requested_at)) = extended else {
+            return Ok(None);
+        };
+        let renewed = Lock::new(Arc::clone(&self.service), lease, requested_at);
+        if Instant::now() >= renewed.local_deadline {
+            // Confirmed too late to trust (a pause, a slow answer): another instance may hold it
+            // by now. Dropping the armed handle gives it back if it is still ours.
+            self.service.emit(LockEvent::Lost(&renewed.lease));
+            return Ok(None);
+        }
+        Ok(Some(renewed))
     }
 }
 

@@ -200,6 +200,29 @@ pub(crate) fn validate_durations(
     Ok(())
 }
 
+/// Checks a keep-alive interval against the lease it extends: `0 < interval <=
+/// lock_at_most_for / 2` (ShedLock's keep-alive extends every half lease). Longer, the first
+/// extension comes too close to the lease's local deadline (1% plus 2 ms before its end), or
+/// after it: the run would be marked lost before it is ever extended. `lease` names the
+/// duration in the message (e.g. "lock_at_most_for of job `report`").
+pub(crate) fn validate_keep_alive_interval(
+    interval: Duration,
+    lock_at_most_for: Duration,
+    lease: &str,
+) -> Result<(), Error> {
+    if interval.is_zero() || interval > lock_at_most_for / 2 {
+        return Err(Error::invalid_config(
+            "keep_alive_interval",
+            format!(
+                "{} must be greater than zero and at most half of the {lease} ({})",
+                humantime::format_duration(interval),
+                humantime::format_duration(lock_at_most_for)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

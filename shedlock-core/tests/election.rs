@@ -191,3 +191,93 @@ async fn invalid_timing_is_rejected_naming_the_field() {
         "{err}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_election_won_while_resigning_is_never_led() {
+    let slow = common::Slow {
+        acquire: Duration::from_secs(1),
+        ..common::Slow::new(InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new())))
+    };
+    let acquiring = Arc::clone(&slow.acquiring);
+    let store = slow.inner.clone();
+    let elected = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&elected);
+    let election = LeaderElection::builder("leader", slow)
+        .on_elected(move |_| seen.store(true, Ordering::SeqCst))
+        .start()
+        .unwrap();
+    acquiring.notified().await; // the winning answer is on its way
+    election.resign().await;
+    assert!(!elected.load(Ordering::SeqCst), "led after resigning began");
+    assert_eq!(election.state(), LeaderState::Follower);
+    let config =
+        shedlock_core::LockConfiguration::new("leader", Duration::from_secs(15), Duration::ZERO)
+            .unwrap();
+    assert!(
+        shedlock_core::LockProvider::acquire(&store.with_holder("next"), &config)
+            .await
+            .unwrap()
+            .is_some(),
+        "the lease won while resigning was given back"
+    );
+}
+
+/// The messages of warnings and errors logged on this thread while it is the default subscriber.
+#[derive(Clone, Default)]
+struct Warnings(Arc<Mutex<Vec<String>>>);
+
+impl tracing::Subscriber for Warnings {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut message = String::new();
+        event.record(
+            &mut |field: &tracing::field::Field, value: &dyn std::fmt::Debug| {
+                if field.name() == "message" {
+                    message = format!("{value:?}");
+                }
+            },
+        );
+        self.0.lock().unwrap().push(message);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_release_at_resign_is_reported() {
+    let warnings = Warnings::default();
+    let _capture = tracing::subscriber::set_default(warnings.clone());
+    let clock = Arc::new(shedlock_core::ManualClock::new(std::time::SystemTime::now()));
+    let store = InMemoryLockProvider::new().with_clock(clock.clone());
+    let election = LeaderElection::builder("leader", store.with_holder("a"))
+        .start()
+        .unwrap();
+    election
+        .subscribe()
+        .wait_for(|state| *state != LeaderState::Follower)
+        .await
+        .unwrap();
+    // The store's clock runs ahead: the lease expires there and another candidate takes it
+    // while this one still trusts its renew deadline.
+    clock.advance(Duration::from_secs(16));
+    let config =
+        shedlock_core::LockConfiguration::new("leader", Duration::from_secs(15), Duration::ZERO)
+            .unwrap();
+    shedlock_core::LockProvider::acquire(&store.with_holder("b"), &config)
+        .await
+        .unwrap()
+        .expect("expired in the store");
+    election.resign().await;
+    let logged = warnings.0.lock().unwrap().clone();
+    assert!(
+        logged.iter().any(|m| m.contains("refused the release")),
+        "{logged:?}"
+    );
+}

@@ -80,11 +80,13 @@ impl<P: LockProvider + ?Sized> Campaign<'_, P> {
     /// Leads until the lease is lost, cannot be renewed in time, or the candidate resigns.
     async fn lead(&self, mut lease: LockLease, requested_at: Instant) {
         let renew_deadline = self.config.renew_deadline;
-        if !self
-            .candidacy
-            .elected(lease.fencing_token(), requested_at + renew_deadline)
+        // Granted after resigning began (the answer was on its way), or too late to trust: never
+        // lead on it, and give the lease back so that nobody waits for it.
+        if self.stop.is_cancelled()
+            || !self
+                .candidacy
+                .elected(lease.fencing_token(), requested_at + renew_deadline)
         {
-            // Granted too late to trust: give the lease back so that nobody waits for it.
             self.release(&lease).await;
             return;
         }
@@ -140,7 +142,13 @@ impl<P: LockProvider + ?Sized> Campaign<'_, P> {
     async fn release(&self, lease: &LockLease) {
         let release = self.provider.release(lease);
         match tokio::time::timeout(self.config.retry_period, release).await {
-            Ok(Ok(_)) => {}
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => tracing::warn!(
+                election = self.lock.name(),
+                term = lease.fencing_token(),
+                "the store refused the release: the lease was no longer this candidate's (expired \
+                 or taken over)"
+            ),
             Ok(Err(error)) => {
                 tracing::warn!(election = self.lock.name(), %error, "could not release the lease; it expires by itself")
             }

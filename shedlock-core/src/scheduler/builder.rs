@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::runner::{PreparedJob, Runtime, ShutdownCounters};
+use super::runner::{PreparedJob, Runtime, ShutdownCounters, shutdown_gate};
 use super::status::JobState;
 use super::{RunNow, Scheduler};
+use crate::executor::StartGate;
 use crate::{
     Clock, Elector, Error, Job, JobRegistry, LeaderElection, LockEvent, LockListener, LockProvider,
     LockingTaskExecutor, SchedulerConfig, SystemClock, TaskResult,
@@ -281,9 +282,14 @@ fn run_now_fn<S: Clone + Send + Sync + 'static>(
             state.clone(),
         );
         Box::pin(async move {
+            let may_start: StartGate = Box::new(shutdown_gate(&runtime, &job.name));
+            may_start()?;
             match &runtime.executor {
-                Some(executor) => job.run_once(executor, &config, state).await,
-                None => Ok(TaskResult::Executed((job.run)(state).await)),
+                Some(executor) => {
+                    job.run_locked(executor, &config, state, None, Some(may_start))
+                        .await
+                }
+                None => Ok(TaskResult::Executed(job.start_lazily(state).await)),
             }
         })
     })

@@ -94,11 +94,12 @@ impl Scheduler {
     }
 
     /// Runs a job once now, under its lock (`Skipped` when another instance holds it),
-    /// independent of its schedule.
+    /// independent of its schedule. Once [`shutdown`](Self::shutdown) has begun, nothing starts:
+    /// checked before the lock is taken and again right before the job starts.
     ///
     /// # Errors
-    /// [`Error::Scheduler`] for an unknown job name; [`Error::Store`] when the lock could not be
-    /// acquired.
+    /// [`Error::Scheduler`] for an unknown job name, and when shutdown has begun (the job did
+    /// not run); [`Error::Store`] when the lock could not be acquired.
     pub async fn run_now(&self, job_name: &str) -> Result<TaskResult<Result<(), String>>, Error> {
         let index = self
             .jobs
@@ -108,7 +109,8 @@ impl Scheduler {
         (self.run_now[index])().await
     }
 
-    /// Stops firing new ticks, waits up to `shutdown_grace_period` for running jobs, then
+    /// Stops firing new ticks (a tick due at that moment does not start, nor does
+    /// [`run_now`](Self::run_now)), waits up to `shutdown_grace_period` for running jobs, then
     /// signals them to stop (their lock context's `cancelled()` fires), waits up to
     /// `shutdown_cancel_period`, and finally aborts what is left. Every held lock is released
     /// (honouring `lock_at_least_for`) before this returns.

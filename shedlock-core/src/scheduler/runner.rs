@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::status::JobState;
 use super::tick::Due;
 use crate::schedule::{CRON_ALLOWANCE, ScheduleKind};
-use crate::{Clock, Job, LeaderElection, LockConfiguration, LockingTaskExecutor};
+use crate::{Clock, Error, Job, LeaderElection, LockConfiguration, LockingTaskExecutor};
 
 /// Longest single sleep while waiting for a wall-clock fire time, so a clock step (NTP,
 /// suspend) is noticed within this long.
@@ -236,9 +236,25 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
     }
 }
 
-/// Sleeps until `deadline`; false if shutdown came first.
+/// Refuses to start a run of `job` once shutdown has begun: asked at the last moment before it
+/// would start (ticks and `run_now` alike).
+pub(super) fn shutdown_gate(
+    runtime: &Runtime,
+    job: &str,
+) -> impl Fn() -> Result<(), Error> + Send + Sync + 'static {
+    let (shutdown, job) = (runtime.shutdown.clone(), job.to_owned());
+    move || match shutdown.is_cancelled() {
+        true => Err(Error::Scheduler(format!(
+            "the scheduler is shutting down: job `{job}` was not started"
+        ))),
+        false => Ok(()),
+    }
+}
+
+/// Sleeps until `deadline`; false if shutdown came first, or at the same time.
 pub(super) async fn sleep_or_shutdown(runtime: &Runtime, deadline: Instant) -> bool {
     tokio::select! {
+        biased;
         () = runtime.shutdown.cancelled() => false,
         () = tokio::time::sleep_until(deadline) => true,
     }

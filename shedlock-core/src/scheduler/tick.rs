@@ -10,9 +10,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::runner::{PreparedJob, Runtime};
+use super::runner::{PreparedJob, Runtime, shutdown_gate};
 use super::status::{JobOutcome, JobState};
-use crate::executor::{ExecuteOptions, TickWindow};
+use crate::executor::{ExecuteOptions, StartGate, TickWindow};
 use crate::{Error, LockConfiguration, LockContext, TaskResult};
 
 /// When a tick was due.
@@ -29,8 +29,13 @@ pub(crate) struct Due {
 type Joined = Result<Result<TaskResult<Result<(), String>>, Error>, tokio::task::JoinError>;
 
 impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
-    /// One tick: skipped when too late or not leading, otherwise run and recorded.
+    /// One tick: skipped when too late or not leading, otherwise run and recorded. Nothing
+    /// starts once shutdown has begun: checked here, and again right before the job starts
+    /// (after its lock is taken), with leadership.
     pub(super) async fn tick(&self, state: S, runtime: &Runtime, status: &JobState, due: Due) {
+        if runtime.shutdown.is_cancelled() {
+            return;
+        }
         let late = Instant::now().saturating_duration_since(due.at);
         if late > self.misfire_threshold {
             tracing::warn!(
@@ -73,6 +78,14 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         status.set_running(false);
 
         let outcome = match joined {
+            // Refused by the start gate (the executor returns no other `Scheduler` error).
+            Ok(Err(Error::Scheduler(reason))) => {
+                span.in_scope(|| tracing::debug!(%reason, "not started"));
+                if runtime.shutdown.is_cancelled() {
+                    return;
+                }
+                JobOutcome::NotLeader
+            }
             Ok(Ok(TaskResult::Executed(Ok(())))) if leadership_lost => JobOutcome::LeadershipLost,
             Ok(Ok(TaskResult::Executed(Ok(())))) => JobOutcome::Executed {
                 duration: started.elapsed(),
@@ -137,7 +150,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         stop: &CancellationToken,
         due: Due,
     ) -> JoinHandle<Result<TaskResult<Result<(), String>>, Error>> {
-        let run = (self.job.run)(state);
+        let run = self.job.start_lazily(state);
+        let may_start = self.start_gate(runtime);
         match (&self.lock, &runtime.executor) {
             (Some(lock), Some(executor)) => {
                 let (executor, lock) = (executor.clone(), lock.clone());
@@ -153,6 +167,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                         due: due.at,
                         allowance: due.allowance,
                     }),
+                    may_start: Some(may_start),
                 };
                 tokio::spawn(
                     async move { executor.execute_with(&lock, options, run).await }
@@ -160,9 +175,31 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                 )
             }
             _ => tokio::spawn(
-                async move { Ok(TaskResult::Executed(run.await)) }.instrument(span.clone()),
+                async move {
+                    may_start()?;
+                    Ok(TaskResult::Executed(run.await))
+                }
+                .instrument(span.clone()),
             ),
         }
+    }
+
+    /// Decides, right before the job starts, that it still may: no shutdown begun, and for a
+    /// leader-only job, this instance still leads (the lock's acquisition takes a round trip,
+    /// and the spawned run starts a little after the tick's own checks).
+    fn start_gate(&self, runtime: &Runtime) -> StartGate {
+        let not_shutting_down = shutdown_gate(runtime, &self.job.name);
+        let (leader, job) = (self.leader.clone(), self.job.name.clone());
+        Box::new(move || {
+            not_shutting_down()?;
+            match &leader {
+                Some(election) if !election.is_leader() => Err(Error::Scheduler(format!(
+                    "job `{job}` was not started: this instance no longer leads `{}`",
+                    election.name()
+                ))),
+                _ => Ok(()),
+            }
+        })
     }
 
     /// Waits for the run, aborting it at shutdown's last phase. When a leader-only job's

@@ -2,8 +2,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shedlock_core::{
@@ -50,5 +50,81 @@ impl LockProvider for Cuttable {
     }
     fn release_hints(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
         self.inner.release_hints()
+    }
+}
+
+/// A provider whose answers take time (tokio time: use it with a paused clock), and which
+/// writes down the operations it sees.
+#[derive(Debug, Clone)]
+pub(crate) struct Slow {
+    pub(crate) inner: InMemoryLockProvider,
+    /// How long an acquisition takes, after `acquiring` is notified.
+    pub(crate) acquire: Duration,
+    /// How long an extension's answer takes to come back, after the store applied it.
+    pub(crate) extend_answer: Duration,
+    /// Notified when an acquisition starts.
+    pub(crate) acquiring: Arc<tokio::sync::Notify>,
+    /// "extend sent", "extend answered", "extend abandoned" (dropped before its answer), "release".
+    pub(crate) journal: Arc<Mutex<Vec<&'static str>>>,
+}
+
+impl Slow {
+    pub(crate) fn new(inner: InMemoryLockProvider) -> Self {
+        Slow {
+            inner,
+            acquire: Duration::ZERO,
+            extend_answer: Duration::ZERO,
+            acquiring: Arc::default(),
+            journal: Arc::default(),
+        }
+    }
+
+    pub(crate) fn journal(&self) -> Vec<&'static str> {
+        self.journal.lock().unwrap().clone()
+    }
+
+    fn note(&self, what: &'static str) {
+        self.journal.lock().unwrap().push(what);
+    }
+}
+
+/// Notes "extend abandoned" unless disarmed: the caller dropped the request mid-flight.
+struct Abandoned<'a>(Option<&'a Slow>);
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if let Some(slow) = self.0 {
+            slow.note("extend abandoned");
+        }
+    }
+}
+
+#[async_trait]
+impl LockProvider for Slow {
+    async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
+        self.acquiring.notify_one();
+        tokio::time::sleep(self.acquire).await;
+        self.inner.acquire(config).await
+    }
+    async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
+        self.note("release");
+        self.inner.release(lease).await
+    }
+    async fn extend(
+        &self,
+        lease: &LockLease,
+        at_most: Duration,
+        at_least: Duration,
+    ) -> Result<Option<LockLease>, Error> {
+        self.note("extend sent");
+        let mut abandoned = Abandoned(Some(self));
+        let extended = self.inner.extend(lease, at_most, at_least).await;
+        tokio::time::sleep(self.extend_answer).await;
+        abandoned.0 = None;
+        self.note("extend answered");
+        extended
+    }
+    fn holder(&self) -> &str {
+        self.inner.holder()
     }
 }
