@@ -61,6 +61,7 @@
 //! fail instead of waiting. Invalid connect strings, roots and holders are
 //! [`Error::InvalidConfig`](shedlock_core::Error::InvalidConfig) naming the field.
 
+mod access;
 mod builder;
 mod election;
 mod error;

@@ -2,12 +2,14 @@
 //! This module holds the type and its public API; `lease` the contract's operations.
 
 mod lease;
+mod own;
+mod schema;
+mod write;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use shedlock_core::{Error, Operation};
-use zookeeper_client::{Acls, Client, CreateMode};
+use zookeeper_client::Client;
 
 use crate::error::ZkError;
 use crate::paths::Paths;
@@ -60,9 +62,9 @@ pub struct ZkLockProvider {
     pub(crate) session: Arc<Session>,
     pub(crate) paths: Arc<Paths>,
     pub(crate) holder: Arc<str>,
-    /// The node version this provider's last write produced, per lock, with the lease's token
-    /// and end: release and extend need no read while nobody else wrote the node.
-    own: Arc<Mutex<HashMap<Arc<str>, lease::OwnWrite>>>,
+    /// This provider's last write per lock: release and extend need no read while nobody
+    /// else wrote the node.
+    own: Arc<Mutex<own::OwnWrites>>,
 }
 
 impl ZkLockProvider {
@@ -76,7 +78,7 @@ impl ZkLockProvider {
         Self::builder(connect_string).connect().await
     }
 
-    /// Configures root, holder and timeouts; see [`ZkLockProviderBuilder`].
+    /// Configures root, holder, credentials and timeouts; see [`ZkLockProviderBuilder`].
     pub fn builder(connect_string: impl Into<String>) -> ZkLockProviderBuilder {
         ZkLockProviderBuilder::new(connect_string.into())
     }
@@ -113,34 +115,17 @@ impl ZkLockProvider {
     pub fn elector(&self) -> ZkElector {
         ZkElector::from_parts(
             self.session.connect_string(),
+            self.session.access().clone(),
             Arc::clone(&self.paths),
             Arc::clone(&self.holder),
         )
     }
 
-    /// Creates `<root>/clock`, `<root>/locks` and `<root>/elections` (and `<root>`) if missing.
-    /// Idempotent and safe to run from several instances at once.
-    ///
-    /// # Errors
-    /// [`Error::Store`] (`Operation::Schema`) when ZooKeeper refuses, e.g. for lack of rights.
-    pub async fn create_schema(&self) -> Result<(), Error> {
-        let fail = |e: ZkError| e.into_store(Operation::Schema, &self.paths.root);
-        let client = self.session.client().await.map_err(fail)?;
-        let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
-        for dir in [&self.paths.locks, &self.paths.elections] {
-            self.session
-                .timed(client.mkdir(dir, &persistent))
-                .await
-                .map_err(fail)?;
-        }
-        match self
-            .session
-            .timed(client.create(&self.paths.clock, &[], &persistent))
-            .await
-        {
-            Ok(_) | Err(ZkError::Client(zookeeper_client::Error::NodeExists)) => Ok(()),
-            Err(error) => Err(fail(error)),
-        }
+    /// How many locks this provider (and its clones) remembers its last write for. Not public
+    /// API: for tests of the bound on that memory.
+    #[doc(hidden)]
+    pub fn remembered_writes(&self) -> usize {
+        self.own.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     pub(crate) async fn client(

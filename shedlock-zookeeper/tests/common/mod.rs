@@ -41,6 +41,33 @@ pub(crate) async fn provider(base: &str) -> Option<ZkLockProvider> {
     Some(provider)
 }
 
+/// A client of its own on the ensemble, without credentials: the operator's or another
+/// application's view.
+pub(crate) async fn raw_client() -> zookeeper_client::Client {
+    zookeeper_client::Client::connect(&zk_url().expect("SHEDLOCK_TEST_ZK_URL"))
+        .await
+        .expect("connect to SHEDLOCK_TEST_ZK_URL")
+}
+
+/// `path` and everything below it, deleted the way an operator's `deleteall` does.
+pub(crate) async fn delete_all(client: &zookeeper_client::Client, path: &str) {
+    let mut pending = vec![path.to_owned()];
+    let mut found = Vec::new();
+    while let Some(node) = pending.pop() {
+        for child in client.list_children(&node).await.unwrap_or_default() {
+            pending.push(format!("{node}/{child}"));
+        }
+        found.push(node);
+    }
+    // Deepest first: a node is deleted after its children.
+    for node in found.iter().rev() {
+        match client.delete(node, None).await {
+            Ok(()) | Err(zookeeper_client::Error::NoNode) => {}
+            Err(error) => panic!("deleting {node}: {error}"),
+        }
+    }
+}
+
 /// The conformance harness: providers per holder on one root, and real waiting (the
 /// ensemble's clock cannot be stepped).
 pub(crate) struct ZkHarness {
