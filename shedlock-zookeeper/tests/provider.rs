@@ -229,3 +229,26 @@ async fn bad_configuration_and_unreachable_ensembles_are_clear_errors() {
     }
     println!("refused ensemble reported after {:?}", started.elapsed());
 }
+
+/// What a provider remembers of its own writes follows its live leases, not every lock name it
+/// ever used: released leases are forgotten at once, leases never released once they ended.
+#[tokio::test]
+async fn remembered_writes_follow_live_leases() {
+    let Some(provider) = common::provider("remembered").await else {
+        return;
+    };
+    for i in 0..100 {
+        let c = config(&format!("released-{i}"), Duration::from_secs(60));
+        let lease = provider.acquire(&c).await.unwrap().expect("free");
+        assert!(provider.release(&lease).await.unwrap());
+    }
+    assert_eq!(provider.remembered_writes(), 0);
+    // 300 leases of 1 ms, never released (a holder that gave up on them, or whose release
+    // failed): each has ended before the next acquisition's "now" (or within a millisecond).
+    for i in 0..300 {
+        let c = config(&format!("dropped-{i}"), Duration::from_millis(1));
+        drop(provider.acquire(&c).await.unwrap().expect("free"));
+    }
+    let remembered = provider.remembered_writes();
+    assert!(remembered <= 64, "{remembered} writes remembered");
+}

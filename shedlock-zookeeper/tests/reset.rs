@@ -129,3 +129,55 @@ async fn a_stale_holder_cannot_touch_a_lock_after_the_root_is_created_again() {
     );
     assert!(second.release(&current).await.unwrap());
 }
+
+/// A lock node whose incarnation child alone was deleted by hand is a clear error naming the
+/// node (acquisition), and its holder's release is refused rather than written unguarded; a
+/// node written by hand with valid data but no incarnation is given one by the next
+/// acquisition.
+#[tokio::test]
+async fn a_lock_node_without_its_incarnation_is_reported_or_adopted() {
+    let Some((first, _)) = two_instances("reset-child").await else {
+        return;
+    };
+    let operator = common::raw_client().await;
+    let delete_child = async |node: &str| {
+        let children = operator.list_children(node).await.unwrap();
+        assert_eq!(children.len(), 1, "{children:?}");
+        let child = format!("{node}/{}", children[0]);
+        operator.delete(&child, None).await.unwrap();
+    };
+    let held = first.acquire(&config("held")).await.unwrap().expect("free");
+    let node = format!("{}/locks/held", first.root());
+    delete_child(&node).await;
+    let (_, before) = operator.get_data(&node).await.unwrap();
+    assert!(!first.release(&held).await.unwrap(), "refused");
+    let (_, after) = operator.get_data(&node).await.unwrap();
+    assert_eq!(before.version, after.version, "not written unguarded");
+
+    let short = LockConfiguration::new("ended", Duration::from_millis(1), Duration::ZERO).unwrap();
+    first.acquire(&short).await.unwrap().expect("free");
+    let node = format!("{}/locks/ended", first.root());
+    delete_child(&node).await;
+    match first.acquire(&short).await {
+        Err(shedlock_core::Error::Store { source, .. }) => {
+            let message = source.to_string();
+            assert!(
+                message.contains(&node) && message.contains("incarnation"),
+                "{message}"
+            );
+            assert!(message.contains("deleteall"), "says how to reset: {message}");
+        }
+        other => panic!("expected a store error, got {other:?}"),
+    }
+
+    let open = zookeeper_client::CreateMode::Persistent
+        .with_acls(zookeeper_client::Acls::anyone_all());
+    let by_hand = format!("{}/locks/by-hand", first.root());
+    operator
+        .create(&by_hand, b"holder=someone\nlease_ms=0\n", &open)
+        .await
+        .unwrap();
+    let lease = first.acquire(&config("by-hand")).await.unwrap().expect("free");
+    assert_eq!(operator.list_children(&by_hand).await.unwrap().len(), 1);
+    assert!(first.release(&lease).await.unwrap());
+}

@@ -23,9 +23,54 @@ pub(crate) fn zk_url() -> Option<String> {
     )
 }
 
+/// The parent of every test root.
+const TEST_PARENT: &str = "/shedlock-test";
+
 /// A root no other test (thread or process) uses.
 pub(crate) fn unique_root(base: &str) -> String {
-    format!("/shedlock-test/{}", unique_lock_name(base))
+    format!("{TEST_PARENT}/{}", unique_lock_name(base))
+}
+
+/// The user of the tests' digest credentials.
+pub(crate) const DIGEST_USER: &str = "shedlock-test-app";
+/// The password of the tests' digest credentials.
+pub(crate) const DIGEST_PASSWORD: &str = "pw-9f2c-not-for-output";
+
+/// Creates the parent of the test roots open to everyone if it is missing, the way an
+/// administrator prepares a shared parent: an authenticated provider creating it would close
+/// it to the tests that run without credentials.
+pub(crate) async fn open_test_parent() {
+    let open = zookeeper_client::CreateMode::Persistent
+        .with_acls(zookeeper_client::Acls::anyone_all());
+    raw_client()
+        .await
+        .mkdir(TEST_PARENT, &open)
+        .await
+        .expect("create the tests' parent node");
+}
+
+/// A provider with the tests' digest credentials on a root of its own, schema created.
+pub(crate) async fn authenticated_provider(base: &str) -> Option<ZkLockProvider> {
+    let url = zk_url()?;
+    open_test_parent().await;
+    let provider = ZkLockProvider::builder(url)
+        .root(unique_root(base))
+        .holder("tester")
+        .digest_auth(DIGEST_USER, DIGEST_PASSWORD)
+        .connect()
+        .await
+        .expect("connect to SHEDLOCK_TEST_ZK_URL");
+    provider.create_schema().await.expect("create the schema");
+    Some(provider)
+}
+
+/// A client of its own authenticated as `user:password`.
+pub(crate) async fn client_as(user: &str, password: &str) -> zookeeper_client::Client {
+    zookeeper_client::Client::connector()
+        .with_auth("digest", format!("{user}:{password}").as_bytes())
+        .connect(&zk_url().expect("SHEDLOCK_TEST_ZK_URL"))
+        .await
+        .expect("connect to SHEDLOCK_TEST_ZK_URL")
 }
 
 /// A provider on a root of its own, schema created.
@@ -78,6 +123,13 @@ impl ZkHarness {
     pub(crate) async fn connect() -> Option<Self> {
         Some(ZkHarness {
             provider: provider("conformance").await?,
+        })
+    }
+
+    /// The harness on a provider with digest credentials (nodes closed to other clients).
+    pub(crate) async fn connect_authenticated() -> Option<Self> {
+        Some(ZkHarness {
+            provider: authenticated_provider("conformance-auth").await?,
         })
     }
 }
