@@ -48,16 +48,26 @@ async fn assert_refused(who: &str, client: &Client, path: &str) {
     if path.matches('/').count() > 2 {
         refused("delete", deleted);
     } else {
-        assert_eq!(deleted, Err(zookeeper_client::Error::NotEmpty), "{who}: delete {path}");
+        assert_eq!(
+            deleted,
+            Err(zookeeper_client::Error::NotEmpty),
+            "{who}: delete {path}"
+        );
     }
     refused(
         "change the ACL of",
-        client.set_acl(path, &Acls::anyone_all(), None).await.map(drop),
+        client
+            .set_acl(path, &Acls::anyone_all(), None)
+            .await
+            .map(drop),
     );
     let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
     refused(
         "create a node under",
-        client.create(&format!("{path}/x"), b"", &open).await.map(drop),
+        client
+            .create(&format!("{path}/x"), b"", &open)
+            .await
+            .map(drop),
     );
 }
 
@@ -71,7 +81,11 @@ async fn with_credentials_nodes_are_closed_to_other_clients() {
         return;
     };
     let root = provider.root().to_owned();
-    let lease = provider.acquire(&config("nightly")).await.unwrap().expect("free");
+    let lease = provider
+        .acquire(&config("nightly"))
+        .await
+        .unwrap()
+        .expect("free");
     let elector = provider.elector();
     let candidates = Candidates::start(
         "batch",
@@ -110,10 +124,15 @@ async fn with_credentials_nodes_are_closed_to_other_clients() {
             "{node}"
         );
         assert!(
-            acl[0].id().starts_with(&format!("{}:", common::DIGEST_USER)),
+            acl[0]
+                .id()
+                .starts_with(&format!("{}:", common::DIGEST_USER)),
             "{node}: {acl:?}"
         );
-        assert!(!acl[0].id().contains(common::DIGEST_PASSWORD), "a hash, not the password");
+        assert!(
+            !acl[0].id().contains(common::DIGEST_PASSWORD),
+            "a hash, not the password"
+        );
         for (who, client) in &others {
             assert_refused(who, client, node).await;
         }
@@ -129,7 +148,11 @@ async fn with_credentials_nodes_are_closed_to_other_clients() {
     assert_eq!(rows.len(), 1);
     assert!(rows[0].held);
     assert!(provider.release(&extended).await.unwrap());
-    let again = provider.acquire(&config("nightly")).await.unwrap().expect("released");
+    let again = provider
+        .acquire(&config("nightly"))
+        .await
+        .unwrap()
+        .expect("released");
     assert!(again.fencing_token() > extended.fencing_token());
     candidates.resign_all().await;
 }
@@ -142,11 +165,19 @@ async fn create_schema_with_credentials_closes_an_open_tree() {
     let Some(open) = common::provider("acl-migrate").await else {
         return;
     };
-    let lease = open.acquire(&config("nightly")).await.unwrap().expect("free");
+    let lease = open
+        .acquire(&config("nightly"))
+        .await
+        .unwrap()
+        .expect("free");
     let anonymous = common::raw_client().await;
     let lock = format!("{}/locks/nightly", open.root());
     let (acl, _) = anonymous.get_acl(&lock).await.unwrap();
-    assert_eq!(&acl, &*Acls::anyone_all(), "without credentials nodes stay open");
+    assert_eq!(
+        &acl,
+        &*Acls::anyone_all(),
+        "without credentials nodes stay open"
+    );
     let child = only_child(&anonymous, &lock).await;
     anonymous
         .set_data(&child, b"anyone may", None)

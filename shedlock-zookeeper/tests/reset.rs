@@ -165,19 +165,26 @@ async fn a_lock_node_without_its_incarnation_is_reported_or_adopted() {
                 message.contains(&node) && message.contains("incarnation"),
                 "{message}"
             );
-            assert!(message.contains("deleteall"), "says how to reset: {message}");
+            assert!(
+                message.contains("deleteall"),
+                "says how to reset: {message}"
+            );
         }
         other => panic!("expected a store error, got {other:?}"),
     }
 
-    let open = zookeeper_client::CreateMode::Persistent
-        .with_acls(zookeeper_client::Acls::anyone_all());
+    let open =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
     let by_hand = format!("{}/locks/by-hand", first.root());
     operator
         .create(&by_hand, b"holder=someone\nlease_ms=0\n", &open)
         .await
         .unwrap();
-    let lease = first.acquire(&config("by-hand")).await.unwrap().expect("free");
+    let lease = first
+        .acquire(&config("by-hand"))
+        .await
+        .unwrap()
+        .expect("free");
     assert_eq!(operator.list_children(&by_hand).await.unwrap().len(), 1);
     assert!(first.release(&lease).await.unwrap());
 }

@@ -88,7 +88,10 @@ async fn the_password_reaches_no_debug_output_error_or_log() {
     printed.push(format!("{refused} / {refused:?}"));
     let wrong = ZkLockProvider::builder(url.as_str())
         .root(provider.root())
-        .digest_auth(common::DIGEST_USER, format!("{}-old", common::DIGEST_PASSWORD))
+        .digest_auth(
+            common::DIGEST_USER,
+            format!("{}-old", common::DIGEST_PASSWORD),
+        )
         .connect()
         .await
         .unwrap();

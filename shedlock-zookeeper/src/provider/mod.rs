@@ -1,5 +1,7 @@
 //! `ZkLockProvider`: the lock contract on ZooKeeper nodes, compare-and-set on node versions.
-//! This module holds the type and its public API; `lease` the contract's operations.
+//! This module holds the type and its public API; `lease` the contract's operations, `write`
+//! the transactions they write with, `own` what they remember of their writes, `schema` the
+//! root's nodes and their ACLs.
 
 mod lease;
 mod own;
@@ -20,12 +22,14 @@ use crate::{ZkElector, ZkLockProviderBuilder};
 /// Locks as ZooKeeper nodes, on the ensemble's clock, with zxids as fencing tokens.
 ///
 /// Each lock is a persistent node `<root>/locks/<name>` whose data is the lease, written with
-/// compare-and-set on the node's version. Times are the ensemble's: "now" is the `mtime` of a
-/// write to `<root>/clock` made for the purpose (ZooKeeper has no clock read), and a lease's
-/// `locked_at` is the `mtime` of the write that granted it. The fencing token of the first
-/// acquisition is the lock node's `czxid` (the zxid of the write that created it), and each
-/// later acquisition adds one in the same compare-and-set write, so tokens strictly increase
-/// per lock, by one, and stay above every earlier token even if the node is deleted by hand.
+/// compare-and-set on the node's version, in a transaction that also checks the node's
+/// incarnation child (see the crate docs, "Fencing tokens"). Times are the ensemble's: "now"
+/// is the `mtime` of a write to `<root>/clock` made for the purpose (ZooKeeper has no clock
+/// read), and a lease's `locked_at` is the `mtime` of the write that granted it. The fencing
+/// token of the first acquisition is the lock node's `czxid` (the zxid of the write that
+/// created it), and each later acquisition adds one in the same compare-and-set write, so
+/// tokens strictly increase per lock, by one, and stay above every earlier token even if the
+/// node is deleted by hand.
 ///
 /// | operation | round trips | writes |
 /// |---|---|---|
@@ -35,7 +39,14 @@ use crate::{ZkElector, ZkLockProviderBuilder};
 /// | extend | 2 | 2 (clock, lease) |
 ///
 /// Release and extend use the node version this provider last wrote; if the node changed
-/// since (another holder took the lock over), they read it once and match holder and token.
+/// since (another holder took the lock over, or it was deleted and created again), they read
+/// it once and match holder and token. What the provider remembers of its writes is bounded
+/// by its live leases, not by the number of lock names it ever used.
+///
+/// With [`digest_auth`](ZkLockProviderBuilder::digest_auth) credentials, every node it
+/// creates is closed to other clients; without, nodes are open to every client of the
+/// ensemble (see the crate docs, "A shared ensemble").
+///
 /// Requests that get no answer within the request timeout (default 5 s) fail with
 /// [`Error::Store`]: an acquire never waits for a lost quorum to come back.
 ///

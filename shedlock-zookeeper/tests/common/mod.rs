@@ -40,8 +40,8 @@ pub(crate) const DIGEST_PASSWORD: &str = "pw-9f2c-not-for-output";
 /// administrator prepares a shared parent: an authenticated provider creating it would close
 /// it to the tests that run without credentials.
 pub(crate) async fn open_test_parent() {
-    let open = zookeeper_client::CreateMode::Persistent
-        .with_acls(zookeeper_client::Acls::anyone_all());
+    let open =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
     raw_client()
         .await
         .mkdir(TEST_PARENT, &open)
