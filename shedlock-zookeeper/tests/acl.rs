@@ -215,3 +215,42 @@ async fn create_schema_with_credentials_closes_an_open_tree() {
     let taken = closed.acquire(&config("other")).await.unwrap();
     assert!(taken.is_some(), "the provider with credentials works");
 }
+
+/// A candidate without credentials on a closed election is refused each time it tries to
+/// join: it says so and tries again once per retry period (it neither gives up nor opens
+/// session after session in a loop), and the authenticated leader is undisturbed.
+#[tokio::test(flavor = "current_thread")]
+async fn a_candidate_refused_by_the_acl_says_so_and_retries_at_its_pace() {
+    let Some(closed) = common::authenticated_provider("acl-candidate").await else {
+        return;
+    };
+    let owner = Candidates::start(
+        "batch",
+        CONFIG,
+        [Arc::new(closed.elector()) as Arc<dyn Elector>],
+    );
+    owner.next_leader(None, CONFIG.lease_duration).await;
+    let anonymous = ZkLockProvider::builder(common::zk_url().unwrap())
+        .root(closed.root())
+        .connect()
+        .await
+        .unwrap();
+    let (logs, _default) = common::capture_logs();
+    let intruder = Candidates::start(
+        "batch",
+        CONFIG,
+        [Arc::new(anonymous.elector()) as Arc<dyn Elector>],
+    );
+    let watched = CONFIG.retry_period * 4;
+    tokio::time::sleep(watched).await;
+    let refusals = logs.text().matches("not authorized").count();
+    assert!(refusals >= 1, "the refusal is reported: {}", logs.text());
+    assert!(
+        refusals <= 4 + 2,
+        "{refusals} refusals within {watched:?}: no pause between attempts"
+    );
+    assert!(intruder.leaders().is_empty());
+    assert_eq!(owner.leaders(), [0]);
+    intruder.resign_all().await;
+    owner.resign_all().await;
+}

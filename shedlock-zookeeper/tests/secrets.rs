@@ -5,8 +5,7 @@
 
 mod common;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::conformance::election::Candidates;
@@ -19,35 +18,13 @@ const CONFIG: ElectionConfig = ElectionConfig {
     retry_period: Duration::from_millis(500),
 };
 
-/// Log lines, captured.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 // One thread: the client's session tasks run where the capturing subscriber is the default.
 #[tokio::test(flavor = "current_thread")]
 async fn the_password_reaches_no_debug_output_error_or_log() {
     let Some(url) = common::zk_url() else {
         return;
     };
-    let logs = Captured::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
+    let (logs, _default) = common::capture_logs();
     let mut printed = Vec::new();
 
     common::open_test_parent().await;
@@ -116,7 +93,7 @@ async fn the_password_reaches_no_debug_output_error_or_log() {
         .unwrap_err();
     printed.push(format!("{invalid} / {invalid:?}"));
 
-    let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let logs = logs.text();
     assert!(
         logs.contains("zookeeper_client"),
         "the client's own logs were captured"

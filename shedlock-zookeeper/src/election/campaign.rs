@@ -147,6 +147,13 @@ impl Campaign<'_> {
                 Err(ZkError::Client(error)) if session_ended(&error) => {
                     return Err(End::SessionEnded);
                 }
+                // Refused, so nothing was created: a new session would be refused the same.
+                Err(error @ ZkError::NotAuthorized) => {
+                    tracing::warn!(election = %self.dir, %error, "cannot join the election, retrying");
+                    if !self.pause().await {
+                        return Err(End::Stopped);
+                    }
+                }
                 Err(error) => {
                     // The node may or may not exist now: give up this session, and with it
                     // whatever it created, rather than leave a node nobody campaigns for.

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shedlock_core::LockProvider;
@@ -111,6 +111,40 @@ pub(crate) async fn delete_all(client: &zookeeper_client::Client, path: &str) {
             Err(error) => panic!("deleting {node}: {error}"),
         }
     }
+}
+
+/// Log lines, captured.
+#[derive(Clone, Default)]
+pub(crate) struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Captured {
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Captures every log line (TRACE, every crate) of this thread until the guard is dropped. Use
+/// a current-thread runtime, so that spawned tasks (the client's sessions, campaigns) log here.
+pub(crate) fn capture_logs() -> (Captured, tracing::subscriber::DefaultGuard) {
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    (logs, tracing::subscriber::set_default(subscriber))
 }
 
 /// The conformance harness: providers per holder on one root, and real waiting (the
