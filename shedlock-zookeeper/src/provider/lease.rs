@@ -7,23 +7,23 @@ use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation
 use zookeeper_client::{Client, Stat};
 
 use super::ZkLockProvider;
-use super::own::OwnWrite;
+use super::own::{OwnWrite, OwnWrites};
 use super::write::{Guard, Set};
 use crate::error::ZkError;
-use crate::record::{LeaseRecord, millis, new_incarnation, system_time};
+use crate::record::{LeaseRecord, epoch_millis, millis, new_incarnation, system_time};
 
 impl ZkLockProvider {
     fn remember(&self, lease: &LockLease, stat: &Stat, incarnation: Arc<str>, now_ms: i64) {
         let write = OwnWrite {
             token: lease.fencing_token(),
             version: stat.version,
-            lock_until_ms: crate::record::epoch_millis(lease.lock_until()),
+            lock_until_ms: epoch_millis(lease.lock_until()),
             incarnation,
         };
         self.own_writes().insert(lease.name(), write, now_ms);
     }
 
-    fn own_writes(&self) -> std::sync::MutexGuard<'_, super::own::OwnWrites> {
+    fn own_writes(&self) -> std::sync::MutexGuard<'_, OwnWrites> {
         self.own.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -184,10 +184,9 @@ impl LockProvider for ZkLockProvider {
                     }
                     .into_store(Operation::Acquire, name)
                 })?;
-                let (incarnation, adopt) = match record.incarnation {
-                    Some(incarnation) => (incarnation, false),
-                    None => (new_incarnation(), true),
-                };
+                // A node written by hand has no incarnation yet: this write gives it one.
+                let adopt = record.incarnation.is_none();
+                let incarnation = record.incarnation.unwrap_or_else(new_incarnation);
                 let guard = if adopt {
                     Guard::Adopt(&incarnation)
                 } else {
