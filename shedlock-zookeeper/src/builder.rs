@@ -1,11 +1,12 @@
-//! Builders for the provider and the elector: root, holder and timeouts, checked before
-//! anything is sent.
+//! Builders for the provider and the elector: root, holder, credentials and timeouts, checked
+//! before anything is sent.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::{Error, Operation, default_holder};
 
+use crate::access::{Access, Digest};
 use crate::paths::{DEFAULT_ROOT, Paths, validate_holder};
 use crate::session::Session;
 use crate::{ZkElector, ZkLockProvider};
@@ -21,6 +22,8 @@ struct Common {
     connect_string: String,
     root: String,
     holder: Option<String>,
+    /// Its `Debug` leaves the password out.
+    digest: Option<Digest>,
     request_timeout: Duration,
 }
 
@@ -30,11 +33,16 @@ impl Common {
             connect_string,
             root: DEFAULT_ROOT.to_owned(),
             holder: None,
+            digest: None,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
     }
 
-    fn check(&self) -> Result<(Paths, Arc<str>), Error> {
+    fn digest(&mut self, user: String, password: String) {
+        self.digest = Some(Digest { user, password });
+    }
+
+    fn check(&self) -> Result<(Paths, Arc<str>, Access), Error> {
         if self.connect_string.trim().is_empty() {
             return Err(Error::invalid_config(
                 "connect_string",
@@ -51,11 +59,19 @@ impl Common {
             .holder
             .clone()
             .unwrap_or_else(|| default_holder().to_owned());
-        Ok((Paths::new(&self.root)?, validate_holder(holder)?))
+        Ok((
+            Paths::new(&self.root)?,
+            validate_holder(holder)?,
+            Access::new(self.digest.as_ref())?,
+        ))
     }
 }
 
 /// Builds a [`ZkLockProvider`]; see [`ZkLockProvider::builder`].
+///
+/// On an ensemble shared with other applications, give the provider credentials
+/// ([`digest_auth`](Self::digest_auth)) and a root of its own; see the crate docs, "A shared
+/// ensemble".
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), shedlock_core::Error> {
@@ -64,6 +80,7 @@ impl Common {
 ///
 /// let provider = ZkLockProvider::builder("zk1:2181,zk2:2181,zk3:2181")
 ///     .root("/services/billing/shedlock")
+///     .digest_auth("billing", std::env::var("ZK_PASSWORD").unwrap_or_default())
 ///     .holder("billing-7f9c:4121")
 ///     .request_timeout(Duration::from_secs(2))
 ///     .connect()
@@ -98,6 +115,25 @@ impl ZkLockProviderBuilder {
         self
     }
 
+    /// Authenticates every session with ZooKeeper's digest scheme (`addauth digest
+    /// user:password`), and closes every node this provider creates to other clients: the
+    /// nodes get ZooKeeper's `CREATOR_ALL_ACL`, all rights for this user and none for anyone
+    /// else, reading included. Every instance that shares the locks must use the same user and
+    /// password. [`create_schema`](ZkLockProvider::create_schema) also closes nodes that
+    /// already exist under the root and that anyone may write.
+    ///
+    /// Without credentials (the default) the nodes are open to every client of the ensemble
+    /// (`world:anyone`, all rights): any of them can rewrite a lease or delete a lock.
+    ///
+    /// The password never appears in `Debug` output, errors or logs. ZooKeeper keeps the user
+    /// and a hash of the password in each node's ACL, so a new password locks the instances
+    /// out of the nodes made with the old one: change it together with the nodes' ACLs (as
+    /// the ensemble's super user), or start on a new root.
+    pub fn digest_auth(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.common.digest(user.into(), password.into());
+        self
+    }
+
     /// The session timeout to request (default 10 s; the ensemble clamps it to its
     /// `minSessionTimeout..maxSessionTimeout`). Lock nodes do not depend on the session; this
     /// only decides how long a lost connection is retried before a new session is opened.
@@ -117,10 +153,10 @@ impl ZkLockProviderBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] naming the field (`connect_string`, `root`, `holder`,
-    /// `session_timeout`, `request_timeout`); [`Error::Store`] when no server accepts a
-    /// session within the request timeout.
+    /// `digest_user`, `digest_password`, `session_timeout`, `request_timeout`);
+    /// [`Error::Store`] when no server accepts a session within the request timeout.
     pub async fn connect(self) -> Result<ZkLockProvider, Error> {
-        let (paths, holder) = self.common.check()?;
+        let (paths, holder, access) = self.common.check()?;
         if self.session_timeout < Duration::from_millis(1)
             || self.session_timeout > Duration::from_millis(i32::MAX as u64)
         {
@@ -131,6 +167,7 @@ impl ZkLockProviderBuilder {
         }
         let session = Session::open(
             &self.common.connect_string,
+            access,
             self.session_timeout,
             self.common.request_timeout,
         )
@@ -166,6 +203,16 @@ impl ZkElectorBuilder {
         self
     }
 
+    /// Authenticates the campaigns' sessions with ZooKeeper's digest scheme and closes the
+    /// election nodes they create to other clients (all rights for this user, none for anyone
+    /// else), as [`ZkLockProviderBuilder::digest_auth`] does for locks. Every candidate of an
+    /// election must use the same user and password. Without credentials any client of the
+    /// ensemble can delete a leader's node (and so hand leadership to the next candidate).
+    pub fn digest_auth(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.common.digest(user.into(), password.into());
+        self
+    }
+
     /// How long connecting may take before it fails (default 5 s).
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.common.request_timeout = timeout;
@@ -176,27 +223,28 @@ impl ZkElectorBuilder {
     /// `<root>/elections` if missing. Campaigns open sessions of their own.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] naming the field; [`Error::Store`] when no server accepts a
-    /// session within the request timeout, or the elections node cannot be created.
+    /// [`Error::InvalidConfig`] naming the field (`connect_string`, `root`, `holder`,
+    /// `digest_user`, `digest_password`, `request_timeout`); [`Error::Store`] when no server
+    /// accepts a session within the request timeout, or the elections node cannot be created.
     pub async fn connect(self) -> Result<ZkElector, Error> {
-        let (paths, holder) = self.common.check()?;
+        let (paths, holder, access) = self.common.check()?;
         let fail = |e: crate::error::ZkError| e.into_store(Operation::Schema, &paths.elections);
         let session = Session::open(
             &self.common.connect_string,
+            access.clone(),
             DEFAULT_SESSION_TIMEOUT,
             self.common.request_timeout,
         )
         .await
         .map_err(fail)?;
         let client = session.client().await.map_err(fail)?;
-        let persistent = zookeeper_client::CreateMode::Persistent
-            .with_acls(zookeeper_client::Acls::anyone_all());
         session
-            .timed(client.mkdir(&paths.elections, &persistent))
+            .timed(client.mkdir(&paths.elections, &access.persistent()))
             .await
             .map_err(fail)?;
         Ok(ZkElector::from_parts(
             &self.common.connect_string,
+            access,
             Arc::new(paths),
             holder,
         ))

@@ -3,8 +3,9 @@
 //! with ephemeral sequential nodes.
 //!
 //! - [`ZkLockProvider`]: the [`LockProvider`](shedlock_core::LockProvider) contract (the
-//!   provider conformance suite passes unchanged): one persistent node per lock holding the
-//!   lease, written with compare-and-set on the node's version. Times are the ensemble's (the
+//!   provider conformance suite passes unchanged, with and without credentials): one
+//!   persistent node per lock holding the lease, written with compare-and-set on the node's
+//!   version. Times are the ensemble's (the
 //!   `mtime` ZooKeeper's leader stamps on every write); fencing tokens start at the node's
 //!   creation zxid and grow by one per acquisition.
 //! - [`ZkElector`]: ZooKeeper's election recipe behind shedlock's
@@ -51,16 +52,57 @@
 //! it. Every write takes a new zxid, so the k-th token is at most the zxid of the k-th
 //! acquiring write: a lock node deleted by hand and created again starts above every token it
 //! gave before. Terms of [`ZkElector`] elections are the zxids of the writes with which leaders
-//! took office. Both are large numbers (the epoch of ZooKeeper's leader in the high 32 bits).
+//! took office. Both are large numbers (the epoch of ZooKeeper's leader in the high 32 bits),
+//! and keep growing across changes of ZooKeeper's own leader (a new epoch is a larger number).
+//!
+//! A node created again after a delete starts again at version 0, so a compare-and-set on the
+//! version alone could let a holder that still runs write over the new holder's lease. Each
+//! lock node is therefore created with a child of a random name (its *incarnation*), and
+//! every write is a transaction that checks that child before the compare-and-set: a release
+//! or extension meant for a deleted node is refused. To reset a lock by hand, delete its node
+//! with its child (zkCli: `deleteall <root>/locks/<name>`); its holder, if it still runs, is
+//! then refused, and the next token is above every earlier one.
+//!
+//! # A shared ensemble
+//!
+//! Without credentials every node shedlock creates is open to every client of the ensemble
+//! (`world:anyone`, all rights, ZooKeeper's `OPEN_ACL_UNSAFE`): any application or script on
+//! it can rewrite a lease (take a lock from its holder, or hand a stale holder its lease
+//! back), delete a lock, or delete a leader's candidate node (which hands leadership on).
+//! That is fine on an ensemble of your own. On one shared with other applications:
+//!
+//! - **Credentials**: give the provider and the elector the same digest credentials
+//!   ([`ZkLockProviderBuilder::digest_auth`], [`ZkElectorBuilder::digest_auth`]). Every node
+//!   they create then grants that user everything and everyone else nothing, reading included
+//!   (ZooKeeper's `CREATOR_ALL_ACL`). Nothing shedlock does needs unauthenticated reads (its own
+//!   inspection writes the clock node, so it needs the credentials anyway); operators read
+//!   with zkCli after `addauth digest user:password`, or as the ensemble's super user; and
+//!   lock names and holders (host names, process ids) are none of other tenants' business.
+//! - **A root of your own**: `.root("/services/billing/shedlock")`, or a chroot in the connect
+//!   string (`zk1:2181,zk2:2181/services/billing`; the chroot node must exist), so that no two
+//!   applications share lock or election names.
+//! - **Parent nodes**: shedlock creates the missing ancestors of its root with its own ACL,
+//!   which closes them to other applications too. Where others must create nodes beside
+//!   yours, have an administrator create the parent first (with the ensemble's policy ACL,
+//!   granting your user the right to create children); shedlock never changes the ACL of an
+//!   existing ancestor.
+//! - **A tree created without credentials**: run [`ZkLockProvider::create_schema`] once with
+//!   them; it closes every node under the root that anyone may write.
+//! - ZooKeeper's digest scheme sends `user:password` as it is, like all traffic on a plain
+//!   connection: where the network is not trusted, reach the ensemble over TLS (not configured
+//!   by this crate). SASL (Kerberos, DIGEST-MD5) is not supported.
 //!
 //! # Errors
 //!
 //! ZooKeeper failures are [`Error::Store`](shedlock_core::Error::Store) naming the operation and
 //! lock; a missing root node says to run [`create_schema`](ZkLockProvider::create_schema).
 //! Every request is bounded by the request timeout (default 5 s): without a quorum, operations
-//! fail instead of waiting. Invalid connect strings, roots and holders are
-//! [`Error::InvalidConfig`](shedlock_core::Error::InvalidConfig) naming the field.
+//! fail instead of waiting. A node whose ACL refuses this session's credentials is a store error
+//! saying to configure `digest_auth`. Invalid connect strings, roots, holders and credentials
+//! are [`Error::InvalidConfig`](shedlock_core::Error::InvalidConfig) naming the field; the
+//! password is never part of any error, log or `Debug` output.
 
+mod access;
 mod builder;
 mod election;
 mod error;

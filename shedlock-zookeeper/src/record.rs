@@ -10,6 +10,7 @@
 //! hold_ms=0
 //! token=…                  absent in the write that created the node: its czxid
 //! locked_at_ms=…           absent in the acquiring write: locked_at is that write's mtime
+//! incarnation=5f0c…        names the child node created with this lock node
 //! ```
 //!
 //! An acquisition writes `lease_ms = lock_at_most_for`; an extension writes it again (the new
@@ -20,6 +21,12 @@
 //! later one the previous token + 1, written by compare-and-set on the node's version. The k-th
 //! token is at most the zxid of the k-th acquiring write (every write takes a new zxid), so a
 //! node deleted by hand and created again starts above every token it ever gave.
+//!
+//! Incarnation: node versions start again at 0 when a node is deleted and created again, so a
+//! compare-and-set on the version alone could land on a new node that happens to be at the
+//! version an old holder remembers. Each lock node is therefore created together with a child
+//! of a random name, recorded in its data; every later write is a transaction that first
+//! checks that this child still exists, which it does only in the node it was created with.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -36,15 +43,19 @@ pub(crate) struct LeaseRecord {
     pub(crate) hold_ms: i64,
     pub(crate) token: Option<u64>,
     pub(crate) locked_at_ms: Option<i64>,
+    /// The name of the child created with the node (`None`: a node written by hand).
+    pub(crate) incarnation: Option<String>,
 }
 
 impl LeaseRecord {
     /// What an acquisition writes: a lease of `lock_at_most_for` from the write itself, with
-    /// `token` (`None` when the write creates the node: the token is its czxid).
+    /// `token` (`None` when the write creates the node: the token is its czxid), in the node
+    /// of `incarnation`.
     pub(crate) fn acquisition(
         holder: &str,
         lock_at_most_for: Duration,
         token: Option<u64>,
+        incarnation: &str,
     ) -> Self {
         LeaseRecord {
             holder: holder.to_owned(),
@@ -52,6 +63,7 @@ impl LeaseRecord {
             hold_ms: 0,
             token,
             locked_at_ms: None,
+            incarnation: Some(incarnation.to_owned()),
         }
     }
 
@@ -63,6 +75,7 @@ impl LeaseRecord {
         locked_at: SystemTime,
         lease: Duration,
         hold: Duration,
+        incarnation: &str,
     ) -> Self {
         LeaseRecord {
             holder: holder.to_owned(),
@@ -70,6 +83,7 @@ impl LeaseRecord {
             hold_ms: millis(hold),
             token: Some(token),
             locked_at_ms: Some(epoch_millis(locked_at)),
+            incarnation: Some(incarnation.to_owned()),
         }
     }
 
@@ -84,6 +98,9 @@ impl LeaseRecord {
         if let Some(at) = self.locked_at_ms {
             text.push_str(&format!("locked_at_ms={at}\n"));
         }
+        if let Some(incarnation) = &self.incarnation {
+            text.push_str(&format!("incarnation={incarnation}\n"));
+        }
         text.into_bytes()
     }
 
@@ -96,6 +113,7 @@ impl LeaseRecord {
             hold_ms: 0,
             token: None,
             locked_at_ms: None,
+            incarnation: None,
         };
         let mut has_holder = false;
         for line in text.lines().filter(|l| !l.is_empty()) {
@@ -123,6 +141,16 @@ impl LeaseRecord {
                             .map_err(|_| format!("token={value:?} is not a valid number"))?,
                     );
                 }
+                "incarnation" => {
+                    // It names a child node: one path component of plain characters.
+                    if value.is_empty()
+                        || value.len() > 32
+                        || !value.bytes().all(|b| b.is_ascii_alphanumeric())
+                    {
+                        return Err(format!("incarnation={value:?} is not a valid node name"));
+                    }
+                    record.incarnation = Some(value.to_owned());
+                }
                 _ => return Err(format!("unknown key {key:?}")),
             }
         }
@@ -148,6 +176,14 @@ impl LeaseRecord {
         let held = self.locked_at_ms(stat).saturating_add(self.hold_ms);
         leased.max(held)
     }
+}
+
+/// A fresh incarnation name: 64 random bits in hex (std's randomly keyed hasher, as
+/// `shedlock_core::default_holder` does), so two creations of a node never share one.
+pub(crate) fn new_incarnation() -> String {
+    use std::hash::BuildHasher as _;
+    let random = std::collections::hash_map::RandomState::new().hash_one(SystemTime::now());
+    format!("{random:016x}")
 }
 
 /// A duration in whole milliseconds, rounded up, capped at about 1000 years.
@@ -206,14 +242,15 @@ mod tests {
 
     #[test]
     fn acquisition_takes_its_time_from_its_own_write() {
-        let created = LeaseRecord::acquisition("a", Duration::from_secs(60), None);
+        let created = LeaseRecord::acquisition("a", Duration::from_secs(60), None, "5f0c");
         let decoded = LeaseRecord::decode(&created.encode()).unwrap();
         assert_eq!(decoded, created);
         let written = stat(0x1_0000_0007, 1_000);
         assert_eq!(decoded.token(&written), 0x1_0000_0007, "the node's czxid");
         assert_eq!(decoded.locked_at_ms(&written), 1_000);
         assert_eq!(decoded.lock_until_ms(&written), 61_000);
-        let next = LeaseRecord::acquisition("b", Duration::from_secs(1), Some(0x1_0000_0008));
+        let next =
+            LeaseRecord::acquisition("b", Duration::from_secs(1), Some(0x1_0000_0008), "5f0c");
         let decoded = LeaseRecord::decode(&next.encode()).unwrap();
         assert_eq!(decoded.token(&stat(0x1_0000_0007, 9_000)), 0x1_0000_0008);
         assert_eq!(decoded.lock_until_ms(&stat(0x1_0000_0007, 9_000)), 10_000);
@@ -229,6 +266,7 @@ mod tests {
                 locked_at,
                 Duration::ZERO,
                 Duration::from_millis(hold),
+                "5f0c",
             )
         };
         // Released at 1 500 with lock_at_least_for 2 s: held until 3 000.
@@ -253,10 +291,21 @@ mod tests {
             b"holder=a\nlease_ms=x\n",
             b"holder=a\nlease_ms=-5\n",
             b"holder=a\nlease_ms=5\nnope=1\n",
+            b"holder=a\nlease_ms=5\nincarnation=../x\n",
+            b"holder=a\nlease_ms=5\nincarnation=\n",
             b"just text",
         ] {
             assert!(LeaseRecord::decode(data).is_err(), "{data:?}");
         }
+    }
+
+    #[test]
+    fn incarnations_are_valid_node_names_and_differ() {
+        let (a, b) = (new_incarnation(), new_incarnation());
+        assert_ne!(a, b);
+        let record = LeaseRecord::acquisition("a", Duration::from_secs(1), None, &a);
+        let decoded = LeaseRecord::decode(&record.encode()).unwrap();
+        assert_eq!(decoded.incarnation.as_deref(), Some(a.as_str()));
     }
 
     #[test]

@@ -11,12 +11,14 @@ use std::time::Duration;
 
 use zookeeper_client::Client;
 
+use crate::access::Access;
 use crate::error::ZkError;
 
-/// A connect string, timeouts, and the current session.
+/// A connect string, credentials, timeouts, and the current session.
 #[derive(Debug)]
 pub(crate) struct Session {
     connect_string: String,
+    access: Access,
     session_timeout: Duration,
     request_timeout: Duration,
     current: Mutex<Option<Arc<Client>>>,
@@ -27,12 +29,14 @@ impl Session {
     /// Opens the first session.
     pub(crate) async fn open(
         connect_string: &str,
+        access: Access,
         session_timeout: Duration,
         request_timeout: Duration,
     ) -> Result<Self, ZkError> {
-        let client = connect(connect_string, session_timeout, request_timeout).await?;
+        let client = connect(connect_string, &access, session_timeout, request_timeout).await?;
         Ok(Session {
             connect_string: connect_string.to_owned(),
+            access,
             session_timeout,
             request_timeout,
             current: Mutex::new(Some(Arc::new(client))),
@@ -42,6 +46,10 @@ impl Session {
 
     pub(crate) fn connect_string(&self) -> &str {
         &self.connect_string
+    }
+
+    pub(crate) fn access(&self) -> &Access {
+        &self.access
     }
 
     /// The live session's client, or a new session's if it ended.
@@ -56,6 +64,7 @@ impl Session {
         let client = Arc::new(
             connect(
                 &self.connect_string,
+                &self.access,
                 self.session_timeout,
                 self.request_timeout,
             )
@@ -81,15 +90,26 @@ impl Session {
     ) -> Result<T, ZkError> {
         timed(self.request_timeout, request).await
     }
+
+    /// `request`'s own answer, or [`ZkError::Timeout`] (for answers that are not plain
+    /// client results, like a transaction's).
+    pub(crate) async fn bounded<T>(&self, request: impl Future<Output = T>) -> Result<T, ZkError> {
+        tokio::time::timeout(self.request_timeout, request)
+            .await
+            .map_err(|_| ZkError::Timeout(self.request_timeout))
+    }
 }
 
-/// Opens a session, failing within `timeout` (and at once when every server refuses).
+/// Opens a session with `access`'s credentials, failing within `timeout` (and at once when
+/// every server refuses).
 pub(crate) async fn connect(
     connect_string: &str,
+    access: &Access,
     session_timeout: Duration,
     timeout: Duration,
 ) -> Result<Client, ZkError> {
-    let connecting = Client::connector()
+    let connecting = access
+        .connector()
         .with_session_timeout(session_timeout)
         .with_fail_eagerly()
         .connect(connect_string);
@@ -112,7 +132,7 @@ pub(crate) async fn timed<T>(
     request: impl Future<Output = Result<T, zookeeper_client::Error>>,
 ) -> Result<T, ZkError> {
     match tokio::time::timeout(timeout, request).await {
-        Ok(result) => result.map_err(ZkError::Client),
+        Ok(result) => result.map_err(ZkError::from),
         Err(_) => Err(ZkError::Timeout(timeout)),
     }
 }

@@ -14,12 +14,6 @@ fn config(name: &str, lease: Duration) -> LockConfiguration {
     LockConfiguration::new(name, lease, Duration::ZERO).unwrap()
 }
 
-async fn raw_client() -> zookeeper_client::Client {
-    zookeeper_client::Client::connect(&common::zk_url().unwrap())
-        .await
-        .unwrap()
-}
-
 /// Leases carry the ensemble's times: `locked_at` is the `mtime` of the write that granted the
 /// lock, `lock_until` that plus the lease; inspection reads the same back.
 #[tokio::test]
@@ -32,7 +26,7 @@ async fn leases_carry_the_ensembles_times() {
         .await
         .unwrap()
         .expect("free");
-    let client = raw_client().await;
+    let client = common::raw_client().await;
     let (_, stat) = client
         .get_data(&format!("{}/locks/report", provider.root()))
         .await
@@ -64,8 +58,8 @@ async fn leases_carry_the_ensembles_times() {
     );
 }
 
-/// Tokens: the node's czxid first, then one more per acquisition; a node deleted by hand starts
-/// again above every token it gave.
+/// Tokens: the node's czxid first, then one more per acquisition; a node deleted by hand (with
+/// its incarnation child, as zkCli's `deleteall` does) starts again above every token it gave.
 #[tokio::test]
 async fn tokens_keep_increasing_across_a_node_deleted_by_hand() {
     let Some(provider) = common::provider("tokens").await else {
@@ -80,11 +74,11 @@ async fn tokens_keep_increasing_across_a_node_deleted_by_hand() {
     }
     assert_eq!(tokens[1], tokens[0] + 1);
     assert_eq!(tokens[2], tokens[1] + 1);
-    raw_client()
-        .await
-        .delete(&format!("{}/locks/nightly", provider.root()), None)
-        .await
-        .unwrap();
+    common::delete_all(
+        &common::raw_client().await,
+        &format!("{}/locks/nightly", provider.root()),
+    )
+    .await;
     let after = provider.acquire(&c).await.unwrap().expect("free again");
     assert!(
         after.fencing_token() > tokens[2],
@@ -100,7 +94,7 @@ async fn foreign_nodes_are_clear_errors_and_names_are_plain() {
     let Some(provider) = common::provider("foreign").await else {
         return;
     };
-    let client = raw_client().await;
+    let client = common::raw_client().await;
     let persistent =
         zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
     client
@@ -234,4 +228,27 @@ async fn bad_configuration_and_unreachable_ensembles_are_clear_errors() {
         other => panic!("expected a store error, got {other:?}"),
     }
     println!("refused ensemble reported after {:?}", started.elapsed());
+}
+
+/// What a provider remembers of its own writes follows its live leases, not every lock name it
+/// ever used: released leases are forgotten at once, leases never released once they ended.
+#[tokio::test]
+async fn remembered_writes_follow_live_leases() {
+    let Some(provider) = common::provider("remembered").await else {
+        return;
+    };
+    for i in 0..100 {
+        let c = config(&format!("released-{i}"), Duration::from_secs(60));
+        let lease = provider.acquire(&c).await.unwrap().expect("free");
+        assert!(provider.release(&lease).await.unwrap());
+    }
+    assert_eq!(provider.remembered_writes(), 0);
+    // 300 leases of 1 ms, never released (a holder that gave up on them, or whose release
+    // failed): each has ended before the next acquisition's "now" (or within a millisecond).
+    for i in 0..300 {
+        let c = config(&format!("dropped-{i}"), Duration::from_millis(1));
+        drop(provider.acquire(&c).await.unwrap().expect("free"));
+    }
+    let remembered = provider.remembered_writes();
+    assert!(remembered <= 64, "{remembered} writes remembered");
 }

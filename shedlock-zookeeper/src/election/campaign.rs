@@ -6,10 +6,9 @@ use std::time::Duration;
 use shedlock_core::{Candidacy, ElectionConfig};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use zookeeper_client::{
-    Acls, AddWatchMode, Client, CreateMode, EventType, PersistentWatcher, WatchedEvent,
-};
+use zookeeper_client::{AddWatchMode, Client, EventType, PersistentWatcher, WatchedEvent};
 
+use crate::access::Access;
 use crate::error::{ZkError, session_ended};
 use crate::session::{connect, timed};
 
@@ -31,6 +30,7 @@ enum Turn {
 
 pub(super) struct Campaign<'a> {
     pub(super) connect_string: &'a str,
+    pub(super) access: &'a Access,
     pub(super) dir: String,
     pub(super) holder: &'a str,
     pub(super) config: &'a ElectionConfig,
@@ -44,7 +44,7 @@ impl Campaign<'_> {
         while !self.stop.is_cancelled() {
             let session = tokio::select! {
                 () = self.stop.cancelled() => return,
-                session = connect(self.connect_string, self.config.lease_duration, self.config.lease_duration) => session,
+                session = connect(self.connect_string, self.access, self.config.lease_duration, self.config.lease_duration) => session,
             };
             let end = match session {
                 Ok(client) => self.with_session(&client).await,
@@ -117,8 +117,8 @@ impl Campaign<'_> {
 
     /// Creates this candidate's ephemeral sequential node; returns its name.
     async fn join(&self, client: &Client) -> Result<String, End> {
-        let ephemeral = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
-        let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        let ephemeral = self.access.ephemeral_sequential();
+        let persistent = self.access.persistent();
         let prefix = format!("{}/n-", self.dir);
         loop {
             if self.stop.is_cancelled() {
@@ -146,6 +146,13 @@ impl Campaign<'_> {
                 }
                 Err(ZkError::Client(error)) if session_ended(&error) => {
                     return Err(End::SessionEnded);
+                }
+                // Refused, so nothing was created: a new session would be refused the same.
+                Err(error @ ZkError::NotAuthorized) => {
+                    tracing::warn!(election = %self.dir, %error, "cannot join the election, retrying");
+                    if !self.pause().await {
+                        return Err(End::Stopped);
+                    }
                 }
                 Err(error) => {
                     // The node may or may not exist now: give up this session, and with it

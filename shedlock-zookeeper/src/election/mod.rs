@@ -9,6 +9,7 @@ use shedlock_core::{Candidacy, ElectionConfig, Elector, Error, LockConfiguration
 use tokio_util::sync::CancellationToken;
 
 use crate::ZkElectorBuilder;
+use crate::access::Access;
 use crate::paths::Paths;
 
 /// Leader election on ZooKeeper: ephemeral sequential nodes, the lowest leads, each other
@@ -55,6 +56,8 @@ use crate::paths::Paths;
 #[derive(Debug, Clone)]
 pub struct ZkElector {
     connect_string: Arc<str>,
+    /// Its `Debug` leaves the password out.
+    access: Access,
     paths: Arc<Paths>,
     holder: Arc<str>,
 }
@@ -70,14 +73,20 @@ impl ZkElector {
         Self::builder(connect_string).connect().await
     }
 
-    /// Configures root, holder and the connect timeout; see [`ZkElectorBuilder`].
+    /// Configures root, holder, credentials and the connect timeout; see [`ZkElectorBuilder`].
     pub fn builder(connect_string: impl Into<String>) -> ZkElectorBuilder {
         ZkElectorBuilder::new(connect_string.into())
     }
 
-    pub(crate) fn from_parts(connect_string: &str, paths: Arc<Paths>, holder: Arc<str>) -> Self {
+    pub(crate) fn from_parts(
+        connect_string: &str,
+        access: Access,
+        paths: Arc<Paths>,
+        holder: Arc<str>,
+    ) -> Self {
         ZkElector {
             connect_string: connect_string.into(),
+            access,
             paths,
             holder,
         }
@@ -120,6 +129,7 @@ impl Elector for ZkElector {
     ) {
         campaign::Campaign {
             connect_string: &self.connect_string,
+            access: &self.access,
             dir: self.paths.election(election),
             holder: &self.holder,
             config,

@@ -1,75 +1,63 @@
-//! The `LockProvider` operations: acquire, release, extend, and what they remember of their
-//! own writes.
+//! The `LockProvider` operations: acquire, release, extend.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation, async_trait};
-use zookeeper_client::{Acls, Client, CreateMode, Stat};
+use zookeeper_client::{Client, Stat};
 
 use super::ZkLockProvider;
+use super::own::{OwnWrite, OwnWrites};
+use super::write::{Guard, Set};
 use crate::error::ZkError;
-use crate::record::{LeaseRecord, millis, system_time};
-
-#[derive(Debug, Clone, Copy)]
-pub(super) struct OwnWrite {
-    token: u64,
-    version: i32,
-    lock_until_ms: i64,
-}
-
-/// What the lock node holds for a lease of this holder: its version and lease end.
-type Current = Option<(i32, i64)>;
+use crate::record::{LeaseRecord, epoch_millis, millis, new_incarnation, system_time};
 
 impl ZkLockProvider {
-    fn remember(&self, lease: &LockLease, stat: &Stat, lock_until_ms: i64) {
+    fn remember(&self, lease: &LockLease, stat: &Stat, incarnation: Arc<str>, now_ms: i64) {
         let write = OwnWrite {
             token: lease.fencing_token(),
             version: stat.version,
-            lock_until_ms,
+            lock_until_ms: epoch_millis(lease.lock_until()),
+            incarnation,
         };
-        self.own_writes().insert(Arc::from(lease.name()), write);
+        self.own_writes().insert(lease.name(), write, now_ms);
     }
 
-    fn own_writes(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, OwnWrite>> {
+    fn own_writes(&self) -> std::sync::MutexGuard<'_, OwnWrites> {
         self.own.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The version and lease end this provider last wrote for `lease`, if nobody wrote since
-    /// as far as it knows.
-    fn remembered(&self, lease: &LockLease) -> Current {
-        self.own_writes()
-            .get(lease.name())
-            .filter(|w| w.token == lease.fencing_token())
-            .map(|w| (w.version, w.lock_until_ms))
-    }
-
     fn forget(&self, lease: &LockLease) {
-        let mut own = self.own_writes();
-        if own
-            .get(lease.name())
-            .is_some_and(|w| w.token == lease.fencing_token())
-        {
-            own.remove(lease.name());
-        }
+        self.own_writes()
+            .remove(lease.name(), lease.fencing_token());
     }
 
-    /// Reads the lock node: its version and lease end if it still holds `lease` for this
+    /// Reads the lock node: what a write over it needs if it still holds `lease` for this
     /// holder (same token), `None` otherwise.
     async fn current(
         &self,
         client: &Client,
         lease: &LockLease,
         operation: Operation,
-    ) -> Result<Current, Error> {
+    ) -> Result<Option<OwnWrite>, Error> {
         let path = self.paths.lock(lease.name());
         match self.session.timed(client.get_data(&path)).await {
             Ok((data, stat)) => {
                 let record = self.decode(lease.name(), operation, &data)?;
                 let ours =
                     record.holder == *self.holder && record.token(&stat) == lease.fencing_token();
-                Ok(ours.then(|| (stat.version, record.lock_until_ms(&stat))))
+                // A lease of this holder always names its incarnation; one without was
+                // written by hand, and is not touched.
+                Ok(record
+                    .incarnation
+                    .clone()
+                    .filter(|_| ours)
+                    .map(|incarnation| OwnWrite {
+                        token: lease.fencing_token(),
+                        version: stat.version,
+                        lock_until_ms: record.lock_until_ms(&stat),
+                        incarnation: incarnation.into(),
+                    }))
             }
             Err(ZkError::Client(zookeeper_client::Error::NoNode)) => Ok(None),
             Err(error) => Err(error.into_store(operation, lease.name())),
@@ -90,49 +78,75 @@ impl ZkLockProvider {
             .map_err(|e| self.fail(operation, lock, &self.paths.clock, e))
     }
 
-    /// Writes `record` over `lease` (release or extension): the version this provider last
-    /// wrote first, then once more after reading the node if someone else wrote it since.
-    /// `Ok(None)`: the lease is no longer this holder's, or `check` refused its current end;
-    /// otherwise the write's `Stat` and the lease end before the write.
+    /// Writes `record(incarnation)` over `lease` (release or extension): over the version this
+    /// provider last wrote first, then once more after reading the node if someone else wrote
+    /// it since. `Ok(None)`: the lease is no longer this holder's, or `check` refused its
+    /// current end; otherwise the write's `Stat`, the lease end before the write, and the
+    /// node's incarnation.
     async fn overwrite(
         &self,
         client: &Client,
         lease: &LockLease,
-        record: &LeaseRecord,
+        record: impl Fn(&str) -> LeaseRecord,
         operation: Operation,
         check: impl Fn(i64) -> bool,
-    ) -> Result<Option<(Stat, i64)>, Error> {
+    ) -> Result<Option<(Stat, i64, Arc<str>)>, Error> {
         if lease.holder() != &*self.holder {
             return Ok(None);
         }
         let path = self.paths.lock(lease.name());
-        let data = record.encode();
-        let mut known = self.remembered(lease);
+        let mut known = self
+            .own_writes()
+            .get(lease.name(), lease.fencing_token())
+            .cloned();
         for _ in 0..2 {
-            let (version, lock_until_ms) = match known.take() {
+            let write = match known.take() {
                 Some(known) => known,
                 None => match self.current(client, lease, operation).await? {
                     Some(current) => current,
                     None => break,
                 },
             };
-            if !check(lock_until_ms) {
+            if !check(write.lock_until_ms) {
                 break;
             }
+            let data = record(&write.incarnation).encode();
+            let guard = Guard::Check(&write.incarnation);
             match self
-                .session
-                .timed(client.set_data(&path, &data, Some(version)))
+                .set_lock_node(client, &path, &data, write.version, guard)
                 .await
             {
-                Ok(stat) => return Ok(Some((stat, lock_until_ms))),
-                Err(ZkError::Client(
-                    zookeeper_client::Error::BadVersion | zookeeper_client::Error::NoNode,
-                )) => continue,
+                Ok(Set::Written(stat)) => {
+                    return Ok(Some((stat, write.lock_until_ms, write.incarnation)));
+                }
+                // Another incarnation or another write: the read decides.
+                Ok(Set::Changed | Set::IncarnationGone) => continue,
                 Err(error) => return Err(error.into_store(operation, lease.name())),
             }
         }
         self.forget(lease);
         Ok(None)
+    }
+
+    /// After a write refused because the incarnation child of the node read at `read` is
+    /// missing: `Ok(None)` if the node was deleted or created again since (someone else's
+    /// doing), an error if that same node lost its child (deleted by hand).
+    async fn incarnation_gone(
+        &self,
+        client: &Client,
+        name: &str,
+        read: &Stat,
+    ) -> Result<Option<LockLease>, Error> {
+        let path = self.paths.lock(name);
+        match self.session.timed(client.check_stat(&path)).await {
+            Ok(Some(stat)) if stat.czxid == read.czxid => Err(ZkError::Unreadable {
+                path,
+                reason: "the child node named by its `incarnation` is missing".to_owned(),
+            }
+            .into_store(Operation::Acquire, name)),
+            Ok(_) => Ok(None),
+            Err(error) => Err(error.into_store(Operation::Acquire, name)),
+        }
     }
 }
 
@@ -153,7 +167,8 @@ impl LockProvider for ZkLockProvider {
         let now = clock
             .map_err(|e| self.fail(Operation::Acquire, name, &self.paths.clock, e))?
             .mtime;
-        let written = match read {
+        let lease = config.lock_at_most_for();
+        let (stat, token, incarnation) = match read {
             Ok((current, stat)) => {
                 let record = self.decode(name, Operation::Acquire, &current)?;
                 let window = millis(config.acquired_within_window());
@@ -169,68 +184,78 @@ impl LockProvider for ZkLockProvider {
                     }
                     .into_store(Operation::Acquire, name)
                 })?;
-                let data =
-                    LeaseRecord::acquisition(&self.holder, config.lock_at_most_for(), Some(token))
-                        .encode();
+                // A node written by hand has no incarnation yet: this write gives it one.
+                let adopt = record.incarnation.is_none();
+                let incarnation = record.incarnation.unwrap_or_else(new_incarnation);
+                let guard = if adopt {
+                    Guard::Adopt(&incarnation)
+                } else {
+                    Guard::Check(&incarnation)
+                };
+                let data = LeaseRecord::acquisition(&self.holder, lease, Some(token), &incarnation)
+                    .encode();
                 match self
-                    .session
-                    .timed(client.set_data(&path, &data, Some(stat.version)))
+                    .set_lock_node(&client, &path, &data, stat.version, guard)
                     .await
                 {
-                    // Deleted by hand since the read: this attempt simply did not get it.
-                    Err(ZkError::Client(zookeeper_client::Error::NoNode)) => return Ok(None),
-                    written => written.map(|stat| (stat, token)),
+                    Ok(Set::Written(written)) => (written, token, incarnation),
+                    // Someone else wrote first (they hold it now), or deleted the node.
+                    Ok(Set::Changed) => return Ok(None),
+                    Ok(Set::IncarnationGone) => {
+                        return self.incarnation_gone(&client, name, &stat).await;
+                    }
+                    Err(error) => return Err(error.into_store(Operation::Acquire, name)),
                 }
             }
             Err(ZkError::Client(zookeeper_client::Error::NoNode)) => {
-                let data = LeaseRecord::acquisition(&self.holder, config.lock_at_most_for(), None)
-                    .encode();
-                let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
-                self.session
-                    .timed(client.create(&path, &data, &persistent))
+                let incarnation = new_incarnation();
+                let data =
+                    LeaseRecord::acquisition(&self.holder, lease, None, &incarnation).encode();
+                match self
+                    .create_lock_node(&client, &path, &data, &incarnation)
                     .await
-                    .map(|(stat, _)| (stat, stat.czxid.max(0) as u64))
+                {
+                    Ok(Some(stat)) => (stat, stat.czxid.max(0) as u64, incarnation),
+                    // Someone else created it first: they hold it now.
+                    Ok(None) => return Ok(None),
+                    Err(error) => {
+                        return Err(self.fail(Operation::Acquire, name, &self.paths.locks, error));
+                    }
+                }
             }
             Err(error) => return Err(error.into_store(Operation::Acquire, name)),
         };
-        let (stat, token) = match written {
-            Ok(written) => written,
-            // Someone else wrote first: they hold it now.
-            Err(ZkError::Client(
-                zookeeper_client::Error::BadVersion | zookeeper_client::Error::NodeExists,
-            )) => return Ok(None),
-            Err(error) => {
-                return Err(self.fail(Operation::Acquire, name, &self.paths.locks, error));
-            }
-        };
-        let lock_until_ms = stat.mtime.saturating_add(millis(config.lock_at_most_for()));
-        let lease = LockLease::new(
+        let lock_until_ms = stat.mtime.saturating_add(millis(lease));
+        let granted = LockLease::new(
             config,
             Arc::clone(&self.holder),
             token,
             system_time(stat.mtime),
             system_time(lock_until_ms),
         );
-        self.remember(&lease, &stat, lock_until_ms);
-        Ok(Some(lease))
+        self.remember(&granted, &stat, incarnation.into(), now);
+        Ok(Some(granted))
     }
 
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
         let client = self.client(Operation::Release, lease.name()).await?;
-        let record = LeaseRecord::renewal(
-            &self.holder,
-            lease.fencing_token(),
-            lease.locked_at(),
-            Duration::ZERO,
-            lease.lock_at_least_for(),
-        );
+        let record = |incarnation: &str| {
+            LeaseRecord::renewal(
+                &self.holder,
+                lease.fencing_token(),
+                lease.locked_at(),
+                Duration::ZERO,
+                lease.lock_at_least_for(),
+                incarnation,
+            )
+        };
         let written = self
-            .overwrite(&client, lease, &record, Operation::Release, |_| true)
+            .overwrite(&client, lease, record, Operation::Release, |_| true)
             .await?;
         self.forget(lease);
         // Written over an expired lease nobody took: harmless (the lock stays free), but the
         // lease was no longer this holder's.
-        Ok(written.is_some_and(|(stat, lock_until_ms)| stat.mtime < lock_until_ms))
+        Ok(written.is_some_and(|(stat, lock_until_ms, _)| stat.mtime < lock_until_ms))
     }
 
     async fn extend(
@@ -243,23 +268,22 @@ impl LockProvider for ZkLockProvider {
         let now = self
             .now_ms(&client, Operation::Extend, lease.name())
             .await?;
-        let record = LeaseRecord::renewal(
-            &self.holder,
-            lease.fencing_token(),
-            lease.locked_at(),
-            lock_at_most_for,
-            Duration::ZERO,
-        );
-        let written = self
-            .overwrite(
-                &client,
-                lease,
-                &record,
-                Operation::Extend,
-                |lock_until_ms| lock_until_ms > now,
+        let record = |incarnation: &str| {
+            LeaseRecord::renewal(
+                &self.holder,
+                lease.fencing_token(),
+                lease.locked_at(),
+                lock_at_most_for,
+                Duration::ZERO,
+                incarnation,
             )
+        };
+        let written = self
+            .overwrite(&client, lease, record, Operation::Extend, |lock_until_ms| {
+                lock_until_ms > now
+            })
             .await?;
-        let Some((stat, _)) = written else {
+        let Some((stat, _, incarnation)) = written else {
             return Ok(None);
         };
         let lock_until_ms = stat.mtime.saturating_add(millis(lock_at_most_for));
@@ -268,7 +292,7 @@ impl LockProvider for ZkLockProvider {
             lock_at_most_for,
             lock_at_least_for,
         );
-        self.remember(&extended, &stat, lock_until_ms);
+        self.remember(&extended, &stat, incarnation, now);
         Ok(Some(extended))
     }
 

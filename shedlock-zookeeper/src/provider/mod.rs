@@ -1,13 +1,17 @@
 //! `ZkLockProvider`: the lock contract on ZooKeeper nodes, compare-and-set on node versions.
-//! This module holds the type and its public API; `lease` the contract's operations.
+//! This module holds the type and its public API; `lease` the contract's operations, `write`
+//! the transactions they write with, `own` what they remember of their writes, `schema` the
+//! root's nodes and their ACLs.
 
 mod lease;
+mod own;
+mod schema;
+mod write;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use shedlock_core::{Error, Operation};
-use zookeeper_client::{Acls, Client, CreateMode};
+use zookeeper_client::Client;
 
 use crate::error::ZkError;
 use crate::paths::Paths;
@@ -18,12 +22,14 @@ use crate::{ZkElector, ZkLockProviderBuilder};
 /// Locks as ZooKeeper nodes, on the ensemble's clock, with zxids as fencing tokens.
 ///
 /// Each lock is a persistent node `<root>/locks/<name>` whose data is the lease, written with
-/// compare-and-set on the node's version. Times are the ensemble's: "now" is the `mtime` of a
-/// write to `<root>/clock` made for the purpose (ZooKeeper has no clock read), and a lease's
-/// `locked_at` is the `mtime` of the write that granted it. The fencing token of the first
-/// acquisition is the lock node's `czxid` (the zxid of the write that created it), and each
-/// later acquisition adds one in the same compare-and-set write, so tokens strictly increase
-/// per lock, by one, and stay above every earlier token even if the node is deleted by hand.
+/// compare-and-set on the node's version, in a transaction that also checks the node's
+/// incarnation child (see the crate docs, "Fencing tokens"). Times are the ensemble's: "now"
+/// is the `mtime` of a write to `<root>/clock` made for the purpose (ZooKeeper has no clock
+/// read), and a lease's `locked_at` is the `mtime` of the write that granted it. The fencing
+/// token of the first acquisition is the lock node's `czxid` (the zxid of the write that
+/// created it), and each later acquisition adds one in the same compare-and-set write, so
+/// tokens strictly increase per lock, by one, and stay above every earlier token even if the
+/// node is deleted by hand.
 ///
 /// | operation | round trips | writes |
 /// |---|---|---|
@@ -33,7 +39,14 @@ use crate::{ZkElector, ZkLockProviderBuilder};
 /// | extend | 2 | 2 (clock, lease) |
 ///
 /// Release and extend use the node version this provider last wrote; if the node changed
-/// since (another holder took the lock over), they read it once and match holder and token.
+/// since (another holder took the lock over, or it was deleted and created again), they read
+/// it once and match holder and token. What the provider remembers of its writes is bounded
+/// by its live leases, not by the number of lock names it ever used.
+///
+/// With [`digest_auth`](ZkLockProviderBuilder::digest_auth) credentials, every node it
+/// creates is closed to other clients; without, nodes are open to every client of the
+/// ensemble (see the crate docs, "A shared ensemble").
+///
 /// Requests that get no answer within the request timeout (default 5 s) fail with
 /// [`Error::Store`]: an acquire never waits for a lost quorum to come back.
 ///
@@ -60,9 +73,9 @@ pub struct ZkLockProvider {
     pub(crate) session: Arc<Session>,
     pub(crate) paths: Arc<Paths>,
     pub(crate) holder: Arc<str>,
-    /// The node version this provider's last write produced, per lock, with the lease's token
-    /// and end: release and extend need no read while nobody else wrote the node.
-    own: Arc<Mutex<HashMap<Arc<str>, lease::OwnWrite>>>,
+    /// This provider's last write per lock: release and extend need no read while nobody
+    /// else wrote the node.
+    own: Arc<Mutex<own::OwnWrites>>,
 }
 
 impl ZkLockProvider {
@@ -76,7 +89,7 @@ impl ZkLockProvider {
         Self::builder(connect_string).connect().await
     }
 
-    /// Configures root, holder and timeouts; see [`ZkLockProviderBuilder`].
+    /// Configures root, holder, credentials and timeouts; see [`ZkLockProviderBuilder`].
     pub fn builder(connect_string: impl Into<String>) -> ZkLockProviderBuilder {
         ZkLockProviderBuilder::new(connect_string.into())
     }
@@ -113,34 +126,17 @@ impl ZkLockProvider {
     pub fn elector(&self) -> ZkElector {
         ZkElector::from_parts(
             self.session.connect_string(),
+            self.session.access().clone(),
             Arc::clone(&self.paths),
             Arc::clone(&self.holder),
         )
     }
 
-    /// Creates `<root>/clock`, `<root>/locks` and `<root>/elections` (and `<root>`) if missing.
-    /// Idempotent and safe to run from several instances at once.
-    ///
-    /// # Errors
-    /// [`Error::Store`] (`Operation::Schema`) when ZooKeeper refuses, e.g. for lack of rights.
-    pub async fn create_schema(&self) -> Result<(), Error> {
-        let fail = |e: ZkError| e.into_store(Operation::Schema, &self.paths.root);
-        let client = self.session.client().await.map_err(fail)?;
-        let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
-        for dir in [&self.paths.locks, &self.paths.elections] {
-            self.session
-                .timed(client.mkdir(dir, &persistent))
-                .await
-                .map_err(fail)?;
-        }
-        match self
-            .session
-            .timed(client.create(&self.paths.clock, &[], &persistent))
-            .await
-        {
-            Ok(_) | Err(ZkError::Client(zookeeper_client::Error::NodeExists)) => Ok(()),
-            Err(error) => Err(fail(error)),
-        }
+    /// How many locks this provider (and its clones) remembers its last write for. Not public
+    /// API: for tests of the bound on that memory.
+    #[doc(hidden)]
+    pub fn remembered_writes(&self) -> usize {
+        self.own.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     pub(crate) async fn client(

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shedlock_core::LockProvider;
@@ -23,9 +23,54 @@ pub(crate) fn zk_url() -> Option<String> {
     )
 }
 
+/// The parent of every test root.
+const TEST_PARENT: &str = "/shedlock-test";
+
 /// A root no other test (thread or process) uses.
 pub(crate) fn unique_root(base: &str) -> String {
-    format!("/shedlock-test/{}", unique_lock_name(base))
+    format!("{TEST_PARENT}/{}", unique_lock_name(base))
+}
+
+/// The user of the tests' digest credentials.
+pub(crate) const DIGEST_USER: &str = "shedlock-test-app";
+/// The password of the tests' digest credentials.
+pub(crate) const DIGEST_PASSWORD: &str = "pw-9f2c-not-for-output";
+
+/// Creates the parent of the test roots open to everyone if it is missing, the way an
+/// administrator prepares a shared parent: an authenticated provider creating it would close
+/// it to the tests that run without credentials.
+pub(crate) async fn open_test_parent() {
+    let open =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    raw_client()
+        .await
+        .mkdir(TEST_PARENT, &open)
+        .await
+        .expect("create the tests' parent node");
+}
+
+/// A provider with the tests' digest credentials on a root of its own, schema created.
+pub(crate) async fn authenticated_provider(base: &str) -> Option<ZkLockProvider> {
+    let url = zk_url()?;
+    open_test_parent().await;
+    let provider = ZkLockProvider::builder(url)
+        .root(unique_root(base))
+        .holder("tester")
+        .digest_auth(DIGEST_USER, DIGEST_PASSWORD)
+        .connect()
+        .await
+        .expect("connect to SHEDLOCK_TEST_ZK_URL");
+    provider.create_schema().await.expect("create the schema");
+    Some(provider)
+}
+
+/// A client of its own authenticated as `user:password`.
+pub(crate) async fn client_as(user: &str, password: &str) -> zookeeper_client::Client {
+    zookeeper_client::Client::connector()
+        .with_auth("digest", format!("{user}:{password}").as_bytes())
+        .connect(&zk_url().expect("SHEDLOCK_TEST_ZK_URL"))
+        .await
+        .expect("connect to SHEDLOCK_TEST_ZK_URL")
 }
 
 /// A provider on a root of its own, schema created.
@@ -41,6 +86,67 @@ pub(crate) async fn provider(base: &str) -> Option<ZkLockProvider> {
     Some(provider)
 }
 
+/// A client of its own on the ensemble, without credentials: the operator's or another
+/// application's view.
+pub(crate) async fn raw_client() -> zookeeper_client::Client {
+    zookeeper_client::Client::connect(&zk_url().expect("SHEDLOCK_TEST_ZK_URL"))
+        .await
+        .expect("connect to SHEDLOCK_TEST_ZK_URL")
+}
+
+/// `path` and everything below it, deleted the way an operator's `deleteall` does.
+pub(crate) async fn delete_all(client: &zookeeper_client::Client, path: &str) {
+    let mut pending = vec![path.to_owned()];
+    let mut found = Vec::new();
+    while let Some(node) = pending.pop() {
+        for child in client.list_children(&node).await.unwrap_or_default() {
+            pending.push(format!("{node}/{child}"));
+        }
+        found.push(node);
+    }
+    // Deepest first: a node is deleted after its children.
+    for node in found.iter().rev() {
+        match client.delete(node, None).await {
+            Ok(()) | Err(zookeeper_client::Error::NoNode) => {}
+            Err(error) => panic!("deleting {node}: {error}"),
+        }
+    }
+}
+
+/// Log lines, captured.
+#[derive(Clone, Default)]
+pub(crate) struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Captured {
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Captures every log line (TRACE, every crate) of this thread until the guard is dropped. Use
+/// a current-thread runtime, so that spawned tasks (the client's sessions, campaigns) log here.
+pub(crate) fn capture_logs() -> (Captured, tracing::subscriber::DefaultGuard) {
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    (logs, tracing::subscriber::set_default(subscriber))
+}
+
 /// The conformance harness: providers per holder on one root, and real waiting (the
 /// ensemble's clock cannot be stepped).
 pub(crate) struct ZkHarness {
@@ -51,6 +157,13 @@ impl ZkHarness {
     pub(crate) async fn connect() -> Option<Self> {
         Some(ZkHarness {
             provider: provider("conformance").await?,
+        })
+    }
+
+    /// The harness on a provider with digest credentials (nodes closed to other clients).
+    pub(crate) async fn connect_authenticated() -> Option<Self> {
+        Some(ZkHarness {
+            provider: authenticated_provider("conformance-auth").await?,
         })
     }
 }
