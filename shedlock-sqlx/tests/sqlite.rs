@@ -46,6 +46,68 @@ mod conformance_memory {
     shedlock_core::conformance_tests!(async { Some(DbHarness::over(memory_provider().await)) });
 }
 
+/// A provider on a file in `journal_mode`, with another program's connections on the same
+/// file for as long as the test runs: one reading in short transactions (which, in
+/// rollback-journal mode, makes commits wait and can make them fail), one writing a table of
+/// its own (which takes the file's write lock between the provider's statements).
+async fn busy_file_provider(journal_mode: SqliteJournalMode) -> SqliteLockProvider {
+    let options = SqliteConnectOptions::from_str(&database_url())
+        .unwrap()
+        .create_if_missing(true)
+        .journal_mode(journal_mode)
+        .busy_timeout(Duration::from_secs(5));
+    let pool = SqlitePoolOptions::new()
+        .max_connections(4)
+        .connect_with(options.clone())
+        .await
+        .unwrap();
+    let provider = SqliteLockProvider::new(pool);
+    provider.create_schema().await.unwrap();
+    let table = provider.table().to_owned();
+    tokio::spawn(async move {
+        let mut reader = SqliteConnection::connect_with(&options).await.unwrap();
+        let mut writer = SqliteConnection::connect_with(&options).await.unwrap();
+        writer
+            .execute("CREATE TABLE IF NOT EXISTS neighbour (v INTEGER)")
+            .await
+            .unwrap();
+        let count = format!("SELECT count(*) FROM {table}");
+        // Busy answers are part of sharing a file: the neighbour shrugs them off.
+        loop {
+            if reader.execute("BEGIN").await.is_ok() {
+                let _ = reader.execute(AssertSqlSafe(count.clone())).await;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                let _ = reader.execute("COMMIT").await;
+            }
+            let _ = writer.execute("INSERT INTO neighbour VALUES (1)").await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    provider
+}
+
+/// The conformance suite on a file in WAL mode (what `connect` sets up), shared with a reader
+/// and a writer of another program.
+mod conformance_wal_shared {
+    use super::*;
+    shedlock_core::conformance_tests!(async {
+        Some(DbHarness::over(
+            busy_file_provider(SqliteJournalMode::Wal).await,
+        ))
+    });
+}
+
+/// The conformance suite on a file in rollback-journal mode (`DELETE`, SQLite's default for a
+/// pool the user builds), shared with a reader and a writer of another program.
+mod conformance_rollback_journal_shared {
+    use super::*;
+    shedlock_core::conformance_tests!(async {
+        Some(DbHarness::over(
+            busy_file_provider(SqliteJournalMode::Delete).await,
+        ))
+    });
+}
+
 test_db!(Sqlite(SqlitePool) for SqliteLockProvider {
     timestamp: "TEXT",
     java: None,
