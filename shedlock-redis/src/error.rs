@@ -55,6 +55,12 @@ impl fmt::Display for ServerError {
                 "Redis {server}: key `{key}` holds a value that is not a shedlock lock hash \
                  (WRONGTYPE): another program uses this key; choose another key prefix"
             ),
+            // The scripts' own error for a lock hash they cannot read (see `scripts`).
+            (_, ServerErrorKind::Redis(error)) if error.code() == Some("CORRUPT") => write!(
+                f,
+                "Redis {server}: corrupt {}",
+                error.detail().unwrap_or_default()
+            ),
             (_, ServerErrorKind::Redis(error)) => write!(f, "Redis {server}: {error}"),
             (_, ServerErrorKind::Timeout(timeout)) => {
                 write!(f, "Redis {server}: no answer within {timeout:?}")

@@ -76,6 +76,7 @@ mod error;
 mod hints;
 mod keys;
 mod node;
+mod proposals;
 mod redlock;
 mod scripts;
 mod single;

@@ -153,13 +153,55 @@ impl Node {
         }
     }
 
+    /// Warns when the server may evict lock hashes: under an `allkeys-*` `maxmemory-policy`
+    /// Redis deletes keys without an expiry too when memory runs short, and a lock hash
+    /// evicted during its lease is granted again while its holder still runs. A server that
+    /// refuses `CONFIG GET` (managed services often do) is not checked.
+    pub(crate) async fn warn_if_evicting(&self) {
+        let mut connection = self.connection.clone();
+        let mut get = redis::cmd("CONFIG");
+        get.arg("GET").arg("maxmemory-policy");
+        let reply = tokio::time::timeout(
+            self.timeout,
+            get.query_async::<std::collections::HashMap<String, String>>(&mut connection),
+        )
+        .await;
+        match reply {
+            Ok(Ok(config)) => {
+                if let Some(policy) = config
+                    .get("maxmemory-policy")
+                    .filter(|policy| policy.starts_with("allkeys-"))
+                {
+                    tracing::warn!(
+                        server = &*self.server,
+                        policy = policy.as_str(),
+                        "Redis may evict lock hashes (maxmemory-policy {policy}): a lock evicted \
+                         during its lease is granted again while its holder runs; use noeviction \
+                         or a volatile-* policy"
+                    );
+                }
+            }
+            Ok(Err(error)) => tracing::debug!(
+                server = &*self.server,
+                %error,
+                "could not read maxmemory-policy"
+            ),
+            Err(_) => tracing::debug!(
+                server = &*self.server,
+                "could not read maxmemory-policy in time"
+            ),
+        }
+    }
+
+    /// Runs the acquire script: `proposed_token` 0 lets the server pick the token; a proposal
+    /// is taken if above the stored token and at most `tolerance_us` behind the server's clock.
     pub(crate) async fn acquire(
         &self,
         key: &str,
         holder: &str,
-        lease_ms: u64,
-        window_ms: u64,
+        (lease_ms, window_ms): (u64, u64),
         proposed_token: u64,
+        tolerance_us: u64,
     ) -> Result<AcquireReply, ServerError> {
         let mut invocation = ACQUIRE.prepare_invoke();
         invocation
@@ -167,7 +209,8 @@ impl Node {
             .arg(holder)
             .arg(lease_ms)
             .arg(window_ms)
-            .arg(proposed_token);
+            .arg(proposed_token)
+            .arg(tolerance_us);
         let reply: Vec<redis::Value> = self.run(Some(key), &invocation).await?;
         AcquireReply::parse(&reply).ok_or_else(|| {
             self.error(

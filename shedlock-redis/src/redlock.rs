@@ -1,7 +1,6 @@
 //! The provider on N independent Redis masters: the RedLock algorithm.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -14,6 +13,7 @@ use crate::error::{QuorumError, ServerError, store_error};
 use crate::hints::ReleaseHints;
 use crate::keys::{millis, system_time, validate_holder};
 use crate::node::Node;
+use crate::proposals::Proposals;
 use crate::scripts::AcquireReply;
 use crate::{RedisLockState, RedisProviderBuilder};
 
@@ -25,10 +25,11 @@ use crate::{RedisLockState, RedisProviderBuilder};
 ///   (N/2 + 1) granted the lease and the validity left, `lock_at_most_for − elapsed − drift`
 ///   (drift = `lock_at_most_for ×` [clock drift factor](RedisProviderBuilder::clock_drift_factor)
 ///   `+ 2 ms`), is positive. Otherwise the masters that granted it take it back (the lease
-///   before it is restored, so a failed attempt leaves no gap in the tokens and no recent
-///   acquisition behind), and when the attempt won some masters but no majority (instances
-///   asking at the same moment split the votes), it is retried a few [times](RedisProviderBuilder::retries): the instance whose
-///   holder sorts first among those with the most grants after one round, the others later.
+///   before it is restored, so a failed attempt leaves no recent acquisition behind), and
+///   when the attempt won some masters but no majority (instances asking at the same moment
+///   split the votes), it is retried a few [times](RedisProviderBuilder::retries): the
+///   instance whose holder sorts first among those with the most grants after one round, the
+///   others later.
 ///   A master that refuses because the lock was acquired within the
 ///   [window](LockConfiguration::unless_acquired_within) counts as not acquired; each master
 ///   decides that on its own clock.
@@ -40,20 +41,29 @@ use crate::{RedisLockState, RedisProviderBuilder};
 ///
 /// # Fencing tokens
 ///
-/// The acquiring instance proposes the token, one above the highest counter it knows for the
-/// lock; a master grants the lease only if the proposal is above its own counter, and stores
-/// it. A master that answers "behind" tells its counter, and the instance retries at once with
-/// a proposal above it. So a lease exists only with the same token on a majority, and any two
-/// majorities share a master, which accepted the later token only above the earlier one:
-/// **tokens strictly increase as long as every majority keeps a master that remembers the
-/// latest lease**, i.e. fewer than N/2 + 1 masters lost their data since the last acquisition.
-/// A master restarted empty takes the current token at the next acquisition it joins, which
-/// heals it. Two masters of three losing their data before that (or one restarted while a
-/// lease is live, together with one that never had that lease) can grant the lock a second
-/// time with a token that is not above the first: RedLock's own weakness, pinned by the test
-/// `restart_at_once_can_grant_twice`. Restart a master without persistence only after the
-/// longest lease has passed (the published mitigation), and one at a time, each after an
-/// acquisition; or run the masters with `appendonly yes` and `appendfsync always`.
+/// The acquiring instance proposes the token: its estimate of the masters' clock in
+/// microseconds since the epoch (the highest clock a master answered with, moved on by its own
+/// monotonic clock), or more when it knows a higher token for the lock. A master grants the
+/// lease only if the proposal is above its stored token and at most the per-master
+/// [timeout](RedisProviderBuilder::timeout) behind its own clock, and stores it; a master that
+/// answers "behind" tells the lowest proposal it would take, and the instance retries at once
+/// with that. So a lease exists only with the same token on a majority, and:
+///
+/// - **while masters keep their data**, any two majorities share a master, which took the
+///   later token only above the earlier one: tokens strictly increase;
+/// - **when masters lose it** (keys deleted by hand, a flush, restarts without persistence, on
+///   any number of masters), the next token is still at least the granting masters' clock
+///   less that timeout: above every token granted longer ago than that, as long as the
+///   masters' clocks do not go back. A master restarted empty takes the current token at the
+///   next acquisition it joins.
+///
+/// The clocks do not fix RedLock's own weakness: two masters of three that lose a live lease
+/// (one restarted while it is live, with one that never had it) grant the lock a second time
+/// while the first holder still runs. The second token is above the first, so a resource
+/// that checks tokens refuses the first holder's writes once it has seen the second's, but
+/// not before (the test `restart_at_once_can_grant_twice` pins this down). Restart a master
+/// without persistence only after the longest lease has passed (the published mitigation),
+/// or run the masters with `appendonly yes` and `appendfsync always`.
 ///
 /// RedLock is a lease on N clocks: a holder paused past its validity still believes it holds
 /// the lock. Pass the fencing token to the resource you write and have it reject older
@@ -77,8 +87,8 @@ pub struct RedLockProvider {
     nodes: Arc<[Node]>,
     settings: Settings,
     algorithm: Arc<Algorithm>,
-    /// The highest token counter seen per lock name, shared by clones: the next proposal.
-    tokens: Arc<Mutex<HashMap<Arc<str>, u64>>>,
+    /// What this instance knows of the masters' tokens and clocks: the next proposal.
+    tokens: Arc<Proposals>,
     hints: Arc<ReleaseHints>,
 }
 
@@ -97,8 +107,10 @@ struct Round {
     granted: Vec<(usize, u64, u64)>,
     /// What the refusing masters hold: token and holder.
     refused: Vec<(u64, String)>,
-    /// The highest counter of a master that found the proposal behind.
+    /// The highest floor of a master that found the proposal behind.
     behind: Option<u64>,
+    /// The highest clock a master answered with, µs since the epoch.
+    clock_us: Option<u64>,
     failures: Vec<ServerError>,
 }
 
@@ -167,17 +179,22 @@ impl RedLockProvider {
             }),
             nodes: nodes.into(),
             settings,
-            tokens: Arc::default(),
+            tokens: Arc::new(Proposals::new(clock_drift_factor)),
             hints: Arc::default(),
         };
-        let failures: Vec<ServerError> = join_all(provider.nodes.iter().map(Node::ping))
-            .await
-            .into_iter()
-            .filter_map(Result::err)
-            .collect();
+        let pings = join_all(provider.nodes.iter().map(Node::ping)).await;
+        let mut failures = Vec::new();
+        let mut answering = Vec::new();
+        for (node, ping) in provider.nodes.iter().zip(pings) {
+            match ping {
+                Ok(()) => answering.push(node),
+                Err(failure) => failures.push(failure),
+            }
+        }
         if !failures.is_empty() {
             provider.check_quorum(Operation::Read, "*", failures, 0)?;
         }
+        join_all(answering.into_iter().map(Node::warn_if_evicting)).await;
         Ok(provider)
     }
 
@@ -260,17 +277,6 @@ impl RedLockProvider {
         lease.mul_f64(self.algorithm.clock_drift_factor) + Duration::from_millis(2)
     }
 
-    fn next_proposal(&self, name: &str) -> u64 {
-        let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        tokens.get(name).copied().unwrap_or(0) + 1
-    }
-
-    fn remember_token(&self, config: &LockConfiguration, token: u64) {
-        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        let known = tokens.entry(Arc::from(config.name())).or_default();
-        *known = (*known).max(token);
-    }
-
     /// One round on every master. `since_call` is how long this `acquire` call has been
     /// running: a retry refuses a lock acquired since the call began, as the first round would
     /// have found it held, so a retried attempt never takes a lock another instance acquired and
@@ -294,25 +300,33 @@ impl RedLockProvider {
             millis(config.acquired_within_window() + during_call),
         );
         let holder = &*self.settings.holder;
-        let replies = join_all(
-            self.nodes
-                .iter()
-                .map(|node| node.acquire(key, holder, lease_ms, window_ms, proposed)),
-        )
+        // A proposal up to one per-master timeout behind a master's clock is still taken: the
+        // estimate it follows lags by a round trip, and a slower answer is a failure anyway.
+        let tolerance_us = u64::try_from(self.settings.timeout.as_micros()).unwrap_or(u64::MAX);
+        let replies = join_all(self.nodes.iter().map(|node| {
+            node.acquire(key, holder, (lease_ms, window_ms), proposed, tolerance_us)
+        }))
         .await;
         let mut round = Round::default();
         for (index, reply) in replies.into_iter().enumerate() {
+            let reply = match reply {
+                Ok(reply) => reply,
+                Err(failure) => {
+                    round.failures.push(failure);
+                    continue;
+                }
+            };
+            round.clock_us = round.clock_us.max(Some(reply.now_us()));
             match reply {
-                Ok(AcquireReply::Granted {
+                AcquireReply::Granted {
                     now_ms,
                     lock_until_ms,
                     ..
-                }) => round.granted.push((index, now_ms, lock_until_ms)),
-                Ok(AcquireReply::Refused { token, holder }) => round.refused.push((token, holder)),
-                Ok(AcquireReply::TokenBehind { token }) => {
-                    round.behind = Some(round.behind.unwrap_or(0).max(token));
+                } => round.granted.push((index, now_ms, lock_until_ms)),
+                AcquireReply::Refused { token, holder, .. } => round.refused.push((token, holder)),
+                AcquireReply::TokenBehind { floor, .. } => {
+                    round.behind = round.behind.max(Some(floor));
                 }
-                Err(failure) => round.failures.push(failure),
             }
         }
         round
@@ -338,7 +352,7 @@ impl RedLockProvider {
     }
 
     /// Takes back what one failed round won (best effort: a master that does not answer keeps
-    /// the grant until its lease ends, and the next proposal goes above its counter).
+    /// the grant until its lease ends, and the next proposal goes above its token).
     async fn undo(&self, key: &str, granted: &[(usize, u64, u64)], token: u64) {
         let holder = &*self.settings.holder;
         join_all(
@@ -387,7 +401,7 @@ impl LockProvider for RedLockProvider {
         let name = config.name();
         let key = self.key(name);
         let drift = self.drift(config.lock_at_most_for());
-        let mut proposed = self.next_proposal(name);
+        let mut proposed = self.tokens.next(name);
         let mut splits = 0;
         // A token proposal that is behind is retried at once; bounded in case other instances
         // keep moving the counter ahead.
@@ -400,11 +414,13 @@ impl LockProvider for RedLockProvider {
             let round = self.acquire_round(&key, config, proposed, since_call).await;
             let elapsed = started.elapsed();
             let quorum = self.algorithm.quorum;
-            let known = round.behind.max(round.held_token(quorum));
-            self.remember_token(config, known.unwrap_or(0));
+            let floor = round
+                .behind
+                .max(round.held_token(quorum).map(|token| token + 1));
+            self.tokens.learn(name, round.clock_us, floor.unwrap_or(0));
             let valid = config.lock_at_most_for() > elapsed + drift;
             if round.granted.len() >= self.algorithm.quorum && valid {
-                self.remember_token(config, proposed);
+                self.tokens.learn(name, None, proposed + 1);
                 for failure in &round.failures {
                     tracing::debug!(lock = name, error = %failure, "RedLock master failed; a majority granted the lock");
                 }
@@ -434,8 +450,8 @@ impl LockProvider for RedLockProvider {
                 return Ok(None);
             }
             // The grants were taken back: the same proposal stays good unless a master is
-            // already at it.
-            proposed = proposed.max(known.unwrap_or(0) + 1);
+            // already above it or the clocks passed it.
+            proposed = proposed.max(self.tokens.next(name));
             if behind {
                 continue;
             }

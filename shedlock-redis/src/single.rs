@@ -70,6 +70,7 @@ impl RedisLockProvider {
         node.ping()
             .await
             .map_err(|e| store_error(Operation::Read, "*", e))?;
+        node.warn_if_evicting().await;
         Ok(RedisLockProvider {
             node,
             settings,
@@ -158,8 +159,11 @@ impl LockProvider for RedisLockProvider {
             .acquire(
                 &self.key(config.name()),
                 &self.settings.holder,
-                millis(config.lock_at_most_for()),
-                millis(config.acquired_within_window()),
+                (
+                    millis(config.lock_at_most_for()),
+                    millis(config.acquired_within_window()),
+                ),
+                0,
                 0,
             )
             .await
@@ -169,6 +173,7 @@ impl LockProvider for RedisLockProvider {
                 token,
                 now_ms,
                 lock_until_ms,
+                ..
             } => Some(LockLease::new(
                 config,
                 Arc::clone(&self.settings.holder),
