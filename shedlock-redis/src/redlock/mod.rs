@@ -1,5 +1,9 @@
 //! The provider on N independent Redis masters: the RedLock algorithm.
 
+mod round;
+#[cfg(test)]
+mod tests;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,8 +18,8 @@ use crate::hints::ReleaseHints;
 use crate::keys::{millis, system_time, validate_holder};
 use crate::node::Node;
 use crate::proposals::Proposals;
-use crate::scripts::AcquireReply;
 use crate::{RedisLockState, RedisProviderBuilder};
+use round::agreed_lease;
 
 /// Locks on N independent Redis masters (no replication between them) with the RedLock
 /// algorithm, as published by Redis's author, and fencing tokens agreed by a majority.
@@ -98,33 +102,6 @@ struct Algorithm {
     clock_drift_factor: f64,
     retries: u32,
     retry_delay: Duration,
-}
-
-/// What the masters answered to one round of acquisition.
-#[derive(Debug, Default)]
-struct Round {
-    /// The masters that granted it: index, grant time and lease end (ms, their clocks).
-    granted: Vec<(usize, u64, u64)>,
-    /// What the refusing masters hold: token and holder.
-    refused: Vec<(u64, String)>,
-    /// The highest floor of a master that found the proposal behind.
-    behind: Option<u64>,
-    /// The highest clock a master answered with, µs since the epoch.
-    clock_us: Option<u64>,
-    failures: Vec<ServerError>,
-}
-
-impl Round {
-    /// The token of a lease that a majority of masters hold (the same holder and token): a
-    /// lease that was granted, as opposed to the grants of attempts that split the votes and
-    /// are being taken back, which must not move the next proposal.
-    fn held_token(&self, quorum: usize) -> Option<u64> {
-        self.refused
-            .iter()
-            .filter(|held| self.refused.iter().filter(|other| other == held).count() >= quorum)
-            .map(|&(token, _)| token)
-            .max()
-    }
 }
 
 impl RedLockProvider {
@@ -276,123 +253,6 @@ impl RedLockProvider {
     fn drift(&self, lease: Duration) -> Duration {
         lease.mul_f64(self.algorithm.clock_drift_factor) + Duration::from_millis(2)
     }
-
-    /// One round on every master. `since_call` is how long this `acquire` call has been
-    /// running: a retry refuses a lock acquired since the call began, as the first round would
-    /// have found it held, so a retried attempt never takes a lock another instance acquired and
-    /// released in the meantime (e.g. a scheduler tick that another instance already ran).
-    async fn acquire_round(
-        &self,
-        key: &str,
-        config: &LockConfiguration,
-        proposed: u64,
-        since_call: Duration,
-    ) -> Round {
-        // The call's own duration counts in whole milliseconds, less two: masters keep
-        // millisecond times, and a lock acquired (and released) just before this call began,
-        // in the same or the previous millisecond, must not look acquired during it (an
-        // immediate retry after a token proposal that was behind would refuse it).
-        let during_call = Duration::from_millis(
-            u64::try_from(since_call.as_millis().saturating_sub(2)).unwrap_or(u64::MAX),
-        );
-        let (lease_ms, window_ms) = (
-            millis(config.lock_at_most_for()),
-            millis(config.acquired_within_window() + during_call),
-        );
-        let holder = &*self.settings.holder;
-        // A proposal up to one per-master timeout behind a master's clock is still taken: the
-        // estimate it follows lags by a round trip, and a slower answer is a failure anyway.
-        let tolerance_us = u64::try_from(self.settings.timeout.as_micros()).unwrap_or(u64::MAX);
-        let replies = join_all(self.nodes.iter().map(|node| {
-            node.acquire(key, holder, (lease_ms, window_ms), proposed, tolerance_us)
-        }))
-        .await;
-        let mut round = Round::default();
-        for (index, reply) in replies.into_iter().enumerate() {
-            let reply = match reply {
-                Ok(reply) => reply,
-                Err(failure) => {
-                    round.failures.push(failure);
-                    continue;
-                }
-            };
-            round.clock_us = round.clock_us.max(Some(reply.now_us()));
-            match reply {
-                AcquireReply::Granted {
-                    now_ms,
-                    lock_until_ms,
-                    ..
-                } => round.granted.push((index, now_ms, lock_until_ms)),
-                AcquireReply::Refused { token, holder, .. } => round.refused.push((token, holder)),
-                AcquireReply::TokenBehind { floor, .. } => {
-                    round.behind = round.behind.max(Some(floor));
-                }
-            }
-        }
-        round
-    }
-
-    /// How long to wait before retrying a split vote. The attempts that split it break the tie
-    /// the same way: the one whose holder sorts first among those with the most grants retries
-    /// after one round's time (when the others' grants are back), the others after two rounds
-    /// and a random delay, by when it has normally won. A random delay alone lets loaded
-    /// instances collide round after round.
-    fn split_pause(&self, round: &Round, elapsed: Duration) -> Duration {
-        let mine = round.granted.len();
-        let me = &*self.settings.holder;
-        let yields = round.refused.iter().any(|(_, holder)| {
-            let theirs = round.refused.iter().filter(|(_, h)| h == holder).count();
-            theirs > mine || (theirs == mine && holder.as_str() < me)
-        });
-        if yields {
-            elapsed * 2 + jitter(self.algorithm.retry_delay)
-        } else {
-            elapsed
-        }
-    }
-
-    /// Takes back what one failed round won (best effort: a master that does not answer keeps
-    /// the grant until its lease ends, and the next proposal goes above its token).
-    async fn undo(&self, key: &str, granted: &[(usize, u64, u64)], token: u64) {
-        let holder = &*self.settings.holder;
-        join_all(
-            granted
-                .iter()
-                .map(|&(index, ..)| self.nodes[index].undo(key, holder, token)),
-        )
-        .await;
-    }
-}
-
-/// The lease granted by a majority: the earliest grant and the earliest end, less `drift`.
-fn agreed_lease(
-    config: &LockConfiguration,
-    holder: &Arc<str>,
-    token: u64,
-    granted: &[(usize, u64, u64)],
-    drift: Duration,
-) -> LockLease {
-    let (mut locked_at, mut lock_until) = (u64::MAX, u64::MAX);
-    for &(_, granted_at, until) in granted {
-        locked_at = locked_at.min(granted_at);
-        lock_until = lock_until.min(until);
-    }
-    LockLease::new(
-        config,
-        Arc::clone(holder),
-        token,
-        system_time(locked_at),
-        system_time(lock_until) - drift,
-    )
-}
-
-/// A random delay up to `max`, so that instances that split the votes do not collide again.
-fn jitter(max: Duration) -> Duration {
-    use std::hash::{BuildHasher as _, Hasher as _};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u32(std::process::id());
-    let fraction = hasher.finish() as f64 / u64::MAX as f64;
-    max.mul_f64(fraction)
 }
 
 #[async_trait]
