@@ -4,9 +4,9 @@ local s = redis.call('HMGET', KEYS[1], 'holder', 'token', 'lock_until')
 if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] then
   return {0}
 end
-if not (s[3] and #s[3] <= 16 and string.find(s[3], '^%d+$')) then
+if not (s[3] and #s[3] <= 16 and string.find(s[3], '^%d+$') and tonumber(s[3]) < 2 ^ 53) then
   return redis.error_reply('CORRUPT lock hash `' .. KEYS[1] .. '`: field `lock_until` is ' ..
-    'missing or not a whole number; nothing was changed')
+    'missing or not a whole number below 2^53; nothing was changed')
 end
 if tonumber(s[3]) <= now then
   return {0}

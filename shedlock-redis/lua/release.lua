@@ -5,9 +5,9 @@ if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] then
   return 0
 end
 for i = 3, 4 do
-  if not (s[i] and #s[i] <= 16 and string.find(s[i], '^%d+$')) then
+  if not (s[i] and #s[i] <= 16 and string.find(s[i], '^%d+$') and tonumber(s[i]) < 2 ^ 53) then
     return redis.error_reply('CORRUPT lock hash `' .. KEYS[1] .. '`: field `' ..
-      (i == 3 and 'locked_at' or 'lock_until') .. '` is missing or not a whole number; ' ..
+      (i == 3 and 'locked_at' or 'lock_until') .. '` is missing or not a whole number below 2^53; ' ..
       'nothing was changed')
   end
 end

@@ -25,6 +25,8 @@ pub(crate) enum ServerErrorKind {
     Down,
     /// A reply the scripts never send: someone else's script or data under our key.
     UnexpectedReply(String),
+    /// A lock hash field that is missing or not what the scripts write, read by inspection.
+    Corrupt(&'static str),
 }
 
 impl ServerError {
@@ -73,6 +75,12 @@ impl fmt::Display for ServerError {
                 f,
                 "Redis {server}: unexpected reply for key `{key}`: {reply} (is the key used by \
                  another program?)"
+            ),
+            (key, ServerErrorKind::Corrupt(field)) => write!(
+                f,
+                "Redis {server}: corrupt lock hash `{}`: field `{field}` is missing or not a \
+                 whole number below 2^53",
+                key.as_deref().unwrap_or_default()
             ),
             (None, ServerErrorKind::UnexpectedReply(reply)) => {
                 write!(f, "Redis {server}: unexpected reply: {reply}")

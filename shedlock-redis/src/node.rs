@@ -10,7 +10,7 @@ use redis::{Client, FromRedisValue, ScriptInvocation};
 use shedlock_core::Error;
 
 use crate::error::{ServerError, ServerErrorKind};
-use crate::scripts::{ACQUIRE, AcquireReply, EXTEND, RELEASE, STATE, UNDO};
+use crate::scripts::{ACQUIRE, AcquireReply, EXTEND, RELEASE, STATE, UNDO, stored_number};
 
 /// A connection to one server, shared by a provider and its clones.
 ///
@@ -286,22 +286,22 @@ impl Node {
         if reply.is_empty() {
             return Ok(None);
         }
-        let number = |i: usize| reply.get(i)?.as_deref()?.parse::<u64>().ok();
-        match (reply.first(), number(1), number(2), number(3), number(4)) {
-            (Some(holder), Some(token), Some(locked_at), Some(lock_until), Some(now)) => {
-                Ok(Some((
-                    holder.clone().unwrap_or_default(),
-                    token,
-                    locked_at,
-                    lock_until,
-                    now,
-                )))
-            }
-            _ => Err(self.error(
-                Some(key),
-                ServerErrorKind::UnexpectedReply(format!("lock hash fields {reply:?}")),
-            )),
-        }
+        let field = |i: usize| reply.get(i).and_then(Option::as_deref);
+        let number = |i: usize, name: &'static str| {
+            field(i)
+                .and_then(stored_number)
+                .ok_or_else(|| self.error(Some(key), ServerErrorKind::Corrupt(name)))
+        };
+        let holder = field(0)
+            .ok_or_else(|| self.error(Some(key), ServerErrorKind::Corrupt("holder")))?
+            .to_owned();
+        Ok(Some((
+            holder,
+            number(1, "token")?,
+            number(2, "locked_at")?,
+            number(3, "lock_until")?,
+            number(4, "TIME")?,
+        )))
     }
 
     /// Every key matching `pattern` (`SCAN`, so the server is never blocked for long).

@@ -60,6 +60,14 @@ pub(crate) static EXTEND: LazyLock<Script> =
 pub(crate) static STATE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/state.lua")));
 
+/// A number as the scripts keep it: decimal digits only, below 2^53 (exact in Lua's doubles).
+pub(crate) fn stored_number(text: &str) -> Option<u64> {
+    if text.is_empty() || text.len() > 16 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok().filter(|&number| number < 1 << 53)
+}
+
 /// What one server answered to an acquisition; `now_us` is its clock (µs since the epoch).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum AcquireReply {
@@ -110,6 +118,33 @@ impl AcquireReply {
             AcquireReply::Granted { now_us, .. }
             | AcquireReply::Refused { now_us, .. }
             | AcquireReply::TokenBehind { now_us, .. } => *now_us,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_numbers_are_plain_digits_below_2_pow_53() {
+        assert_eq!(stored_number("0"), Some(0));
+        assert_eq!(
+            stored_number("1795586506951802"),
+            Some(1_795_586_506_951_802)
+        );
+        assert_eq!(stored_number("9007199254740991"), Some((1 << 53) - 1));
+        for bad in [
+            "",
+            "+5",
+            "-5",
+            " 7",
+            "1.5",
+            "1e3",
+            "9007199254740992",
+            "18446744073709551616",
+        ] {
+            assert_eq!(stored_number(bad), None, "{bad:?}");
         }
     }
 }

@@ -83,6 +83,7 @@ mod single {
                 assert_corrupt(provider.acquire(&config(&name)).await, &key, field);
                 let after: HashMap<String, String> = redis.hgetall(&key).await.unwrap();
                 assert_eq!(before, after, "{field} = {value:?}: the hash was changed");
+                assert_corrupt(provider.lock_state(&name).await, &key, field);
             }
         }
         for field in ["holder", "token", "locked_at", "lock_until"] {
