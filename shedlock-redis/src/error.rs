@@ -25,6 +25,8 @@ pub(crate) enum ServerErrorKind {
     Down,
     /// A reply the scripts never send: someone else's script or data under our key.
     UnexpectedReply(String),
+    /// A lock hash field that is missing or not what the scripts write, read by inspection.
+    Corrupt(&'static str),
 }
 
 impl ServerError {
@@ -55,6 +57,12 @@ impl fmt::Display for ServerError {
                 "Redis {server}: key `{key}` holds a value that is not a shedlock lock hash \
                  (WRONGTYPE): another program uses this key; choose another key prefix"
             ),
+            // The scripts' own error for a lock hash they cannot read (see `scripts`).
+            (_, ServerErrorKind::Redis(error)) if error.code() == Some("CORRUPT") => write!(
+                f,
+                "Redis {server}: corrupt {}",
+                error.detail().unwrap_or_default()
+            ),
             (_, ServerErrorKind::Redis(error)) => write!(f, "Redis {server}: {error}"),
             (_, ServerErrorKind::Timeout(timeout)) => {
                 write!(f, "Redis {server}: no answer within {timeout:?}")
@@ -67,6 +75,12 @@ impl fmt::Display for ServerError {
                 f,
                 "Redis {server}: unexpected reply for key `{key}`: {reply} (is the key used by \
                  another program?)"
+            ),
+            (key, ServerErrorKind::Corrupt(field)) => write!(
+                f,
+                "Redis {server}: corrupt lock hash `{}`: field `{field}` is missing or not a \
+                 whole number below 2^53",
+                key.as_deref().unwrap_or_default()
             ),
             (None, ServerErrorKind::UnexpectedReply(reply)) => {
                 write!(f, "Redis {server}: unexpected reply: {reply}")

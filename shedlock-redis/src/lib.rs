@@ -30,30 +30,56 @@
 //! [configured](RedisProviderBuilder::key_prefix)), with fields `holder`, `token`, `locked_at`
 //! and `lock_until`, times in milliseconds of the server's `TIME`. Acquire, release and extend
 //! are Lua scripts (in `lua/` beside this crate) that read `TIME` and compare and write those
-//! fields atomically, so leases
-//! begin and end by the server's clock, never an instance's. The hash has no expiry: the
-//! lease is over when `lock_until <= TIME`, which is the clock a `PX` expiry would use too.
-//! The hash must outlive the lease because its `token` is the counter the next acquisition
-//! increments, and its `locked_at` is what
+//! fields atomically, so leases begin and end by the server's clock, never an instance's. The
+//! hash has no expiry: the lease is over when `lock_until <= TIME`, which is the clock a `PX`
+//! expiry would use too. The hash outlives the lease because its `token` is the floor of the
+//! next one, and its `locked_at` is what
 //! [`unless_acquired_within`](shedlock_core::LockConfiguration::unless_acquired_within)
 //! compares, after the lease ended too. One hash per lock name stays in Redis, like a row of
 //! the SQL providers' table. A key of another type at a lock's name is reported as such
-//! (`WRONGTYPE`), naming the key.
+//! (`WRONGTYPE`), naming the key. A lock hash whose fields are not what the scripts wrote
+//! (edited by hand, a number that is not a whole number below 2^53) is an [`Error::Store`]
+//! naming the key and the field (`corrupt lock hash …`), with nothing written: never a grant,
+//! never a token starting over. Delete the key to reset such a lock.
+//!
+//! [`Error::Store`]: shedlock_core::Error::Store
 //!
 //! # Fencing tokens
 //!
-//! Every acquisition stores `token + 1` in the same script, so on one server a lease's token
-//! is strictly greater than every earlier one of its lock name, across restarts of the
-//! instances. Release and extend match holder **and** token. Pass the token to the resource
-//! you write and have it reject older ones.
+//! An acquisition's token is `max(previous token + 1, TIME in microseconds since the epoch)`,
+//! computed in the acquire script. So a lease's token is strictly greater than every earlier
+//! one of its lock name, and stays so when the hash is gone: deleted by hand (the usual way
+//! to reset a lock), a `FLUSHALL`, a restart without persistence, an eviction. The next token
+//! is then above every token granted before, as long as the server's clock has not gone back
+//! since. Release and extend match holder **and** token. Pass the token to the resource you
+//! write and have it reject older ones.
 //!
-//! If the Redis server loses its data (a restart without persistence, a flush, a failover
-//! to a replica that had not yet received the last writes), the counters are gone and tokens
-//! start again at 1: a resource that keeps the highest token it saw then rejects the new
-//! holders' writes until you clear it, which is safe but stops the work. Run Redis with
-//! `appendonly yes` if that matters, or use [`RedLockProvider`], whose masters agree on tokens
-//! and heal a master that lost its data.
+//! **One server is one point of failure, and a replica failover loses locks.** Under Sentinel
+//! or a managed Redis with replicas, a grant is answered before it reaches a replica; if the
+//! primary fails then, the promoted replica never saw it and grants the lock again **while
+//! the first holder still runs**. No lease can prevent that. With the token rule above, the
+//! second token is above the first as long as the new primary's clock is not behind the old
+//! one's, so a resource that keeps the highest token it saw refuses the first holder's writes
+//! once the second holder has written; writes of the first holder before that are accepted,
+//! so both may act for a while. With a new primary whose clock is behind, the second token
+//! can be the lower one, and the resource then refuses the new holder and keeps accepting
+//! the stale one. When two holders must never act at once, use [`RedLockProvider`] over
+//! independent masters (no replication) or a SQL store; on one server, prefer `appendonly
+//! yes` (`appendfsync always` to survive a crash of the server itself).
 //!
+//! # Server settings
+//!
+//! - `maxmemory-policy`: the `allkeys-*` policies evict keys without an expiry too, so a lock
+//!   hash can vanish during its lease and the lock be granted again while its holder runs;
+//!   the providers log a warning at connect when they can read the setting. Use `noeviction`
+//!   (the default) or a `volatile-*` policy, which never evict the lock hashes.
+//! - An expiry set on a lock key by hand (`EXPIRE`) ends the lock state with it, as a `DEL`
+//!   would: tokens stay above the earlier ones, but a lease running then is granted again.
+//! - Release hints use `PUBLISH`, not keyspace notifications: `notify-keyspace-events` plays
+//!   no part.
+//! - Scripts: Redis 7 replicates a script's effects, so reading `TIME` is allowed, and it does
+//!   not roll a script back: every script checks what it reads before its first write.
+
 //! # Release hints
 //!
 //! A release that frees the lock publishes the lock's name on the
@@ -76,6 +102,7 @@ mod error;
 mod hints;
 mod keys;
 mod node;
+mod proposals;
 mod redlock;
 mod scripts;
 mod single;

@@ -10,7 +10,7 @@ use redis::{Client, FromRedisValue, ScriptInvocation};
 use shedlock_core::Error;
 
 use crate::error::{ServerError, ServerErrorKind};
-use crate::scripts::{ACQUIRE, AcquireReply, EXTEND, RELEASE, STATE, UNDO};
+use crate::scripts::{ACQUIRE, AcquireReply, EXTEND, RELEASE, STATE, UNDO, stored_number};
 
 /// A connection to one server, shared by a provider and its clones.
 ///
@@ -153,13 +153,55 @@ impl Node {
         }
     }
 
+    /// Warns when the server may evict lock hashes: under an `allkeys-*` `maxmemory-policy`
+    /// Redis deletes keys without an expiry too when memory runs short, and a lock hash
+    /// evicted during its lease is granted again while its holder still runs. A server that
+    /// refuses `CONFIG GET` (managed services often do) is not checked.
+    pub(crate) async fn warn_if_evicting(&self) {
+        let mut connection = self.connection.clone();
+        let mut get = redis::cmd("CONFIG");
+        get.arg("GET").arg("maxmemory-policy");
+        let reply = tokio::time::timeout(
+            self.timeout,
+            get.query_async::<std::collections::HashMap<String, String>>(&mut connection),
+        )
+        .await;
+        match reply {
+            Ok(Ok(config)) => {
+                if let Some(policy) = config
+                    .get("maxmemory-policy")
+                    .filter(|policy| policy.starts_with("allkeys-"))
+                {
+                    tracing::warn!(
+                        server = &*self.server,
+                        policy = policy.as_str(),
+                        "Redis may evict lock hashes (maxmemory-policy {policy}): a lock evicted \
+                         during its lease is granted again while its holder runs; use noeviction \
+                         or a volatile-* policy"
+                    );
+                }
+            }
+            Ok(Err(error)) => tracing::debug!(
+                server = &*self.server,
+                %error,
+                "could not read maxmemory-policy"
+            ),
+            Err(_) => tracing::debug!(
+                server = &*self.server,
+                "could not read maxmemory-policy in time"
+            ),
+        }
+    }
+
+    /// Runs the acquire script: `proposed_token` 0 lets the server pick the token; a proposal
+    /// is taken if above the stored token and at most `tolerance_us` behind the server's clock.
     pub(crate) async fn acquire(
         &self,
         key: &str,
         holder: &str,
-        lease_ms: u64,
-        window_ms: u64,
+        (lease_ms, window_ms): (u64, u64),
         proposed_token: u64,
+        tolerance_us: u64,
     ) -> Result<AcquireReply, ServerError> {
         let mut invocation = ACQUIRE.prepare_invoke();
         invocation
@@ -167,7 +209,8 @@ impl Node {
             .arg(holder)
             .arg(lease_ms)
             .arg(window_ms)
-            .arg(proposed_token);
+            .arg(proposed_token)
+            .arg(tolerance_us);
         let reply: Vec<redis::Value> = self.run(Some(key), &invocation).await?;
         AcquireReply::parse(&reply).ok_or_else(|| {
             self.error(
@@ -243,22 +286,22 @@ impl Node {
         if reply.is_empty() {
             return Ok(None);
         }
-        let number = |i: usize| reply.get(i)?.as_deref()?.parse::<u64>().ok();
-        match (reply.first(), number(1), number(2), number(3), number(4)) {
-            (Some(holder), Some(token), Some(locked_at), Some(lock_until), Some(now)) => {
-                Ok(Some((
-                    holder.clone().unwrap_or_default(),
-                    token,
-                    locked_at,
-                    lock_until,
-                    now,
-                )))
-            }
-            _ => Err(self.error(
-                Some(key),
-                ServerErrorKind::UnexpectedReply(format!("lock hash fields {reply:?}")),
-            )),
-        }
+        let field = |i: usize| reply.get(i).and_then(Option::as_deref);
+        let number = |i: usize, name: &'static str| {
+            field(i)
+                .and_then(stored_number)
+                .ok_or_else(|| self.error(Some(key), ServerErrorKind::Corrupt(name)))
+        };
+        let holder = field(0)
+            .ok_or_else(|| self.error(Some(key), ServerErrorKind::Corrupt("holder")))?
+            .to_owned();
+        Ok(Some((
+            holder,
+            number(1, "token")?,
+            number(2, "locked_at")?,
+            number(3, "lock_until")?,
+            number(4, "TIME")?,
+        )))
     }
 
     /// Every key matching `pattern` (`SCAN`, so the server is never blocked for long).

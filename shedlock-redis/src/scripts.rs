@@ -2,28 +2,40 @@
 //!
 //! A lock is one hash with no expiry, `<prefix><name>`, fields `holder`, `token`, `locked_at`
 //! and `lock_until` (milliseconds since the epoch, from Redis `TIME`). The hash outlives the
-//! lease on purpose: its `token` is the counter the next acquisition increments, and its
-//! `locked_at` is what [`unless_acquired_within`](shedlock_core::LockConfiguration::unless_acquired_within)
+//! lease on purpose: its `token` is the floor of the next one, and its `locked_at` is what
+//! [`unless_acquired_within`](shedlock_core::LockConfiguration::unless_acquired_within)
 //! compares. A lease is live while `lock_until > TIME`, so expiry is decided by Redis's clock,
 //! the same clock a `PX` expiry would use.
+//!
+//! Every number is kept as a decimal string and read back only if it is a whole number below
+//! 2^53, which Lua's numbers (doubles) hold exactly; anything else in an existing lock hash is
+//! an error reply starting `CORRUPT`, sent before the script writes anything (Redis does not
+//! roll a script back, so no script writes before its last check). Tokens travel as strings
+//! too, so a caller that turns them into text gets every digit.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-/// `KEYS[1]` lock; `ARGV`: holder, lease ms, window ms, proposed token (0: the next one).
+/// `KEYS[1]` lock; `ARGV`: holder, lease ms, window ms, proposed token (0: the store picks
+/// it), tolerance µs (RedLock).
 ///
-/// Replies `{1, token, now, lock_until}` when granted, `{0, token, now, holder}` when held or
-/// acquired within the window, `{-1, token, now}` when the proposed token is not above the
-/// stored one.
-/// A grant of a proposed token (RedLock) keeps the previous lease in `prev_*` fields, for
-/// [`UNDO`] to restore when the other masters did not grant it too.
+/// The token of a grant is at least `max(stored token + 1, TIME in µs)`: strictly above the
+/// previous one, and, as long as the server's clock does not go back, above every token
+/// granted before the hash was deleted or lost. With a proposal (RedLock) the grant takes the
+/// proposal if it is above the stored token and at most `tolerance` µs behind `TIME`.
+///
+/// Replies `{1, token, now ms, lock_until ms, now µs}` when granted, `{0, token, now ms,
+/// holder, now µs}` when held or acquired within the window, `{-1, floor, now ms, '', now µs}`
+/// when the proposal was behind (`floor`: the lowest proposal it would have taken).
+/// A grant of a proposed token keeps the previous lease in `prev_*` fields, for [`UNDO`] to
+/// restore when the other masters did not grant it too.
 pub(crate) static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/acquire.lua")));
 
 /// `KEYS[1]` lock; `ARGV`: holder, token. Takes back a grant of a RedLock attempt that failed
 /// (no majority, or too late): restores the lease before it, token and `locked_at` included,
-/// so a failed attempt leaves neither a gap in the tokens nor a recent acquisition behind.
+/// so a failed attempt leaves no recent acquisition behind.
 /// Replies 1 when the grant was still there, else 0.
 pub(crate) static UNDO: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/undo.lua")));
@@ -48,7 +60,15 @@ pub(crate) static EXTEND: LazyLock<Script> =
 pub(crate) static STATE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/state.lua")));
 
-/// What one server answered to an acquisition.
+/// A number as the scripts keep it: decimal digits only, below 2^53 (exact in Lua's doubles).
+pub(crate) fn stored_number(text: &str) -> Option<u64> {
+    if text.is_empty() || text.len() > 16 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok().filter(|&number| number < 1 << 53)
+}
+
+/// What one server answered to an acquisition; `now_us` is its clock (µs since the epoch).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum AcquireReply {
     /// Granted with `token`; times in ms of the server's clock.
@@ -56,28 +76,75 @@ pub(crate) enum AcquireReply {
         token: u64,
         now_ms: u64,
         lock_until_ms: u64,
+        now_us: u64,
     },
     /// Held by `holder` with `token`, or acquired by it within the window.
-    Refused { token: u64, holder: String },
-    /// The proposed token was not above the stored counter `token`.
-    TokenBehind { token: u64 },
+    Refused {
+        token: u64,
+        holder: String,
+        now_us: u64,
+    },
+    /// The proposed token was behind: `floor` is the lowest proposal the server would take.
+    TokenBehind { floor: u64, now_us: u64 },
 }
 
 impl AcquireReply {
     pub(crate) fn parse(reply: &[redis::Value]) -> Option<Self> {
         let number = |i: usize| redis::from_redis_value_ref::<u64>(reply.get(i)?).ok();
+        let now_us = number(4)?;
         match redis::from_redis_value_ref::<i64>(reply.first()?).ok()? {
             1 => Some(AcquireReply::Granted {
                 token: number(1)?,
                 now_ms: number(2)?,
                 lock_until_ms: number(3)?,
+                now_us,
             }),
             0 => Some(AcquireReply::Refused {
                 token: number(1)?,
                 holder: redis::from_redis_value_ref(reply.get(3)?).ok()?,
+                now_us,
             }),
-            -1 => Some(AcquireReply::TokenBehind { token: number(1)? }),
+            -1 => Some(AcquireReply::TokenBehind {
+                floor: number(1)?,
+                now_us,
+            }),
             _ => None,
+        }
+    }
+
+    /// The server's clock when it answered, µs since the epoch.
+    pub(crate) fn now_us(&self) -> u64 {
+        match self {
+            AcquireReply::Granted { now_us, .. }
+            | AcquireReply::Refused { now_us, .. }
+            | AcquireReply::TokenBehind { now_us, .. } => *now_us,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_numbers_are_plain_digits_below_2_pow_53() {
+        assert_eq!(stored_number("0"), Some(0));
+        assert_eq!(
+            stored_number("1795586506951802"),
+            Some(1_795_586_506_951_802)
+        );
+        assert_eq!(stored_number("9007199254740991"), Some((1 << 53) - 1));
+        for bad in [
+            "",
+            "+5",
+            "-5",
+            " 7",
+            "1.5",
+            "1e3",
+            "9007199254740992",
+            "18446744073709551616",
+        ] {
+            assert_eq!(stored_number(bad), None, "{bad:?}");
         }
     }
 }

@@ -19,14 +19,16 @@ use crate::{RedisLockState, RedisProviderBuilder};
 /// Each operation is one Lua script, one round trip (`EVALSHA`; the script is loaded once per
 /// server on `NOSCRIPT`):
 /// - **acquire** grants the lock when its lease ended (`lock_until <= TIME`) and, if asked,
-///   nobody acquired it within the window; it sets `token = token + 1` in the same script;
+///   nobody acquired it within the window, with the token `max(token + 1, TIME in µs)` set in
+///   the same script;
 /// - **release** matches holder **and** token and ends the lease at
 ///   `max(now, locked_at + lock_at_least_for)`, publishing the name on the
 ///   [release channel](Self::release_channel) when the lock became free;
 /// - **extend** matches holder and token and moves `lock_until` to `now + lock_at_most_for`.
 ///
 /// A lock is one hash, `<key prefix><name>`, that never expires: see the crate docs for why,
-/// and for what happens to tokens when Redis loses its data. Clones share the connection.
+/// for what tokens guarantee when Redis loses its data, and for what a replica failover
+/// does (it can grant a lock twice). Clones share the connection.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -70,6 +72,7 @@ impl RedisLockProvider {
         node.ping()
             .await
             .map_err(|e| store_error(Operation::Read, "*", e))?;
+        node.warn_if_evicting().await;
         Ok(RedisLockProvider {
             node,
             settings,
@@ -158,8 +161,11 @@ impl LockProvider for RedisLockProvider {
             .acquire(
                 &self.key(config.name()),
                 &self.settings.holder,
-                millis(config.lock_at_most_for()),
-                millis(config.acquired_within_window()),
+                (
+                    millis(config.lock_at_most_for()),
+                    millis(config.acquired_within_window()),
+                ),
+                0,
                 0,
             )
             .await
@@ -169,6 +175,7 @@ impl LockProvider for RedisLockProvider {
                 token,
                 now_ms,
                 lock_until_ms,
+                ..
             } => Some(LockLease::new(
                 config,
                 Arc::clone(&self.settings.holder),

@@ -50,6 +50,15 @@ pub(crate) fn redlock_urls() -> Option<Vec<String>> {
     Some(urls.split(',').map(|u| u.trim().to_owned()).collect())
 }
 
+/// A plain client, as an operator's `redis-cli`.
+pub(crate) async fn connection(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
 /// A key prefix no other test (thread or process) uses.
 pub(crate) fn unique_prefix(base: &str) -> String {
     format!(

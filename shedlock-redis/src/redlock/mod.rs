@@ -1,7 +1,10 @@
 //! The provider on N independent Redis masters: the RedLock algorithm.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+mod round;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -14,8 +17,9 @@ use crate::error::{QuorumError, ServerError, store_error};
 use crate::hints::ReleaseHints;
 use crate::keys::{millis, system_time, validate_holder};
 use crate::node::Node;
-use crate::scripts::AcquireReply;
+use crate::proposals::Proposals;
 use crate::{RedisLockState, RedisProviderBuilder};
+use round::agreed_lease;
 
 /// Locks on N independent Redis masters (no replication between them) with the RedLock
 /// algorithm, as published by Redis's author, and fencing tokens agreed by a majority.
@@ -25,10 +29,11 @@ use crate::{RedisLockState, RedisProviderBuilder};
 ///   (N/2 + 1) granted the lease and the validity left, `lock_at_most_for − elapsed − drift`
 ///   (drift = `lock_at_most_for ×` [clock drift factor](RedisProviderBuilder::clock_drift_factor)
 ///   `+ 2 ms`), is positive. Otherwise the masters that granted it take it back (the lease
-///   before it is restored, so a failed attempt leaves no gap in the tokens and no recent
-///   acquisition behind), and when the attempt won some masters but no majority (instances
-///   asking at the same moment split the votes), it is retried a few [times](RedisProviderBuilder::retries): the instance whose
-///   holder sorts first among those with the most grants after one round, the others later.
+///   before it is restored, so a failed attempt leaves no recent acquisition behind), and
+///   when the attempt won some masters but no majority (instances asking at the same moment
+///   split the votes), it is retried a few [times](RedisProviderBuilder::retries): the
+///   instance whose holder sorts first among those with the most grants after one round, the
+///   others later.
 ///   A master that refuses because the lock was acquired within the
 ///   [window](LockConfiguration::unless_acquired_within) counts as not acquired; each master
 ///   decides that on its own clock.
@@ -40,20 +45,29 @@ use crate::{RedisLockState, RedisProviderBuilder};
 ///
 /// # Fencing tokens
 ///
-/// The acquiring instance proposes the token, one above the highest counter it knows for the
-/// lock; a master grants the lease only if the proposal is above its own counter, and stores
-/// it. A master that answers "behind" tells its counter, and the instance retries at once with
-/// a proposal above it. So a lease exists only with the same token on a majority, and any two
-/// majorities share a master, which accepted the later token only above the earlier one:
-/// **tokens strictly increase as long as every majority keeps a master that remembers the
-/// latest lease**, i.e. fewer than N/2 + 1 masters lost their data since the last acquisition.
-/// A master restarted empty takes the current token at the next acquisition it joins, which
-/// heals it. Two masters of three losing their data before that (or one restarted while a
-/// lease is live, together with one that never had that lease) can grant the lock a second
-/// time with a token that is not above the first: RedLock's own weakness, pinned by the test
-/// `restart_at_once_can_grant_twice`. Restart a master without persistence only after the
-/// longest lease has passed (the published mitigation), and one at a time, each after an
-/// acquisition; or run the masters with `appendonly yes` and `appendfsync always`.
+/// The acquiring instance proposes the token: its estimate of the masters' clock in
+/// microseconds since the epoch (the highest clock a master answered with, moved on by its own
+/// monotonic clock), or more when it knows a higher token for the lock. A master grants the
+/// lease only if the proposal is above its stored token and at most the per-master
+/// [timeout](RedisProviderBuilder::timeout) behind its own clock, and stores it; a master that
+/// answers "behind" tells the lowest proposal it would take, and the instance retries at once
+/// with that. So a lease exists only with the same token on a majority, and:
+///
+/// - **while masters keep their data**, any two majorities share a master, which took the
+///   later token only above the earlier one: tokens strictly increase;
+/// - **when masters lose it** (keys deleted by hand, a flush, restarts without persistence, on
+///   any number of masters), the next token is still at least the granting masters' clock
+///   less that timeout: above every token granted longer ago than that, as long as the
+///   masters' clocks do not go back. A master restarted empty takes the current token at the
+///   next acquisition it joins.
+///
+/// The clocks do not fix RedLock's own weakness: two masters of three that lose a live lease
+/// (one restarted while it is live, with one that never had it) grant the lock a second time
+/// while the first holder still runs. The second token is above the first, so a resource
+/// that checks tokens refuses the first holder's writes once it has seen the second's, but
+/// not before (the test `restart_at_once_can_grant_twice` pins this down). Restart a master
+/// without persistence only after the longest lease has passed (the published mitigation),
+/// or run the masters with `appendonly yes` and `appendfsync always`.
 ///
 /// RedLock is a lease on N clocks: a holder paused past its validity still believes it holds
 /// the lock. Pass the fencing token to the resource you write and have it reject older
@@ -77,8 +91,8 @@ pub struct RedLockProvider {
     nodes: Arc<[Node]>,
     settings: Settings,
     algorithm: Arc<Algorithm>,
-    /// The highest token counter seen per lock name, shared by clones: the next proposal.
-    tokens: Arc<Mutex<HashMap<Arc<str>, u64>>>,
+    /// What this instance knows of the masters' tokens and clocks: the next proposal.
+    tokens: Arc<Proposals>,
     hints: Arc<ReleaseHints>,
 }
 
@@ -88,31 +102,6 @@ struct Algorithm {
     clock_drift_factor: f64,
     retries: u32,
     retry_delay: Duration,
-}
-
-/// What the masters answered to one round of acquisition.
-#[derive(Debug, Default)]
-struct Round {
-    /// The masters that granted it: index, grant time and lease end (ms, their clocks).
-    granted: Vec<(usize, u64, u64)>,
-    /// What the refusing masters hold: token and holder.
-    refused: Vec<(u64, String)>,
-    /// The highest counter of a master that found the proposal behind.
-    behind: Option<u64>,
-    failures: Vec<ServerError>,
-}
-
-impl Round {
-    /// The token of a lease that a majority of masters hold (the same holder and token): a
-    /// lease that was granted, as opposed to the grants of attempts that split the votes and
-    /// are being taken back, which must not move the next proposal.
-    fn held_token(&self, quorum: usize) -> Option<u64> {
-        self.refused
-            .iter()
-            .filter(|held| self.refused.iter().filter(|other| other == held).count() >= quorum)
-            .map(|&(token, _)| token)
-            .max()
-    }
 }
 
 impl RedLockProvider {
@@ -167,17 +156,22 @@ impl RedLockProvider {
             }),
             nodes: nodes.into(),
             settings,
-            tokens: Arc::default(),
+            tokens: Arc::new(Proposals::new(clock_drift_factor)),
             hints: Arc::default(),
         };
-        let failures: Vec<ServerError> = join_all(provider.nodes.iter().map(Node::ping))
-            .await
-            .into_iter()
-            .filter_map(Result::err)
-            .collect();
+        let pings = join_all(provider.nodes.iter().map(Node::ping)).await;
+        let mut failures = Vec::new();
+        let mut answering = Vec::new();
+        for (node, ping) in provider.nodes.iter().zip(pings) {
+            match ping {
+                Ok(()) => answering.push(node),
+                Err(failure) => failures.push(failure),
+            }
+        }
         if !failures.is_empty() {
             provider.check_quorum(Operation::Read, "*", failures, 0)?;
         }
+        join_all(answering.into_iter().map(Node::warn_if_evicting)).await;
         Ok(provider)
     }
 
@@ -259,126 +253,6 @@ impl RedLockProvider {
     fn drift(&self, lease: Duration) -> Duration {
         lease.mul_f64(self.algorithm.clock_drift_factor) + Duration::from_millis(2)
     }
-
-    fn next_proposal(&self, name: &str) -> u64 {
-        let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        tokens.get(name).copied().unwrap_or(0) + 1
-    }
-
-    fn remember_token(&self, config: &LockConfiguration, token: u64) {
-        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        let known = tokens.entry(Arc::from(config.name())).or_default();
-        *known = (*known).max(token);
-    }
-
-    /// One round on every master. `since_call` is how long this `acquire` call has been
-    /// running: a retry refuses a lock acquired since the call began, as the first round would
-    /// have found it held, so a retried attempt never takes a lock another instance acquired and
-    /// released in the meantime (e.g. a scheduler tick that another instance already ran).
-    async fn acquire_round(
-        &self,
-        key: &str,
-        config: &LockConfiguration,
-        proposed: u64,
-        since_call: Duration,
-    ) -> Round {
-        // The call's own duration counts in whole milliseconds, less two: masters keep
-        // millisecond times, and a lock acquired (and released) just before this call began,
-        // in the same or the previous millisecond, must not look acquired during it (an
-        // immediate retry after a token proposal that was behind would refuse it).
-        let during_call = Duration::from_millis(
-            u64::try_from(since_call.as_millis().saturating_sub(2)).unwrap_or(u64::MAX),
-        );
-        let (lease_ms, window_ms) = (
-            millis(config.lock_at_most_for()),
-            millis(config.acquired_within_window() + during_call),
-        );
-        let holder = &*self.settings.holder;
-        let replies = join_all(
-            self.nodes
-                .iter()
-                .map(|node| node.acquire(key, holder, lease_ms, window_ms, proposed)),
-        )
-        .await;
-        let mut round = Round::default();
-        for (index, reply) in replies.into_iter().enumerate() {
-            match reply {
-                Ok(AcquireReply::Granted {
-                    now_ms,
-                    lock_until_ms,
-                    ..
-                }) => round.granted.push((index, now_ms, lock_until_ms)),
-                Ok(AcquireReply::Refused { token, holder }) => round.refused.push((token, holder)),
-                Ok(AcquireReply::TokenBehind { token }) => {
-                    round.behind = Some(round.behind.unwrap_or(0).max(token));
-                }
-                Err(failure) => round.failures.push(failure),
-            }
-        }
-        round
-    }
-
-    /// How long to wait before retrying a split vote. The attempts that split it break the tie
-    /// the same way: the one whose holder sorts first among those with the most grants retries
-    /// after one round's time (when the others' grants are back), the others after two rounds
-    /// and a random delay, by when it has normally won. A random delay alone lets loaded
-    /// instances collide round after round.
-    fn split_pause(&self, round: &Round, elapsed: Duration) -> Duration {
-        let mine = round.granted.len();
-        let me = &*self.settings.holder;
-        let yields = round.refused.iter().any(|(_, holder)| {
-            let theirs = round.refused.iter().filter(|(_, h)| h == holder).count();
-            theirs > mine || (theirs == mine && holder.as_str() < me)
-        });
-        if yields {
-            elapsed * 2 + jitter(self.algorithm.retry_delay)
-        } else {
-            elapsed
-        }
-    }
-
-    /// Takes back what one failed round won (best effort: a master that does not answer keeps
-    /// the grant until its lease ends, and the next proposal goes above its counter).
-    async fn undo(&self, key: &str, granted: &[(usize, u64, u64)], token: u64) {
-        let holder = &*self.settings.holder;
-        join_all(
-            granted
-                .iter()
-                .map(|&(index, ..)| self.nodes[index].undo(key, holder, token)),
-        )
-        .await;
-    }
-}
-
-/// The lease granted by a majority: the earliest grant and the earliest end, less `drift`.
-fn agreed_lease(
-    config: &LockConfiguration,
-    holder: &Arc<str>,
-    token: u64,
-    granted: &[(usize, u64, u64)],
-    drift: Duration,
-) -> LockLease {
-    let (mut locked_at, mut lock_until) = (u64::MAX, u64::MAX);
-    for &(_, granted_at, until) in granted {
-        locked_at = locked_at.min(granted_at);
-        lock_until = lock_until.min(until);
-    }
-    LockLease::new(
-        config,
-        Arc::clone(holder),
-        token,
-        system_time(locked_at),
-        system_time(lock_until) - drift,
-    )
-}
-
-/// A random delay up to `max`, so that instances that split the votes do not collide again.
-fn jitter(max: Duration) -> Duration {
-    use std::hash::{BuildHasher as _, Hasher as _};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u32(std::process::id());
-    let fraction = hasher.finish() as f64 / u64::MAX as f64;
-    max.mul_f64(fraction)
 }
 
 #[async_trait]
@@ -387,7 +261,7 @@ impl LockProvider for RedLockProvider {
         let name = config.name();
         let key = self.key(name);
         let drift = self.drift(config.lock_at_most_for());
-        let mut proposed = self.next_proposal(name);
+        let mut proposed = self.tokens.next(name);
         let mut splits = 0;
         // A token proposal that is behind is retried at once; bounded in case other instances
         // keep moving the counter ahead.
@@ -400,11 +274,13 @@ impl LockProvider for RedLockProvider {
             let round = self.acquire_round(&key, config, proposed, since_call).await;
             let elapsed = started.elapsed();
             let quorum = self.algorithm.quorum;
-            let known = round.behind.max(round.held_token(quorum));
-            self.remember_token(config, known.unwrap_or(0));
+            let floor = round
+                .behind
+                .max(round.held_token(quorum).map(|token| token + 1));
+            self.tokens.learn(name, round.clock_us, floor.unwrap_or(0));
             let valid = config.lock_at_most_for() > elapsed + drift;
             if round.granted.len() >= self.algorithm.quorum && valid {
-                self.remember_token(config, proposed);
+                self.tokens.learn(name, None, proposed + 1);
                 for failure in &round.failures {
                     tracing::debug!(lock = name, error = %failure, "RedLock master failed; a majority granted the lock");
                 }
@@ -434,8 +310,8 @@ impl LockProvider for RedLockProvider {
                 return Ok(None);
             }
             // The grants were taken back: the same proposal stays good unless a master is
-            // already at it.
-            proposed = proposed.max(known.unwrap_or(0) + 1);
+            // already above it or the clocks passed it.
+            proposed = proposed.max(self.tokens.next(name));
             if behind {
                 continue;
             }

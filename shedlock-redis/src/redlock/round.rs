@@ -1,0 +1,160 @@
+//! One round of RedLock acquisition: ask every master, tally the answers, take back a failed
+//! round's grants, and decide how long to wait before retrying a split vote.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use shedlock_core::{LockConfiguration, LockLease};
+
+use super::RedLockProvider;
+use crate::error::ServerError;
+use crate::keys::{millis, system_time};
+use crate::scripts::AcquireReply;
+
+/// What the masters answered to one round of acquisition.
+#[derive(Debug, Default)]
+pub(super) struct Round {
+    /// The masters that granted it: index, grant time and lease end (ms, their clocks).
+    pub(super) granted: Vec<(usize, u64, u64)>,
+    /// What the refusing masters hold: token and holder.
+    pub(super) refused: Vec<(u64, String)>,
+    /// The highest floor of a master that found the proposal behind.
+    pub(super) behind: Option<u64>,
+    /// The highest clock a master answered with, µs since the epoch.
+    pub(super) clock_us: Option<u64>,
+    pub(super) failures: Vec<ServerError>,
+}
+
+impl Round {
+    /// The token of a lease that a majority of masters hold (the same holder and token): a
+    /// lease that was granted, as opposed to the grants of attempts that split the votes and
+    /// are being taken back, which must not move the next proposal.
+    pub(super) fn held_token(&self, quorum: usize) -> Option<u64> {
+        self.refused
+            .iter()
+            .filter(|held| self.refused.iter().filter(|other| other == held).count() >= quorum)
+            .map(|&(token, _)| token)
+            .max()
+    }
+}
+
+impl RedLockProvider {
+    /// One round on every master. `since_call` is how long this `acquire` call has been
+    /// running: a retry refuses a lock acquired since the call began, as the first round would
+    /// have found it held, so a retried attempt never takes a lock another instance acquired and
+    /// released in the meantime (e.g. a scheduler tick that another instance already ran).
+    pub(super) async fn acquire_round(
+        &self,
+        key: &str,
+        config: &LockConfiguration,
+        proposed: u64,
+        since_call: Duration,
+    ) -> Round {
+        // The call's own duration counts in whole milliseconds, less two: masters keep
+        // millisecond times, and a lock acquired (and released) just before this call began,
+        // in the same or the previous millisecond, must not look acquired during it (an
+        // immediate retry after a token proposal that was behind would refuse it).
+        let during_call = Duration::from_millis(
+            u64::try_from(since_call.as_millis().saturating_sub(2)).unwrap_or(u64::MAX),
+        );
+        let (lease_ms, window_ms) = (
+            millis(config.lock_at_most_for()),
+            millis(config.acquired_within_window() + during_call),
+        );
+        let holder = &*self.settings.holder;
+        // A proposal up to one per-master timeout behind a master's clock is still taken: the
+        // estimate it follows lags by a round trip, and a slower answer is a failure anyway.
+        let tolerance_us = u64::try_from(self.settings.timeout.as_micros()).unwrap_or(u64::MAX);
+        let replies =
+            join_all(self.nodes.iter().map(|node| {
+                node.acquire(key, holder, (lease_ms, window_ms), proposed, tolerance_us)
+            }))
+            .await;
+        let mut round = Round::default();
+        for (index, reply) in replies.into_iter().enumerate() {
+            let reply = match reply {
+                Ok(reply) => reply,
+                Err(failure) => {
+                    round.failures.push(failure);
+                    continue;
+                }
+            };
+            round.clock_us = round.clock_us.max(Some(reply.now_us()));
+            match reply {
+                AcquireReply::Granted {
+                    now_ms,
+                    lock_until_ms,
+                    ..
+                } => round.granted.push((index, now_ms, lock_until_ms)),
+                AcquireReply::Refused { token, holder, .. } => round.refused.push((token, holder)),
+                AcquireReply::TokenBehind { floor, .. } => {
+                    round.behind = round.behind.max(Some(floor));
+                }
+            }
+        }
+        round
+    }
+
+    /// How long to wait before retrying a split vote. The attempts that split it break the tie
+    /// the same way: the one whose holder sorts first among those with the most grants retries
+    /// after one round's time (when the others' grants are back), the others after two rounds
+    /// and a random delay, by when it has normally won. A random delay alone lets loaded
+    /// instances collide round after round.
+    pub(super) fn split_pause(&self, round: &Round, elapsed: Duration) -> Duration {
+        let mine = round.granted.len();
+        let me = &*self.settings.holder;
+        let yields = round.refused.iter().any(|(_, holder)| {
+            let theirs = round.refused.iter().filter(|(_, h)| h == holder).count();
+            theirs > mine || (theirs == mine && holder.as_str() < me)
+        });
+        if yields {
+            elapsed * 2 + jitter(self.algorithm.retry_delay)
+        } else {
+            elapsed
+        }
+    }
+
+    /// Takes back what one failed round won (best effort: a master that does not answer keeps
+    /// the grant until its lease ends, and the next proposal goes above its token).
+    pub(super) async fn undo(&self, key: &str, granted: &[(usize, u64, u64)], token: u64) {
+        let holder = &*self.settings.holder;
+        join_all(
+            granted
+                .iter()
+                .map(|&(index, ..)| self.nodes[index].undo(key, holder, token)),
+        )
+        .await;
+    }
+}
+
+/// The lease granted by a majority: the earliest grant and the earliest end, less `drift`.
+pub(super) fn agreed_lease(
+    config: &LockConfiguration,
+    holder: &Arc<str>,
+    token: u64,
+    granted: &[(usize, u64, u64)],
+    drift: Duration,
+) -> LockLease {
+    let (mut locked_at, mut lock_until) = (u64::MAX, u64::MAX);
+    for &(_, granted_at, until) in granted {
+        locked_at = locked_at.min(granted_at);
+        lock_until = lock_until.min(until);
+    }
+    LockLease::new(
+        config,
+        Arc::clone(holder),
+        token,
+        system_time(locked_at),
+        system_time(lock_until) - drift,
+    )
+}
+
+/// A random delay up to `max`, so that instances that split the votes do not collide again.
+fn jitter(max: Duration) -> Duration {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    let fraction = hasher.finish() as f64 / u64::MAX as f64;
+    max.mul_f64(fraction)
+}

@@ -1,0 +1,230 @@
+//! Lock state reset behind the providers' backs, on one server and on RedLock: keys deleted
+//! by hand (the usual way to reset a lock), a flush, a restart, a failover to a replica that
+//! missed the last grant. Tokens must stay above every stale holder's, and a stale lease must
+//! touch nothing. Needs `SHEDLOCK_TEST_REDIS_URL`, `SHEDLOCK_TEST_REDLOCK_URLS` and
+//! `redis-server`; skipped without them, failed without them when `CI=true`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::connection;
+use common::server::TestServer;
+use redis::AsyncCommands as _;
+use shedlock_core::{LockConfiguration, LockLease, LockProvider};
+use shedlock_redis::{RedLockProvider, RedisLockProvider};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn config(name: &str) -> LockConfiguration {
+    LockConfiguration::new(name, LEASE, Duration::ZERO).unwrap()
+}
+
+/// A stale holder's lease is dead: it can neither release nor extend the lock.
+async fn assert_dead(provider: &dyn LockProvider, stale: &LockLease) {
+    assert!(
+        !provider.release(stale).await.unwrap(),
+        "the stale lease released the lock"
+    );
+    assert!(
+        provider
+            .extend(stale, LEASE, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_none(),
+        "the stale lease was extended"
+    );
+}
+
+mod single {
+    use super::*;
+
+    /// An operator deletes a held lock's hash (the usual way to reset a lock) while its
+    /// holder still runs. The next lease, of the same instance or another, has a token above
+    /// the stale one, and the stale lease can touch neither.
+    #[tokio::test]
+    async fn deleted_key_keeps_tokens_increasing() {
+        let Some(a) = common::redis("a").await else {
+            return;
+        };
+        let url = common::redis_url().unwrap();
+        let mut redis = connection(&url).await;
+        let lock = config("reset");
+        let stale = a.acquire(&lock).await.unwrap().unwrap();
+        let () = redis.del(a.key("reset")).await.unwrap();
+        // The same instance's next tick, while the stale run still runs.
+        let again = a
+            .acquire(&lock)
+            .await
+            .unwrap()
+            .expect("the deleted lock is free");
+        assert!(
+            again.fencing_token() > stale.fencing_token(),
+            "token {} after {}",
+            again.fencing_token(),
+            stale.fencing_token()
+        );
+        assert_dead(&a, &stale).await;
+        assert!(a.release(&again).await.unwrap());
+
+        // Another instance after another reset.
+        let () = redis.del(a.key("reset")).await.unwrap();
+        let b = RedisLockProvider::builder()
+            .key_prefix(a.key_prefix())
+            .holder("b")
+            .connect(&url)
+            .await
+            .unwrap();
+        let other = b.acquire(&lock).await.unwrap().unwrap();
+        assert!(other.fencing_token() > again.fencing_token());
+        assert_dead(&a, &again).await;
+        assert!(b.release(&other).await.unwrap());
+    }
+
+    /// `FLUSHALL` empties the server: tokens still go on above the earlier ones.
+    #[tokio::test]
+    async fn flushed_server_keeps_tokens_increasing() {
+        let Some(server) = TestServer::start(&[]) else {
+            return;
+        };
+        let provider = RedisLockProvider::connect(&server.url()).await.unwrap();
+        let lock = config("flushed");
+        let mut last = 0;
+        for _ in 0..3 {
+            let lease = provider.acquire(&lock).await.unwrap().unwrap();
+            assert!(lease.fencing_token() > last);
+            last = lease.fencing_token();
+            assert!(provider.release(&lease).await.unwrap());
+        }
+        let () = redis::cmd("FLUSHALL")
+            .query_async(&mut connection(&server.url()).await)
+            .await
+            .unwrap();
+        let lease = provider.acquire(&lock).await.unwrap().unwrap();
+        assert!(
+            lease.fencing_token() > last,
+            "{} after {last}",
+            lease.fencing_token()
+        );
+    }
+
+    /// A failover to a replica that missed the last grant (Sentinel or a managed Redis
+    /// promoting a replica): the new primary grants the lock again while the first holder
+    /// still runs (one server's weakness, documented), but the new token is above the stale
+    /// one, so a resource that checks tokens refuses the stale holder once it saw the new.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failover_to_a_lagging_replica_keeps_tokens_increasing() {
+        let Some(primary) = TestServer::start(&[]) else {
+            return;
+        };
+        let port = primary.url().rsplit(':').next().unwrap().to_owned();
+        let Some(replica) = TestServer::start(&[
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+            // Loads the primary's data from the socket: no dump file in the working directory.
+            "--repl-diskless-load",
+            "on-empty-db",
+        ]) else {
+            return;
+        };
+        let a = RedisLockProvider::builder()
+            .holder("a")
+            .connect(&primary.url())
+            .await
+            .unwrap();
+        let lock = config("failover");
+        let first = a.acquire(&lock).await.unwrap().unwrap();
+        assert!(a.release(&first).await.unwrap());
+        // Until the replica has the release.
+        let mut to_primary = connection(&primary.url()).await;
+        tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                let acked: i64 = redis::cmd("WAIT")
+                    .arg(1)
+                    .arg(100)
+                    .query_async(&mut to_primary)
+                    .await
+                    .unwrap();
+                if acked >= 1 {
+                    return;
+                }
+            }
+        })
+        .await
+        .expect("the replica syncs");
+        // The link breaks: the next grant stays on the primary, which then fails over.
+        let () = redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query_async(&mut connection(&replica.url()).await)
+            .await
+            .unwrap();
+        let stale = a.acquire(&lock).await.unwrap().unwrap();
+        let b = RedisLockProvider::builder()
+            .holder("b")
+            .connect(&replica.url())
+            .await
+            .unwrap();
+        let fresh = b
+            .acquire(&lock)
+            .await
+            .unwrap()
+            .expect("the promoted replica never saw the stale grant");
+        assert!(
+            fresh.fencing_token() > stale.fencing_token(),
+            "token {} after {}",
+            fresh.fencing_token(),
+            stale.fencing_token()
+        );
+        // The stale holder's instance reaches the new primary too.
+        let a_after_failover = RedisLockProvider::builder()
+            .holder("a")
+            .connect(&replica.url())
+            .await
+            .unwrap();
+        assert_dead(&a_after_failover, &stale).await;
+    }
+}
+
+mod redlock {
+    use super::*;
+
+    /// The lock's hash is deleted on every master while its holder still runs; another
+    /// instance, which knows no token for the lock, takes it with a token above the stale
+    /// one, and the stale lease can touch neither.
+    #[tokio::test]
+    async fn deleted_keys_keep_tokens_increasing() {
+        let Some(a) = common::redlock("a").await else {
+            return;
+        };
+        let urls = common::redlock_urls().unwrap();
+        let lock = config("reset");
+        let stale = a.acquire(&lock).await.unwrap().unwrap();
+        for url in &urls {
+            let () = connection(url).await.del(a.key("reset")).await.unwrap();
+        }
+        let b = RedLockProvider::builder()
+            .key_prefix(a.key_prefix())
+            .holder("b")
+            .connect_redlock(&urls)
+            .await
+            .unwrap();
+        let fresh = b
+            .acquire(&lock)
+            .await
+            .unwrap()
+            .expect("the deleted lock is free");
+        assert!(
+            fresh.fencing_token() > stale.fencing_token(),
+            "token {} after {}",
+            fresh.fencing_token(),
+            stale.fencing_token()
+        );
+        assert_dead(&a, &stale).await;
+        for state in b.lock_states("reset").await {
+            assert_eq!(state.unwrap().unwrap().fencing_token, fresh.fencing_token());
+        }
+        assert!(b.release(&fresh).await.unwrap());
+    }
+}
