@@ -11,11 +11,12 @@ CREATE TABLE IF NOT EXISTS shedlock (
     PRIMARY KEY (name)
 );
 
--- A table created by ShedLock (Java) keeps working once it has the token column (run once;
--- create_schema() checks first). Existing rows start at token 0.
+-- A table created by ShedLock (Java) keeps working once it has the token column and DATETIME(3)
+-- times; create_schema() (and `shedlock schema --apply`) does both, checking first. By hand:
 --   ALTER TABLE shedlock ADD COLUMN fencing_token BIGINT NOT NULL DEFAULT 0;
 -- ShedLock's MySQL DDL declares TIMESTAMP(3) times, which MySQL converts through the session
 -- time zone (wrong around DST changes unless every session runs in UTC). Convert them in a
--- session with the time zone ShedLock's connections used (by default the server's), which keeps
--- the UTC values it wrote:
+-- session with the time zone ShedLock's connections used (by default the server's, which
+-- create_schema() sets), which keeps the UTC values it wrote:
+--   SET time_zone = @@global.time_zone;
 --   ALTER TABLE shedlock MODIFY lock_until DATETIME(3) NOT NULL, MODIFY locked_at DATETIME(3) NOT NULL;

@@ -94,18 +94,24 @@
 //!
 //! # Fencing tokens
 //!
-//! Every acquisition sets `fencing_token = previous + 1` in the same statement, so a lease's
-//! token is strictly greater than every earlier one of its lock name; release and extend
-//! match holder **and** token, so a holder whose lease was taken over cannot touch the new
-//! one. Pass the token to the resource you write. When that resource is the same database,
+//! Every acquisition sets `fencing_token = max(previous + 1, database clock in µs since 1970)`
+//! in the same statement, so a lease's token is strictly greater than every earlier one of its
+//! lock name, also after the row was deleted (an operator's reset), the table truncated or a
+//! backup restored, as long as the database clock has not stepped back by more than the time
+//! since the earlier token was issued. Release, extend and the fencing guard match holder
+//! **and** token, so a holder whose lease was taken over cannot touch the new one. Pass the token to the resource you write. When that resource is the same database,
 //! `verify_lease` (on each provider) is a ready guard: called inside your transaction, it
 //! checks the lease on database time and locks its row until you commit, so a paused former
 //! holder's write is rejected with [`Error::LockLost`](shedlock_core::Error::LockLost).
 //!
-//! Rows edited by hand: a token of 0 or none (ShedLock's rows) continues at 1; a negative token
-//! counts as 0; a token at `i64::MAX` makes acquisition fail with
+//! Rows edited by hand: a token of 0, none or a negative one (ShedLock's rows) continues from
+//! the clock; a token at `i64::MAX` makes acquisition fail with
 //! [`Error::Store`](shedlock_core::Error::Store) rather than wrap. Deleting a row frees the lock
-//! and restarts its tokens at 1: to reset a lock, set `lock_until` to the past instead.
+//! (ShedLock's usual reset); the next token is still above every earlier one.
+//!
+//! Every lock statement is read to its end, so a commit that fails after the statement's
+//! rows (SQLite in rollback-journal mode beside a reader, a deferred constraint) is reported
+//! as the failure it is, never as a grant, an extension or a release.
 //!
 //! # Errors
 //!
