@@ -28,21 +28,9 @@
 //! # }
 //! ```
 
-mod clock;
-mod config;
-mod context;
 mod election;
 mod error;
-mod executor;
-mod holder;
-mod job;
-mod listener;
 mod lock;
-mod lock_config;
-mod memory;
-mod provider;
-mod registry;
-mod schedule;
 mod scheduler;
 
 #[doc(hidden)]
@@ -52,23 +40,23 @@ pub mod __private;
 #[cfg(feature = "test-util")]
 pub mod conformance;
 
-pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
-pub use config::SchedulerConfig;
-pub use context::LockContext;
 pub use election::{
     Candidacy, ElectionConfig, Elector, LeaderElection, LeaderElectionBuilder, LeaderState,
 };
 pub use error::{BoxError, Error, Operation};
-pub use executor::{LockingTaskExecutor, TaskResult};
-pub use holder::{MAX_HOLDER_LEN, default_holder, validate_holder};
-pub use job::{IntoJobResult, Job, JobLock};
-pub use listener::{LockEvent, LockListener};
-pub use lock::Lock;
-pub use lock_config::{LockConfiguration, MAX_LOCK_NAME_LEN};
-pub use memory::InMemoryLockProvider;
-pub use provider::{LockLease, LockProvider};
-pub use registry::JobRegistry;
-pub use schedule::Schedule;
+pub use lock::clock::{Clock, ManualClock, SystemClock, TokioClock};
+pub use lock::config::{LockConfiguration, MAX_LOCK_NAME_LEN};
+pub use lock::context::LockContext;
+pub use lock::executor::{LockingTaskExecutor, TaskResult};
+pub use lock::handle::Lock;
+pub use lock::holder::{MAX_HOLDER_LEN, default_holder, validate_holder};
+pub use lock::listener::{LockEvent, LockListener};
+pub use lock::memory::InMemoryLockProvider;
+pub use lock::provider::{LockLease, LockProvider};
+pub use scheduler::config::SchedulerConfig;
+pub use scheduler::job::{IntoJobResult, Job, JobLock};
+pub use scheduler::registry::JobRegistry;
+pub use scheduler::schedule::Schedule;
 pub use scheduler::{JobOutcome, JobStatus, Scheduler, SchedulerBuilder, ShutdownReport};
 
 /// The `async_trait` attribute, re-exported for implementing [`LockProvider`].

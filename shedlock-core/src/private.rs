@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-pub use crate::job::IntoJobResult;
+pub use crate::scheduler::job::IntoJobResult;
 pub use crate::{Job, JobLock, LockContext, Schedule};
 
 /// Implemented by the hidden type the `#[scheduled]` macro generates beside each annotated

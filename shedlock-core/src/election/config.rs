@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::Error;
-use crate::lock_config::MAX_DURATION;
+use crate::lock::config::MAX_DURATION;
 
 /// Timing of a leader election (client-go's names and defaults: 15 s / 10 s / 2 s).
 ///

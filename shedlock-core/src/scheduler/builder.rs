@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::runner::{PreparedJob, Runtime, ShutdownCounters, shutdown_gate};
+use super::runtime::{PreparedJob, Runtime, ShutdownCounters, shutdown_gate};
 use super::status::JobState;
 use super::{RunNow, Scheduler};
-use crate::executor::StartGate;
+use crate::lock::executor::StartGate;
 use crate::{
     Clock, Elector, Error, Job, JobRegistry, LeaderElection, LockEvent, LockListener, LockProvider,
     LockingTaskExecutor, SchedulerConfig, SystemClock, TaskResult,

@@ -9,7 +9,12 @@
 //! same parser settings as its `Job::new_async`) and run each job in a loop of our own.
 
 mod builder;
+pub(crate) mod config;
+pub(crate) mod job;
+pub(crate) mod registry;
 mod runner;
+mod runtime;
+pub(crate) mod schedule;
 mod status;
 mod tick;
 
@@ -23,7 +28,7 @@ pub use builder::SchedulerBuilder;
 pub use status::{JobOutcome, JobStatus, ShutdownReport};
 
 use crate::{Error, LeaderElection, LockingTaskExecutor, SchedulerConfig, TaskResult};
-use runner::Runtime;
+use runtime::Runtime;
 use status::JobState;
 
 /// A running scheduler. Build one with [`Scheduler::builder`].

@@ -3,28 +3,17 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::runner::{PreparedJob, Runtime, shutdown_gate};
+use super::runtime::{Due, PreparedJob, Runtime, shutdown_gate};
 use super::status::{JobOutcome, JobState};
-use crate::executor::{ExecuteOptions, StartGate, TickWindow};
+use crate::lock::executor::{ExecuteOptions, StartGate, TickWindow};
 use crate::{Error, LockConfiguration, LockContext, TaskResult};
-
-/// When a tick was due.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Due {
-    /// On this process's monotonic clock: lateness is measured against it.
-    pub(crate) at: Instant,
-    /// On the wall clock, for logs.
-    pub(crate) fire: SystemTime,
-    /// How much earlier another instance may have run the same tick (see `TickWindow`).
-    pub(crate) allowance: Duration,
-}
 
 type Joined = Result<Result<TaskResult<Result<(), String>>, Error>, tokio::task::JoinError>;
 

@@ -8,9 +8,9 @@ use futures_util::FutureExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{self, ActiveLock};
-use crate::lock::{LockService, trusted_until};
-use crate::lock_config::validate_keep_alive_interval;
+use crate::lock::config::validate_keep_alive_interval;
+use crate::lock::context::{self, ActiveLock};
+use crate::lock::handle::{LockService, trusted_until};
 use crate::{
     Error, Lock, LockConfiguration, LockContext, LockEvent, LockLease, LockListener, LockProvider,
 };
@@ -191,7 +191,7 @@ impl LockingTaskExecutor {
                 // network): another instance may hold it by now. Never hand it to the task; give
                 // it back in case it is still ours.
                 self.service.emit(LockEvent::Lost(&lease));
-                let _ = crate::lock::release_lease(&self.service, &lease).await;
+                let _ = crate::lock::handle::release_lease(&self.service, &lease).await;
                 Ok(None)
             }
             Ok(Some(lease)) => {
@@ -286,7 +286,7 @@ impl LockingTaskExecutor {
             // Nothing ran that `lock_at_least_for` would protect: free the lock at once.
             let unused =
                 lease.extended(lease.lock_until(), lease.lock_at_most_for(), Duration::ZERO);
-            let _ = crate::lock::release_lease(&self.service, &unused).await;
+            let _ = crate::lock::handle::release_lease(&self.service, &unused).await;
             return Err(refused);
         }
         let service = Arc::clone(&self.service);

@@ -6,8 +6,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::executor::{ExecuteOptions, StartGate};
-use crate::lock_config::{validate_durations, validate_keep_alive_interval, validate_lock_name};
+use crate::lock::config::{validate_durations, validate_keep_alive_interval, validate_lock_name};
+use crate::lock::executor::{ExecuteOptions, StartGate};
 use crate::{Error, LockConfiguration, LockingTaskExecutor, Schedule, SchedulerConfig, TaskResult};
 
 type RunFn<S> = dyn Fn(S) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync;

@@ -11,7 +11,7 @@ use croner::Cron;
 use croner::parser::{CronParser, Seconds};
 
 use crate::Error;
-use crate::lock_config::MAX_DURATION;
+use crate::lock::config::MAX_DURATION;
 
 /// How much earlier than its own fire time another instance may have run a cron tick (its
 /// clock a little ahead, its timer a little earlier): a tick refuses the lock if it was taken

@@ -6,7 +6,8 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::{Error, LockEvent, LockLease, LockListener, LockProvider, lock_config};
+use crate::lock::config as lock_config;
+use crate::{Error, LockEvent, LockLease, LockListener, LockProvider};
 
 /// What every [`Lock`] of one executor shares: the store and the listeners.
 pub(crate) struct LockService {

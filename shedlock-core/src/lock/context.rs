@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::lock::{LockService, extend_lease, release_lease};
+use crate::lock::handle::{LockService, extend_lease, release_lease};
 use crate::{Error, LockEvent, LockLease};
 
 tokio::task_local! {
@@ -71,7 +71,10 @@ struct LeaseState {
 impl LeaseState {
     fn new(lease: LockLease, requested_at: Instant) -> Self {
         LeaseState {
-            local_deadline: crate::lock::trusted_until(requested_at, lease.lock_at_most_for()),
+            local_deadline: crate::lock::handle::trusted_until(
+                requested_at,
+                lease.lock_at_most_for(),
+            ),
             lease,
             requested_at,
         }

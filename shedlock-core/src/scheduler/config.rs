@@ -5,7 +5,8 @@ use std::time::Duration;
 use chrono_tz::Tz;
 use serde::Deserialize;
 
-use crate::{Error, lock_config};
+use crate::Error;
+use crate::lock::config as lock_config;
 
 /// Scheduler-wide settings and the defaults every job falls back to.
 ///
@@ -95,7 +96,7 @@ impl SchedulerConfig {
                 "must be greater than zero",
             ));
         }
-        if self.default_lock_at_most_for > crate::lock_config::MAX_DURATION {
+        if self.default_lock_at_most_for > crate::lock::config::MAX_DURATION {
             return Err(Error::invalid_config(
                 "default_lock_at_most_for",
                 "must be at most 100 years",
@@ -111,7 +112,7 @@ impl SchedulerConfig {
             crate::validate_holder(holder)?;
         }
         self.zone()?;
-        crate::schedule::validate_misfire_threshold(self.misfire_threshold)?;
+        crate::scheduler::schedule::validate_misfire_threshold(self.misfire_threshold)?;
         self.leader_election.validate()?;
         if let Some(interval) = self.keep_alive_interval {
             lock_config::validate_keep_alive_interval(

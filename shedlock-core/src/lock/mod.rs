@@ -1,0 +1,13 @@
+//! Locks: what a lock is (configuration, lease, the handle), the narrow interface every store
+//! implements, running work under a lock (executor, the task's context, keep-alive), lock
+//! events, the in-memory store, clocks and holder names.
+
+pub(crate) mod clock;
+pub(crate) mod config;
+pub(crate) mod context;
+pub(crate) mod executor;
+pub(crate) mod handle;
+pub(crate) mod holder;
+pub(crate) mod listener;
+pub(crate) mod memory;
+pub(crate) mod provider;
