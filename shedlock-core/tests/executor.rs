@@ -30,6 +30,8 @@ impl Recorder {
         let (events, changed) = (Arc::clone(&self.events), Arc::clone(&self.changed));
         move |event: &LockEvent<'_>| {
             let kind = match event {
+                // Every acquisition has one; `attempts_precede_outcomes` checks them.
+                LockEvent::Attempt { .. } => return,
                 LockEvent::Acquired(lease) => format!("acquired {}", lease.name()),
                 LockEvent::Skipped { lock_name } => format!("skipped {lock_name}"),
                 LockEvent::Released(lease) => format!("released {}", lease.name()),
@@ -351,5 +353,40 @@ async fn extended_handle_replaces_the_old_one() {
             .await
             .unwrap()
             .is_some()
+    );
+}
+
+/// Every acquisition is announced before the store is asked, and answered by exactly one
+/// outcome: what a listener counting attempts (metrics, the fault harness) relies on.
+#[tokio::test]
+async fn attempts_precede_outcomes() {
+    let events = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = Arc::clone(&events);
+    let store = InMemoryLockProvider::new();
+    let executor = LockingTaskExecutor::new(store.with_holder("a")).with_listener(
+        move |event: &LockEvent<'_>| {
+            let kind = match event {
+                LockEvent::Attempt { .. } => "attempt",
+                LockEvent::Acquired(_) => "acquired",
+                LockEvent::Skipped { .. } => "skipped",
+                LockEvent::AcquireFailed { .. } => "failed",
+                _ => return,
+            };
+            seen.lock().unwrap().push(kind.to_owned());
+        },
+    );
+    let config =
+        LockConfiguration::new("attempts", Duration::from_secs(60), Duration::ZERO).unwrap();
+    let held = LockingTaskExecutor::new(store.with_holder("b"))
+        .try_lock(&config)
+        .await
+        .unwrap()
+        .unwrap();
+    let _ = executor.execute(&config, async {}).await.unwrap();
+    held.release().await.unwrap();
+    let _ = executor.execute(&config, async {}).await.unwrap();
+    assert_eq!(
+        *events.lock().unwrap(),
+        ["attempt", "skipped", "attempt", "acquired"]
     );
 }

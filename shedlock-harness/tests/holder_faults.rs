@@ -29,10 +29,9 @@ async fn holder_killed_mid_job(backend: Backend) {
 
     let (next, next_token, next_start) = s.committed_after("victim", token, PATIENCE).await;
     assert_ne!(next, killed);
-    assert_eq!(
-        next_token,
-        token + 1,
-        "the next holder takes the next token"
+    assert!(
+        next_token > token,
+        "the next holder's token {next_token} is not above the killed holder's {token}"
     );
     let late_ms = (next_start - until) / 1000;
     assert!(

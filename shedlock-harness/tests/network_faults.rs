@@ -379,7 +379,7 @@ async fn keep_alive_holder_cut_off_is_told_before_takeover(backend: Backend) {
             },
         )
         .await;
-    assert_eq!(next_token, token + 1);
+    assert!(next_token > token, "token {next_token} after {token}");
     assert!(
         lost_at <= taken_at,
         "the lock was taken over {} ms before its cut-off holder was told",

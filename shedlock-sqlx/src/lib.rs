@@ -122,32 +122,42 @@
 //! panics on what the database returns.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-mod common;
-#[cfg(feature = "mysql")]
-mod mysql;
-#[cfg(feature = "postgres")]
-mod postgres;
-#[cfg(feature = "sqlite")]
-mod sqlite;
-
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-pub use common::{ColumnNames, LockProviderBuilder, LockRow, SchemaIssue, SqlLockProvider};
-#[cfg(feature = "mysql")]
-pub use mysql::MySqlLockProvider;
-#[cfg(feature = "postgres")]
-pub use postgres::PgLockProvider;
-#[cfg(feature = "sqlite")]
-pub use sqlite::SqliteLockProvider;
-
-/// The databases [`SqlLockProvider`] speaks: one marker type per SQL dialect.
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-pub mod dialect {
-    pub use crate::common::dialect::Dialect;
-    #[cfg(feature = "mysql")]
-    pub use crate::mysql::MySql;
-    #[cfg(feature = "postgres")]
-    pub use crate::postgres::Pg;
-    #[cfg(feature = "sqlite")]
-    pub use crate::sqlite::Sqlite;
+/// Applies `#[cfg]` "any SQL database feature" to each item.
+macro_rules! any_database {
+    ($($item:item)*) => {
+        $(#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))] $item)*
+    };
 }
+
+any_database! {
+    mod builder;
+    pub mod dialect;
+    mod error;
+    mod identifier;
+    mod provider;
+    mod row;
+    mod schema_check;
+    mod values;
+
+    pub use builder::{ColumnNames, LockProviderBuilder};
+    pub use provider::SqlLockProvider;
+    pub use row::LockRow;
+    pub use schema_check::SchemaIssue;
+}
+#[cfg(feature = "mysql")]
+pub use dialect::mysql::MySqlLockProvider;
+#[cfg(feature = "postgres")]
+pub use dialect::postgres::PgLockProvider;
+#[cfg(feature = "sqlite")]
+pub use dialect::sqlite::SqliteLockProvider;
+
+// What the crate's modules share.
+any_database! {
+    use builder::{Table, validate_holder};
+    use dialect::{Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease};
+    use error::store_error;
+    use row::RowParts;
+    use values::*;
+}
+#[cfg(feature = "postgres")]
+use identifier::MAX_IDENTIFIER_LEN;

@@ -373,7 +373,7 @@ async fn increment_under_lock(spec: &str) {
 }
 
 /// Times written by hand in other formats SQLite understands compare as times; a time SQLite
-/// cannot read counts as expired.
+/// cannot read counts as held (a corrupt value never grants the lock).
 #[tokio::test]
 async fn hand_written_time_formats_compare_as_times() {
     let provider = file_provider().await;
@@ -391,7 +391,7 @@ async fn hand_written_time_formats_compare_as_times() {
     let c = |name| lease_config(name, Duration::from_secs(60));
     assert!(provider.acquire(&c("iso-future")).await.unwrap().is_none());
     assert!(provider.acquire(&c("iso-past")).await.unwrap().is_some());
-    assert!(provider.acquire(&c("garbage")).await.unwrap().is_some());
+    assert!(provider.acquire(&c("garbage")).await.unwrap().is_none());
     let future = provider.lock_state("iso-future").await.unwrap().unwrap();
     assert!(future.held);
     assert_eq!(

@@ -182,6 +182,9 @@ impl LockingTaskExecutor {
         &self,
         config: &LockConfiguration,
     ) -> Result<Option<(LockLease, Instant)>, Error> {
+        self.service.emit(LockEvent::Attempt {
+            lock_name: config.name(),
+        });
         let requested_at = Instant::now();
         match self.service.provider.acquire(config).await {
             Ok(Some(lease))

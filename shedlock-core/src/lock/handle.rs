@@ -26,6 +26,7 @@ impl LockService {
 
     pub(crate) fn emit(&self, event: LockEvent<'_>) {
         match &event {
+            LockEvent::Attempt { lock_name } => tracing::trace!(lock = lock_name, "acquiring"),
             LockEvent::Acquired(lease) => tracing::debug!(
                 lock = lease.name(),
                 holder = lease.holder(),

@@ -8,6 +8,13 @@ use crate::{Error, LockLease};
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum LockEvent<'a> {
+    /// An acquisition is about to be asked of the store: every attempt is followed by one of
+    /// `Acquired`, `Skipped` or `AcquireFailed` (or by `Lost` then `Skipped`, for an answer
+    /// that came too late to be used).
+    Attempt {
+        /// The lock asked for.
+        lock_name: &'a str,
+    },
     /// The lock was acquired.
     Acquired(&'a LockLease),
     /// The lock was held elsewhere; the task did not run.
@@ -57,6 +64,7 @@ impl fmt::Display for LockEvent<'_> {
             )
         };
         match self {
+            LockEvent::Attempt { lock_name } => write!(f, "acquiring `{lock_name}`"),
             LockEvent::Acquired(l) => lease(f, "acquired", l),
             LockEvent::Skipped { lock_name } => write!(f, "skipped `{lock_name}`: held elsewhere"),
             LockEvent::AcquireFailed { lock_name, error } => {

@@ -44,7 +44,8 @@ pub struct Report {
     pub stale_accepted: usize,
     /// Lost-lock signals fired.
     pub lost_signals: usize,
-    /// Acquisitions whose worker was killed before it could report them (gaps in the tokens).
+    /// Attempts whose answer no line reports: acquisitions, perhaps, whose worker was killed
+    /// before it could report them.
     pub unobserved_acquisitions: u64,
     /// Ticks checked for exactly-once.
     pub ticks_checked: usize,

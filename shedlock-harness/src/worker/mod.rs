@@ -118,6 +118,7 @@ async fn run_scheduler(options: &WorkerOptions, store: Store) -> anyhow::Result<
         job: options.job,
         counters: Default::default(),
         live: Default::default(),
+        ticks: Default::default(),
     });
     let mut registry = JobRegistry::new(Arc::clone(&state));
     for lock in &options.locks {
@@ -126,7 +127,7 @@ async fn run_scheduler(options: &WorkerOptions, store: Store) -> anyhow::Result<
             lock.clone(),
             Schedule::cron(&cron)?,
             move |state: Arc<WorkerState>| {
-                let tick = state.attempt(&name);
+                let tick = state.tick_of(&name);
                 let name = name.clone();
                 async move { state.run_job(&name, tick).await }
             },

@@ -22,6 +22,9 @@ pub(super) struct WorkerState {
     /// Leases reported `acquired` and not yet released or lost: a `Lost` lease missing here is
     /// an acquire answer that came after its local deadline, never used (its tick's outcome).
     pub(super) live: std::sync::Mutex<std::collections::HashSet<(String, u64)>>,
+    /// The tick of each lock's latest attempt: the run that follows it (a job never overlaps
+    /// itself in one worker) belongs to that tick.
+    pub(super) ticks: std::sync::Mutex<std::collections::HashMap<String, i64>>,
 }
 
 /// Indices into `WorkerState::counters`.
@@ -62,23 +65,35 @@ impl WorkerState {
         }
     }
 
-    /// A tick fired: count it and return its number. The scheduler calls the job function at
-    /// the tick, before trying the lock, so this sees every attempt.
-    pub(super) fn attempt(&self, lock: &str) -> i64 {
-        let at = now_us();
+    /// A tick fired and its lock is about to be asked for (the executor announces every
+    /// attempt, at the tick): count it and remember its number for the run.
+    fn attempt(&self, lock: &str, at: i64) {
         let tick = at / self.tick_us;
         self.count(Count::Attempts);
+        self.ticks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(lock.to_owned(), tick);
         emit(&Event::Attempt {
             lock: lock.to_owned(),
             tick,
             at,
         });
-        tick
+    }
+
+    /// The tick a starting run of `lock` belongs to: that of the lock's latest attempt.
+    pub(super) fn tick_of(&self, lock: &str) -> i64 {
+        let ticks = self.ticks.lock().unwrap_or_else(|e| e.into_inner());
+        ticks
+            .get(lock)
+            .copied()
+            .unwrap_or_else(|| now_us() / self.tick_us)
     }
 
     pub(super) fn on_event(&self, event: &LockEvent<'_>) {
         let at = now_us();
         match event {
+            LockEvent::Attempt { lock_name } => self.attempt(lock_name, at),
             LockEvent::Acquired(lease) => {
                 self.count(Count::Acquired);
                 self.live_leases()

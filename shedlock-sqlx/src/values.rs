@@ -1,38 +1,11 @@
-//! What every dialect shares: the provider and its builder, the dialect seam, connections,
-//! batched acquisitions,
-//! identifier validation, error mapping, lock rows, and conversions between Rust and SQL values.
-
-mod batch;
-mod builder;
-mod dedicated;
-pub(crate) mod dialect;
-mod error;
-mod identifier;
-mod provider;
-mod retry;
-mod row;
-mod schema_check;
+//! Conversions between Rust and SQL values: lease durations, times, fencing tokens, trusted
+//! SQL text, and the checks every dialect applies before touching the table.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use chrono::NaiveDateTime;
 use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
-
-pub use builder::{ColumnNames, LockProviderBuilder};
-pub use provider::SqlLockProvider;
-pub use row::LockRow;
-pub use schema_check::SchemaIssue;
-
-pub(crate) use builder::{Table, validate_holder};
-pub(crate) use dedicated::DedicatedConnections;
-pub(crate) use dialect::{
-    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease,
-};
-pub(crate) use error::store_error;
-#[cfg(feature = "postgres")]
-pub(crate) use identifier::MAX_IDENTIFIER_LEN;
-pub(crate) use row::RowParts;
 
 /// Longest lease written to a table: about 1000 years, so `now + lease` stays inside every
 /// dialect's date range (MySQL `DATETIME` and SQLite text end at year 9999).
@@ -76,6 +49,7 @@ pub(crate) fn token_from_db(token: i64) -> Result<u64, String> {
 /// streams (a deferred constraint, a serialization failure at `SERIALIZABLE`). A failed commit
 /// is reported only to a reader that goes on to the end, so every lock statement is read with
 /// `fetch_all` or `execute`, never stopped at its first row, and its rows handed here.
+#[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
 pub(crate) fn single<T>(rows: Vec<T>) -> Result<Option<T>, sqlx::Error> {
     if rows.len() > 1 {
         return Err(sqlx::Error::Protocol(format!(

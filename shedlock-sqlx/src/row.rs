@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
 
-use super::system_time;
+use crate::system_time;
 
 /// A row of the lock table, read with `lock_state` or `list_locks`.
 ///

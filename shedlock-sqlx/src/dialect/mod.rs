@@ -16,8 +16,21 @@ use shedlock_core::{Error, LockConfiguration};
 use sqlx::{Database, Pool};
 use tokio::sync::broadcast;
 
-use super::Table;
-use super::row::RowParts;
+use crate::{RowParts, Table};
+
+#[cfg(feature = "mysql")]
+pub(crate) mod mysql;
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
+#[cfg(feature = "sqlite")]
+pub(crate) mod sqlite;
+
+#[cfg(feature = "mysql")]
+pub use mysql::MySql;
+#[cfg(feature = "postgres")]
+pub use postgres::Pg;
+#[cfg(feature = "sqlite")]
+pub use sqlite::Sqlite;
 
 /// Connections of its own a provider on a database server may open by default: enough for 32
 /// lock statements at the same moment, which is where the server's throughput stops growing

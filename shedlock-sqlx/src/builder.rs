@@ -5,9 +5,8 @@ use std::sync::Arc;
 use shedlock_core::{Error, default_holder};
 use sqlx::Pool;
 
-use super::dialect::{ColumnTypes, Dialect};
-use super::identifier::{validate_column, validate_table};
-use super::provider::SqlLockProvider;
+use crate::identifier::{validate_column, validate_table};
+use crate::{ColumnTypes, Dialect, SqlLockProvider};
 
 /// The column names of the lock table; [`Default`] is ShedLock's layout plus `fencing_token`.
 ///

@@ -16,7 +16,7 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgConnection, PgPool, Postgres, SqlStr};
 use tokio::sync::broadcast;
 
-use crate::common::{
+use crate::{
     Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, LockProviderBuilder,
     MAX_IDENTIFIER_LEN, RowParts, SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis,
     single, trusted_sql,
@@ -185,7 +185,7 @@ impl Dialect for Pg {
         );
         // The table is aliased `l` and the clock subquery `db`, so no configured column name
         // can be ambiguous with `now`.
-        // Tokens: `max(previous + 1, clock in µs)` (see "Token floor" in `common/mod.rs`); the
+        // Tokens: `max(previous + 1, clock in µs)` (see "Token floor" in `values.rs`); the
         // proposed row carries the clock's part.
         let clock_micros = "(extract(epoch FROM db.now) * 1000000)::bigint";
         let acquire = format!(
@@ -321,7 +321,7 @@ impl Dialect for Pg {
         sql: &Statements,
         args: Acquire<'_>,
     ) -> Result<Option<Acquired>, sqlx::Error> {
-        // Read to the end: the commit follows the row (`crate::common::single`).
+        // Read to the end: the commit follows the row (`crate::single`).
         let rows: Vec<(i64, NaiveDateTime, NaiveDateTime)> = sqlx::query_as(sql.acquire.clone())
             .bind(args.name)
             .bind(args.holder)

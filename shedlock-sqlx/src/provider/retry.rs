@@ -12,7 +12,7 @@ use std::time::Duration;
 /// shown `Send` for every lifetime, which `async_trait` requires.
 macro_rules! run {
     ($provider:expr, |$connection:ident| $statements:expr) => {{
-        let mut retry = $crate::common::retry::Retry::new();
+        let mut retry = $crate::provider::retry::Retry::new();
         let mut reconnected = false;
         loop {
             let mut lent = match $provider.connections.get(&$provider.pool).await {
@@ -34,7 +34,7 @@ macro_rules! run {
                     tracing::debug!(error = %e, "connection lost while idle; running again on a new one");
                     reconnected = true;
                 }
-                Err(e) if $crate::common::retry::Retry::is_serialization_failure(&e) => {
+                Err(e) if $crate::provider::retry::Retry::is_serialization_failure(&e) => {
                     if !retry.pause().await {
                         tracing::debug!(error = %e, "serialization failures persisted");
                         break Err(None);

@@ -4,7 +4,8 @@
 //! text order is time order. SQLite reads `'now'` once per statement step, and date arithmetic
 //! runs on whole milliseconds, so `lock_until - locked_at` is exactly the lease. Stored times
 //! are re-read through `strftime`, so rows written by hand in any format SQLite understands
-//! (`2025-01-01T10:00:00Z`, …) compare correctly; a time SQLite cannot read counts as expired.
+//! (`2025-01-01T10:00:00Z`, …) compare correctly; a time SQLite cannot read counts as held,
+//! never as expired.
 //! Durations are bound as modifiers such as `+600.000 seconds`.
 
 use std::str::FromStr;
@@ -15,7 +16,7 @@ use shedlock_core::Error;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{SqlStr, Sqlite as SqliteDb, SqliteConnection, SqlitePool};
 
-use crate::common::{
+use crate::{
     Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, RowParts,
     SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis, single, trusted_sql,
 };
@@ -134,9 +135,12 @@ impl Dialect for Sqlite {
             &c.fencing_token,
         );
         let now = format!("strftime({FORMAT}, 'now')");
-        let stored_until = format!("ifnull(strftime({FORMAT}, l.{until}), '')");
+        // A time SQLite cannot read is never taken for expired: the lock is held (never a grant
+        // on a value nobody can read), and inspection reports the row as unreadable.
+        let stored_until =
+            format!("ifnull(strftime({FORMAT}, l.{until}), '9999-12-31 23:59:59.999')");
         // The clock in microseconds since 1970 (whole milliseconds: SQLite's resolution), the
-        // floor of every token (`crate::common::TOKEN_FLOOR`). 'now' is the same instant
+        // floor of every token (`crate::TOKEN_FLOOR`). 'now' is the same instant
         // throughout one statement.
         let clock_micros = "(CAST(strftime('%s', 'now') AS INTEGER) * 1000000 \
              + CAST(substr(strftime('%f', 'now'), 4) AS INTEGER) * 1000)";
@@ -248,7 +252,7 @@ impl Dialect for Sqlite {
         // Every row read to the end: the autocommit COMMIT runs after the `RETURNING` row, and
         // only the step that reaches the end reports its failure (a reader in rollback-journal
         // mode, a full disk). Stopping at the first row would report a lease that was rolled
-        // back (`crate::common::single`).
+        // back (`crate::single`).
         let rows: Vec<(i64, NaiveDateTime, NaiveDateTime)> = sqlx::query_as(sql.acquire.clone())
             .bind(args.name)
             .bind(args.holder)

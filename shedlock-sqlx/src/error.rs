@@ -4,7 +4,7 @@ use std::fmt;
 
 use shedlock_core::{Error, Operation};
 
-use super::Table;
+use crate::Table;
 
 /// Wraps a database error as [`Error::Store`], explaining a missing table or column.
 pub(crate) fn store_error(

@@ -16,8 +16,9 @@ use std::sync::{Arc, Mutex};
 use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider};
 use tokio::sync::oneshot;
 
+use super::SqlLockProvider;
 use super::retry::run;
-use super::{Dialect, SqlLockProvider};
+use crate::Dialect;
 
 /// What a queued acquire learns from its batch.
 pub(crate) enum Answer {

@@ -2,8 +2,7 @@
 
 use std::fmt;
 
-use super::Table;
-use super::dialect::{CatalogColumn, ColumnKind, Dialect};
+use crate::{CatalogColumn, ColumnKind, Dialect, Table};
 
 /// Something about a lock table that stops the provider from working on it, found by
 /// [`check_schema`](crate::SqlLockProvider::check_schema). [`Display`](fmt::Display) says what

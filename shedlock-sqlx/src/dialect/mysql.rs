@@ -10,7 +10,7 @@ use shedlock_core::Error;
 use sqlx::mysql::{MySqlDatabaseError, MySqlPoolOptions};
 use sqlx::{Connection, MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
 
-use crate::common::{
+use crate::{
     Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, RowParts,
     SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis, trusted_sql,
 };
@@ -139,7 +139,7 @@ impl Dialect for MySql {
         // within the same millisecond, where moving `locked_at` only holds the lock longer).
         let not_recent = format!("COALESCE({at} <= {NOW} - INTERVAL ? MICROSECOND, TRUE)");
         let free = format!("({until} <= {NOW} AND {not_recent})");
-        // Tokens: `max(previous + 1, clock in µs)` (see "Token floor" in `common/mod.rs`).
+        // Tokens: `max(previous + 1, clock in µs)` (see "Token floor" in `values.rs`).
         let clock_micros = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
         let acquire = format!(
             "UPDATE {t} SET \

@@ -7,12 +7,18 @@ use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation
 use sqlx::{Pool, Transaction};
 use tokio::sync::broadcast;
 
-use super::batch::{AcquireQueue, Answer};
-use super::dialect::{Acquire, Acquired, Dialect, Lease};
-use super::retry::{Retry, run};
-use super::schema_check::schema_issues;
-use super::{
-    DedicatedConnections, LockProviderBuilder, LockRow, SchemaIssue, Table, check_lock_name,
+mod batch;
+mod dedicated;
+pub(crate) mod retry;
+
+pub(crate) use dedicated::DedicatedConnections;
+
+use crate::schema_check::schema_issues;
+use batch::{AcquireQueue, Answer};
+use retry::{Retry, run};
+use crate::{
+    Acquire, Acquired, Dialect, Lease,
+    LockProviderBuilder, LockRow, SchemaIssue, Table, check_lock_name,
     store_error, system_time, token_from_db, token_param, validate_holder,
 };
 
