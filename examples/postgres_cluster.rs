@@ -13,8 +13,8 @@
 use std::time::Duration;
 
 use shedlock::{
-    JobRegistry, LockContext, LockProvider, PgLockProvider, Scheduler, SchedulerConfig, scheduled,
-    scheduler_lock,
+    JobRegistry, LockContext, LockInspector, LockProvider, LockQuery, PgLockProvider, Scheduler,
+    SchedulerConfig, scheduled, scheduler_lock,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -87,14 +87,14 @@ async fn print_locks(provider: &PgLockProvider) -> anyhow::Result<()> {
         "{:<16} {:<8} {:<6} {:<40} lock_until",
         "name", "held", "token", "locked_by"
     );
-    for row in provider.list_locks().await? {
+    for row in provider.list_locks(&LockQuery::all()).await? {
         let until: chrono::DateTime<chrono::Utc> = row.lock_until.into();
         println!(
             "{:<16} {:<8} {:<6} {:<40} {}",
             row.name,
             row.held,
             row.fencing_token,
-            row.locked_by,
+            row.holder,
             until.format("%H:%M:%S%.3f")
         );
     }

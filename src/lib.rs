@@ -4,15 +4,16 @@
 pub use shedlock_core::{
     BoxError, Candidacy, Clock, ElectionConfig, Elector, Error, InMemoryLockProvider,
     IntoJobResult, Job, JobLock, JobOutcome, JobRegistry, JobStatus, LeaderElection,
-    LeaderElectionBuilder, LeaderState, Lock, LockConfiguration, LockContext, LockEvent, LockLease,
-    LockListener, LockProvider, LockingTaskExecutor, MAX_HOLDER_LEN, MAX_LOCK_NAME_LEN,
-    ManualClock, Operation, Schedule, Scheduler, SchedulerBuilder, SchedulerConfig, ShutdownReport,
-    SystemClock, TaskResult, TokioClock, async_trait, default_holder, validate_holder,
+    LeaderElectionBuilder, LeaderState, Lock, LockConfiguration, LockContext, LockEvent,
+    LockInspector, LockLease, LockListener, LockProvider, LockQuery, LockRecord,
+    LockingTaskExecutor, MAX_HOLDER_LEN, MAX_LOCK_NAME_LEN, ManualClock, Operation, Schedule,
+    Scheduler, SchedulerBuilder, SchedulerConfig, ShutdownReport, SystemClock, TaskResult,
+    TokioClock, async_trait, default_holder, validate_holder,
 };
 
 #[cfg(feature = "test-util")]
 #[doc(inline)]
-pub use shedlock_core::{conformance, conformance_tests};
+pub use shedlock_core::{conformance, conformance_tests, inspection_tests};
 
 #[cfg(feature = "macros")]
 #[doc(inline)]

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use shedlock_core::{LockInspector, LockQuery};
 use shedlock_sqlx::{SchemaIssue, SqlLockProvider};
 
 use crate::cli::DbKind;
@@ -44,7 +45,10 @@ pub(crate) async fn run<D: OpenPool>(
     }
     out!("ok       this user may read, insert and update `{table}` (probe rolled back)");
 
-    let rows = provider.list_locks().await.map_err(Failure::error)?;
+    let rows = provider
+        .list_locks(&LockQuery::all())
+        .await
+        .map_err(Failure::error)?;
     let held = rows.iter().filter(|row| row.held).count();
     out!("ok       {} locks, {held} held", rows.len());
     Ok(Exit::Ok)
@@ -54,7 +58,7 @@ pub(crate) async fn run<D: OpenPool>(
 /// so the difference is information, never a problem.
 async fn clock<D: OpenPool>(provider: &SqlLockProvider<D>) -> Result<(), Failure> {
     let before = SystemTime::now();
-    let database = provider.database_time().await.map_err(Failure::error)?;
+    let database = provider.store_time().await.map_err(Failure::error)?;
     let after = SystemTime::now();
     let round_trip = after.duration_since(before).unwrap_or(Duration::ZERO);
     // The database read its clock somewhere within the round trip: compare with the middle.

@@ -4,7 +4,8 @@ use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
-use shedlock_sqlx::{LockRow, SqlLockProvider};
+use shedlock_core::{LockInspector, LockQuery, LockRecord};
+use shedlock_sqlx::SqlLockProvider;
 
 use crate::cli::{LocksCommand, ReleaseArgs};
 use crate::failure::{Exit, Failure};
@@ -18,7 +19,10 @@ pub(crate) async fn run<D: OpenPool>(
 ) -> Result<Exit, Failure> {
     match command {
         LocksCommand::List { json } => {
-            let rows = provider.list_locks().await.map_err(|e| store_failure(&e))?;
+            let rows = provider
+                .list_locks(&LockQuery::all())
+                .await
+                .map_err(|e| store_failure(&e))?;
             let views: Vec<LockView<'_>> = rows.iter().map(LockView::of).collect();
             if *json {
                 print_json(&views);
@@ -50,7 +54,7 @@ struct LockView<'a> {
     name: &'a str,
     held: bool,
     locked_by: &'a str,
-    fencing_token: i64,
+    fencing_token: u64,
     locked_at: String,
     lock_until: String,
     /// Milliseconds the lease still runs on the database clock; 0 when free.
@@ -60,11 +64,11 @@ struct LockView<'a> {
 }
 
 impl<'a> LockView<'a> {
-    fn of(row: &'a LockRow) -> Self {
+    fn of(row: &'a LockRecord) -> Self {
         LockView {
             name: &row.name,
             held: row.held,
-            locked_by: &row.locked_by,
+            locked_by: &row.holder,
             fencing_token: row.fencing_token,
             locked_at: timestamp(row.locked_at),
             lock_until: timestamp(row.lock_until),
@@ -160,9 +164,9 @@ fn print_fields(view: &LockView<'_>) {
 async fn read_row<D: OpenPool>(
     provider: &SqlLockProvider<D>,
     name: &str,
-) -> Result<LockRow, Failure> {
+) -> Result<LockRecord, Failure> {
     provider
-        .lock_state(name)
+        .lock_record(name)
         .await
         .map_err(|e| store_failure(&e))?
         .ok_or_else(|| {
@@ -178,14 +182,14 @@ async fn read_row<D: OpenPool>(
 }
 
 /// Ends the live lease by its holder and token as read from the row: a lease taken in
-/// between has another token and is left alone. `release_lease` sets `lock_until` to the
+/// between has another token and is left alone. `release_lock` sets `lock_until` to the
 /// database's now and keeps the row, so the next acquisition's token is larger.
 async fn release<D: OpenPool>(
     provider: &SqlLockProvider<D>,
     args: &ReleaseArgs,
 ) -> Result<Exit, Failure> {
     let row = read_row(provider, &args.name).await?;
-    let (name, holder) = (Escaped(&args.name), Escaped(&row.locked_by));
+    let (name, holder) = (Escaped(&args.name), Escaped(&row.holder));
     if !row.held {
         out!(
             "`{name}` is not held (free since {}); nothing to release",
@@ -193,10 +197,8 @@ async fn release<D: OpenPool>(
         );
         return Ok(Exit::Ok);
     }
-    let holder_matches = args.holder.as_deref().is_none_or(|h| h == row.locked_by);
-    let token_matches = args
-        .token
-        .is_none_or(|t| i64::try_from(t) == Ok(row.fencing_token));
+    let holder_matches = args.holder.as_deref().is_none_or(|h| h == row.holder);
+    let token_matches = args.token.is_none_or(|t| t == row.fencing_token);
     let allowed = args.force || (holder_matches && token_matches);
     if !allowed {
         return Err(Failure::new(
@@ -209,17 +211,9 @@ async fn release<D: OpenPool>(
             ),
         ));
     }
-    let token = u64::try_from(row.fencing_token).map_err(|_| {
-        Failure::new(
-            Exit::Error,
-            format!(
-                "`{name}` has a negative fencing token {}",
-                row.fencing_token
-            ),
-        )
-    })?;
+    let token = row.fencing_token;
     let released = provider
-        .release_lease(&args.name, &row.locked_by, token)
+        .release_lock(&args.name, &row.holder, token)
         .await
         .map_err(|e| store_failure(&e))?;
     if !released {

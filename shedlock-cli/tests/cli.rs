@@ -13,9 +13,9 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::Value;
-use shedlock_core::{LockConfiguration, LockProvider};
+use shedlock_core::{LockConfiguration, LockInspector, LockProvider, LockRecord};
+use shedlock_sqlx::SqlLockProvider;
 use shedlock_sqlx::dialect::{Dialect, MySql, Pg, Sqlite};
-use shedlock_sqlx::{LockRow, SqlLockProvider};
 
 #[derive(Debug, Clone, Copy)]
 enum Kind {
@@ -154,7 +154,7 @@ impl Db {
         on_dialect!(self, acquire_as(&self.url, &self.table, name, holder))
     }
 
-    async fn lock_state(&self, name: &str) -> Option<LockRow> {
+    async fn lock_state(&self, name: &str) -> Option<LockRecord> {
         on_dialect!(self, lock_state_of(&self.url, &self.table, name))
     }
 
@@ -190,9 +190,9 @@ async fn acquire_as<D: Dialect>(url: &str, table: &str, name: &str, holder: &str
     lease.expect("the lock is free").fencing_token()
 }
 
-async fn lock_state_of<D: Dialect>(url: &str, table: &str, name: &str) -> Option<LockRow> {
+async fn lock_state_of<D: Dialect>(url: &str, table: &str, name: &str) -> Option<LockRecord> {
     let provider = provider::<D>(url, table, "reader").await;
-    provider.lock_state(name).await.expect("read the lock")
+    provider.lock_record(name).await.expect("read the lock")
 }
 
 /// Runs one statement of the test's own on a server.
@@ -374,7 +374,7 @@ mod cases {
         assert!(run.stdout().contains("web-1"), "{}", run.stdout());
         let row = db.lock_state("job").await.expect("the row stays");
         assert!(!row.held);
-        assert_eq!(row.fencing_token, first as i64);
+        assert_eq!(row.fencing_token, first);
         let next = db.acquire("job", "web-2").await;
         assert!(next > first, "token {next} after {first}");
         db.remove().await;

@@ -53,6 +53,7 @@ pub use lock::holder::{MAX_HOLDER_LEN, default_holder, validate_holder};
 pub use lock::listener::{LockEvent, LockListener};
 pub use lock::memory::InMemoryLockProvider;
 pub use lock::provider::{LockLease, LockProvider};
+pub use lock::record::{LockInspector, LockQuery, LockRecord};
 pub use scheduler::config::SchedulerConfig;
 pub use scheduler::job::{IntoJobResult, Job, JobLock};
 pub use scheduler::registry::JobRegistry;

@@ -1,10 +1,12 @@
-//! The provider conformance suite against the in-memory provider, on a hand-driven clock.
+//! The provider conformance suite and the inspection cases against the in-memory provider, on
+//! a hand-driven clock.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use shedlock_core::conformance::Harness;
-use shedlock_core::{InMemoryLockProvider, LockProvider, ManualClock};
+use shedlock_core::conformance::inspection::InspectionHarness;
+use shedlock_core::{InMemoryLockProvider, LockInspector, LockProvider, ManualClock};
 
 struct MemoryHarness {
     clock: Arc<ManualClock>,
@@ -32,4 +34,16 @@ impl Harness for MemoryHarness {
     }
 }
 
+#[shedlock_core::async_trait]
+impl InspectionHarness for MemoryHarness {
+    async fn inspector(&self) -> Arc<dyn LockInspector> {
+        Arc::new(self.store.clone())
+    }
+}
+
 shedlock_core::conformance_tests!(async { Some(MemoryHarness::new()) });
+
+mod inspection {
+    use super::*;
+    shedlock_core::inspection_tests!(async { Some(MemoryHarness::new()) });
+}

@@ -19,7 +19,10 @@ fn recorded(store: InMemoryLockProvider) -> (LockingTaskExecutor, Arc<Mutex<Vec<
     let events = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&events);
     let executor = LockingTaskExecutor::new(store).with_listener(move |event: &LockEvent<'_>| {
-        sink.lock().unwrap().push(event.to_string());
+        // Attempts precede every outcome (`executor.rs`); the outcomes tell these cases apart.
+        if !matches!(event, LockEvent::Attempt { .. }) {
+            sink.lock().unwrap().push(event.to_string());
+        }
     });
     (executor, events)
 }
@@ -89,8 +92,13 @@ async fn clones_shared_providers_and_listeners_are_the_same_store() {
     let shared: Arc<dyn LockProvider> = Arc::new(InMemoryLockProvider::new().with_holder("me"));
     let events = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&events);
-    let first = LockingTaskExecutor::from_shared(Arc::clone(&shared))
-        .with_listener(move |event: &LockEvent<'_>| sink.lock().unwrap().push(event.to_string()));
+    let first = LockingTaskExecutor::from_shared(Arc::clone(&shared)).with_listener(
+        move |event: &LockEvent<'_>| {
+            if !matches!(event, LockEvent::Attempt { .. }) {
+                sink.lock().unwrap().push(event.to_string());
+            }
+        },
+    );
     let second =
         LockingTaskExecutor::from_shared(Arc::clone(&shared)).with_listener(|_: &LockEvent<'_>| {});
     let other = LockingTaskExecutor::new(InMemoryLockProvider::new().with_holder("me"));

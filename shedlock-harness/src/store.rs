@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use shedlock::{
-    Error, LockProvider, LockRow, MySqlLockProvider, PgLockProvider, SqliteLockProvider,
+    Error, LockInspector, LockProvider, LockQuery, LockRecord, MySqlLockProvider, PgLockProvider,
+    SqliteLockProvider,
 };
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::postgres::PgPoolOptions;
@@ -373,28 +374,28 @@ impl Store {
     ///
     /// # Errors
     /// The provider's error.
-    pub async fn list_locks(&self) -> Result<Vec<LockRow>, Error> {
+    pub async fn list_locks(&self) -> Result<Vec<LockRecord>, Error> {
         if matches!(self, Store::Redis(_)) {
             return Err(Error::invalid_config(
                 "backend",
                 "a SQL provider method, not on Redis",
             ));
         }
-        each!(self, p => p.list_locks().await)
+        each!(self, p => p.list_locks(&LockQuery::all()).await)
     }
 
     /// One row of the lock table, as the provider reads it.
     ///
     /// # Errors
     /// The provider's error.
-    pub async fn lock_state(&self, name: &str) -> Result<Option<LockRow>, Error> {
+    pub async fn lock_record(&self, name: &str) -> Result<Option<LockRecord>, Error> {
         if matches!(self, Store::Redis(_)) {
             return Err(Error::invalid_config(
                 "backend",
                 "a SQL provider method, not on Redis",
             ));
         }
-        each!(self, p => p.lock_state(name).await)
+        each!(self, p => p.lock_record(name).await)
     }
 
     /// The provider's `create_schema`.

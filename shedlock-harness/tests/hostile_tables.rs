@@ -166,7 +166,7 @@ async fn names_longer_than_64_bytes_inserted_by_hand() {
         assert_eq!(h.store.list_locks().await.unwrap().len(), 2, "{backend}");
         assert_eq!(
             h.store
-                .lock_state(&long)
+                .lock_record(&long)
                 .await
                 .unwrap()
                 .unwrap()
@@ -381,7 +381,7 @@ async fn null_values_in_a_nullable_table() {
         .await
         .unwrap();
         let until = h.acquire("null-until").await;
-        let state = h.store.lock_state("null-until").await;
+        let state = h.store.lock_record("null-until").await;
         // Never granted on a NULL end, and inspection says the row is unreadable.
         assert!(until.unwrap().is_none(), "{backend}: never granted");
         assert!(
@@ -436,7 +436,7 @@ async fn times_out_of_range() {
             ))
             .await
             .unwrap();
-            let state = h.store.lock_state("odd").await;
+            let state = h.store.lock_record("odd").await;
             assert!(
                 is_store_error(&state, Operation::Read),
                 "{backend}: {state:?}"
@@ -490,7 +490,7 @@ async fn postgres_inspection_of_unrepresentable_times_does_not_panic() {
         .await
         .unwrap();
         let store = h.store.clone();
-        let state = tokio::spawn(async move { store.lock_state("far").await }).await;
+        let state = tokio::spawn(async move { store.lock_record("far").await }).await;
         assert!(
             !state.as_ref().is_err_and(|e| e.is_panic()),
             "lock_state panicked on {time}"

@@ -8,12 +8,12 @@
 
 use std::time::Duration;
 
-use shedlock_core::{Error, LockConfiguration, LockProvider};
+use shedlock_core::{Error, LockConfiguration, LockInspector, LockProvider, LockQuery};
 use shedlock_sqlx::SqliteLockProvider;
 
 async fn print_table(provider: &SqliteLockProvider, step: &str) -> Result<(), Error> {
     println!("{step}");
-    for row in provider.list_locks().await? {
+    for row in provider.list_locks(&LockQuery::all()).await? {
         println!("    {row}");
     }
     Ok(())

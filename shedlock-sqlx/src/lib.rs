@@ -16,12 +16,10 @@
 //!
 //! The three providers are one type, [`SqlLockProvider<D>`](SqlLockProvider), over a
 //! [`Dialect`](dialect::Dialect): the builder, connection handling, retries, error mapping,
-//! inspection ([`lock_state`](SqlLockProvider::lock_state),
-//! [`list_locks`](SqlLockProvider::list_locks),
-//! [`database_time`](SqlLockProvider::database_time)), the fencing guard
+//! inspection (the [`LockInspector`](shedlock_core::LockInspector) every store implements:
+//! records, listing, the database clock, an operator's release), the fencing guard
 //! ([`verify_lease`](SqlLockProvider::verify_lease)), operators' tools
-//! ([`release_lease`](SqlLockProvider::release_lease),
-//! [`check_schema`](SqlLockProvider::check_schema),
+//! ([`check_schema`](SqlLockProvider::check_schema),
 //! [`check_access`](SqlLockProvider::check_access)) and
 //! [`create_schema`](SqlLockProvider::create_schema) are written once; a dialect supplies its
 //! SQL text, column types and how parameters are bound and results read. The `shedlock`
@@ -44,7 +42,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! use shedlock_core::{LockConfiguration, LockingTaskExecutor};
+//! use shedlock_core::{LockConfiguration, LockInspector, LockQuery, LockingTaskExecutor};
 //! use shedlock_sqlx::SqliteLockProvider;
 //!
 //! let provider = SqliteLockProvider::connect("sqlite::memory:").await?;
@@ -53,8 +51,8 @@
 //! let config = LockConfiguration::new("send_newsletter", Duration::from_secs(300), Duration::ZERO)?;
 //! let outcome = executor.execute(&config, async { /* the job */ }).await?;
 //! assert!(outcome.was_executed());
-//! for row in provider.list_locks().await? {
-//!     println!("{row}"); // send_newsletter: last held by host:4121:a83e until … (token 1)
+//! for record in provider.list_locks(&LockQuery::all()).await? {
+//!     println!("{record}"); // send_newsletter: last held by host:4121:a83e until … (token …)
 //! }
 //! # Ok(())
 //! # }
@@ -141,7 +139,6 @@ any_database! {
 
     pub use builder::{ColumnNames, LockProviderBuilder};
     pub use provider::SqlLockProvider;
-    pub use row::LockRow;
     pub use schema_check::SchemaIssue;
 }
 #[cfg(feature = "mysql")]
@@ -156,7 +153,7 @@ any_database! {
     use builder::{Table, validate_holder};
     use dialect::{Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease};
     use error::store_error;
-    use row::RowParts;
+    use row::{RowParts, record};
     use values::*;
 }
 #[cfg(feature = "postgres")]

@@ -8,6 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use chrono::NaiveDateTime;
 use shedlock_core::LockProvider;
+#[allow(unused_imports)]
+use shedlock_core::{LockInspector as _, LockQuery, LockRecord};
 use shedlock_sqlx::MySqlLockProvider;
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{AssertSqlSafe, Executor, MySqlPool};

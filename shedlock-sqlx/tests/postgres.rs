@@ -12,6 +12,8 @@ use std::time::{Duration, SystemTime};
 
 use chrono::NaiveDateTime;
 use shedlock_core::{Error, LockContext, LockProvider};
+#[allow(unused_imports)]
+use shedlock_core::{LockInspector as _, LockQuery, LockRecord};
 use shedlock_sqlx::PgLockProvider;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Executor, PgPool, Postgres};
@@ -400,7 +402,7 @@ mod serializable {
         assert_eq!(errors.load(Ordering::SeqCst), 0, "errors reported to jobs");
         for index in 0..2 {
             let row = provider
-                .lock_state(&format!("fuzz{index}"))
+                .lock_record(&format!("fuzz{index}"))
                 .await
                 .unwrap()
                 .unwrap();
@@ -411,7 +413,7 @@ mod serializable {
                 "tokens did not increase from one execution to the next: {tokens:?}"
             );
             assert_eq!(
-                Some(row.fencing_token as u64),
+                Some(row.fencing_token),
                 tokens.last().copied(),
                 "an acquisition committed without running the job"
             );

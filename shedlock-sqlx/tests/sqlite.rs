@@ -11,6 +11,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use chrono::NaiveDateTime;
 use shedlock_core::{Error, LockProvider, LockingTaskExecutor, Operation, TaskResult};
+#[allow(unused_imports)]
+use shedlock_core::{LockInspector as _, LockQuery, LockRecord};
 use shedlock_sqlx::SqliteLockProvider;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, Connection, Executor, SqliteConnection, SqlitePool};
@@ -44,6 +46,11 @@ async fn memory_provider() -> SqliteLockProvider {
 mod conformance_memory {
     use super::*;
     shedlock_core::conformance_tests!(async { Some(DbHarness::over(memory_provider().await)) });
+
+    mod inspection {
+        use super::*;
+        shedlock_core::inspection_tests!(async { Some(DbHarness::over(memory_provider().await)) });
+    }
 }
 
 /// A provider on a file in `journal_mode`, with another program's connections on the same
@@ -221,10 +228,7 @@ async fn failed_commit_is_never_a_grant() {
     );
     drop(reader);
     let second = b.acquire(&c).await.unwrap().expect("nothing was committed");
-    assert_eq!(
-        a.lock_state("commit").await.unwrap().unwrap().locked_by,
-        "b"
-    );
+    assert_eq!(a.lock_record("commit").await.unwrap().unwrap().holder, "b");
     assert!(b.release(&second).await.unwrap());
 }
 
@@ -244,7 +248,11 @@ async fn failed_commit_is_never_an_extension() {
         "an extension whose COMMIT failed was reported: {extended:?}"
     );
     drop(reader);
-    let row = provider.lock_state("extend-commit").await.unwrap().unwrap();
+    let row = provider
+        .lock_record("extend-commit")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         row.lock_until,
         lease.lock_until(),
@@ -392,7 +400,7 @@ async fn hand_written_time_formats_compare_as_times() {
     assert!(provider.acquire(&c("iso-future")).await.unwrap().is_none());
     assert!(provider.acquire(&c("iso-past")).await.unwrap().is_some());
     assert!(provider.acquire(&c("garbage")).await.unwrap().is_none());
-    let future = provider.lock_state("iso-future").await.unwrap().unwrap();
+    let future = provider.lock_record("iso-future").await.unwrap().unwrap();
     assert!(future.held);
     assert_eq!(
         chrono::DateTime::<chrono::Utc>::from(future.lock_until).to_rfc3339(),

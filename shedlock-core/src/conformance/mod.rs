@@ -12,6 +12,7 @@
 //! URL is not set.
 
 pub mod election;
+pub mod inspection;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 
 use crate::{
-    Clock, Error, LockConfiguration, LockLease, LockProvider, SystemClock, default_holder,
+    Clock, Error, LockConfiguration, LockInspector, LockLease, LockProvider, LockQuery, LockRecord,
+    SystemClock, default_holder,
 };
 
 /// Locks kept in this process: for tests, single-instance deployments, and as the reference
@@ -167,4 +168,58 @@ impl LockProvider for InMemoryLockProvider {
     fn release_hints(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
         Some(self.released.subscribe())
     }
+}
+
+#[async_trait]
+impl LockInspector for InMemoryLockProvider {
+    async fn lock_record(&self, name: &str) -> Result<Option<LockRecord>, Error> {
+        let now = self.clock.now();
+        Ok(self.rows().get(name).map(|row| record(name, row, now)))
+    }
+
+    async fn list_locks(&self, query: &LockQuery) -> Result<Vec<LockRecord>, Error> {
+        let now = self.clock.now();
+        let records = self
+            .rows()
+            .iter()
+            .filter(|(name, _)| query.matches(name))
+            .map(|(name, row)| record(name, row, now))
+            .collect();
+        Ok(query.apply(records))
+    }
+
+    async fn store_time(&self) -> Result<SystemTime, Error> {
+        Ok(self.clock.now())
+    }
+
+    async fn release_lock(
+        &self,
+        name: &str,
+        holder: &str,
+        fencing_token: u64,
+    ) -> Result<bool, Error> {
+        let now = self.clock.now();
+        match self.rows().get_mut(name) {
+            Some(row)
+                if *row.locked_by == *holder
+                    && row.fencing_token == fencing_token
+                    && row.lock_until > now =>
+            {
+                row.lock_until = now;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
+fn record(name: &str, row: &Row, now: SystemTime) -> LockRecord {
+    LockRecord::new(
+        name,
+        &*row.locked_by,
+        row.locked_at,
+        row.lock_until,
+        row.fencing_token,
+        now,
+    )
 }

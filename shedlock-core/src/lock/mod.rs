@@ -1,6 +1,7 @@
 //! Locks: what a lock is (configuration, lease, the handle), the narrow interface every store
 //! implements, running work under a lock (executor, the task's context, keep-alive), lock
-//! events, the in-memory store, clocks and holder names.
+//! events, the in-memory store, clocks and holder names, and the one view of a stored lock
+//! (record and inspection) that tools share.
 
 pub(crate) mod clock;
 pub(crate) mod config;
@@ -11,3 +12,4 @@ pub(crate) mod holder;
 pub(crate) mod listener;
 pub(crate) mod memory;
 pub(crate) mod provider;
+pub(crate) mod record;

@@ -173,8 +173,8 @@ impl Dialect for MySql {
              AND {until} > {NOW} LOCK IN SHARE MODE"
         );
         let select_rows = format!(
-            "SELECT l.{name}, l.{until}, l.{at}, l.{by}, COALESCE(l.{token}, 0), \
-             l.{until} > db.now, db.now FROM {t} AS l, (SELECT {NOW} AS now) AS db"
+            "SELECT l.{name}, l.{until}, l.{at}, l.{by}, COALESCE(l.{token}, 0), db.now \
+             FROM {t} AS l, (SELECT {NOW} AS now) AS db"
         );
         Statements {
             acquire: trusted_sql(acquire),

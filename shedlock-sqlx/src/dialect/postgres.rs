@@ -260,8 +260,8 @@ impl Dialect for Pg {
         };
         let (until_shown, at_shown) = (clamp(until), clamp(at));
         let select_rows = format!(
-            "SELECT l.{name}, {until_shown}, {at_shown}, l.{by}, COALESCE(l.{token}, 0), \
-             l.{until} > db.now, db.now FROM {t} AS l, (SELECT {NOW} AS now) AS db"
+            "SELECT l.{name}, {until_shown}, {at_shown}, l.{by}, COALESCE(l.{token}, 0), db.now \
+             FROM {t} AS l, (SELECT {NOW} AS now) AS db"
         );
         Statements {
             acquire: trusted_sql(acquire),

@@ -175,7 +175,7 @@ impl Dialect for Sqlite {
         );
         let select_rows = format!(
             "SELECT l.{name}, strftime({FORMAT}, l.{until}), strftime({FORMAT}, l.{at}), l.{by}, \
-             ifnull(l.{token}, 0), {stored_until} > db.now, db.now \
+             ifnull(l.{token}, 0), db.now \
              FROM {t} AS l, (SELECT {now} AS now) AS db"
         );
         Statements {

@@ -1,9 +1,12 @@
 //! The SQL lock provider, written once over a [`Dialect`].
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation, async_trait};
+use shedlock_core::{
+    Error, LockConfiguration, LockInspector, LockLease, LockProvider, LockQuery, LockRecord,
+    Operation, async_trait,
+};
 use sqlx::{Pool, Transaction};
 use tokio::sync::broadcast;
 
@@ -18,7 +21,7 @@ use batch::{AcquireQueue, Answer};
 use retry::{Retry, run};
 use crate::{
     Acquire, Acquired, Dialect, Lease,
-    LockProviderBuilder, LockRow, SchemaIssue, Table, check_lock_name,
+    LockProviderBuilder, SchemaIssue, Table, check_lock_name, record,
     store_error, system_time, token_from_db, token_param, validate_holder,
 };
 
@@ -173,40 +176,6 @@ impl<D: Dialect> SqlLockProvider<D> {
         self.table.create_table_sql(&D::COLUMN_TYPES)
     }
 
-    /// The row of one lock, if it exists, with `held` decided by the database clock.
-    ///
-    /// # Errors
-    /// [`Error::Store`] (`Operation::Read`) when the query fails.
-    pub async fn lock_state(&self, lock_name: &str) -> Result<Option<LockRow>, Error> {
-        let rows = D::read_rows(&self.pool, &self.sql, Some(lock_name))
-            .await
-            .map_err(|e| store_error(Operation::Read, lock_name, &self.table, e))?;
-        Ok(rows.into_iter().next().map(LockRow::from_parts))
-    }
-
-    /// Every row of the lock table, by name, with `held` decided by the database clock.
-    ///
-    /// # Errors
-    /// [`Error::Store`] (`Operation::Read`) when the query fails.
-    pub async fn list_locks(&self) -> Result<Vec<LockRow>, Error> {
-        let rows = D::read_rows(&self.pool, &self.sql, None)
-            .await
-            .map_err(|e| store_error(Operation::Read, "*", &self.table, e))?;
-        Ok(rows.into_iter().map(LockRow::from_parts).collect())
-    }
-
-    /// The database clock now (UTC), the clock every lease is decided by: to compare with
-    /// the instance's clock, or to show how long leases have left.
-    ///
-    /// # Errors
-    /// [`Error::Store`] (`Operation::Read`) when the query fails.
-    pub async fn database_time(&self) -> Result<std::time::SystemTime, Error> {
-        D::database_time(&self.pool)
-            .await
-            .map(system_time)
-            .map_err(|e| store_error(Operation::Read, "*", &self.table, e))
-    }
-
     /// Reads the table's columns and keys from the database's catalog and says what keeps
     /// this provider from working on it safely: a missing table, a missing column, a column
     /// whose type cannot hold what the statements write (e.g. PostgreSQL `timestamptz`, MySQL
@@ -255,38 +224,6 @@ impl<D: Dialect> SqlLockProvider<D> {
                 .map_err(fail(Operation::Release))?;
         }
         tx.rollback().await.map_err(fail(Operation::Release))
-    }
-
-    /// Ends the live lease `(lock_name, holder, fencing_token)` now, as its holder's release
-    /// would (without its `lock_at_least_for`): for operators, e.g. a command line's "release
-    /// the lock held by this instance". Returns whether that lease was live and is now ended.
-    ///
-    /// To force a lock free whoever holds it, read its row with
-    /// [`lock_state`](Self::lock_state) and release by the row's `locked_by` and
-    /// `fencing_token`: a lease taken in between has another token and is left alone.
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] (`holder`) for a holder no provider could have written;
-    /// [`Error::Store`] (`Operation::Release`) when the statement fails.
-    pub async fn release_lease(
-        &self,
-        lock_name: &str,
-        holder: &str,
-        fencing_token: u64,
-    ) -> Result<bool, Error> {
-        let holder = validate_holder(holder.to_owned())?;
-        let Some(token) = token_param(fencing_token) else {
-            return Ok(false);
-        };
-        let args = Lease {
-            name: lock_name,
-            holder: &holder,
-            token,
-            duration: Duration::ZERO,
-        };
-        let (sql, state) = (&*self.sql, &*self.state);
-        run!(self, |c| D::release(c, sql, state, args))
-            .map_err(|e| self.operation_error(Operation::Release, lock_name, e))
     }
 
     /// The fencing guard for writes to this same database: inside the caller's transaction,
@@ -422,6 +359,54 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
 
     fn release_hints(&self) -> Option<broadcast::Receiver<Arc<str>>> {
         D::release_hints(&self.pool, &self.state)
+    }
+}
+
+/// Reads the whole table and filters and pages in this process (a lock table holds one row
+/// per lock name: thousands at most).
+#[async_trait]
+impl<D: Dialect> LockInspector for SqlLockProvider<D> {
+    async fn lock_record(&self, name: &str) -> Result<Option<LockRecord>, Error> {
+        let rows = D::read_rows(&self.pool, &self.sql, Some(name))
+            .await
+            .map_err(|e| store_error(Operation::Read, name, &self.table, e))?;
+        Ok(rows.into_iter().next().map(record))
+    }
+
+    async fn list_locks(&self, query: &LockQuery) -> Result<Vec<LockRecord>, Error> {
+        let rows = D::read_rows(&self.pool, &self.sql, None)
+            .await
+            .map_err(|e| store_error(Operation::Read, "*", &self.table, e))?;
+        Ok(query.apply(rows.into_iter().map(record).collect()))
+    }
+
+    async fn store_time(&self) -> Result<SystemTime, Error> {
+        D::database_time(&self.pool)
+            .await
+            .map(system_time)
+            .map_err(|e| store_error(Operation::Read, "*", &self.table, e))
+    }
+
+    /// Matches the holder exactly as the row holds it, whatever it is (a holder another program
+    /// wrote may be one no provider of ours would accept).
+    async fn release_lock(
+        &self,
+        name: &str,
+        holder: &str,
+        fencing_token: u64,
+    ) -> Result<bool, Error> {
+        let Some(token) = token_param(fencing_token) else {
+            return Ok(false);
+        };
+        let args = Lease {
+            name,
+            holder,
+            token,
+            duration: Duration::ZERO,
+        };
+        let (sql, state) = (&*self.sql, &*self.state);
+        run!(self, |c| D::release(c, sql, state, args))
+            .map_err(|e| self.operation_error(Operation::Release, name, e))
     }
 }
 

@@ -16,12 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::conformance::Harness;
-use shedlock_core::{LockConfiguration, LockProvider};
+use shedlock_core::conformance::inspection::InspectionHarness;
+use shedlock_core::{LockConfiguration, LockInspector, LockProvider};
 
 /// The conformance harness for a real database: providers per holder over one table, and real
 /// waiting (the database's clock cannot be stepped).
 pub(crate) struct DbHarness {
     provider_for: Box<ProviderFor>,
+    inspector: Arc<dyn LockInspector>,
 }
 
 type ProviderFor = dyn Fn(&str) -> Arc<dyn LockProvider> + Send + Sync;
@@ -30,9 +32,10 @@ impl DbHarness {
     /// Providers acting as each holder on `provider`'s table.
     pub(crate) fn over<P>(provider: P) -> Self
     where
-        P: LockProvider + scenarios::ProviderExt + Send + Sync + 'static,
+        P: LockProvider + LockInspector + Clone + scenarios::ProviderExt + Send + Sync + 'static,
     {
         DbHarness {
+            inspector: Arc::new(provider.clone()),
             provider_for: Box::new(move |holder| Arc::new(provider.clone_as(holder))),
         }
     }
@@ -46,6 +49,13 @@ impl Harness for DbHarness {
 
     async fn pass_time(&self, duration: Duration) {
         tokio::time::sleep(duration).await;
+    }
+}
+
+#[shedlock_core::async_trait]
+impl InspectionHarness for DbHarness {
+    async fn inspector(&self) -> Arc<dyn LockInspector> {
+        Arc::clone(&self.inspector)
     }
 }
 

@@ -39,8 +39,14 @@ macro_rules! session_time_zones_case {
                 "west acquired east's lock"
             );
             let (seen_by_a, seen_by_b) = (
-                a.lock_state("tz").await.unwrap().unwrap(),
-                b.lock_state("tz").await.unwrap().unwrap(),
+                ::shedlock_core::LockInspector::lock_record(&a, "tz")
+                    .await
+                    .unwrap()
+                    .unwrap(),
+                ::shedlock_core::LockInspector::lock_record(&b, "tz")
+                    .await
+                    .unwrap()
+                    .unwrap(),
             );
             // The same row in both zones; only the moment of reading differs.
             let mut seen_by_b = seen_by_b;

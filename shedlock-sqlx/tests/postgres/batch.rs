@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use shedlock_core::{LockConfiguration, LockLease, LockProvider};
+use shedlock_core::{LockConfiguration, LockInspector, LockLease, LockProvider, LockQuery};
 use shedlock_sqlx::PgLockProvider;
 use sqlx::{AssertSqlSafe, Executor, PgPool, Postgres, Transaction};
 use tokio::task::JoinHandle;
@@ -133,7 +133,7 @@ async fn five_hundred_acquires_in_a_few_statements() {
         "a held lock was won again"
     );
     assert!(statements <= 10, "{statements} statements for 500 acquires");
-    let rows = provider.list_locks().await.unwrap();
+    let rows = provider.list_locks(&LockQuery::all()).await.unwrap();
     let jobs = rows.iter().filter(|row| row.name.starts_with("job"));
     let tokens: std::collections::HashMap<&str, u64> = first
         .iter()
@@ -142,8 +142,7 @@ async fn five_hundred_acquires_in_a_few_statements() {
         .collect();
     assert!(
         jobs.clone()
-            .all(|row| row.held
-                && tokens.get(row.name.as_str()) == Some(&(row.fencing_token as u64))),
+            .all(|row| row.held && tokens.get(row.name.as_str()) == Some(&row.fencing_token)),
         "the second round changed a held row"
     );
     assert_eq!(jobs.count(), 500);
@@ -226,8 +225,8 @@ async fn each_row_keeps_its_own_conditions() {
         "held and recent refused"
     );
     assert_eq!(statements, 3, "the two blocker acquires and one batch");
-    let expired = provider.lock_state("expired").await.unwrap().unwrap();
-    assert_eq!(expired.locked_by, provider.holder());
+    let expired = provider.lock_record("expired").await.unwrap().unwrap();
+    assert_eq!(expired.holder, provider.holder());
     assert!(expired.held);
     drop_table(&pool, &table).await;
 }
@@ -252,7 +251,7 @@ async fn a_cancelled_waiter_does_not_break_the_batch() {
     for blocked in blocked {
         blocked.await.unwrap();
     }
-    let state = provider.lock_state("cancelled").await.unwrap();
+    let state = provider.lock_record("cancelled").await.unwrap();
     assert!(state.as_ref().is_none_or(|row| !row.held), "{state:?}");
     drop_table(&pool, &table).await;
 }

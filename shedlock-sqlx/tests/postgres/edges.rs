@@ -74,7 +74,7 @@ async fn failed_commit_is_never_reported_as_done() {
     );
 
     allow_commits(&pool, &table).await;
-    let row = a.lock_state("held").await.unwrap().unwrap();
+    let row = a.lock_record("held").await.unwrap().unwrap();
     assert!(row.held, "the failed release changed nothing");
     assert_eq!(
         row.lock_until,

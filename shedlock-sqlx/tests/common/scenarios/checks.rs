@@ -4,6 +4,8 @@
 use std::time::Duration;
 
 use shedlock_core::LockProvider;
+#[allow(unused_imports)]
+use shedlock_core::{LockInspector as _, LockQuery, LockRecord};
 use shedlock_sqlx::{ColumnNames, SchemaIssue};
 
 use super::{LONG, ProviderExt, TestDb, config, drop_table, fresh, row};
@@ -27,7 +29,7 @@ pub(crate) async fn inspection_reads_the_database_clock<D: TestDb>(db: &D) {
 
     let before = db.now().await;
     let running = row::<D>(&provider, "running").await;
-    let now = provider.database_time().await.expect("database time");
+    let now = provider.store_time().await.expect("database time");
     let after = db.now().await;
     let within = |t| millis_between(before, t) >= -1 && millis_between(t, after) >= -1;
     assert!(
@@ -130,7 +132,7 @@ pub(crate) async fn check_access_leaves_no_trace<D: TestDb>(db: &D) {
     let provider = fresh(db, "prober").await;
     provider.check_access().await.expect("access");
     provider.check_access().await.expect("access, again");
-    assert_eq!(provider.list_locks().await.unwrap(), []);
+    assert_eq!(provider.list_locks(&LockQuery::all()).await.unwrap(), []);
     drop_table(db, provider.table_name()).await;
 
     let absent = db

@@ -44,7 +44,7 @@ pub(crate) async fn java_shedlock_tables_work<D: TestDb>(db: &D) {
     // Java's rows kept their times: the held one is held for about an hour more.
     let now = db.now().await;
     let held = row::<D>(&provider, "held").await;
-    assert!(held.held && held.locked_by == "java-host", "{held:?}");
+    assert!(held.held && held.holder == "java-host", "{held:?}");
     let left = millis_between(now, held.lock_until);
     assert!(
         (59 * 60_000..=61 * 60_000).contains(&left),
@@ -68,9 +68,9 @@ pub(crate) async fn java_shedlock_tables_work<D: TestDb>(db: &D) {
     // it against ours, and leaves the token alone.
     db.execute(&on(java.acquire, &table, "expired")).await;
     let taken = row::<D>(&provider, "expired").await;
-    assert_eq!(taken.locked_by, "java-host");
+    assert_eq!(taken.holder, "java-host");
     assert!(taken.held);
-    assert_eq!(taken.fencing_token, lease.fencing_token() as i64);
+    assert_eq!(taken.fencing_token, lease.fencing_token());
     assert!(
         provider
             .acquire(&config("expired", LONG, Duration::ZERO))

@@ -16,8 +16,10 @@ pub(crate) use schema::*;
 use std::time::{Duration, SystemTime};
 
 use shedlock_core::{Error, LockConfiguration, Operation};
+#[allow(unused_imports)]
+use shedlock_core::{LockInspector as _, LockQuery, LockRecord};
 use shedlock_sqlx::dialect::Dialect;
-use shedlock_sqlx::{ColumnNames, LockRow, SqlLockProvider};
+use shedlock_sqlx::{ColumnNames, SqlLockProvider};
 
 use super::unique_table;
 
@@ -76,9 +78,9 @@ pub(super) fn config(name: &str, at_most: Duration, at_least: Duration) -> LockC
 
 pub(super) const LONG: Duration = Duration::from_secs(600);
 
-pub(super) async fn row<D: TestDb>(provider: &Provider<D>, name: &str) -> LockRow {
+pub(super) async fn row<D: TestDb>(provider: &Provider<D>, name: &str) -> LockRecord {
     provider
-        .lock_state(name)
+        .lock_record(name)
         .await
         .expect("read")
         .unwrap_or_else(|| panic!("no row for {name}"))
@@ -187,6 +189,11 @@ macro_rules! sql_provider_tests {
             }
 
             ::shedlock_core::conformance_tests!(harness());
+
+            mod inspection {
+                use super::*;
+                ::shedlock_core::inspection_tests!(harness());
+            }
         }
 
         mod cases {

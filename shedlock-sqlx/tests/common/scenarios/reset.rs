@@ -66,7 +66,7 @@ pub(crate) async fn reset_rows_never_repeat_tokens<D: TestDb>(db: &D) {
             .is_none()
     );
     assert!(!a.release(&stale).await.unwrap());
-    assert_eq!(row::<D>(&a, "reset").await.locked_by, "b");
+    assert_eq!(row::<D>(&a, "reset").await.holder, "b");
     assert!(b.release(&current).await.unwrap());
 
     // A backup restored over the table: the row as it was before, token and all.
@@ -98,7 +98,7 @@ pub(crate) async fn guard_checks_the_holder<D: TestDb>(db: &D) {
     ))
     .await;
     let taken = row::<D>(&a, "shared").await;
-    assert_eq!(taken.fencing_token, stale.fencing_token() as i64);
+    assert_eq!(taken.fencing_token, stale.fencing_token());
     assert!(taken.held);
     assert!(
         !guard_passes::<D>(&a, "shared", stale.fencing_token()).await,
