@@ -193,10 +193,10 @@ impl Pool {
         holder: &str,
         dedicated: Option<usize>,
     ) -> anyhow::Result<Arc<dyn LockProvider>> {
-        fn dedicated_connections<D: shedlock::dialect::Dialect>(
-            builder: shedlock::LockProviderBuilder<D>,
+        fn dedicated_connections<D: shedlock::sql::dialect::Dialect>(
+            builder: shedlock::sql::SqlLockProviderBuilder<D>,
             connections: Option<usize>,
-        ) -> shedlock::LockProviderBuilder<D> {
+        ) -> shedlock::sql::SqlLockProviderBuilder<D> {
             match connections {
                 Some(n) => builder.dedicated_connections(n),
                 None => builder,

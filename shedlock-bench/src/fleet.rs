@@ -560,7 +560,11 @@ pub(crate) async fn instance(args: &[String]) -> anyhow::Result<()> {
     )?;
 
     let pool = Pool::provider_connect(db, &url).await?;
-    let provider = pool.provider(TABLE, shedlock::default_holder(), Some(connections))?;
+    let provider = pool.provider(
+        TABLE,
+        shedlock::provider::default_holder(),
+        Some(connections),
+    )?;
     let runs: Arc<Mutex<Vec<(usize, u64)>>> = Arc::default();
     let mut registry = JobRegistry::new(Arc::clone(&runs));
     for job in 0..jobs {

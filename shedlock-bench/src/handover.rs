@@ -6,10 +6,8 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shedlock::{
-    ElectionConfig, LeaderElection, LockProvider, PgLockProvider, SqliteLockProvider,
-    default_holder,
-};
+use shedlock::provider::default_holder;
+use shedlock::{ElectionConfig, LeaderElection, LockProvider, PgLockProvider, SqliteLockProvider};
 use sqlx::postgres::PgPoolOptions;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;

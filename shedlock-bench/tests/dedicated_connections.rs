@@ -56,7 +56,7 @@ struct DedicatedHarness(Box<ProviderFor>);
 
 type ProviderFor = dyn Fn(&str) -> Arc<dyn LockProvider> + Send + Sync;
 
-#[shedlock::async_trait]
+#[shedlock::provider::async_trait]
 impl Harness for DedicatedHarness {
     async fn provider(&self, holder: &str) -> Arc<dyn LockProvider> {
         (self.0)(holder)

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use percent_encoding::percent_decode_str;
-use shedlock_sqlx::LockProviderBuilder;
+use shedlock_sqlx::SqlLockProviderBuilder;
 use shedlock_sqlx::dialect::{Dialect, MySql, Pg, Sqlite};
 use sqlx::mysql::MySqlConnectOptions;
 use sqlx::pool::PoolOptions;
@@ -114,7 +114,7 @@ pub(crate) trait OpenPool: Dialect {
     fn offline_pool() -> Pool<Self::Database>;
 
     /// The builder settings of this database the tool needs.
-    fn for_tool(builder: LockProviderBuilder<Self>) -> LockProviderBuilder<Self> {
+    fn for_tool(builder: SqlLockProviderBuilder<Self>) -> SqlLockProviderBuilder<Self> {
         builder
     }
 }
@@ -130,8 +130,8 @@ impl OpenPool for Pg {
 
     /// A release by the tool wakes no election: it never listens itself, so it has no
     /// listener to notify about.
-    fn for_tool(builder: LockProviderBuilder<Self>) -> LockProviderBuilder<Self> {
-        builder.without_release_notify()
+    fn for_tool(builder: SqlLockProviderBuilder<Self>) -> SqlLockProviderBuilder<Self> {
+        builder.without_release_hints()
     }
 }
 

@@ -85,7 +85,7 @@ impl ColumnNames {
 /// Only plain identifiers (`[A-Za-z_][A-Za-z0-9_]*`, at most 63 characters each) are accepted,
 /// the table optionally as `schema.table`: they are written into the SQL unquoted.
 #[derive(Debug)]
-pub struct LockProviderBuilder<D: Dialect> {
+pub struct SqlLockProviderBuilder<D: Dialect> {
     pool: Pool<D::Database>,
     table: String,
     columns: ColumnNames,
@@ -95,9 +95,9 @@ pub struct LockProviderBuilder<D: Dialect> {
     pub(crate) options: D::Options,
 }
 
-impl<D: Dialect> LockProviderBuilder<D> {
+impl<D: Dialect> SqlLockProviderBuilder<D> {
     pub(crate) fn new(pool: Pool<D::Database>) -> Self {
-        LockProviderBuilder {
+        SqlLockProviderBuilder {
             pool,
             table: "shedlock".into(),
             columns: ColumnNames::default(),

@@ -15,7 +15,7 @@
 //! # One provider, one seam per database
 //!
 //! The three providers are one type, [`SqlLockProvider<D>`](SqlLockProvider), over a
-//! [`Dialect`](dialect::Dialect): the builder, connection handling, retries, error mapping,
+//! [`Dialect`]: the builder, connection handling, retries, error mapping,
 //! inspection (the [`LockInspector`](shedlock_core::LockInspector) every store implements:
 //! records, listing, the database clock, an operator's release), the fencing guard
 //! ([`verify_lease`](SqlLockProvider::verify_lease)), operators' tools
@@ -32,7 +32,7 @@
 //! `test_before_acquire(false)`) whenever it hands one out: on a lock statement of one round
 //! trip, that is two or three. So every provider runs its lock statements on connections of
 //! its own, up to 32 by default (4 on an SQLite file), opened as concurrent statements need
-//! them ([`dedicated_connections`](LockProviderBuilder::dedicated_connections)), and
+//! them ([`dedicated_connections`](SqlLockProviderBuilder::dedicated_connections)), and
 //! `connect(url)` opens a pool that skips the checkout ping. Given a pool of yours, the
 //! provider opens its connections through it (its options and `after_connect` apply), in
 //! addition to its `max_connections`.
@@ -66,7 +66,7 @@
 //! working, and Java and Rust instances can share it, once the column exists.
 //! `create_schema()` creates the table if needed and adds the column if missing; it is
 //! idempotent and safe to run from every instance at start-up. The table and column names are
-//! configurable ([`LockProviderBuilder`], [`ColumnNames`]); only plain identifiers are
+//! configurable ([`SqlLockProviderBuilder`], [`ColumnNames`]); only plain identifiers are
 //! accepted. The same DDL is in `sql/` beside this crate, for migration tools.
 //!
 //! PostgreSQL (`sql/postgres.sql`):
@@ -137,7 +137,7 @@ any_database! {
     mod schema_check;
     mod values;
 
-    pub use builder::{ColumnNames, LockProviderBuilder};
+    pub use builder::{ColumnNames, SqlLockProviderBuilder};
     pub use provider::SqlLockProvider;
     pub use schema_check::SchemaIssue;
 }

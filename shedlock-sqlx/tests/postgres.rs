@@ -175,7 +175,7 @@ async fn release_notifies_listeners() {
     let always = PgLockProvider::builder(pool.clone())
         .table(&table)
         .release_channel("Jobs Freed")
-        .notify_every_release()
+        .hint_every_release()
         .build()
         .unwrap();
     assert_eq!(always.release_channel(), Some("Jobs Freed"));
@@ -193,7 +193,7 @@ async fn release_notifies_listeners() {
 
     let never = PgLockProvider::builder(pool.clone())
         .table(&table)
-        .without_release_notify()
+        .without_release_hints()
         .build()
         .unwrap();
     assert!(never.release_channel().is_none() && never.release_hints().is_none());

@@ -41,8 +41,8 @@ pub(crate) const DEFAULT_DEDICATED_CONNECTIONS: usize = 32;
 pub(crate) type Connection<D> = <<D as Dialect>::Database as Database>::Connection;
 
 /// One database's SQL behind [`SqlLockProvider`](crate::SqlLockProvider): implemented by
-/// [`Pg`](crate::dialect::Pg), [`MySql`](crate::dialect::MySql) and
-/// [`Sqlite`](crate::dialect::Sqlite), and sealed: its methods are the crate's business.
+/// [`Pg`], [`MySql`] and
+/// [`Sqlite`], and sealed: its methods are the crate's business.
 ///
 /// Every method runs statements prepared once by [`statements`](Self::statements) and returns
 /// sqlx's error untouched; the provider maps errors, retries serialization failures and decides

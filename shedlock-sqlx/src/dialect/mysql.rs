@@ -36,7 +36,7 @@ const ER_DUP_FIELDNAME: u16 = 1060;
 /// [`connect`](SqlLockProvider::connect) opens a pool of sqlx's default size (10) that does not
 /// ping connections it hands out; the provider opens up to 32 connections of its own for lock
 /// statements as concurrent statements need them (see
-/// [`dedicated_connections`](crate::LockProviderBuilder::dedicated_connections)).
+/// [`dedicated_connections`](crate::SqlLockProviderBuilder::dedicated_connections)).
 ///
 /// Lock names compare case-sensitively in a table made by
 /// [`create_schema`](SqlLockProvider::create_schema) (`utf8mb4_bin`); in a ShedLock table with

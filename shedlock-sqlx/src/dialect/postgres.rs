@@ -17,7 +17,7 @@ use sqlx::{PgConnection, PgPool, Postgres, SqlStr};
 use tokio::sync::broadcast;
 
 use crate::{
-    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, LockProviderBuilder,
+    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, SqlLockProviderBuilder,
     MAX_IDENTIFIER_LEN, RowParts, SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis,
     single, trusted_sql,
 };
@@ -36,7 +36,7 @@ use hints::{ReleaseHints, is_unsupported};
 /// [`connect`](SqlLockProvider::connect) opens a pool of sqlx's default size (10) that does not
 /// ping connections it hands out (`test_before_acquire(false)`); the provider opens up to 32
 /// connections of its own for lock statements as concurrent statements need them (see
-/// [`dedicated_connections`](LockProviderBuilder::dedicated_connections)).
+/// [`dedicated_connections`](SqlLockProviderBuilder::dedicated_connections)).
 ///
 /// For fast handover (leader election), a release can also send `NOTIFY` on the
 /// [release channel](SqlLockProvider::release_channel) (default `<table>_released`,
@@ -47,14 +47,14 @@ use hints::{ReleaseHints, is_unsupported};
 /// acquire+release pairs ran about 4 times slower with a `NOTIFY` on every release), so by
 /// default a provider only notifies once it (or a clone) listens for hints itself, which every
 /// election candidate does.
-/// [`notify_every_release`](LockProviderBuilder::notify_every_release) and
-/// [`without_release_notify`](LockProviderBuilder::without_release_notify) change that.
+/// [`hint_every_release`](SqlLockProviderBuilder::hint_every_release) and
+/// [`without_release_hints`](SqlLockProviderBuilder::without_release_hints) change that.
 /// Notifications are hints: they are lost while a listener reconnects, so keep polling too.
 ///
 /// **`SERIALIZABLE` databases (CockroachDB).** The statements are correct at any isolation
 /// level; serialization failures (`40001`) are retried (see [`SqlLockProvider`]). Where the
 /// database refuses `LISTEN` or `pg_notify`, the provider notices at the first attempt, logs
-/// it once and runs without hints (followers poll); `without_release_notify()` says so up
+/// it once and runs without hints (followers poll); `without_release_hints()` says so up
 /// front.
 ///
 /// ```no_run
@@ -298,7 +298,7 @@ impl Dialect for Pg {
                 "release_channel",
                 format!(
                     "{channel:?} is not a usable channel name (1 to {MAX_IDENTIFIER_LEN} bytes); \
-                     set one with `release_channel` or use `without_release_notify`"
+                     set one with `release_channel` or use `without_release_hints`"
                 ),
             ));
         }
@@ -549,7 +549,7 @@ impl Dialect for Pg {
 
 impl PgLockProvider {
     /// The channel releases notify (payload: the lock name), unless built
-    /// [`without_release_notify`](LockProviderBuilder::without_release_notify). `LISTEN` on it,
+    /// [`without_release_hints`](SqlLockProviderBuilder::without_release_hints). `LISTEN` on it,
     /// e.g. with `sqlx::postgres::PgListener::listen`, to learn at once that a lock became free
     /// (see [`PgLockProvider`] for when releases notify).
     pub fn release_channel(&self) -> Option<&str> {
@@ -557,7 +557,7 @@ impl PgLockProvider {
     }
 }
 
-impl LockProviderBuilder<Pg> {
+impl SqlLockProviderBuilder<Pg> {
     /// The channel releases notify, instead of `<table>_released` (at most 63 bytes,
     /// PostgreSQL's limit).
     pub fn release_channel(mut self, channel: impl Into<String>) -> Self {
@@ -567,14 +567,14 @@ impl LockProviderBuilder<Pg> {
 
     /// Notify on every successful release, not only once this provider listens for hints:
     /// for instances that `LISTEN` on the channel themselves.
-    pub fn notify_every_release(mut self) -> Self {
+    pub fn hint_every_release(mut self) -> Self {
         self.options.policy = NotifyPolicy::Always;
         self
     }
 
     /// Never notify, and offer no release hints: for databases without `LISTEN`/`NOTIFY`
     /// (CockroachDB), where the provider would otherwise find out at its first attempt.
-    pub fn without_release_notify(mut self) -> Self {
+    pub fn without_release_hints(mut self) -> Self {
         self.options.policy = NotifyPolicy::Never;
         self
     }

@@ -45,7 +45,7 @@ const FILE_CONNECTIONS: u32 = 4;
 /// - A file (`sqlite://locks.db`, `sqlite:///var/lib/app/locks.db`): created if missing, WAL
 ///   journal mode, 5 s busy timeout, a pool of up to 4 connections, and up to 4 connections
 ///   of the provider's own for lock statements (see
-///   [`dedicated_connections`](crate::LockProviderBuilder::dedicated_connections)).
+///   [`dedicated_connections`](crate::SqlLockProviderBuilder::dedicated_connections)).
 /// - In memory (`sqlite::memory:`): one connection that is never closed, since the database
 ///   lives only as long as a connection to it, and no connections of the provider's own. Each
 ///   call opens a separate database.

@@ -21,7 +21,7 @@ use batch::{AcquireQueue, Answer};
 use retry::{Retry, run};
 use crate::{
     Acquire, Acquired, Dialect, Lease,
-    LockProviderBuilder, SchemaIssue, Table, check_lock_name, record,
+    SqlLockProviderBuilder, SchemaIssue, Table, check_lock_name, record,
     store_error, system_time, token_from_db, token_param, validate_holder,
 };
 
@@ -33,7 +33,7 @@ use crate::{
 ///
 /// - **Fast by default.** [`connect`](Self::connect) opens a pool set up for lock statements,
 ///   and the provider runs acquire, release and extend on
-///   [connections of its own](LockProviderBuilder::dedicated_connections) (by default up to 32
+///   [connections of its own](SqlLockProviderBuilder::dedicated_connections) (by default up to 32
 ///   on a server, 4 on an SQLite file, opened as concurrent statements need them and closed
 ///   after a minute idle), one round trip per statement. Given a pool of yours
 ///   ([`new`](Self::new), [`builder`](Self::builder)), it does the same, opening those
@@ -46,7 +46,7 @@ use crate::{
 ///   a few statements per tick instead of one per job. A caller that goes away while queued is
 ///   left out; one that goes away after its lock was won gets it released. MySQL/MariaDB and
 ///   SQLite send every acquire alone, and so does a provider with
-///   [`dedicated_connections(0)`](LockProviderBuilder::dedicated_connections).
+///   [`dedicated_connections(0)`](SqlLockProviderBuilder::dedicated_connections).
 /// - **Serialization failures are retried.** A statement the database aborted with SQLSTATE
 ///   `40001` or `40P01` (a `SERIALIZABLE` database such as CockroachDB, or a deadlock) rolled
 ///   back, so it is retried up to 5 more times after a random pause of up to 2, 4, …, 32 ms.
@@ -109,9 +109,9 @@ impl<D: Dialect> SqlLockProvider<D> {
             .expect("the default table, columns and holder are valid")
     }
 
-    /// Configures table, columns, holder and connections; see [`LockProviderBuilder`].
-    pub fn builder(pool: Pool<D::Database>) -> LockProviderBuilder<D> {
-        LockProviderBuilder::new(pool)
+    /// Configures table, columns, holder and connections; see [`SqlLockProviderBuilder`].
+    pub fn builder(pool: Pool<D::Database>) -> SqlLockProviderBuilder<D> {
+        SqlLockProviderBuilder::new(pool)
     }
 
     pub(crate) fn from_parts(
