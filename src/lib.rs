@@ -8,18 +8,19 @@ pub use shedlock_core::{
     JobLock, JobOutcome, JobRegistry, JobStatus, LeaderElection, LeaderElectionBuilder,
     LeaderState, Lock, LockConfiguration, LockContext, LockEvent, LockInspector, LockLease,
     LockListener, LockProvider, LockQuery, LockRecord, LockingTaskExecutor, MAX_LOCK_NAME_LEN,
-    ManualClock, Operation, Schedule, Scheduler, SchedulerBuilder, SchedulerConfig, ShutdownReport,
-    SystemClock, TaskResult, TokioClock,
+    ManualClock, Operation, RunOutcome, RunQuery, RunRecord, Schedule, Scheduler, SchedulerBuilder,
+    SchedulerConfig, ShutdownReport, SystemClock, TaskResult, TokioClock,
 };
 
 /// For writing a store of your own: the interfaces a store implements ([`LockProvider`],
-/// [`LockInspector`], [`Elector`]), what they return, and the helpers every store of this
+/// [`LockInspector`], [`RunLog`](provider::RunLog), [`Elector`]), what they return, and the helpers every store of this
 /// workspace uses. `CONTRIBUTING.md` walks through adding one.
 pub mod provider {
     #[doc(inline)]
     pub use shedlock_core::{
         BoxError, Elector, LockInspector, LockLease, LockProvider, LockQuery, LockRecord,
-        MAX_HOLDER_LEN, Operation, async_trait, default_holder, validate_holder,
+        MAX_ERROR_LEN, MAX_HOLDER_LEN, Operation, RunEnd, RunLog, RunQuery, RunRecord, RunStart,
+        async_trait, default_holder, validate_holder,
     };
 }
 
@@ -27,7 +28,7 @@ pub mod provider {
 #[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 #[doc(inline)]
-pub use shedlock_core::{conformance, conformance_tests, inspection_tests};
+pub use shedlock_core::{conformance, conformance_tests, inspection_tests, runs_tests};
 
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]

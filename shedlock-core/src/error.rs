@@ -84,6 +84,8 @@ pub enum Operation {
     Schema,
     /// Reading lock state (status, fencing guard).
     Read,
+    /// Writing or reading run records.
+    Runs,
 }
 
 impl fmt::Display for Operation {
@@ -94,6 +96,7 @@ impl fmt::Display for Operation {
             Operation::Extend => "extend",
             Operation::Schema => "set up the schema for",
             Operation::Read => "read",
+            Operation::Runs => "record the runs of",
         })
     }
 }

@@ -31,6 +31,7 @@
 mod election;
 mod error;
 mod lock;
+mod runs;
 mod scheduler;
 
 #[doc(hidden)]
@@ -54,6 +55,7 @@ pub use lock::listener::{LockEvent, LockListener};
 pub use lock::memory::InMemoryLockProvider;
 pub use lock::provider::{LockLease, LockProvider};
 pub use lock::record::{LockInspector, LockQuery, LockRecord};
+pub use runs::{MAX_ERROR_LEN, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart};
 pub use scheduler::config::SchedulerConfig;
 pub use scheduler::job::{IntoJobResult, Job, JobLock};
 pub use scheduler::registry::JobRegistry;

@@ -6,7 +6,8 @@ use std::time::{Duration, SystemTime};
 
 use shedlock_core::conformance::Harness;
 use shedlock_core::conformance::inspection::InspectionHarness;
-use shedlock_core::{InMemoryLockProvider, LockInspector, LockProvider, ManualClock};
+use shedlock_core::conformance::runs::RunsHarness;
+use shedlock_core::{InMemoryLockProvider, LockInspector, LockProvider, ManualClock, RunLog};
 
 struct MemoryHarness {
     clock: Arc<ManualClock>,
@@ -41,7 +42,19 @@ impl InspectionHarness for MemoryHarness {
     }
 }
 
+#[shedlock_core::async_trait]
+impl RunsHarness for MemoryHarness {
+    async fn run_log(&self) -> Arc<dyn RunLog> {
+        Arc::new(self.store.clone())
+    }
+}
+
 shedlock_core::conformance_tests!(async { Some(MemoryHarness::new()) });
+
+mod runs {
+    use super::*;
+    shedlock_core::runs_tests!(async { Some(MemoryHarness::new()) });
+}
 
 mod inspection {
     use super::*;

@@ -1,6 +1,6 @@
 //! A lock store in process memory, with the full semantics of a real store.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -8,8 +8,11 @@ use async_trait::async_trait;
 
 use crate::{
     Clock, Error, LockConfiguration, LockInspector, LockLease, LockProvider, LockQuery, LockRecord,
-    SystemClock, default_holder,
+    RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart, SystemClock, default_holder,
 };
+
+/// Run records an in-memory store keeps; older ones are dropped first.
+const MAX_RUNS: usize = 10_000;
 
 /// Locks kept in this process: for tests, single-instance deployments, and as the reference
 /// implementation of the [`LockProvider`] contract (fencing tokens, extension, `lock_at_least_for`).
@@ -41,6 +44,8 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct InMemoryLockProvider {
     rows: Arc<Mutex<HashMap<Arc<str>, Row>>>,
+    /// Run records, oldest first, at most [`MAX_RUNS`].
+    runs: Arc<Mutex<VecDeque<RunRecord>>>,
     released: tokio::sync::broadcast::Sender<Arc<str>>,
     clock: Arc<dyn Clock>,
     holder: Arc<str>,
@@ -59,6 +64,7 @@ impl InMemoryLockProvider {
     pub fn new() -> Self {
         InMemoryLockProvider {
             rows: Arc::default(),
+            runs: Arc::default(),
             released: tokio::sync::broadcast::channel(64).0,
             clock: Arc::new(SystemClock),
             holder: default_holder().into(),
@@ -222,4 +228,50 @@ fn record(name: &str, row: &Row, now: SystemTime) -> LockRecord {
         row.fencing_token,
         now,
     )
+}
+
+#[async_trait]
+impl RunLog for InMemoryLockProvider {
+    async fn run_started(&self, start: &RunStart) -> Result<RunRecord, Error> {
+        let now = self.clock.now();
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(existing) = runs.iter().find(|r| same_run(r, start)) {
+            return Ok(existing.clone());
+        }
+        let record = RunRecord::started(start, now);
+        if runs.len() >= MAX_RUNS {
+            runs.pop_front();
+        }
+        runs.push_back(record.clone());
+        Ok(record)
+    }
+
+    async fn run_finished(&self, start: &RunStart, end: &RunEnd) -> Result<(), Error> {
+        let now = self.clock.now();
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        match runs.iter_mut().find(|r| same_run(r, start)) {
+            Some(record) if record.outcome == RunOutcome::Running => {
+                *record = record.clone().finished(end, now);
+            }
+            Some(_) => {}
+            None => {
+                if runs.len() >= MAX_RUNS {
+                    runs.pop_front();
+                }
+                runs.push_back(RunRecord::started(start, now).finished(end, now));
+            }
+        }
+        Ok(())
+    }
+
+    async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>, Error> {
+        let runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(query.apply(runs.iter().cloned().collect()))
+    }
+}
+
+fn same_run(record: &RunRecord, start: &RunStart) -> bool {
+    record.lock == start.lock
+        && record.fencing_token == start.fencing_token
+        && record.attempt == start.attempt
 }

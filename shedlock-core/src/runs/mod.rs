@@ -1,0 +1,11 @@
+//! Run records: every run of a locked job leaves one in the store beside its lock, so the fleet
+//! can tell which instance ran a tick, whether it succeeded, and which runs were interrupted.
+//!
+//! The scheduler writes them through a [`RunLog`], which every store of this workspace
+//! implements next to its lock provider (see `conformance::runs`).
+
+mod log;
+mod record;
+
+pub use log::{RunLog, RunQuery};
+pub use record::{MAX_ERROR_LEN, RunEnd, RunOutcome, RunRecord, RunStart};

@@ -1,0 +1,278 @@
+//! What a run record holds.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+/// Longest error text a record keeps (in bytes, cut at a character boundary): enough for a
+/// message and a short chain of causes, small enough for any store.
+pub const MAX_ERROR_LEN: usize = 2000;
+
+/// How a run ended, or that it has not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RunOutcome {
+    /// Started and not finished: running, or its instance died (see
+    /// [`RunRecord::is_interrupted`]).
+    Running,
+    /// Returned normally.
+    Succeeded,
+    /// Returned an error (or panicked) and was not retried.
+    Failed,
+    /// Returned an error and was run again under the same lock (a later attempt follows).
+    Retried,
+    /// Its instance died or lost the lease before it finished; written by the instance that
+    /// noticed.
+    Interrupted,
+}
+
+impl RunOutcome {
+    /// The outcome as stores keep it: `running`, `succeeded`, `failed`, `retried`,
+    /// `interrupted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Running => "running",
+            RunOutcome::Succeeded => "succeeded",
+            RunOutcome::Failed => "failed",
+            RunOutcome::Retried => "retried",
+            RunOutcome::Interrupted => "interrupted",
+        }
+    }
+
+    /// The outcome a store kept; `None` for text that is none of them.
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "running" => RunOutcome::Running,
+            "succeeded" => RunOutcome::Succeeded,
+            "failed" => RunOutcome::Failed,
+            "retried" => RunOutcome::Retried,
+            "interrupted" => RunOutcome::Interrupted,
+            _ => return None,
+        })
+    }
+
+    /// Whether the run has ended.
+    pub fn is_final(self) -> bool {
+        self != RunOutcome::Running
+    }
+}
+
+impl fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A run about to start under a lease: what [`RunLog::run_started`](super::RunLog::run_started)
+/// records. The store adds the start time from its own clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunStart {
+    /// The lock the run holds (runs are kept per lock: tokens are).
+    pub lock: String,
+    /// The job's name.
+    pub job: String,
+    /// The fire time the run belongs to; `None` for a run started by hand (`run_now`).
+    pub tick: Option<SystemTime>,
+    /// The instance running it (the lease's holder).
+    pub holder: String,
+    /// The lease's fencing token.
+    pub fencing_token: u64,
+    /// 1 for the first attempt; retries and the rerun of an interrupted run count up.
+    pub attempt: u32,
+}
+
+impl RunStart {
+    /// A first attempt.
+    pub fn new(
+        lock: impl Into<String>,
+        job: impl Into<String>,
+        tick: Option<SystemTime>,
+        holder: impl Into<String>,
+        fencing_token: u64,
+    ) -> Self {
+        RunStart {
+            lock: lock.into(),
+            job: job.into(),
+            tick,
+            holder: holder.into(),
+            fencing_token,
+            attempt: 1,
+        }
+    }
+
+    /// The same run's attempt `attempt`.
+    pub fn attempt(mut self, attempt: u32) -> Self {
+        self.attempt = attempt;
+        self
+    }
+}
+
+/// How a run ended: what [`RunLog::run_finished`](super::RunLog::run_finished) records. The
+/// store adds the end time from its own clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunEnd {
+    /// The outcome (never [`RunOutcome::Running`]).
+    pub outcome: RunOutcome,
+    /// The error's text for a failed, retried or interrupted run, at most [`MAX_ERROR_LEN`]
+    /// bytes.
+    pub error: Option<String>,
+}
+
+impl RunEnd {
+    /// A run that returned normally.
+    pub fn succeeded() -> Self {
+        RunEnd {
+            outcome: RunOutcome::Succeeded,
+            error: None,
+        }
+    }
+
+    /// A run that ended with `outcome` and `error` (cut to [`MAX_ERROR_LEN`] bytes).
+    pub fn with_error(outcome: RunOutcome, error: impl Into<String>) -> Self {
+        RunEnd {
+            outcome,
+            error: Some(truncate(error.into())),
+        }
+    }
+}
+
+fn truncate(mut text: String) -> String {
+    if text.len() > MAX_ERROR_LEN {
+        let mut cut = MAX_ERROR_LEN;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    text
+}
+
+/// One run of a job, as the store records it. Times are the store's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunRecord {
+    /// The lock the run held.
+    pub lock: String,
+    /// The job's name.
+    pub job: String,
+    /// The fire time the run belongs to; `None` for a run started by hand.
+    pub tick: Option<SystemTime>,
+    /// The instance that ran it.
+    pub holder: String,
+    /// Its lease's fencing token.
+    pub fencing_token: u64,
+    /// 1 for the first attempt, more for retries and the rerun of an interrupted run.
+    pub attempt: u32,
+    /// When it started (store clock).
+    pub started_at: SystemTime,
+    /// When it ended (store clock); `None` while running, and for a run whose instance died.
+    pub finished_at: Option<SystemTime>,
+    /// How it ended.
+    pub outcome: RunOutcome,
+    /// The error's text, for a failed, retried or interrupted run.
+    pub error: Option<String>,
+}
+
+impl RunRecord {
+    /// A record of `start` begun at `started_at`, still running. Called by stores.
+    pub fn started(start: &RunStart, started_at: SystemTime) -> Self {
+        RunRecord {
+            lock: start.lock.clone(),
+            job: start.job.clone(),
+            tick: start.tick,
+            holder: start.holder.clone(),
+            fencing_token: start.fencing_token,
+            attempt: start.attempt,
+            started_at,
+            finished_at: None,
+            outcome: RunOutcome::Running,
+            error: None,
+        }
+    }
+
+    /// This record ended with `end` at `finished_at`. Called by stores.
+    pub fn finished(mut self, end: &RunEnd, finished_at: SystemTime) -> Self {
+        self.outcome = end.outcome;
+        self.error = end.error.clone();
+        self.finished_at = Some(finished_at);
+        self
+    }
+
+    /// How long the run took, if it ended.
+    pub fn duration(&self) -> Option<Duration> {
+        self.finished_at?.duration_since(self.started_at).ok()
+    }
+
+    /// Whether a record still marked running belongs to a lease that is gone: its instance
+    /// died (or stalled past its lease) before it finished. `current_token` and `held` describe
+    /// the lock now ([`LockRecord`](crate::LockRecord)): the run is interrupted when the lock
+    /// is no longer held with its token.
+    pub fn is_interrupted(&self, current_token: u64, held: bool) -> bool {
+        match self.outcome {
+            RunOutcome::Interrupted => true,
+            RunOutcome::Running => !(held && current_token == self.fencing_token),
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for RunRecord {
+    /// One line: `nightly #1 (token 7) on web-1: succeeded in 1.2s`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} #{} (token {}) on {}: {}",
+            self.job, self.attempt, self.fencing_token, self.holder, self.outcome
+        )?;
+        if let Some(duration) = self.duration() {
+            write!(f, " in {}", humantime::format_duration(round_ms(duration)))?;
+        }
+        if let Some(error) = &self.error {
+            write!(f, ": {error}")?;
+        }
+        Ok(())
+    }
+}
+
+fn round_ms(duration: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_read_back() {
+        for outcome in [
+            RunOutcome::Running,
+            RunOutcome::Succeeded,
+            RunOutcome::Failed,
+            RunOutcome::Retried,
+            RunOutcome::Interrupted,
+        ] {
+            assert_eq!(RunOutcome::parse(outcome.as_str()), Some(outcome));
+        }
+        assert_eq!(RunOutcome::parse("done"), None);
+    }
+
+    #[test]
+    fn errors_are_cut_at_a_character() {
+        let end = RunEnd::with_error(RunOutcome::Failed, "é".repeat(MAX_ERROR_LEN));
+        let error = end.error.unwrap();
+        assert!(error.len() <= MAX_ERROR_LEN && error.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn a_running_record_without_its_lease_is_interrupted() {
+        let start = RunStart::new("l", "j", None, "h", 7);
+        let running = RunRecord::started(&start, SystemTime::UNIX_EPOCH);
+        assert!(!running.is_interrupted(7, true));
+        assert!(running.is_interrupted(7, false), "its lease ended");
+        assert!(running.is_interrupted(9, true), "taken over");
+        let done = running.finished(&RunEnd::succeeded(), SystemTime::UNIX_EPOCH);
+        assert!(!done.is_interrupted(9, false));
+        assert_eq!(done.to_string(), "j #1 (token 7) on h: succeeded in 0s");
+    }
+}
