@@ -119,17 +119,21 @@ impl Db {
             Kind::Postgres => (
                 vec![
                     format!("CREATE ROLE {user} LOGIN"),
-                    format!("GRANT SELECT ON {table} TO {user}"),
+                    format!("GRANT SELECT ON {table}, {table}_runs TO {user}"),
                 ],
-                vec![format!("DROP TABLE {table}"), format!("DROP ROLE {user}")],
+                vec![
+                    format!("DROP TABLE {table}, {table}_runs"),
+                    format!("DROP ROLE {user}"),
+                ],
             ),
             Kind::Mysql => (
                 vec![
                     format!("CREATE USER '{user}'@'%'"),
                     format!("GRANT SELECT ON {table} TO '{user}'@'%'"),
+                    format!("GRANT SELECT ON {table}_runs TO '{user}'@'%'"),
                 ],
                 vec![
-                    format!("DROP TABLE {table}"),
+                    format!("DROP TABLE {table}, {table}_runs"),
                     format!("DROP USER '{user}'@'%'"),
                 ],
             ),
@@ -166,7 +170,7 @@ impl Db {
                 }
             }
             None => {
-                let sql = format!("DROP TABLE IF EXISTS {}", self.table);
+                let sql = format!("DROP TABLE IF EXISTS {0}, {0}_runs", self.table);
                 execute(&self.url, &sql).await;
             }
         }

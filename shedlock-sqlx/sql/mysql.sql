@@ -11,6 +11,25 @@ CREATE TABLE IF NOT EXISTS shedlock (
     PRIMARY KEY (name)
 );
 
+CREATE TABLE IF NOT EXISTS shedlock_runs (
+    lock_name     VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    fencing_token BIGINT NOT NULL,
+    attempt       INTEGER NOT NULL,
+    job           VARCHAR(255) NOT NULL,
+    tick          DATETIME(3) NULL,
+    holder        VARCHAR(255) NOT NULL,
+    started_at    DATETIME(3) NOT NULL,
+    finished_at   DATETIME(3) NULL,
+    outcome       VARCHAR(16) NOT NULL,
+    error         VARCHAR(2000) CHARACTER SET utf8mb4 NULL,
+    PRIMARY KEY (lock_name, fencing_token, attempt),
+    INDEX (started_at)
+);
+
+-- Run records (RunLog): one row per attempt of a run of a locked job, kept beside the lock
+-- table; create_schema() creates this table too. Rows older than the retention (default 14
+-- days), and past the newest 1000 of a lock, are deleted as runs end.
+
 -- A table created by ShedLock (Java) keeps working once it has the token column and DATETIME(3)
 -- times; create_schema() (and `shedlock schema --apply`) does both, checking first. By hand:
 --   ALTER TABLE shedlock ADD COLUMN fencing_token BIGINT NOT NULL DEFAULT 0;

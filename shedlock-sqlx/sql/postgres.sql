@@ -10,6 +10,25 @@ CREATE TABLE IF NOT EXISTS shedlock (
     PRIMARY KEY (name)
 );
 
+CREATE TABLE IF NOT EXISTS shedlock_runs (
+    lock_name     VARCHAR(64)   NOT NULL,
+    fencing_token BIGINT        NOT NULL,
+    attempt       INTEGER       NOT NULL,
+    job           VARCHAR(255)  NOT NULL,
+    tick          TIMESTAMP,
+    holder        VARCHAR(255)  NOT NULL,
+    started_at    TIMESTAMP     NOT NULL,
+    finished_at   TIMESTAMP,
+    outcome       VARCHAR(16)   NOT NULL,
+    error         VARCHAR(2000),
+    PRIMARY KEY (lock_name, fencing_token, attempt)
+);
+CREATE INDEX IF NOT EXISTS shedlock_runs_started ON shedlock_runs (started_at);
+
+-- Run records (RunLog): one row per attempt of a run of a locked job, kept beside the lock
+-- table; create_schema() creates this table too. Rows older than the retention (default 14
+-- days), and past the newest 1000 of a lock, are deleted as runs end.
+
 -- A table created by ShedLock (Java) keeps working once it has the token column; existing rows
 -- start at token 0. Java instances may keep using the table: they never touch the new column.
 ALTER TABLE shedlock ADD COLUMN IF NOT EXISTS fencing_token BIGINT NOT NULL DEFAULT 0;

@@ -11,6 +11,25 @@ CREATE TABLE IF NOT EXISTS shedlock (
     PRIMARY KEY (name)
 );
 
+CREATE TABLE IF NOT EXISTS shedlock_runs (
+    lock_name     VARCHAR(64)   NOT NULL,
+    fencing_token INTEGER       NOT NULL,
+    attempt       INTEGER       NOT NULL,
+    job           VARCHAR(255)  NOT NULL,
+    tick          TEXT,
+    holder        VARCHAR(255)  NOT NULL,
+    started_at    TEXT          NOT NULL,
+    finished_at   TEXT,
+    outcome       VARCHAR(16)   NOT NULL,
+    error         VARCHAR(2000),
+    PRIMARY KEY (lock_name, fencing_token, attempt)
+);
+CREATE INDEX IF NOT EXISTS shedlock_runs_started ON shedlock_runs (started_at);
+
+-- Run records (RunLog): one row per attempt of a run of a locked job, kept beside the lock
+-- table; create_schema() creates this table too. Rows older than the retention (default 14
+-- days), and past the newest 1000 of a lock, are deleted as runs end.
+
 -- An older table without the token column keeps working once it has it (run once;
 -- create_schema() checks first). Existing rows start at token 0.
 --   ALTER TABLE shedlock ADD COLUMN fencing_token INTEGER NOT NULL DEFAULT 0;

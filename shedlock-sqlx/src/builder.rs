@@ -1,11 +1,13 @@
 //! The builder of every SQL provider, and the validated table description it produces.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use shedlock_core::{Error, default_holder};
 use sqlx::Pool;
 
 use crate::identifier::{validate_column, validate_table};
+use crate::runs::{DEFAULT_RETENTION, DEFAULT_RUNS_PER_LOCK, RunTable};
 use crate::{ColumnTypes, Dialect, SqlLockProvider};
 
 /// The column names of the lock table; [`Default`] is ShedLock's layout plus `fencing_token`.
@@ -91,6 +93,9 @@ pub struct SqlLockProviderBuilder<D: Dialect> {
     columns: ColumnNames,
     holder: Option<String>,
     dedicated_connections: Option<usize>,
+    runs_table: Option<String>,
+    run_retention: Duration,
+    runs_per_lock: u32,
     /// The dialect's own settings (PostgreSQL: release notifications).
     pub(crate) options: D::Options,
 }
@@ -103,6 +108,9 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
             columns: ColumnNames::default(),
             holder: None,
             dedicated_connections: None,
+            runs_table: None,
+            run_retention: DEFAULT_RETENTION,
+            runs_per_lock: DEFAULT_RUNS_PER_LOCK,
             options: D::Options::default(),
         }
     }
@@ -160,6 +168,26 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
         self
     }
 
+    /// The run-record table (`RunLog`), `table` or `schema.table`; default the lock table's name
+    /// with `_runs` appended (`shedlock_runs`).
+    pub fn runs_table(mut self, table: impl Into<String>) -> Self {
+        self.runs_table = Some(table.into());
+        self
+    }
+
+    /// How long run records are kept; default 14 days. Older ones are deleted as runs end
+    /// (every 32nd end a provider records, so the hot path stays one statement).
+    pub fn run_retention(mut self, retention: Duration) -> Self {
+        self.run_retention = retention;
+        self
+    }
+
+    /// How many run records of one lock are kept, the newest; default 1000.
+    pub fn runs_per_lock(mut self, runs: u32) -> Self {
+        self.runs_per_lock = runs;
+        self
+    }
+
     /// Validates the configuration and builds the provider.
     ///
     /// # Errors
@@ -172,6 +200,21 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
             Some(holder) => validate_holder(holder)?,
             None => default_holder().into(),
         };
+        let runs_name = self
+            .runs_table
+            .unwrap_or_else(|| format!("{}_runs", self.table));
+        validate_table("runs_table", &runs_name)?;
+        if self.runs_per_lock == 0 {
+            return Err(Error::invalid_config(
+                "runs_per_lock",
+                "must keep at least one run record per lock",
+            ));
+        }
+        let run_table = RunTable {
+            name: runs_name,
+            retention: self.run_retention,
+            per_lock: self.runs_per_lock,
+        };
         let table = Table {
             name: self.table,
             columns: self.columns,
@@ -181,7 +224,7 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
             .unwrap_or_else(|| D::default_dedicated_connections(&self.pool));
         let state = D::state(self.options, &table)?;
         Ok(SqlLockProvider::from_parts(
-            self.pool, table, holder, dedicated, state,
+            self.pool, table, run_table, holder, dedicated, state,
         ))
     }
 }

@@ -134,6 +134,7 @@ any_database! {
     mod identifier;
     mod provider;
     mod row;
+    mod runs;
     mod schema_check;
     mod values;
 

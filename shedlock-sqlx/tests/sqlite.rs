@@ -51,6 +51,11 @@ mod conformance_memory {
         use super::*;
         shedlock_core::inspection_tests!(async { Some(DbHarness::over(memory_provider().await)) });
     }
+
+    mod runs {
+        use super::*;
+        shedlock_core::runs_tests!(async { Some(DbHarness::over(memory_provider().await)) });
+    }
 }
 
 /// A provider on a file in `journal_mode`, with another program's connections on the same

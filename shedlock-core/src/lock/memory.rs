@@ -174,6 +174,10 @@ impl LockProvider for InMemoryLockProvider {
     fn release_hints(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
         Some(self.released.subscribe())
     }
+
+    fn run_log(&self) -> Option<&dyn RunLog> {
+        Some(self)
+    }
 }
 
 #[async_trait]

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
-use crate::{Error, LockConfiguration};
+use crate::{Error, LockConfiguration, RunLog};
 
 /// A lock store: one attempt per call, never waiting for a lock to become free.
 ///
@@ -54,6 +54,12 @@ pub trait LockProvider: Send + Sync + Debug + 'static {
     fn release_hints(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
         None
     }
+
+    /// The store's run records, if it keeps them beside its locks: the scheduler records every
+    /// run of a locked job there. The default is `None`: no records.
+    fn run_log(&self) -> Option<&dyn RunLog> {
+        None
+    }
 }
 
 #[async_trait]
@@ -79,6 +85,9 @@ impl<P: LockProvider + ?Sized> LockProvider for Arc<P> {
     }
     fn release_hints(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
         (**self).release_hints()
+    }
+    fn run_log(&self) -> Option<&dyn RunLog> {
+        (**self).run_log()
     }
 }
 

@@ -16,6 +16,7 @@ use shedlock_core::{Error, LockConfiguration};
 use sqlx::{Database, Pool};
 use tokio::sync::broadcast;
 
+use crate::runs::{RunArgs, RunRow, RunTable};
 use crate::{RowParts, Table};
 
 #[cfg(feature = "mysql")]
@@ -167,6 +168,13 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
         table: &'a Table,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
 
+    /// Creates the run table (and its index) if missing.
+    #[doc(hidden)]
+    fn create_runs_table<'a>(
+        pool: &'a Pool<Self::Database>,
+        table: &'a RunTable,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
+
     /// The database clock now, in UTC, as the lock statements read it.
     #[doc(hidden)]
     fn database_time(
@@ -184,6 +192,55 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
     /// write into a column of this kind, and reads back as they expect.
     #[doc(hidden)]
     fn type_fits(kind: ColumnKind, found: &str) -> bool;
+
+    /// The run-record statements, built once from the run table.
+    #[doc(hidden)]
+    type RunStatements: Debug + Send + Sync;
+
+    #[doc(hidden)]
+    fn run_statements(table: &RunTable) -> Self::RunStatements;
+
+    /// `CREATE TABLE IF NOT EXISTS` (and its index) for the run table.
+    #[doc(hidden)]
+    fn create_runs_sql(table: &RunTable) -> String;
+
+    /// Records a run's start (nothing when it exists) and returns its row.
+    #[doc(hidden)]
+    fn run_started<'a>(
+        connection: &'a mut Connection<Self>,
+        sql: &'a Self::RunStatements,
+        args: RunArgs<'a>,
+    ) -> impl Future<Output = Result<RunRow, sqlx::Error>> + Send + 'a;
+
+    /// Records a run's end on its row if still running, or the whole run when it has none.
+    #[doc(hidden)]
+    fn run_finished<'a>(
+        connection: &'a mut Connection<Self>,
+        sql: &'a Self::RunStatements,
+        args: RunArgs<'a>,
+        outcome: &'a str,
+        error: Option<&'a str>,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
+
+    /// The run rows of a query, newest first.
+    #[doc(hidden)]
+    fn runs<'a>(
+        pool: &'a Pool<Self::Database>,
+        sql: &'a Self::RunStatements,
+        lock: Option<&'a str>,
+        since: Option<NaiveDateTime>,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<RunRow>, sqlx::Error>> + Send + 'a;
+
+    /// Deletes the run rows of `lock` past its newest `per_lock`, and every row older than the
+    /// retention.
+    #[doc(hidden)]
+    fn trim_runs<'a>(
+        pool: &'a Pool<Self::Database>,
+        sql: &'a Self::RunStatements,
+        table: &'a RunTable,
+        lock: &'a str,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
 
     /// Whether an acquire that failed with this error means "not acquired this time" (SQLite
     /// busy), rather than a store error.

@@ -6,6 +6,7 @@
 //! time zone.
 
 mod hints;
+mod runs;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,7 @@ use crate::{
     MAX_IDENTIFIER_LEN, RowParts, SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis,
     single, trusted_sql,
 };
+use crate::runs::{RunArgs, RunRow, RunTable};
 use hints::{ReleaseHints, is_unsupported};
 
 /// Locks in a PostgreSQL table, on the database's clock, with fencing tokens.
@@ -166,6 +168,7 @@ impl Dialect for Pg {
     type Statements = Statements;
     type Options = NotifyOptions;
     type State = NotifyState;
+    type RunStatements = runs::RunStatements;
 
     const COLUMN_TYPES: ColumnTypes = ColumnTypes {
         name: "VARCHAR(64)",
@@ -538,6 +541,55 @@ impl Dialect for Pg {
         tx.commit().await
     }
 
+    fn run_statements(table: &RunTable) -> runs::RunStatements {
+        runs::statements(table)
+    }
+
+    fn create_runs_sql(table: &RunTable) -> String {
+        runs::create_sql(table)
+    }
+
+    async fn run_started(
+        connection: &mut PgConnection,
+        sql: &runs::RunStatements,
+        args: RunArgs<'_>,
+    ) -> Result<RunRow, sqlx::Error> {
+        runs::started(connection, sql, args).await
+    }
+
+    async fn run_finished(
+        connection: &mut PgConnection,
+        sql: &runs::RunStatements,
+        args: RunArgs<'_>,
+        outcome: &str,
+        error: Option<&str>,
+    ) -> Result<(), sqlx::Error> {
+        runs::finished(connection, sql, args, outcome, error).await
+    }
+
+    async fn runs(
+        pool: &PgPool,
+        sql: &runs::RunStatements,
+        lock: Option<&str>,
+        since: Option<NaiveDateTime>,
+        limit: i64,
+    ) -> Result<Vec<RunRow>, sqlx::Error> {
+        runs::list(pool, sql, lock, since, limit).await
+    }
+
+    async fn trim_runs(
+        pool: &PgPool,
+        sql: &runs::RunStatements,
+        table: &RunTable,
+        lock: &str,
+    ) -> Result<(), sqlx::Error> {
+        runs::trim(pool, sql, table, lock).await
+    }
+
+    async fn create_runs_table(pool: &PgPool, table: &RunTable) -> Result<(), sqlx::Error> {
+        runs::create(pool, table).await
+    }
+
     /// Names of released locks, from `LISTEN` on the release channel. The first call starts a
     /// listener task that holds one connection of the pool until the provider and all its
     /// clones are dropped, and from then on their releases notify. `None` without a channel,
@@ -598,6 +650,16 @@ mod tests {
         };
         let generated = table.create_table_sql(&Pg::COLUMN_TYPES);
         let file = include_str!("../../sql/postgres.sql");
+        assert!(
+            file.contains(&generated),
+            "sql/postgres.sql differs from:\n{generated}"
+        );
+        let runs = crate::runs::RunTable {
+            name: "shedlock_runs".into(),
+            retention: crate::runs::DEFAULT_RETENTION,
+            per_lock: crate::runs::DEFAULT_RUNS_PER_LOCK,
+        };
+        let generated = Pg::create_runs_sql(&runs);
         assert!(
             file.contains(&generated),
             "sql/postgres.sql differs from:\n{generated}"

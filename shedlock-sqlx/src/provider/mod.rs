@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use shedlock_core::{
     Error, LockConfiguration, LockInspector, LockLease, LockProvider, LockQuery, LockRecord,
-    Operation, async_trait,
+    Operation, RunLog, async_trait,
 };
 use sqlx::{Pool, Transaction};
 use tokio::sync::broadcast;
@@ -16,6 +16,7 @@ pub(crate) mod retry;
 
 pub(crate) use dedicated::DedicatedConnections;
 
+use crate::runs::{Ends, RunTable};
 use crate::schema_check::schema_issues;
 use batch::{AcquireQueue, Answer};
 use retry::{Retry, run};
@@ -62,6 +63,9 @@ pub struct SqlLockProvider<D: Dialect> {
     table: Arc<Table>,
     pub(crate) sql: Arc<D::Statements>,
     pub(crate) state: Arc<D::State>,
+    pub(crate) run_table: Arc<RunTable>,
+    pub(crate) run_sql: Arc<D::RunStatements>,
+    pub(crate) run_ends: Arc<Ends>,
 }
 
 impl<D: Dialect> Clone for SqlLockProvider<D> {
@@ -74,6 +78,9 @@ impl<D: Dialect> Clone for SqlLockProvider<D> {
             table: Arc::clone(&self.table),
             sql: Arc::clone(&self.sql),
             state: Arc::clone(&self.state),
+            run_table: Arc::clone(&self.run_table),
+            run_sql: Arc::clone(&self.run_sql),
+            run_ends: Arc::clone(&self.run_ends),
         }
     }
 }
@@ -117,6 +124,7 @@ impl<D: Dialect> SqlLockProvider<D> {
     pub(crate) fn from_parts(
         pool: Pool<D::Database>,
         table: Table,
+        run_table: RunTable,
         holder: Arc<str>,
         dedicated_connections: usize,
         state: D::State,
@@ -129,7 +137,14 @@ impl<D: Dialect> SqlLockProvider<D> {
             sql: Arc::new(D::statements(&table)),
             table: Arc::new(table),
             state: Arc::new(state),
+            run_sql: Arc::new(D::run_statements(&run_table)),
+            run_table: Arc::new(run_table),
+            run_ends: Arc::default(),
         }
+    }
+
+    pub(crate) fn table_ref(&self) -> &Table {
+        &self.table
     }
 
     /// The same store acting as another holder (another instance), sharing the pool, the
@@ -166,14 +181,26 @@ impl<D: Dialect> SqlLockProvider<D> {
     pub async fn create_schema(&self) -> Result<(), Error> {
         D::create_schema(&self.pool, &self.sql, &self.table)
             .await
-            .map_err(|e| store_error(Operation::Schema, &self.table.name, &self.table, e))
+            .map_err(|e| store_error(Operation::Schema, &self.table.name, &self.table, e))?;
+        D::create_runs_table(&self.pool, &self.run_table)
+            .await
+            .map_err(|e| store_error(Operation::Schema, &self.run_table.name, &self.table, e))
+    }
+
+    /// The run table, as configured (`<table>_runs` by default).
+    pub fn runs_table(&self) -> &str {
+        &self.run_table.name
     }
 
     /// The `CREATE TABLE IF NOT EXISTS` statement [`create_schema`](Self::create_schema) runs
     /// for this provider's table and columns (the `sql/` file of its database, for the default
     /// names): for migration tools, or a command line's `schema` command.
     pub fn schema_sql(&self) -> String {
-        self.table.create_table_sql(&D::COLUMN_TYPES)
+        format!(
+            "{}\n\n{}",
+            self.table.create_table_sql(&D::COLUMN_TYPES),
+            D::create_runs_sql(&self.run_table)
+        )
     }
 
     /// Reads the table's columns and keys from the database's catalog and says what keeps
@@ -188,7 +215,18 @@ impl<D: Dialect> SqlLockProvider<D> {
         let columns = D::table_columns(&self.pool, &self.table)
             .await
             .map_err(|e| store_error(Operation::Schema, "*", &self.table, e))?;
-        Ok(schema_issues::<D>(&self.table, &columns))
+        let mut issues = schema_issues::<D>(&self.table, &columns);
+        let runs = Table {
+            name: self.run_table.name.clone(),
+            columns: self.table.columns.clone(),
+        };
+        let run_columns = D::table_columns(&self.pool, &runs)
+            .await
+            .map_err(|e| store_error(Operation::Schema, "*", &self.table, e))?;
+        if run_columns.is_empty() {
+            issues.push(SchemaIssue::MissingTable { table: runs.name });
+        }
+        Ok(issues)
     }
 
     /// Runs the acquire and release statements on the probe lock `shedlock-access-probe`
@@ -360,6 +398,10 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
     fn release_hints(&self) -> Option<broadcast::Receiver<Arc<str>>> {
         D::release_hints(&self.pool, &self.state)
     }
+
+    fn run_log(&self) -> Option<&dyn RunLog> {
+        Some(self)
+    }
 }
 
 /// Reads the whole table and filters and pages in this process (a lock table holds one row
@@ -428,7 +470,7 @@ impl<D: Dialect> SqlLockProvider<D> {
         ))
     }
 
-    fn operation_error(
+    pub(crate) fn operation_error(
         &self,
         operation: Operation,
         name: &str,

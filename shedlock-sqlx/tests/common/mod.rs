@@ -17,13 +17,15 @@ use std::time::Duration;
 
 use shedlock_core::conformance::Harness;
 use shedlock_core::conformance::inspection::InspectionHarness;
-use shedlock_core::{LockConfiguration, LockInspector, LockProvider};
+use shedlock_core::conformance::runs::RunsHarness;
+use shedlock_core::{LockConfiguration, LockInspector, LockProvider, RunLog};
 
 /// The conformance harness for a real database: providers per holder over one table, and real
 /// waiting (the database's clock cannot be stepped).
 pub(crate) struct DbHarness {
     provider_for: Box<ProviderFor>,
     inspector: Arc<dyn LockInspector>,
+    run_log: Arc<dyn RunLog>,
 }
 
 type ProviderFor = dyn Fn(&str) -> Arc<dyn LockProvider> + Send + Sync;
@@ -32,10 +34,18 @@ impl DbHarness {
     /// Providers acting as each holder on `provider`'s table.
     pub(crate) fn over<P>(provider: P) -> Self
     where
-        P: LockProvider + LockInspector + Clone + scenarios::ProviderExt + Send + Sync + 'static,
+        P: LockProvider
+            + LockInspector
+            + RunLog
+            + Clone
+            + scenarios::ProviderExt
+            + Send
+            + Sync
+            + 'static,
     {
         DbHarness {
             inspector: Arc::new(provider.clone()),
+            run_log: Arc::new(provider.clone()),
             provider_for: Box::new(move |holder| Arc::new(provider.clone_as(holder))),
         }
     }
@@ -56,6 +66,13 @@ impl Harness for DbHarness {
 impl InspectionHarness for DbHarness {
     async fn inspector(&self) -> Arc<dyn LockInspector> {
         Arc::clone(&self.inspector)
+    }
+}
+
+#[shedlock_core::async_trait]
+impl RunsHarness for DbHarness {
+    async fn run_log(&self) -> Arc<dyn RunLog> {
+        Arc::clone(&self.run_log)
     }
 }
 

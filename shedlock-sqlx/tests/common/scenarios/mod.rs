@@ -68,8 +68,11 @@ pub(super) async fn fresh<D: TestDb>(db: &D, holder: &str) -> Provider<D> {
     provider
 }
 
+/// Drops a test's lock table and the run table `create_schema` made beside it.
 pub(super) async fn drop_table<D: TestDb>(db: &D, table: &str) {
     db.execute(&format!("DROP TABLE IF EXISTS {table}")).await;
+    db.execute(&format!("DROP TABLE IF EXISTS {table}_runs"))
+        .await;
 }
 
 pub(super) fn config(name: &str, at_most: Duration, at_least: Duration) -> LockConfiguration {
@@ -193,6 +196,11 @@ macro_rules! sql_provider_tests {
             mod inspection {
                 use super::*;
                 ::shedlock_core::inspection_tests!(harness());
+            }
+
+            mod runs {
+                use super::*;
+                ::shedlock_core::runs_tests!(harness());
             }
         }
 
