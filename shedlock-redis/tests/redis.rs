@@ -24,7 +24,7 @@ mod specifics {
     use shedlock_core::{Error, LockConfiguration, LockProvider};
     use shedlock_redis::RedisLockProvider;
 
-    use crate::common::{self, connection, server::TestServer};
+    use crate::common::{self, RedisServer, connection};
 
     fn config(name: &str, lease: Duration, at_least: Duration) -> LockConfiguration {
         LockConfiguration::new(name, lease, at_least).unwrap()
@@ -210,7 +210,7 @@ mod specifics {
     /// A wrong password: a store error that says so and never shows the password.
     #[tokio::test]
     async fn wrong_password_is_reported_without_the_password() {
-        let Some(server) = TestServer::start(&["--requirepass", "right-secret"]) else {
+        let Some(server) = RedisServer::start(&["--requirepass", "right-secret"]) else {
             return;
         };
         let url = server.url().replace("redis://", "redis://:wrong-secret@");
@@ -238,7 +238,7 @@ mod specifics {
     /// the earlier ones (they come from the server's clock).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn server_restart_fails_cleanly_then_recovers() {
-        let Some(mut server) = TestServer::start(&[]) else {
+        let Some(mut server) = RedisServer::start(&[]) else {
             return;
         };
         let provider = RedisLockProvider::builder()

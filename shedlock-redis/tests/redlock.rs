@@ -22,21 +22,21 @@ mod specifics {
     use shedlock_core::{Error, LockConfiguration, LockProvider};
     use shedlock_redis::RedLockProvider;
 
-    use crate::common::{self, server::TestServer};
+    use crate::common::{self, RedisServer};
 
     fn config(name: &str, lease: Duration) -> LockConfiguration {
         LockConfiguration::new(name, lease, Duration::ZERO).unwrap()
     }
 
     /// Three private masters (so they can be killed) and a provider over them.
-    async fn masters(holder: &str) -> Option<(Vec<TestServer>, RedLockProvider)> {
-        let servers: Vec<TestServer> = (0..3)
-            .map(|_| TestServer::start(&[]))
+    async fn masters(holder: &str) -> Option<(Vec<RedisServer>, RedLockProvider)> {
+        let servers: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::start(&[]))
             .collect::<Option<_>>()?;
         let provider = RedLockProvider::builder()
             .holder(holder)
             .timeout(Duration::from_millis(250))
-            .connect_redlock(servers.iter().map(TestServer::url))
+            .connect_redlock(servers.iter().map(RedisServer::url))
             .await
             .unwrap();
         Some((servers, provider))
@@ -148,7 +148,7 @@ mod specifics {
         // Another process: it knows no token, and one master knows none either.
         let b = RedLockProvider::builder()
             .holder("b")
-            .connect_redlock(servers.iter().map(TestServer::url))
+            .connect_redlock(servers.iter().map(RedisServer::url))
             .await
             .unwrap();
         let lease = b.acquire(&lock).await.unwrap().unwrap();
@@ -184,7 +184,7 @@ mod specifics {
         servers[0].restart();
         let b = RedLockProvider::builder()
             .holder("b")
-            .connect_redlock(servers.iter().map(TestServer::url))
+            .connect_redlock(servers.iter().map(RedisServer::url))
             .await
             .unwrap();
         let second = b.acquire(&lock).await.unwrap();

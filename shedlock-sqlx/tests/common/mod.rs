@@ -1,16 +1,15 @@
-//! What the per-database test files share: database URLs (skip locally, fail on CI), unique
-//! table names, and the conformance harness over any provider.
+//! What the per-database test files share: the conformance harness over any provider, the
+//! scenarios every dialect runs, and statements to inspect a table. URLs and unique names come
+//! from `shedlock-test-support`.
 
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
-pub(crate) mod env;
 pub(crate) mod scenarios;
 pub(crate) mod server_cases;
 pub(crate) mod statements;
 
-#[allow(unused_imports)] // sqlite.rs has no URL to read
-pub(crate) use env::{database_url, unique_table};
+pub(crate) use shedlock_test_support::unique_table;
 
 use std::sync::Arc;
 use std::time::Duration;
