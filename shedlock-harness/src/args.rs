@@ -40,8 +40,12 @@ mod tests {
     use crate::{StressOptions, WorkerOptions, ZkCandidateOptions};
 
     fn parse(line: &str) -> Result<Command, clap::Error> {
-        Cli::try_parse_from(["shedlock-harness"].into_iter().chain(line.split_whitespace()))
-            .map(|cli| cli.command)
+        Cli::try_parse_from(
+            ["shedlock-harness"]
+                .into_iter()
+                .chain(line.split_whitespace()),
+        )
+        .map(|cli| cli.command)
     }
 
     fn stress(line: &str) -> StressOptions {
@@ -58,8 +62,14 @@ mod tests {
              --lease-ms 5000 --at-least-ms 1500 --kill-every 10 --pause-every 15 \
              --max-connections 2",
         );
-        assert_eq!((o.backend, o.processes, o.locks), (Backend::Postgres, 8, 100));
-        assert_eq!((o.window, o.tick), (Duration::from_secs(60), Duration::from_secs(2)));
+        assert_eq!(
+            (o.backend, o.processes, o.locks),
+            (Backend::Postgres, 8, 100)
+        );
+        assert_eq!(
+            (o.window, o.tick),
+            (Duration::from_secs(60), Duration::from_secs(2))
+        );
         assert_eq!(o.job, Duration::from_millis(1000));
         assert_eq!(o.lease, Duration::from_millis(5000));
         assert_eq!(o.at_least, Duration::from_millis(1500));
@@ -133,7 +143,9 @@ mod tests {
             },
             act_every: Duration::from_millis(50),
         };
-        let line = ["zk-candidate".to_owned()].into_iter().chain(options.to_args());
+        let line = ["zk-candidate".to_owned()]
+            .into_iter()
+            .chain(options.to_args());
         let Command::ZkCandidate(args) =
             Cli::try_parse_from(["h".to_owned()].into_iter().chain(line))
                 .unwrap()

@@ -8,8 +8,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::connection;
 use common::RedisServer;
+use common::connection;
 use redis::AsyncCommands as _;
 use shedlock_core::{LockConfiguration, LockLease, LockProvider};
 use shedlock_redis::{RedLockProvider, RedisLockProvider};

@@ -61,11 +61,7 @@ pub fn mysql_url() -> Option<String> {
 
 /// `SHEDLOCK_TEST_REDIS_URL`: the single Redis server.
 pub fn redis_url() -> Option<String> {
-    env_url(
-        "SHEDLOCK_TEST_REDIS_URL",
-        "Redis",
-        "redis://127.0.0.1:6379",
-    )
+    env_url("SHEDLOCK_TEST_REDIS_URL", "Redis", "redis://127.0.0.1:6379")
 }
 
 /// `SHEDLOCK_TEST_REDLOCK_URLS`: the independent RedLock masters, split at commas.

@@ -155,7 +155,11 @@ async fn a_lost_answer_leaves_a_committed_insert_the_client_saw_fail() {
 
     let count = format!("SELECT count(*) FROM {table} WHERE id = 2");
     let count = || sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(count.clone()));
-    assert_eq!(count().fetch_one(&mut direct).await.unwrap(), 1, "committed");
+    assert_eq!(
+        count().fetch_one(&mut direct).await.unwrap(),
+        1,
+        "committed"
+    );
     assert_eq!(count().fetch_one(&mut bystander).await.unwrap(), 1);
 
     let drop = format!("DROP TABLE {table}");

@@ -99,7 +99,8 @@ impl WorkerOptions {
     /// # Errors
     /// On invalid lock names, or a tick that is not whole seconds dividing a minute.
     pub fn from_args(args: WorkerArgs) -> anyhow::Result<Self> {
-        let millis = |value: Option<u64>, default: Duration| value.map_or(default, Duration::from_millis);
+        let millis =
+            |value: Option<u64>, default: Duration| value.map_or(default, Duration::from_millis);
         let store = StoreConfig {
             backend: args.db,
             url: args.url,
