@@ -24,7 +24,8 @@ mod specifics {
     use shedlock_core::{Error, LockConfiguration, LockProvider};
     use shedlock_redis::RedisLockProvider;
 
-    use crate::common::{self, RedisServer, connection};
+    use crate::common::{self, connection};
+    use shedlock_test_support::RedisServer;
 
     fn config(name: &str, lease: Duration, at_least: Duration) -> LockConfiguration {
         LockConfiguration::new(name, lease, at_least).unwrap()

@@ -22,7 +22,8 @@ mod specifics {
     use shedlock_core::{Error, LockConfiguration, LockProvider};
     use shedlock_redis::RedLockProvider;
 
-    use crate::common::{self, RedisServer};
+    use crate::common;
+    use shedlock_test_support::RedisServer;
 
     fn config(name: &str, lease: Duration) -> LockConfiguration {
         LockConfiguration::new(name, lease, Duration::ZERO).unwrap()

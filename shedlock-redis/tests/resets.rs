@@ -8,11 +8,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::RedisServer;
 use common::connection;
 use redis::AsyncCommands as _;
 use shedlock_core::{LockConfiguration, LockLease, LockProvider};
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
+use shedlock_test_support::RedisServer;
 
 const LEASE: Duration = Duration::from_secs(30);
 

@@ -6,9 +6,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::RedisServer;
 use shedlock_core::{Error, LockConfiguration, LockProvider};
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
+use shedlock_test_support::RedisServer;
 
 const LEASE: Duration = Duration::from_secs(30);
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use shedlock_core::LockProvider;
 use shedlock_core::conformance::Harness;
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
-pub(crate) use shedlock_test_support::{RedisServer, redis_url, redlock_urls, unique_key_prefix};
+pub(crate) use shedlock_test_support::{redis_url, redlock_urls, unique_key_prefix};
 
 /// A plain client, as an operator's `redis-cli`.
 pub(crate) async fn connection(url: &str) -> redis::aio::MultiplexedConnection {
