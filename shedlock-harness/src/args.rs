@@ -39,13 +39,13 @@ mod tests {
     use crate::store::Backend;
     use crate::{StressOptions, WorkerOptions, ZkCandidateOptions};
 
+    fn parse_words(words: impl IntoIterator<Item = String>) -> Result<Command, clap::Error> {
+        let program = std::iter::once("shedlock-harness".to_owned());
+        Cli::try_parse_from(program.chain(words)).map(|cli| cli.command)
+    }
+
     fn parse(line: &str) -> Result<Command, clap::Error> {
-        Cli::try_parse_from(
-            ["shedlock-harness"]
-                .into_iter()
-                .chain(line.split_whitespace()),
-        )
-        .map(|cli| cli.command)
+        parse_words(line.split_whitespace().map(str::to_owned))
     }
 
     fn stress(line: &str) -> StressOptions {
@@ -118,11 +118,8 @@ mod tests {
             renew_deadline: Duration::from_millis(2000),
             retry_period: Duration::from_millis(500),
         });
-        let line = ["worker".to_owned()].into_iter().chain(options.to_args());
-        let Command::Worker(args) = Cli::try_parse_from(["h".to_owned()].into_iter().chain(line))
-            .unwrap()
-            .command
-        else {
+        let line = std::iter::once("worker".to_owned()).chain(options.to_args());
+        let Command::Worker(args) = parse_words(line).unwrap() else {
             panic!("not a worker");
         };
         let back = WorkerOptions::from_args(args).unwrap();
@@ -143,14 +140,8 @@ mod tests {
             },
             act_every: Duration::from_millis(50),
         };
-        let line = ["zk-candidate".to_owned()]
-            .into_iter()
-            .chain(options.to_args());
-        let Command::ZkCandidate(args) =
-            Cli::try_parse_from(["h".to_owned()].into_iter().chain(line))
-                .unwrap()
-                .command
-        else {
+        let line = std::iter::once("zk-candidate".to_owned()).chain(options.to_args());
+        let Command::ZkCandidate(args) = parse_words(line).unwrap() else {
             panic!("not a candidate");
         };
         let back = ZkCandidateOptions::from_args(args);

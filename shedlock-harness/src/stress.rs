@@ -73,7 +73,6 @@ impl StressOptions {
                 format!("--url or {} is needed", args.db.url_var().unwrap_or(""))
             })?,
         };
-        let kill_every = args.kill_every.map(Duration::from_secs);
         Ok(StressOptions {
             processes: args.processes,
             locks: args.locks,
@@ -82,7 +81,7 @@ impl StressOptions {
             job: Duration::from_millis(args.job_ms),
             lease: Duration::from_millis(args.lease_ms),
             at_least: Duration::from_millis(args.at_least_ms),
-            kill_every,
+            kill_every: args.kill_every.map(Duration::from_secs),
             pause_every: args.pause_every.map(Duration::from_secs),
             max_connections: args.max_connections,
             ..StressOptions::new(args.db, url)
