@@ -2,7 +2,7 @@
 //! reaches into another's `tests/` (not published; a dev-dependency, and a dependency of the
 //! unpublished harness and benchmarks).
 //!
-//! - [`env`]: the test servers' URLs from the environment. Without one a test prints a
+//! - [`env`](mod@env): the test servers' URLs from the environment. Without one a test prints a
 //!   visible `skipped: …` line and returns; under `CI=true` it fails instead.
 //! - [`names`]: lock, table, key-prefix and node names no other test (thread or process) uses.
 //! - [`CutProxy`]: a TCP proxy on 127.0.0.1 whose connections can be held, cut, or made to lose
