@@ -4,13 +4,18 @@
 
 mod common;
 
-use common::RedisHarness;
-
 mod conformance {
-    use super::*;
+    use std::sync::Arc;
 
-    async fn harness() -> Option<RedisHarness> {
-        Some(RedisHarness::single(common::redis("conformance").await?))
+    use shedlock_test_support::ServerHarness;
+
+    use crate::common;
+
+    async fn harness() -> Option<ServerHarness> {
+        let provider = common::redis("conformance").await?;
+        Some(ServerHarness::new(move |holder| {
+            Arc::new(provider.with_holder(holder).expect("valid holder"))
+        }))
     }
 
     shedlock_core::conformance_tests!(harness());

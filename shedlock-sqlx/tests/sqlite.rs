@@ -16,7 +16,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, Connection, Executor, SqliteConnection, SqlitePool};
 
 use common::scenarios::ProviderExt;
-use common::{DbHarness, lease_config, unique_table};
+use common::{harness_over, lease_config, unique_table};
 
 /// A fresh database file under Cargo's scratch directory for integration tests.
 fn database_url() -> String {
@@ -43,7 +43,7 @@ async fn memory_provider() -> SqliteLockProvider {
 
 mod conformance_memory {
     use super::*;
-    shedlock_core::conformance_tests!(async { Some(DbHarness::over(memory_provider().await)) });
+    shedlock_core::conformance_tests!(async { Some(harness_over(memory_provider().await)) });
 }
 
 /// A provider on a file in `journal_mode`, with another program's connections on the same
@@ -91,7 +91,7 @@ async fn busy_file_provider(journal_mode: SqliteJournalMode) -> SqliteLockProvid
 mod conformance_wal_shared {
     use super::*;
     shedlock_core::conformance_tests!(async {
-        Some(DbHarness::over(
+        Some(harness_over(
             busy_file_provider(SqliteJournalMode::Wal).await,
         ))
     });
@@ -102,7 +102,7 @@ mod conformance_wal_shared {
 mod conformance_rollback_journal_shared {
     use super::*;
     shedlock_core::conformance_tests!(async {
-        Some(DbHarness::over(
+        Some(harness_over(
             busy_file_provider(SqliteJournalMode::Delete).await,
         ))
     });

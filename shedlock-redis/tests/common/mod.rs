@@ -1,15 +1,10 @@
-//! What the Redis test files share: providers per holder on the test servers, a plain client,
-//! and the conformance harness. URLs, names and private servers come from
+//! What the Redis test files share: providers on the test servers under fresh prefixes and a
+//! plain client. URLs, names, private servers and the conformance harness come from
 //! `shedlock-test-support`.
 
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use shedlock_core::LockProvider;
-use shedlock_core::conformance::Harness;
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
 pub(crate) use shedlock_test_support::{redis_url, redlock_urls, unique_key_prefix};
 
@@ -49,36 +44,4 @@ pub(crate) async fn redlock(holder: &str) -> Option<RedLockProvider> {
             .await
             .expect("connect to SHEDLOCK_TEST_REDLOCK_URLS"),
     )
-}
-
-/// The conformance harness for a real server: providers per holder, and real waiting.
-pub(crate) struct RedisHarness {
-    provider_for: Box<ProviderFor>,
-}
-
-type ProviderFor = dyn Fn(&str) -> Arc<dyn LockProvider> + Send + Sync;
-
-impl RedisHarness {
-    pub(crate) fn single(provider: RedisLockProvider) -> Self {
-        RedisHarness {
-            provider_for: Box::new(move |holder| Arc::new(provider.with_holder(holder).unwrap())),
-        }
-    }
-
-    pub(crate) fn redlock(provider: RedLockProvider) -> Self {
-        RedisHarness {
-            provider_for: Box::new(move |holder| Arc::new(provider.with_holder(holder).unwrap())),
-        }
-    }
-}
-
-#[shedlock_core::async_trait]
-impl Harness for RedisHarness {
-    async fn provider(&self, holder: &str) -> Arc<dyn LockProvider> {
-        (self.provider_for)(holder)
-    }
-
-    async fn pass_time(&self, duration: Duration) {
-        tokio::time::sleep(duration).await;
-    }
 }

@@ -9,43 +9,20 @@ pub(crate) mod scenarios;
 pub(crate) mod server_cases;
 pub(crate) mod statements;
 
+use shedlock_test_support::ServerHarness;
 pub(crate) use shedlock_test_support::unique_table;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::conformance::Harness;
 use shedlock_core::{LockConfiguration, LockProvider};
 
-/// The conformance harness for a real database: providers per holder over one table, and real
-/// waiting (the database's clock cannot be stepped).
-pub(crate) struct DbHarness {
-    provider_for: Box<ProviderFor>,
-}
-
-type ProviderFor = dyn Fn(&str) -> Arc<dyn LockProvider> + Send + Sync;
-
-impl DbHarness {
-    /// Providers acting as each holder on `provider`'s table.
-    pub(crate) fn over<P>(provider: P) -> Self
-    where
-        P: LockProvider + scenarios::ProviderExt + Send + Sync + 'static,
-    {
-        DbHarness {
-            provider_for: Box::new(move |holder| Arc::new(provider.clone_as(holder))),
-        }
-    }
-}
-
-#[shedlock_core::async_trait]
-impl Harness for DbHarness {
-    async fn provider(&self, holder: &str) -> Arc<dyn LockProvider> {
-        (self.provider_for)(holder)
-    }
-
-    async fn pass_time(&self, duration: Duration) {
-        tokio::time::sleep(duration).await;
-    }
+/// The conformance harness over `provider`'s table: a provider per holder on it.
+pub(crate) fn harness_over<P>(provider: P) -> ServerHarness
+where
+    P: LockProvider + scenarios::ProviderExt + Send + Sync + 'static,
+{
+    ServerHarness::new(move |holder| Arc::new(provider.clone_as(holder)))
 }
 
 /// Whole milliseconds between two instants of the same clock, `later - earlier`.

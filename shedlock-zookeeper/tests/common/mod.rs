@@ -1,16 +1,14 @@
 //! What the ZooKeeper test files share: providers and clients on the test ensemble, digest
-//! credentials, log capture and the conformance harness. The connect string (skip locally,
-//! fail on CI) and unique roots come from `shedlock-test-support`.
+//! credentials, log capture and the conformance harness over a provider. The connect string
+//! (skip locally, fail on CI), unique roots and the harness come from `shedlock-test-support`.
 
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use shedlock_core::LockProvider;
-use shedlock_core::conformance::Harness;
 use shedlock_zookeeper::ZkLockProvider;
 
+use shedlock_test_support::ServerHarness;
 use shedlock_test_support::names::ZK_TEST_PARENT;
 pub(crate) use shedlock_test_support::{unique_zk_root, zk_url};
 
@@ -130,34 +128,7 @@ pub(crate) fn capture_logs() -> (Captured, tracing::subscriber::DefaultGuard) {
     (logs, tracing::subscriber::set_default(subscriber))
 }
 
-/// The conformance harness: providers per holder on one root, and real waiting (the
-/// ensemble's clock cannot be stepped).
-pub(crate) struct ZkHarness {
-    provider: ZkLockProvider,
-}
-
-impl ZkHarness {
-    pub(crate) async fn connect() -> Option<Self> {
-        Some(ZkHarness {
-            provider: provider("conformance").await?,
-        })
-    }
-
-    /// The harness on a provider with digest credentials (nodes closed to other clients).
-    pub(crate) async fn connect_authenticated() -> Option<Self> {
-        Some(ZkHarness {
-            provider: authenticated_provider("conformance-auth").await?,
-        })
-    }
-}
-
-#[shedlock_core::async_trait]
-impl Harness for ZkHarness {
-    async fn provider(&self, holder: &str) -> Arc<dyn LockProvider> {
-        Arc::new(self.provider.with_holder(holder).expect("valid holder"))
-    }
-
-    async fn pass_time(&self, duration: Duration) {
-        tokio::time::sleep(duration).await;
-    }
+/// The conformance harness on `provider`'s root: a provider per holder on it.
+pub(crate) fn harness_over(provider: ZkLockProvider) -> ServerHarness {
+    ServerHarness::new(move |holder| Arc::new(provider.with_holder(holder).expect("valid holder")))
 }
