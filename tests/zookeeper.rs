@@ -11,6 +11,7 @@ use shedlock::{
     ElectionConfig, JobRegistry, LockContext, Scheduler, SchedulerConfig, ZkLockProvider,
     scheduled, scheduler_lock,
 };
+use shedlock_test_support::{unique_zk_root, zk_url};
 
 /// What one instance's jobs report: (instance, job, tick or token, when).
 #[derive(Debug, Clone)]
@@ -52,29 +53,12 @@ async fn master_work(state: Instance) {
     });
 }
 
-fn zk_url() -> Option<String> {
-    match std::env::var("SHEDLOCK_TEST_ZK_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("SHEDLOCK_TEST_ZK_URL must be set when CI=true (bash .ci/zookeeper.sh start)")
-        }
-        _ => {
-            let line = "skipped: SHEDLOCK_TEST_ZK_URL not set (set it to run the ZooKeeper facade tests, e.g. 127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183)\n";
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-            None
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schedulers_on_zookeeper_run_locked_ticks_once_and_master_work_on_the_leader_only() {
     let Some(url) = zk_url() else {
         return;
     };
-    let root = format!(
-        "/shedlock-test/{}",
-        shedlock::conformance::unique_lock_name("facade")
-    );
+    let root = unique_zk_root("facade");
     let log: Arc<Mutex<Vec<Entry>>> = Arc::default();
     let config = SchedulerConfig {
         leader_election: ElectionConfig {

@@ -536,19 +536,17 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for StatementCounter {
 /// [`URL_VARIABLE`] (so that a password stays out of the process list). Prints `ready`, a
 /// `sample` line half a second after every whole second, and after its standard input
 /// closes, shuts down and prints its `run`s, a `status` line and its `hwm`.
-pub(crate) async fn instance(args: &[String]) -> anyhow::Result<()> {
+pub(crate) async fn instance(
+    db: Db,
+    jobs: usize,
+    connections: usize,
+    mode: Mode,
+) -> anyhow::Result<()> {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
 
-    let [db, jobs, connections, mode] = args else {
-        anyhow::bail!("usage: fleet-instance <db> <jobs> <connections> <lock|leader>");
-    };
     let url = std::env::var(URL_VARIABLE)
         .map_err(|_| anyhow::anyhow!("fleet-instance needs {URL_VARIABLE}"))?;
-    let mode: Mode = mode.parse()?;
-    let db: Db = db.parse()?;
-    let jobs: usize = jobs.parse()?;
-    let connections: usize = connections.parse()?;
     let counter = StatementCounter.with_filter(tracing_subscriber::filter::filter_fn(|meta| {
         meta.target() == "sqlx::query"
     }));

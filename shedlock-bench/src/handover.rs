@@ -1,7 +1,6 @@
 //! Handover latency of `LeaderElection`: from the leader's graceful `resign()`, or from the
 //! SIGKILL of a leader running in another process, to the new leader's `on_elected`.
 
-use std::hash::BuildHasher;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -97,10 +96,7 @@ async fn elected(
 /// A pause of `base` plus up to `spread`, different each time, so that the measured event falls
 /// at a random phase of the candidates' retry timers.
 async fn settle(base: Duration, spread: Duration) {
-    // std seeds every `RandomState` differently: a random number without a dependency.
-    let random = std::collections::hash_map::RandomState::new().hash_one(0u8);
-    let fraction = (random >> 11) as f64 / (1u64 << 53) as f64;
-    tokio::time::sleep(base + spread.mul_f64(fraction)).await;
+    tokio::time::sleep(base + spread.mul_f64(fastrand::f64())).await;
 }
 
 /// Two candidates in this process, each on its own pool; the leader resigns, the other takes
@@ -187,18 +183,19 @@ async fn killed(
 
 /// `shedlock-bench candidate <db> <url> <name> <lease ms> <renew ms> <retry ms>`: campaigns,
 /// prints `elected <term>` when elected, and waits to be killed (at most a minute).
-pub(crate) async fn candidate(args: &[String]) -> anyhow::Result<()> {
-    let [db, url, name, lease, renew, retry] = args else {
-        anyhow::bail!("usage: candidate <db> <url> <name> <lease ms> <renew ms> <retry ms>");
-    };
-    let millis = |s: &str| s.parse().map(Duration::from_millis);
+pub(crate) async fn candidate(
+    db: Db,
+    url: &str,
+    name: &str,
+    [lease_duration, renew_deadline, retry_period]: [Duration; 3],
+) -> anyhow::Result<()> {
     let config = ElectionConfig {
-        lease_duration: millis(lease)?,
-        renew_deadline: millis(renew)?,
-        retry_period: millis(retry)?,
+        lease_duration,
+        renew_deadline,
+        retry_period,
     };
-    let provider = provider(db.parse()?, url, format!("{}-child", default_holder())).await?;
-    let _election = LeaderElection::builder(name.as_str(), provider)
+    let provider = provider(db, url, format!("{}-child", default_holder())).await?;
+    let _election = LeaderElection::builder(name, provider)
         .config(config)
         .on_elected(|term| println!("elected {term}"))
         .start()?;

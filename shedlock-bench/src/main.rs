@@ -1,7 +1,8 @@
 //! Benchmarks of shedlock's SQL providers and leader election (issue 9), and of ZooKeeper
 //! (issue 14); results and method in `BENCHMARKS.md`.
 //!
-//! Run with: `cargo run --release -p shedlock-bench -- all` (about 8½ minutes), or one part:
+//! Run with: `cargo run --release -p shedlock-bench -- all` (about 8½ minutes; `--help` lists
+//! the options), or one part:
 //! `throughput`, `statements`, `scaling`, `handover`; `redis` (Redis and RedLock;
 //! `SHEDLOCK_TEST_REDIS_URL`, `SHEDLOCK_TEST_REDLOCK_URLS`, else the local defaults) and
 //! `zookeeper` (`SHEDLOCK_TEST_ZK_URL`) run alone, not in `all`, and so does `fleet` (issue 16:
@@ -12,6 +13,7 @@
 //! temporary file. PostgreSQL's ceiling comes from `../shared/bench/pgbench-baseline.sh`
 //! (or `SHEDLOCK_PGBENCH_SCRIPT`).
 
+mod cli;
 mod db;
 mod fleet;
 mod handover;
@@ -26,112 +28,39 @@ mod stats;
 mod throughput;
 mod zookeeper;
 
-use std::time::Duration;
+use clap::Parser as _;
 
-use db::{Databases, Db};
-
-/// What to run and for how long.
-#[derive(Debug)]
-pub(crate) struct Settings {
-    part: String,
-    databases: Vec<Db>,
-    pub(crate) workers: Vec<usize>,
-    /// Only these throughput clients (`ours`, `raw`, `ours-pool`, `raw-pool`), for investigations.
-    pub(crate) clients: Option<Vec<String>>,
-    /// Only this throughput mode (`uncontended` or `contended`).
-    pub(crate) mode: Option<String>,
-    /// Tokio worker threads (1: current-thread runtime); default one per core.
-    threads: Option<usize>,
-    pub(crate) reps: usize,
-    pub(crate) warmup: Duration,
-    pub(crate) run: Duration,
-    handovers: usize,
-    scaling_iterations: usize,
-    /// Fleet: instance counts, job counts and the window in seconds.
-    instances: Vec<usize>,
-    jobs: Vec<usize>,
-    window: u64,
-}
-
-const USAGE: &str = "usage: shedlock-bench [all|throughput|statements|scaling|handover|redis|zookeeper|fleet] \
-    [--db postgres,mysql,sqlite] [--workers 1,8,32] [--seconds 0.8] [--reps 4] [--handovers 20] [--clients ours,raw,…] [--mode uncontended|contended] [--threads N] \
-    [--instances 2,5,10] [--jobs 10,100,1000] [--window 12] (fleet: --mode lock|leader)";
-
-impl Settings {
-    fn parse(mut args: impl Iterator<Item = String>) -> anyhow::Result<Self> {
-        let mut settings = Settings {
-            part: "all".into(),
-            databases: Db::ALL.to_vec(),
-            workers: vec![1, 8, 32],
-            clients: None,
-            mode: None,
-            threads: None,
-            reps: 4,
-            warmup: Duration::from_millis(250),
-            run: Duration::from_millis(800),
-            handovers: 20,
-            scaling_iterations: 1000,
-            instances: vec![2, 5, 10],
-            jobs: vec![10, 100, 1000],
-            window: 12,
-        };
-        while let Some(arg) = args.next() {
-            let mut value = || {
-                args.next()
-                    .ok_or_else(|| anyhow::anyhow!("{arg} needs a value\n{USAGE}"))
-            };
-            match arg.as_str() {
-                "--db" => settings.databases = list(&value()?)?,
-                "--workers" => settings.workers = list(&value()?)?,
-                "--clients" => {
-                    settings.clients = Some(value()?.split(',').map(str::to_owned).collect())
-                }
-                "--mode" => settings.mode = Some(value()?),
-                "--threads" => settings.threads = Some(value()?.parse()?),
-                "--seconds" => settings.run = Duration::from_secs_f64(value()?.parse()?),
-                "--reps" => settings.reps = value()?.parse()?,
-                "--handovers" => settings.handovers = value()?.parse()?,
-                "--instances" => settings.instances = list(&value()?)?,
-                "--jobs" => settings.jobs = list(&value()?)?,
-                "--window" => settings.window = value()?.parse()?,
-                "all" | "throughput" | "statements" | "scaling" | "handover" | "redis"
-                | "zookeeper" | "fleet" => settings.part = arg,
-                _ => anyhow::bail!("unknown argument {arg:?}\n{USAGE}"),
-            }
-        }
-        Ok(settings)
-    }
-
-    /// Whether `part` runs: `all` is everything but the fleet, which runs alone.
-    fn runs(&self, part: &str) -> bool {
-        (self.part == "all" && part != "fleet") || self.part == part
-    }
-}
-
-/// A comma-separated list of values.
-fn list<T: std::str::FromStr<Err: Into<anyhow::Error>>>(values: &str) -> anyhow::Result<Vec<T>> {
-    values
-        .split(',')
-        .map(|value| value.parse().map_err(Into::into))
-        .collect()
-}
+use cli::{Child, Cli, Part, Settings};
+use db::Databases;
 
 fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1).peekable();
-    if args.peek().map(String::as_str) == Some("candidate") {
-        let rest: Vec<String> = args.skip(1).collect();
-        return runtime(None)?.block_on(handover::candidate(&rest));
+    // Usage errors exit here, with clap's message and status 2.
+    let cli = Cli::parse();
+    match cli.child {
+        Some(Child::Candidate {
+            db,
+            url,
+            name,
+            lease_ms,
+            renew_ms,
+            retry_ms,
+        }) => {
+            let timing = [lease_ms, renew_ms, retry_ms].map(std::time::Duration::from_millis);
+            return runtime(None)?.block_on(handover::candidate(db, &url, &name, timing));
+        }
+        Some(Child::ZkCandidate { url, root }) => {
+            return runtime(None)?.block_on(zookeeper::child_candidate(&url, &root));
+        }
+        Some(Child::FleetInstance {
+            db,
+            jobs,
+            connections,
+            mode,
+        }) => return runtime(None)?.block_on(fleet::instance(db, jobs, connections, mode)),
+        None => {}
     }
-    if args.peek().map(String::as_str) == Some("zk-candidate") {
-        let rest: Vec<String> = args.skip(1).collect();
-        return runtime(None)?.block_on(zookeeper::child_candidate(&rest));
-    }
-    if args.peek().map(String::as_str) == Some("fleet-instance") {
-        let rest: Vec<String> = args.skip(1).collect();
-        return runtime(None)?.block_on(fleet::instance(&rest));
-    }
-    let settings = Settings::parse(args)?;
-    if settings.part == "zookeeper" {
+    let settings = Settings::from_cli(cli)?;
+    if settings.part == Part::Zookeeper {
         // ZooKeeper only: no SQL database needed.
         return runtime(settings.threads)?.block_on(zookeeper::run(
             &settings.workers,
@@ -141,7 +70,7 @@ fn main() -> anyhow::Result<()> {
             settings.handovers,
         ));
     }
-    if settings.part == "redis" {
+    if settings.part == Part::Redis {
         return runtime(settings.threads)?.block_on(redis::run(&settings));
     }
     statements::install()?;
@@ -167,13 +96,13 @@ fn runtime(threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
 async fn run(dbs: &Databases, settings: &Settings) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     machine::describe(dbs, &settings.databases).await;
-    if settings.runs("statements") {
+    if settings.runs(Part::Statements) {
         statements::run(dbs, &settings.databases).await?;
     }
-    if settings.runs("scaling") {
+    if settings.runs(Part::Scaling) {
         scaling::run(dbs, &settings.databases, settings.scaling_iterations).await?;
     }
-    if settings.runs("throughput") {
+    if settings.runs(Part::Throughput) {
         let ratios = throughput::run(dbs, &settings.databases, settings).await?;
         let summaries = [
             (
@@ -210,10 +139,10 @@ async fn run(dbs: &Databases, settings: &Settings) -> anyhow::Result<()> {
             );
         }
     }
-    if settings.runs("handover") {
+    if settings.runs(Part::Handover) {
         handover::run(dbs, &settings.databases, settings.handovers).await?;
     }
-    if settings.runs("fleet") {
+    if settings.runs(Part::Fleet) {
         fleet::run(
             dbs,
             &settings.databases,

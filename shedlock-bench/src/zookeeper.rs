@@ -251,7 +251,7 @@ async fn graceful(url: &str, handovers: usize) -> anyhow::Result<()> {
     elections.push(candidate(&elector, 1, &tx)?);
     let mut samples = Vec::new();
     for _ in 0..handovers {
-        tokio::time::sleep(Duration::from_millis(200 + u64::from(random_u8()))).await;
+        tokio::time::sleep(Duration::from_millis(200 + fastrand::u64(..256))).await;
         let resigned_at = Instant::now();
         elections[leader].resign().await;
         let (next, at) = next_elected(&mut rx).await?;
@@ -307,14 +307,8 @@ async fn killed(url: &str, handovers: usize) -> anyhow::Result<()> {
 }
 
 /// The child of [`killed`]: leads the election under `root`, prints `leader`, waits to be killed.
-pub(crate) async fn child_candidate(args: &[String]) -> anyhow::Result<()> {
-    let [url, root] = args else {
-        anyhow::bail!("usage: shedlock-bench zk-candidate URL ROOT");
-    };
-    let elector = ZkElector::builder(url.as_str())
-        .root(root)
-        .connect()
-        .await?;
+pub(crate) async fn child_candidate(url: &str, root: &str) -> anyhow::Result<()> {
+    let elector = ZkElector::builder(url).root(root).connect().await?;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let _election = candidate(&elector, 0, &tx)?;
     next_elected(&mut rx).await?;
@@ -335,12 +329,4 @@ fn report_handover(case: &str, samples: &[f64]) {
         TIMING.renew_deadline.as_millis(),
         TIMING.retry_period.as_millis()
     );
-}
-
-/// A byte that differs between calls, for pauses at random phases.
-fn random_u8() -> u8 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(Instant::now().elapsed().as_nanos());
-    hasher.finish() as u8
 }

@@ -6,27 +6,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock::conformance::{Harness, unique_lock_name};
+use shedlock::conformance::unique_lock_name;
 use shedlock::{LockConfiguration, LockProvider, MySqlLockProvider, PgLockProvider};
+use shedlock_test_support::{ServerHarness, mysql_url, pg_url};
 
 /// Connections kept by the providers under test: fewer than the fuzz case's workers, so
 /// operations also wait for one another's connections.
 const DEDICATED: usize = 2;
 
-fn database_url(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").as_deref() == Ok("true") => panic!("{var} must be set on CI"),
-        _ => {
-            let line = format!("skipped: {var} not set\n");
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-            None
-        }
-    }
-}
-
 async fn pg_provider(table: &str) -> Option<PgLockProvider> {
-    let pool = sqlx::PgPool::connect(&database_url("SHEDLOCK_TEST_PG_URL")?)
+    let pool = sqlx::PgPool::connect(&pg_url()?)
         .await
         .expect("connect to SHEDLOCK_TEST_PG_URL");
     let provider = PgLockProvider::builder(pool)
@@ -39,7 +28,7 @@ async fn pg_provider(table: &str) -> Option<PgLockProvider> {
 }
 
 async fn mysql_provider() -> Option<MySqlLockProvider> {
-    let pool = sqlx::MySqlPool::connect(&database_url("SHEDLOCK_TEST_MYSQL_URL")?)
+    let pool = sqlx::MySqlPool::connect(&mysql_url()?)
         .await
         .expect("connect to SHEDLOCK_TEST_MYSQL_URL");
     let provider = MySqlLockProvider::builder(pool)
@@ -51,30 +40,15 @@ async fn mysql_provider() -> Option<MySqlLockProvider> {
     Some(provider)
 }
 
-/// Providers acting as each holder, all sharing the first one's dedicated connections.
-struct DedicatedHarness(Box<ProviderFor>);
-
-type ProviderFor = dyn Fn(&str) -> Arc<dyn LockProvider> + Send + Sync;
-
-#[shedlock::provider::async_trait]
-impl Harness for DedicatedHarness {
-    async fn provider(&self, holder: &str) -> Arc<dyn LockProvider> {
-        (self.0)(holder)
-    }
-
-    async fn pass_time(&self, duration: Duration) {
-        tokio::time::sleep(duration).await;
-    }
-}
-
 mod postgres {
     use super::*;
 
-    async fn harness() -> Option<DedicatedHarness> {
+    async fn harness() -> Option<ServerHarness> {
         let provider = pg_provider("shedlock_bench_dedicated").await?;
-        Some(DedicatedHarness(Box::new(move |holder| {
+        // Every holder shares the first provider's dedicated connections.
+        Some(ServerHarness::new(move |holder| {
             Arc::new(provider.with_holder(holder).expect("valid holder"))
-        })))
+        }))
     }
 
     shedlock::conformance_tests!(harness());
@@ -83,11 +57,12 @@ mod postgres {
 mod mysql {
     use super::*;
 
-    async fn harness() -> Option<DedicatedHarness> {
+    async fn harness() -> Option<ServerHarness> {
         let provider = mysql_provider().await?;
-        Some(DedicatedHarness(Box::new(move |holder| {
+        // Every holder shares the first provider's dedicated connections.
+        Some(ServerHarness::new(move |holder| {
             Arc::new(provider.with_holder(holder).expect("valid holder"))
-        })))
+        }))
     }
 
     shedlock::conformance_tests!(harness());

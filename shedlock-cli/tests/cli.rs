@@ -5,9 +5,6 @@
 //! Every case is written once in `cases` and runs on each database registered with
 //! `database_tests!`; locks are taken and checked with the provider's own API.
 
-#[path = "../../shedlock-sqlx/tests/common/env.rs"]
-mod env;
-
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -16,6 +13,7 @@ use serde_json::Value;
 use shedlock_core::{LockConfiguration, LockInspector, LockProvider, LockRecord};
 use shedlock_sqlx::SqlLockProvider;
 use shedlock_sqlx::dialect::{Dialect, MySql, Pg, Sqlite};
+use shedlock_test_support::{mysql_url, pg_url, unique_table};
 
 #[derive(Debug, Clone, Copy)]
 enum Kind {
@@ -46,25 +44,17 @@ macro_rules! on_dialect {
 
 impl Db {
     fn postgres(base: &str) -> Option<Db> {
-        let url = env::database_url(
-            "SHEDLOCK_TEST_PG_URL",
-            "PostgreSQL",
-            "postgres://root@127.0.0.1:5432/test",
-        )?;
+        let url = pg_url()?;
         Some(Db::on_server(Kind::Postgres, url, base))
     }
 
     fn mysql(base: &str) -> Option<Db> {
-        let url = env::database_url(
-            "SHEDLOCK_TEST_MYSQL_URL",
-            "MySQL/MariaDB",
-            "mysql://root@127.0.0.1:3306/test",
-        )?;
+        let url = mysql_url()?;
         Some(Db::on_server(Kind::Mysql, url, base))
     }
 
     fn sqlite(base: &str) -> Option<Db> {
-        let table = env::unique_table(base);
+        let table = unique_table(base);
         let file = std::env::temp_dir().join(format!("{table}.db"));
         Some(Db {
             kind: Kind::Sqlite,
@@ -78,7 +68,7 @@ impl Db {
         Db {
             kind,
             url,
-            table: env::unique_table(base),
+            table: unique_table(base),
             file: None,
         }
     }
@@ -562,7 +552,7 @@ fn help_and_database_url_from_the_environment() {
     assert!(help.contains("4  refused"), "{help}");
     assert!(!help.contains("Hunter2-Env"), "{help}");
 
-    let file = std::env::temp_dir().join(format!("{}.db", env::unique_table("cli_env")));
+    let file = std::env::temp_dir().join(format!("{}.db", unique_table("cli_env")));
     let url = format!("sqlite:{}", file.display());
     let run = |args: &[&str]| {
         Run(shedlock()

@@ -8,14 +8,12 @@
 //! one in the URL is refused) are skipped without their URL, and fail without it when
 //! `CI=true`. The other cases need no server.
 
-#[path = "../../shedlock-sqlx/tests/common/env.rs"]
-mod env;
-
 use std::ffi::OsStr;
 use std::process::{Command, Output};
 
 use percent_encoding::{NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde_json::Value;
+use shedlock_test_support::{mysql_url, pg_url, unique_table};
 use url::Url;
 
 /// Runs the binary with `args` and only the given URL variables set.
@@ -152,11 +150,7 @@ fn assert_no_password_printed(base: &str, core: &str) {
 
 #[test]
 fn no_form_of_a_password_is_printed_by_postgres_commands() {
-    let Some(base) = env::database_url(
-        "SHEDLOCK_TEST_PG_URL",
-        "PostgreSQL",
-        "postgres://root@127.0.0.1:5432/test",
-    ) else {
+    let Some(base) = pg_url() else {
         return;
     };
     assert_no_password_printed(&base, "PgZebra");
@@ -165,11 +159,7 @@ fn no_form_of_a_password_is_printed_by_postgres_commands() {
 /// MariaDB refuses a password for its password-less root: the error must not quote it.
 #[test]
 fn no_form_of_a_password_is_printed_by_mysql_commands() {
-    let Some(base) = env::database_url(
-        "SHEDLOCK_TEST_MYSQL_URL",
-        "MySQL/MariaDB",
-        "mysql://root@127.0.0.1:3306/test",
-    ) else {
+    let Some(base) = mysql_url() else {
         return;
     };
     let mut refused = Url::parse(&base).expect("a server URL");
@@ -234,7 +224,7 @@ fn assert_terminal_safe(output: &Output, what: &str) {
 #[tokio::test]
 async fn values_from_the_table_reach_the_terminal_escaped_and_json_intact() {
     use sqlx::{Connection, SqliteConnection};
-    let table = env::unique_table("cli_escape");
+    let table = unique_table("cli_escape");
     let file = std::env::temp_dir().join(format!("{table}.db"));
     let url = format!("sqlite:{}", file.display());
     let run = |args: &[&str]| {
@@ -329,7 +319,7 @@ fn the_url_comes_from_shedlock_url_then_database_url() {
         "{help}"
     );
 
-    let file = std::env::temp_dir().join(format!("{}.db", env::unique_table("cli_url")));
+    let file = std::env::temp_dir().join(format!("{}.db", unique_table("cli_url")));
     let url = format!("sqlite:{}", file.display());
     let nowhere = "sqlite:/nonexistent-shedlock-dir/locks.db";
     let first = shedlock(

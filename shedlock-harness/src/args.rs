@@ -1,124 +1,150 @@
-//! `--key value` command lines: small enough not to need a parser crate, strict enough that a
-//! typo is an error rather than a silently ignored option.
+//! The command line, parsed by clap: `stress` (run by people, see `docs/RELIABILITY.md`), and
+//! `worker` and `zk-candidate` (spawned by the harness and its tests from the options'
+//! `to_args`). Every option is `--key value`; an unknown, repeated or invalid one is an error.
 
-use std::collections::BTreeMap;
-use std::str::FromStr;
-use std::time::Duration;
+use clap::{Parser, Subcommand};
 
-use anyhow::{Context as _, bail};
+use crate::stress::StressArgs;
+use crate::worker::WorkerArgs;
+use crate::zookeeper::ZkCandidateArgs;
 
-/// Parsed `--key value` pairs; each is taken once, and [`finish`](Self::finish) rejects leftovers.
-#[derive(Debug, Default)]
-pub struct Args {
-    values: BTreeMap<String, String>,
+/// shedlock's reliability harness: separate worker processes contending for the same locks,
+/// with faults injected from outside, and a checker that proves what held.
+#[derive(Debug, Parser)]
+#[command(name = "shedlock-harness")]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
 }
 
-impl Args {
-    /// Parses `--key value` pairs.
-    ///
-    /// # Errors
-    /// On a word that is not `--key`, a key without a value, or a key given twice.
-    pub fn parse(words: impl IntoIterator<Item = String>) -> anyhow::Result<Self> {
-        let mut values = BTreeMap::new();
-        let mut words = words.into_iter();
-        while let Some(word) = words.next() {
-            let Some(key) = word.strip_prefix("--") else {
-                bail!("expected an option like --key, got {word:?}");
-            };
-            let Some(value) = words.next() else {
-                bail!("--{key} needs a value");
-            };
-            if values.insert(key.to_owned(), value).is_some() {
-                bail!("--{key} given twice");
-            }
-        }
-        Ok(Args { values })
-    }
-
-    /// The value of `--key`, parsed, or `default`.
-    ///
-    /// # Errors
-    /// When the value does not parse.
-    pub fn get<T: FromStr>(&mut self, key: &str, default: T) -> anyhow::Result<T>
-    where
-        T::Err: std::fmt::Display,
-    {
-        Ok(self.optional(key)?.unwrap_or(default))
-    }
-
-    /// The value of `--key`, parsed, if given.
-    ///
-    /// # Errors
-    /// When the value does not parse.
-    pub fn optional<T: FromStr>(&mut self, key: &str) -> anyhow::Result<Option<T>>
-    where
-        T::Err: std::fmt::Display,
-    {
-        self.values
-            .remove(key)
-            .map(|v| {
-                v.parse::<T>()
-                    .map_err(|e| anyhow::anyhow!("--{key} {v:?}: {e}"))
-            })
-            .transpose()
-    }
-
-    /// The value of `--key`, which must be given.
-    ///
-    /// # Errors
-    /// When missing or unparsable.
-    pub fn required<T: FromStr>(&mut self, key: &str) -> anyhow::Result<T>
-    where
-        T::Err: std::fmt::Display,
-    {
-        self.optional(key)?
-            .with_context(|| format!("--{key} is required"))
-    }
-
-    /// A duration in milliseconds, `--key-ms N`.
-    ///
-    /// # Errors
-    /// When the value is not a whole number.
-    pub fn millis(&mut self, key: &str, default: Duration) -> anyhow::Result<Duration> {
-        Ok(self
-            .optional::<u64>(key)?
-            .map_or(default, Duration::from_millis))
-    }
-
-    /// Fails if any option was not used.
-    ///
-    /// # Errors
-    /// Naming the unknown options.
-    pub fn finish(self) -> anyhow::Result<()> {
-        if self.values.is_empty() {
-            return Ok(());
-        }
-        let unknown: Vec<_> = self.values.keys().map(|k| format!("--{k}")).collect();
-        bail!("unknown option(s): {}", unknown.join(", "))
-    }
+/// A subcommand and its options.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Runs a stress test and prints its figures (exit status 1 when a rule was broken).
+    Stress(StressArgs),
+    /// One worker process (spawned by the harness).
+    #[command(hide = true)]
+    Worker(WorkerArgs),
+    /// One ZooKeeper election candidate (spawned by the harness).
+    #[command(hide = true)]
+    ZkCandidate(ZkCandidateArgs),
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
 
-    fn args(line: &str) -> anyhow::Result<Args> {
-        Args::parse(line.split_whitespace().map(str::to_owned))
+    use super::*;
+    use crate::store::Backend;
+    use crate::{StressOptions, WorkerOptions, ZkCandidateOptions};
+
+    fn parse_words(words: impl IntoIterator<Item = String>) -> Result<Command, clap::Error> {
+        let program = std::iter::once("shedlock-harness".to_owned());
+        Cli::try_parse_from(program.chain(words)).map(|cli| cli.command)
+    }
+
+    fn parse(line: &str) -> Result<Command, clap::Error> {
+        parse_words(line.split_whitespace().map(str::to_owned))
+    }
+
+    fn stress(line: &str) -> StressOptions {
+        match parse(&format!("stress --url sqlite:///tmp/x.db {line}")) {
+            Ok(Command::Stress(args)) => StressOptions::from_args(args).unwrap(),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
-    fn takes_each_value_once_and_rejects_leftovers() {
-        let mut a = args("--processes 8 --db postgres --job-ms 250").unwrap();
-        assert_eq!(a.get("processes", 3u32).unwrap(), 8);
-        assert_eq!(a.get("locks", 10u32).unwrap(), 10);
-        assert_eq!(
-            a.millis("job-ms", Duration::ZERO).unwrap(),
-            Duration::from_millis(250)
+    fn stress_reads_the_documented_command_lines() {
+        let o = stress(
+            "--db postgres --processes 8 --locks 100 --seconds 60 --tick 2 --job-ms 1000 \
+             --lease-ms 5000 --at-least-ms 1500 --kill-every 10 --pause-every 15 \
+             --max-connections 2",
         );
-        assert!(a.finish().unwrap_err().to_string().contains("--db"));
-        assert!(args("--x").is_err());
-        assert!(args("x 1").is_err());
-        assert!(args("--x 1 --x 2").is_err());
-        assert!(args("--n x").unwrap().get("n", 1u32).is_err());
+        assert_eq!(
+            (o.backend, o.processes, o.locks),
+            (Backend::Postgres, 8, 100)
+        );
+        assert_eq!(
+            (o.window, o.tick),
+            (Duration::from_secs(60), Duration::from_secs(2))
+        );
+        assert_eq!(o.job, Duration::from_millis(1000));
+        assert_eq!(o.lease, Duration::from_millis(5000));
+        assert_eq!(o.at_least, Duration::from_millis(1500));
+        assert_eq!(o.kill_every, Some(Duration::from_secs(10)));
+        assert_eq!(o.pause_every, Some(Duration::from_secs(15)));
+        assert_eq!(o.max_connections, 2);
+    }
+
+    #[test]
+    fn stress_defaults_are_the_options_defaults() {
+        let parsed = stress("--db sqlite");
+        let defaults = StressOptions::new(Backend::Sqlite, parsed.url.clone());
+        assert_eq!(format!("{parsed}"), format!("{defaults}"));
+    }
+
+    #[test]
+    fn typos_repeats_and_bad_values_are_errors() {
+        for line in [
+            "stress --db postgres --proceses 8",
+            "stress --db postgres --processes 8 --processes 9",
+            "stress --db postgres --processes many",
+            "stress --db oracle",
+            "stress --processes 8",
+            "worker --db sqlite",
+        ] {
+            assert!(parse(line).is_err(), "{line}");
+        }
+    }
+
+    #[test]
+    fn a_worker_reads_back_what_the_supervisor_wrote() {
+        let run = crate::StoreConfig {
+            backend: Backend::Postgres,
+            url: "postgres://root@127.0.0.1:5432/test".into(),
+            lock_table: "shedlock_t".into(),
+            journal_table: "journal_t".into(),
+            holder: "worker-1".into(),
+            max_connections: 3,
+            acquire_timeout: Duration::from_millis(1500),
+        };
+        let mut options = WorkerOptions::new(run, vec!["a".into(), "b".into()]);
+        options.keep_alive = true;
+        options.connect_retries = 2;
+        options.election = Some(shedlock::ElectionConfig {
+            lease_duration: Duration::from_millis(3000),
+            renew_deadline: Duration::from_millis(2000),
+            retry_period: Duration::from_millis(500),
+        });
+        let line = std::iter::once("worker".to_owned()).chain(options.to_args());
+        let Command::Worker(args) = parse_words(line).unwrap() else {
+            panic!("not a worker");
+        };
+        let back = WorkerOptions::from_args(args).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{options:?}"));
+    }
+
+    #[test]
+    fn a_candidate_reads_back_what_the_supervisor_wrote() {
+        let options = ZkCandidateOptions {
+            url: "127.0.0.1:2181".into(),
+            root: "/r".into(),
+            election: "e".into(),
+            holder: "c1".into(),
+            config: shedlock::ElectionConfig {
+                lease_duration: Duration::from_millis(3000),
+                renew_deadline: Duration::from_millis(2000),
+                retry_period: Duration::from_millis(400),
+            },
+            act_every: Duration::from_millis(50),
+        };
+        let line = std::iter::once("zk-candidate".to_owned()).chain(options.to_args());
+        let Command::ZkCandidate(args) = parse_words(line).unwrap() else {
+            panic!("not a candidate");
+        };
+        let back = ZkCandidateOptions::from_args(args);
+        assert_eq!(format!("{back:?}"), format!("{options:?}"));
     }
 }

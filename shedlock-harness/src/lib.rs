@@ -11,9 +11,11 @@
 //!   superseded token was accepted, every tick ran exactly once unless a fault excuses it, and
 //!   the counts add up. Its own tests break each rule once.
 //! - [`run_stress`]: the stress run behind `shedlock-harness stress`, with its figures.
-//! - [`TcpProxy`]: a proxy on 127.0.0.1 whose connections can be cut, for one instance.
-//! - [`run_candidate`] and [`Ensemble`]: ZooKeeper election candidates (`zk-candidate`) that
-//!   do leader work at a fixed cadence, and the test ensemble's servers, stopped and started.
+//! - [`run_candidate`]: ZooKeeper election candidates (`zk-candidate`) that do leader work at a
+//!   fixed cadence.
+//!
+//! What every crate's tests share (server URLs, the cut-proxy, private `redis-server`s, the
+//! ZooKeeper ensemble's servers) is in `shedlock-test-support`.
 //!
 //! The binary: `shedlock-harness stress --db postgres --processes 8 --locks 100 --seconds 60`
 //! (see `docs/RELIABILITY.md`), and `shedlock-harness worker …` as spawned by the fleet.
@@ -22,7 +24,6 @@ mod args;
 mod checker;
 mod event;
 mod fleet;
-mod proxy;
 mod redis_store;
 mod run;
 mod store;
@@ -30,14 +31,13 @@ mod stress;
 mod worker;
 mod zookeeper;
 
-pub use args::Args;
+pub use args::{Cli, Command};
 pub use checker::{Expectations, Fault, Report, Takeover, check};
 pub use event::{Counters, Event, WriteOutcome, now_us, unix_us};
 pub use fleet::{Fleet, Received, Signal};
-pub use proxy::{ProxyMode, TcpProxy, upstream_of, url_at};
 pub use redis_store::{RedisStore, redlock_url};
 pub use run::{Run, database_url, lock_names};
 pub use store::{Backend, DEFAULT_ACQUIRE_TIMEOUT, JournalRow, Store, StoreConfig};
-pub use stress::{StressOptions, run_stress};
-pub use worker::{LeaderWork, WorkerOptions, emit, run_worker};
-pub use zookeeper::{Ensemble, ServerMode, StoppedServer, ZkCandidateOptions, run_candidate};
+pub use stress::{StressArgs, StressOptions, run_stress};
+pub use worker::{LeaderWork, WorkerArgs, WorkerOptions, emit, run_worker};
+pub use zookeeper::{ZkCandidateArgs, ZkCandidateOptions, run_candidate};

@@ -1,21 +1,14 @@
-//! `shedlock-harness stress …` runs a stress test and prints its figures;
-//! `shedlock-harness worker …` is one worker process, spawned by the harness itself.
+//! `shedlock-harness stress …` runs a stress test and prints its figures (`--help` lists the
+//! options); `shedlock-harness worker …` and `zk-candidate …` are processes the harness spawns.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
+use clap::Parser as _;
 use shedlock_harness::{
-    Args, StressOptions, WorkerOptions, ZkCandidateOptions, run_candidate, run_stress, run_worker,
+    Cli, Command, StressOptions, WorkerOptions, ZkCandidateOptions, run_candidate, run_stress,
+    run_worker,
 };
-
-const USAGE: &str = "usage:
-  shedlock-harness stress --db sqlite|postgres|mysql [--url URL] [--processes 3] [--locks 10]
-                          [--seconds 8] [--tick 1] [--job-ms 600] [--lease-ms 3000]
-                          [--at-least-ms 800] [--kill-every SECS] [--pause-every SECS]
-                          [--max-connections 4]
-  shedlock-harness worker …   (spawned by the harness)
-  shedlock-harness zk-candidate …   (spawned by the harness)
-The URL defaults to SHEDLOCK_TEST_PG_URL / SHEDLOCK_TEST_MYSQL_URL; SQLite uses a temp file.";
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -26,8 +19,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    let mut words = std::env::args().skip(1);
-    let command = words.next();
+    // Usage errors exit here, with clap's message and status 2.
+    let command = Cli::parse().command;
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -39,16 +32,14 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        let args = Args::parse(words)?;
-        match command.as_deref() {
-            Some("worker") => run_worker(WorkerOptions::from_args(args)?)
+        match command {
+            Command::Worker(args) => run_worker(WorkerOptions::from_args(args)?)
                 .await
                 .map(|()| true),
-            Some("stress") => stress(StressOptions::from_args(args)?).await,
-            Some("zk-candidate") => run_candidate(ZkCandidateOptions::from_args(args)?)
+            Command::Stress(args) => stress(StressOptions::from_args(args)?).await,
+            Command::ZkCandidate(args) => run_candidate(ZkCandidateOptions::from_args(args))
                 .await
                 .map(|()| true),
-            _ => anyhow::bail!("{USAGE}"),
         }
     });
     match result {

@@ -3,60 +3,32 @@
 
 use std::path::PathBuf;
 
-use crate::event::now_us;
+use shedlock_test_support::{env_url, unique_table};
+
 use crate::redis_store::redlock_url;
 use crate::store::{Backend, DEFAULT_ACQUIRE_TIMEOUT, JournalRow, Store, StoreConfig};
 use crate::worker::WorkerOptions;
 
 /// The URL of the test server for `backend` from its environment variable.
 ///
-/// Without it, prints one line saying the test is skipped and how to run it, and returns
-/// `None`. SQLite needs no server: a fresh file in the temp directory.
+/// Without it, prints one `skipped:` line saying how to run the test, and returns `None`.
+/// SQLite needs no server: a fresh file in the temp directory.
 ///
 /// # Panics
 /// When the variable is missing and `CI=true`: on CI a missing database is a failure.
 pub fn database_url(backend: Backend) -> Option<String> {
     let Some(var) = backend.url_var() else {
-        let file = std::env::temp_dir().join(format!("shedlock-harness-{}.db", unique_suffix()));
+        let file = std::env::temp_dir().join(format!("{}.db", unique_table("shedlock-harness")));
         return Some(format!("sqlite://{}", file.display()));
     };
+    let what = format!("the {backend} harness");
     if backend == Backend::RedLock {
         // The journal lives on the single test server, apart from the masters.
         let journal = database_url(Backend::Redis)?;
-        return database_url_of(var, backend).map(|masters| redlock_url(&journal, &masters));
+        let masters = env_url(var, &what, backend.example_url())?;
+        return Some(redlock_url(&journal, &masters));
     }
-    database_url_of(var, backend)
-}
-
-fn database_url_of(var: &str, backend: Backend) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").as_deref() == Ok("true") => panic!(
-            "{var} is not set but CI=true: the {backend} harness tests must run on CI (e.g. {var}={})",
-            backend.example_url()
-        ),
-        _ => {
-            // Written to stderr directly: cargo test would capture `println!` of a passing test.
-            let line = format!(
-                "skipped: {var} not set (set it to run the {backend} harness tests, e.g. {var}={})\n",
-                backend.example_url()
-            );
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-            None
-        }
-    }
-}
-
-/// Unique within the host: process id, time and a counter.
-fn unique_suffix() -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{}_{}_{}",
-        std::process::id(),
-        now_us() % 1_000_000_000,
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+    env_url(var, &what, backend.example_url())
 }
 
 /// The tables of one run and the supervisor's connection to them.
@@ -80,12 +52,13 @@ impl Run {
     /// # Errors
     /// When the database cannot be reached or refuses.
     pub async fn create(backend: Backend, url: &str) -> anyhow::Result<Run> {
-        let suffix = unique_suffix();
+        // One suffix for both, so the journal of a kept lock table is easy to find.
+        let suffix = unique_table("h");
         let config = StoreConfig {
             backend,
             url: url.to_owned(),
-            lock_table: format!("shedlock_h{suffix}"),
-            journal_table: format!("journal_h{suffix}"),
+            lock_table: format!("shedlock_{suffix}"),
+            journal_table: format!("journal_{suffix}"),
             holder: "supervisor".to_owned(),
             max_connections: 2,
             acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,

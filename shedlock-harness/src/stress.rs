@@ -8,7 +8,6 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::time::Instant;
 
-use crate::args::Args;
 use crate::checker::{Expectations, Fault, Report, check};
 use crate::event::{Event, now_us};
 use crate::fleet::{Fleet, Signal};
@@ -63,42 +62,84 @@ impl StressOptions {
         }
     }
 
-    /// Reads `stress` options (`--db` required; `--url` defaults to the test variable).
+    /// The options of a `stress` command line (the URL from the test variable when not given).
     ///
     /// # Errors
-    /// On an unknown or invalid option, or a missing URL.
-    pub fn from_args(mut args: Args) -> anyhow::Result<Self> {
-        let backend: Backend = args.required("db")?;
-        let url = match args.optional::<String>("url")? {
+    /// When there is neither `--url` nor the backend's test variable.
+    pub fn from_args(args: StressArgs) -> anyhow::Result<Self> {
+        let url = match args.url {
             Some(url) => url,
-            None => crate::run::database_url(backend).with_context(|| {
-                format!("--url or {} is needed", backend.url_var().unwrap_or(""))
+            None => crate::run::database_url(args.db).with_context(|| {
+                format!("--url or {} is needed", args.db.url_var().unwrap_or(""))
             })?,
         };
-        let d = StressOptions::new(backend, url);
-        let secs = |args: &mut Args, key: &str, default: Duration| -> anyhow::Result<Duration> {
-            Ok(args
-                .optional::<u64>(key)?
-                .map_or(default, Duration::from_secs))
-        };
-        let options = StressOptions {
-            processes: args.get("processes", d.processes)?,
-            locks: args.get("locks", d.locks)?,
-            window: secs(&mut args, "seconds", d.window)?,
-            tick: secs(&mut args, "tick", d.tick)?,
-            job: args.millis("job-ms", d.job)?,
-            lease: args.millis("lease-ms", d.lease)?,
-            at_least: args.millis("at-least-ms", d.at_least)?,
-            kill_every: args.optional::<u64>("kill-every")?.map(Duration::from_secs),
-            pause_every: args
-                .optional::<u64>("pause-every")?
-                .map(Duration::from_secs),
-            max_connections: args.get("max-connections", d.max_connections)?,
-            ..d
-        };
-        args.finish()?;
-        Ok(options)
+        Ok(StressOptions {
+            processes: args.processes,
+            locks: args.locks,
+            window: Duration::from_secs(args.seconds),
+            tick: Duration::from_secs(args.tick),
+            job: Duration::from_millis(args.job_ms),
+            lease: Duration::from_millis(args.lease_ms),
+            at_least: Duration::from_millis(args.at_least_ms),
+            kill_every: args.kill_every.map(Duration::from_secs),
+            pause_every: args.pause_every.map(Duration::from_secs),
+            max_connections: args.max_connections,
+            ..StressOptions::new(args.db, url)
+        })
     }
+}
+
+/// The defaults the command line shows and uses: those of [`StressOptions::new`].
+fn defaults() -> StressOptions {
+    StressOptions::new(Backend::Sqlite, String::new())
+}
+
+/// The command line of `shedlock-harness stress`.
+#[derive(Debug, clap::Args)]
+pub struct StressArgs {
+    /// The database: sqlite, postgres, mysql, redis or redlock.
+    #[arg(long)]
+    pub db: Backend,
+    /// Its URL; by default the backend's test variable (SHEDLOCK_TEST_PG_URL,
+    /// SHEDLOCK_TEST_MYSQL_URL, …); SQLite: a temporary file.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Worker processes.
+    #[arg(long, default_value_t = defaults().processes)]
+    pub processes: usize,
+    /// Lock names, one cron job each in every worker.
+    #[arg(long, default_value_t = defaults().locks)]
+    pub locks: usize,
+    /// Length of the checked window of ticks, in seconds.
+    #[arg(long, default_value_t = defaults().window.as_secs())]
+    pub seconds: u64,
+    /// Tick length in whole seconds dividing a minute.
+    #[arg(long, default_value_t = defaults().tick.as_secs())]
+    pub tick: u64,
+    /// Job length in milliseconds.
+    #[arg(long, default_value_t = millis(defaults().job))]
+    pub job_ms: u64,
+    /// `lock_at_most_for` in milliseconds.
+    #[arg(long, default_value_t = millis(defaults().lease))]
+    pub lease_ms: u64,
+    /// `lock_at_least_for` in milliseconds.
+    #[arg(long, default_value_t = millis(defaults().at_least))]
+    pub at_least_ms: u64,
+    /// Kill (SIGKILL) a worker in the middle of a job every SECS seconds, and start a
+    /// replacement.
+    #[arg(long, value_name = "SECS")]
+    pub kill_every: Option<u64>,
+    /// Pause (SIGSTOP) a worker in the middle of a job every SECS seconds, for a lease and a
+    /// tick.
+    #[arg(long, value_name = "SECS")]
+    pub pause_every: Option<u64>,
+    /// Connections per worker.
+    #[arg(long, default_value_t = defaults().max_connections)]
+    pub max_connections: u32,
+}
+
+fn millis(duration: Duration) -> u64 {
+    duration.as_millis() as u64
 }
 
 impl fmt::Display for StressOptions {

@@ -176,15 +176,10 @@ impl Drop for Stopped<'_> {
 async fn restart_mid_run(backend: Backend) {
     let server = Server::of(backend);
     if !server.controllable() {
-        let message = format!(
-            "skipped: cannot stop and start the {backend} server here (needs root and {:?})",
+        shedlock_test_support::skip(format_args!(
+            "cannot stop and start the {backend} server here (needs root and {:?})",
             server.stop
-        );
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{message} but CI=true"
-        );
-        println!("{message}");
+        ));
         return;
     }
     let locks = ["restart-a", "restart-b"];

@@ -12,9 +12,9 @@ use shedlock::{
     ElectionConfig, Job, JobLock, JobRegistry, LockEvent, PgLockProvider, Schedule, Scheduler,
 };
 use shedlock_harness::{
-    Backend, Event, ProxyMode, Run, StoreConfig, TcpProxy, WorkerOptions, WriteOutcome,
-    database_url, now_us, upstream_of, url_at,
+    Backend, Event, Run, StoreConfig, WorkerOptions, WriteOutcome, database_url, now_us,
 };
+use shedlock_test_support::{CutProxy, ProxyMode, upstream_of, url_at};
 use tokio::net::TcpListener;
 
 use common::{EXE, PATIENCE, Scenario, assert_passed};
@@ -156,7 +156,7 @@ async fn retries_until_the_database_becomes_reachable() {
         run_worker_until_exit(Backend::Postgres, &through, 6, Duration::from_secs(30)).await
     });
     tokio::time::sleep(ACQUIRE_TIMEOUT + Duration::from_millis(1_500)).await;
-    let proxy = TcpProxy::bind(closed, &direct).await.unwrap();
+    let proxy = CutProxy::bind(closed, &direct).await.unwrap();
     let (status, stdout, _) = worker.await.unwrap();
     drop(proxy);
     assert!(status.success(), "{stdout}");
@@ -219,7 +219,7 @@ async fn scheduler_rides_out_an_unreachable_database() {
     println!("first store error after {:?}", started.elapsed());
     assert_eq!(scheduler.status()[0].executions, 0);
 
-    let proxy = TcpProxy::bind(closed, &direct).await.unwrap();
+    let proxy = CutProxy::bind(closed, &direct).await.unwrap();
     let deadline = Instant::now() + PATIENCE;
     while scheduler.status()[0].executions == 0 {
         assert!(
@@ -248,7 +248,7 @@ async fn leader_cut_off_steps_down_before_another_is_elected(backend: Backend) {
         return;
     };
     s.check_ticks = false;
-    let proxy = TcpProxy::start(&upstream_of(&s.run.url).unwrap())
+    let proxy = CutProxy::start(&upstream_of(&s.run.url).unwrap())
         .await
         .unwrap();
     let through = proxy.url_through(&s.run.url).unwrap();
@@ -318,7 +318,7 @@ async fn keep_alive_holder_cut_off_is_told_before_takeover(backend: Backend) {
         return;
     };
     s.check_ticks = false;
-    let proxy = TcpProxy::start(&upstream_of(&s.run.url).unwrap())
+    let proxy = CutProxy::start(&upstream_of(&s.run.url).unwrap())
         .await
         .unwrap();
     let through = proxy.url_through(&s.run.url).unwrap();

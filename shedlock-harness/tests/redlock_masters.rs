@@ -9,8 +9,8 @@ mod common;
 use std::time::Duration;
 
 use shedlock_harness::{Backend, Event, database_url, now_us, redlock_url};
+use shedlock_test_support::RedisServer;
 
-use common::redis_server::RedisServer;
 use common::{PATIENCE, Scenario, assert_passed};
 
 const LOCKS: &[&str] = &["alpha", "beta"];
@@ -19,7 +19,7 @@ const LOCKS: &[&str] = &["alpha", "beta"];
 async fn contending() -> Option<(Vec<RedisServer>, Scenario)> {
     let journal = database_url(Backend::Redis)?;
     let masters: Vec<RedisServer> = (0..3)
-        .map(|_| RedisServer::start())
+        .map(|_| RedisServer::start(&[]))
         .collect::<Option<_>>()?;
     let urls: Vec<String> = masters.iter().map(RedisServer::url).collect();
     let mut s = Scenario::on(Backend::RedLock, &redlock_url(&journal, &urls.join(","))).await;

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use shedlock::ElectionConfig;
 use shedlock_harness::{
-    Ensemble, Event, Expectations, Fault, Fleet, Received, Report, ServerMode, Signal,
-    ZkCandidateOptions, check, now_us,
+    Event, Expectations, Fault, Fleet, Received, Report, Signal, ZkCandidateOptions, check, now_us,
 };
+use shedlock_test_support::{Ensemble, ServerMode};
 
 const EXE: &str = env!("CARGO_BIN_EXE_shedlock-harness");
 

@@ -8,13 +8,13 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::proxy::CutProxy;
 use shedlock_core::conformance::election::{Candidate, leader_handover};
 use shedlock_core::{
     ElectionConfig, Elector, Error, LockConfiguration, LockContext, LockProvider,
     LockingTaskExecutor,
 };
 use shedlock_redis::RedisLockProvider;
+use shedlock_test_support::{CutProxy, ProxyMode, upstream_of};
 use tokio::time::Instant;
 
 const CONFIG: ElectionConfig = ElectionConfig {
@@ -41,28 +41,27 @@ impl Instance {
             Store::Redis => vec![common::redis_url()?],
             Store::RedLock => common::redlock_urls()?,
         };
-        let mut proxies = Vec::new();
+        let (mut proxies, mut through) = (Vec::new(), Vec::new());
         for url in &urls {
-            proxies.push(CutProxy::start(url.trim_start_matches("redis://")).await);
+            let proxy = CutProxy::start(&upstream_of(url).unwrap()).await.unwrap();
+            through.push(proxy.url_through(url).unwrap());
+            proxies.push(proxy);
         }
         let builder = RedisLockProvider::builder()
             .key_prefix(prefix)
             .holder(holder)
             .timeout(Duration::from_millis(250));
         let provider: Arc<dyn LockProvider> = match store {
-            Store::Redis => Arc::new(builder.connect(&proxies[0].url()).await.unwrap()),
-            Store::RedLock => Arc::new(
-                builder
-                    .connect_redlock(proxies.iter().map(CutProxy::url))
-                    .await
-                    .unwrap(),
-            ),
+            Store::Redis => Arc::new(builder.connect(&through[0]).await.unwrap()),
+            Store::RedLock => Arc::new(builder.connect_redlock(through).await.unwrap()),
         };
         Some(Instance { provider, proxies })
     }
 
     fn cut(&self) {
-        self.proxies.iter().for_each(CutProxy::cut);
+        for proxy in &self.proxies {
+            proxy.set(ProxyMode::Reset);
+        }
     }
 }
 
@@ -70,7 +69,7 @@ impl Instance {
 /// at once through the release hints; a leader whose connections are cut steps down before
 /// another is elected; terms only increase).
 async fn election(store: Store) {
-    let prefix = common::unique_prefix("election");
+    let prefix = common::unique_key_prefix("election");
     let mut candidates = Vec::new();
     for who in 0..3 {
         let Some(instance) = Instance::connect(store, &format!("candidate-{who}"), &prefix).await
@@ -103,7 +102,7 @@ const INTERVAL: Duration = Duration::from_millis(300);
 /// the lock, with no re-acquire, while another instance polls all along; right after, the
 /// other gets it.
 async fn keep_alive_holds_the_lock(store: Store) {
-    let prefix = common::unique_prefix("keepalive");
+    let prefix = common::unique_key_prefix("keepalive");
     let (Some(holder), Some(other)) = (
         Instance::connect(store, "holder", &prefix).await,
         Instance::connect(store, "other", &prefix).await,
@@ -151,7 +150,7 @@ async fn keep_alive_holds_the_lock(store: Store) {
 /// greater. (What is compared is the holder's own verdict at the moment of the takeover, not
 /// which of two tasks a loaded machine happens to wake first.)
 async fn lost_lock_signal_when_cut(store: Store) {
-    let prefix = common::unique_prefix("lostlock");
+    let prefix = common::unique_key_prefix("lostlock");
     let (Some(holder), Some(other)) = (
         Instance::connect(store, "holder", &prefix).await,
         Instance::connect(store, "other", &prefix).await,

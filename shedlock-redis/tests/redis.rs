@@ -4,13 +4,18 @@
 
 mod common;
 
-use common::RedisHarness;
-
 mod conformance {
-    use super::*;
+    use std::sync::Arc;
 
-    async fn harness() -> Option<RedisHarness> {
-        Some(RedisHarness::single(common::redis("conformance").await?))
+    use shedlock_test_support::ServerHarness;
+
+    use crate::common;
+
+    async fn harness() -> Option<ServerHarness> {
+        let provider = common::redis("conformance").await?;
+        Some(ServerHarness::new(move |holder| {
+            Arc::new(provider.with_holder(holder).expect("valid holder"))
+        }))
     }
 
     shedlock_core::conformance_tests!(harness());
@@ -24,7 +29,8 @@ mod specifics {
     use shedlock_core::{Error, LockConfiguration, LockProvider};
     use shedlock_redis::RedisLockProvider;
 
-    use crate::common::{self, connection, server::TestServer};
+    use crate::common::{self, connection};
+    use shedlock_test_support::RedisServer;
 
     fn config(name: &str, lease: Duration, at_least: Duration) -> LockConfiguration {
         LockConfiguration::new(name, lease, at_least).unwrap()
@@ -210,7 +216,7 @@ mod specifics {
     /// A wrong password: a store error that says so and never shows the password.
     #[tokio::test]
     async fn wrong_password_is_reported_without_the_password() {
-        let Some(server) = TestServer::start(&["--requirepass", "right-secret"]) else {
+        let Some(server) = RedisServer::start(&["--requirepass", "right-secret"]) else {
             return;
         };
         let url = server.url().replace("redis://", "redis://:wrong-secret@");
@@ -238,7 +244,7 @@ mod specifics {
     /// the earlier ones (they come from the server's clock).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn server_restart_fails_cleanly_then_recovers() {
-        let Some(mut server) = TestServer::start(&[]) else {
+        let Some(mut server) = RedisServer::start(&[]) else {
             return;
         };
         let provider = RedisLockProvider::builder()

@@ -4,13 +4,18 @@
 
 mod common;
 
-use common::RedisHarness;
-
 mod conformance {
-    use super::*;
+    use std::sync::Arc;
 
-    async fn harness() -> Option<RedisHarness> {
-        Some(RedisHarness::redlock(common::redlock("conformance").await?))
+    use shedlock_test_support::ServerHarness;
+
+    use crate::common;
+
+    async fn harness() -> Option<ServerHarness> {
+        let provider = common::redlock("conformance").await?;
+        Some(ServerHarness::new(move |holder| {
+            Arc::new(provider.with_holder(holder).expect("valid holder"))
+        }))
     }
 
     shedlock_core::conformance_tests!(harness());
@@ -22,21 +27,22 @@ mod specifics {
     use shedlock_core::{Error, LockConfiguration, LockProvider};
     use shedlock_redis::RedLockProvider;
 
-    use crate::common::{self, server::TestServer};
+    use crate::common;
+    use shedlock_test_support::RedisServer;
 
     fn config(name: &str, lease: Duration) -> LockConfiguration {
         LockConfiguration::new(name, lease, Duration::ZERO).unwrap()
     }
 
     /// Three private masters (so they can be killed) and a provider over them.
-    async fn masters(holder: &str) -> Option<(Vec<TestServer>, RedLockProvider)> {
-        let servers: Vec<TestServer> = (0..3)
-            .map(|_| TestServer::start(&[]))
+    async fn masters(holder: &str) -> Option<(Vec<RedisServer>, RedLockProvider)> {
+        let servers: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::start(&[]))
             .collect::<Option<_>>()?;
         let provider = RedLockProvider::builder()
             .holder(holder)
             .timeout(Duration::from_millis(250))
-            .connect_redlock(servers.iter().map(TestServer::url))
+            .connect_redlock(servers.iter().map(RedisServer::url))
             .await
             .unwrap();
         Some((servers, provider))
@@ -148,7 +154,7 @@ mod specifics {
         // Another process: it knows no token, and one master knows none either.
         let b = RedLockProvider::builder()
             .holder("b")
-            .connect_redlock(servers.iter().map(TestServer::url))
+            .connect_redlock(servers.iter().map(RedisServer::url))
             .await
             .unwrap();
         let lease = b.acquire(&lock).await.unwrap().unwrap();
@@ -184,7 +190,7 @@ mod specifics {
         servers[0].restart();
         let b = RedLockProvider::builder()
             .holder("b")
-            .connect_redlock(servers.iter().map(TestServer::url))
+            .connect_redlock(servers.iter().map(RedisServer::url))
             .await
             .unwrap();
         let second = b.acquire(&lock).await.unwrap();

@@ -9,10 +9,10 @@ mod common;
 use std::time::Duration;
 
 use common::connection;
-use common::server::TestServer;
 use redis::AsyncCommands as _;
 use shedlock_core::{LockConfiguration, LockLease, LockProvider};
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
+use shedlock_test_support::RedisServer;
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -84,7 +84,7 @@ mod single {
     /// `FLUSHALL` empties the server: tokens still go on above the earlier ones.
     #[tokio::test]
     async fn flushed_server_keeps_tokens_increasing() {
-        let Some(server) = TestServer::start(&[]) else {
+        let Some(server) = RedisServer::start(&[]) else {
             return;
         };
         let provider = RedisLockProvider::connect(&server.url()).await.unwrap();
@@ -114,11 +114,11 @@ mod single {
     /// one, so a resource that checks tokens refuses the stale holder once it saw the new.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn failover_to_a_lagging_replica_keeps_tokens_increasing() {
-        let Some(primary) = TestServer::start(&[]) else {
+        let Some(primary) = RedisServer::start(&[]) else {
             return;
         };
         let port = primary.url().rsplit(':').next().unwrap().to_owned();
-        let Some(replica) = TestServer::start(&[
+        let Some(replica) = RedisServer::start(&[
             "--replicaof",
             "127.0.0.1",
             &port,

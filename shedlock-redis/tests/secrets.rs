@@ -6,9 +6,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::server::TestServer;
 use shedlock_core::{Error, LockConfiguration, LockProvider};
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
+use shedlock_test_support::RedisServer;
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -54,7 +54,7 @@ mod secrets {
             assert_hidden(url, &format!("{error} {error:?}"));
         }
 
-        let Some(server) = TestServer::start(&[
+        let Some(server) = RedisServer::start(&[
             "--user",
             "alice",
             "on",
@@ -131,11 +131,11 @@ mod settings {
     async fn evicting_server_is_warned_about() {
         const SECRET: &str = "evict-pw-7";
         let Some(evicting) =
-            TestServer::start(&["--maxmemory-policy", "allkeys-lru", "--requirepass", SECRET])
+            RedisServer::start(&["--maxmemory-policy", "allkeys-lru", "--requirepass", SECRET])
         else {
             return;
         };
-        let Some(keeping) = TestServer::start(&["--maxmemory-policy", "volatile-lru"]) else {
+        let Some(keeping) = RedisServer::start(&["--maxmemory-policy", "volatile-lru"]) else {
             return;
         };
         let logs = Logs::default();

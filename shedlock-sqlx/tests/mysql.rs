@@ -14,15 +14,12 @@ use shedlock_sqlx::MySqlLockProvider;
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{AssertSqlSafe, Executor, MySqlPool};
 
-use common::{database_url, lease_config, unique_table};
+use common::{lease_config, unique_table};
+use shedlock_test_support::mysql_url;
 
 /// A pool whose connections run `setting` (a `SET …` statement) when they open.
 async fn pool_with(setting: Option<String>) -> Option<MySqlPool> {
-    let url = database_url(
-        "SHEDLOCK_TEST_MYSQL_URL",
-        "MySQL/MariaDB",
-        "mysql://root@127.0.0.1:3306/test",
-    )?;
+    let url = mysql_url()?;
     let pool = MySqlPoolOptions::new()
         .max_connections(4)
         .after_connect(move |conn, _| {
@@ -141,11 +138,7 @@ async fn lock_names_are_case_sensitive() {
 /// report a held lock as held (the OK packet carries 0 when the statement did not set it).
 #[tokio::test]
 async fn held_lock_is_held_on_the_connection_that_took_it() {
-    let Some(url) = database_url(
-        "SHEDLOCK_TEST_MYSQL_URL",
-        "MySQL/MariaDB",
-        "mysql://root@127.0.0.1:3306/test",
-    ) else {
+    let Some(url) = mysql_url() else {
         return;
     };
     let one_connection = MySqlPoolOptions::new()

@@ -18,14 +18,11 @@ use shedlock_sqlx::PgLockProvider;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Executor, PgPool, Postgres};
 
-use common::{database_url, lease_config, unique_table};
+use common::{lease_config, unique_table};
+use shedlock_test_support::pg_url;
 
 async fn pool_in_time_zone(time_zone: Option<&'static str>) -> Option<PgPool> {
-    let url = database_url(
-        "SHEDLOCK_TEST_PG_URL",
-        "PostgreSQL",
-        "postgres://root@127.0.0.1:5432/test",
-    )?;
+    let url = pg_url()?;
     let pool = PgPoolOptions::new()
         .max_connections(4)
         .after_connect(move |conn, _| {

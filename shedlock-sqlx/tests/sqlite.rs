@@ -18,7 +18,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, Connection, Executor, SqliteConnection, SqlitePool};
 
 use common::scenarios::ProviderExt;
-use common::{DbHarness, lease_config, unique_table};
+use common::{harness_over, lease_config, unique_table};
 
 /// A fresh database file under Cargo's scratch directory for integration tests.
 fn database_url() -> String {
@@ -45,16 +45,16 @@ async fn memory_provider() -> SqliteLockProvider {
 
 mod conformance_memory {
     use super::*;
-    shedlock_core::conformance_tests!(async { Some(DbHarness::over(memory_provider().await)) });
+    shedlock_core::conformance_tests!(async { Some(harness_over(memory_provider().await)) });
 
     mod inspection {
         use super::*;
-        shedlock_core::inspection_tests!(async { Some(DbHarness::over(memory_provider().await)) });
+        shedlock_core::inspection_tests!(async { Some(harness_over(memory_provider().await)) });
     }
 
     mod runs {
         use super::*;
-        shedlock_core::runs_tests!(async { Some(DbHarness::over(memory_provider().await)) });
+        shedlock_core::runs_tests!(async { Some(harness_over(memory_provider().await)) });
     }
 }
 
@@ -103,7 +103,7 @@ async fn busy_file_provider(journal_mode: SqliteJournalMode) -> SqliteLockProvid
 mod conformance_wal_shared {
     use super::*;
     shedlock_core::conformance_tests!(async {
-        Some(DbHarness::over(
+        Some(harness_over(
             busy_file_provider(SqliteJournalMode::Wal).await,
         ))
     });
@@ -114,7 +114,7 @@ mod conformance_wal_shared {
 mod conformance_rollback_journal_shared {
     use super::*;
     shedlock_core::conformance_tests!(async {
-        Some(DbHarness::over(
+        Some(harness_over(
             busy_file_provider(SqliteJournalMode::Delete).await,
         ))
     });

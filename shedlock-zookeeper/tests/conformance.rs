@@ -4,11 +4,16 @@
 
 mod common;
 
-shedlock_core::conformance_tests!(common::ZkHarness::connect());
+shedlock_core::conformance_tests!(async {
+    Some(common::harness_over(common::provider("conformance").await?))
+});
 
 /// The suite on a provider with digest credentials, whose nodes are closed to other clients.
 mod authenticated {
     use super::common;
 
-    shedlock_core::conformance_tests!(common::ZkHarness::connect_authenticated());
+    shedlock_core::conformance_tests!(async {
+        let provider = common::authenticated_provider("conformance-auth").await?;
+        Some(common::harness_over(provider))
+    });
 }

@@ -25,7 +25,7 @@ const CONFIG: ElectionConfig = ElectionConfig {
 async fn start(count: usize, base: &str) -> Option<(ZkElector, Candidates)> {
     let url = common::zk_url()?;
     let elector = ZkElector::builder(url)
-        .root(common::unique_root(base))
+        .root(common::unique_zk_root(base))
         .connect()
         .await
         .expect("connect to SHEDLOCK_TEST_ZK_URL");
@@ -200,7 +200,7 @@ async fn invalid_elections_name_their_field() {
         return;
     };
     let elector = ZkElector::builder(url)
-        .root(common::unique_root("invalid"))
+        .root(common::unique_zk_root("invalid"))
         .connect()
         .await
         .unwrap();

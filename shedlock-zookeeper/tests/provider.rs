@@ -157,7 +157,7 @@ async fn a_missing_schema_says_how_to_create_it() {
         return;
     };
     let provider = ZkLockProvider::builder(url)
-        .root(common::unique_root("noschema"))
+        .root(common::unique_zk_root("noschema"))
         .connect()
         .await
         .unwrap();

@@ -18,7 +18,7 @@ fn config(name: &str) -> LockConfiguration {
 /// Two instances (each its own provider and session) on one root.
 async fn two_instances(base: &str) -> Option<(ZkLockProvider, ZkLockProvider)> {
     let url = common::zk_url()?;
-    let root = common::unique_root(base);
+    let root = common::unique_zk_root(base);
     let connect = |holder: &'static str| {
         ZkLockProvider::builder(url.as_str())
             .root(root.as_str())

@@ -29,7 +29,7 @@ async fn the_password_reaches_no_debug_output_error_or_log() {
 
     common::open_test_parent().await;
     let builder = ZkLockProvider::builder(url.as_str())
-        .root(common::unique_root("secrets"))
+        .root(common::unique_zk_root("secrets"))
         .digest_auth(common::DIGEST_USER, common::DIGEST_PASSWORD);
     printed.push(format!("{builder:?}"));
     let provider = builder.connect().await.unwrap();

@@ -1,11 +1,13 @@
-//! Real databases for the facade's tests: a fresh lock table per test, providers per holder,
-//! and the environment rules (skip without a URL; fail instead under `CI=true`).
+//! Real databases for the facade's tests: a fresh lock table per test and providers per
+//! holder. URLs (skip without one; fail instead under `CI=true`) and unique names come from
+//! `shedlock-test-support`.
 
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::sync::Arc;
 
 use shedlock::{LockProvider, MySqlLockProvider, PgLockProvider, SqliteLockProvider};
+use shedlock_test_support::{mysql_url, pg_url, unique_table};
 
 /// A database kind under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,35 +127,6 @@ impl Provider {
     }
 }
 
-/// The URL of a server database, or `None` (with one `skipped:` line) when it is not configured.
-/// Under `CI=true` a missing URL is a failure, never a silent skip.
-fn server_url(db: Db) -> Option<String> {
-    let (var, example) = match db {
-        Db::Postgres => (
-            "SHEDLOCK_TEST_PG_URL",
-            "postgres://root@127.0.0.1:5432/test",
-        ),
-        Db::MySql => (
-            "SHEDLOCK_TEST_MYSQL_URL",
-            "mysql://root@127.0.0.1:3306/test",
-        ),
-        Db::Sqlite => unreachable!("SQLite needs no server"),
-    };
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
-            panic!("{var} must be set when CI=true (e.g. {example})")
-        }
-        _ => {
-            // Written to stderr directly: cargo test would capture `println!` of a passing test.
-            let line =
-                format!("skipped: {var} not set (set it to run {db:?} tests, e.g. {example})\n");
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-            None
-        }
-    }
-}
-
 async fn drop_table<DB: sqlx::Database>(pool: &sqlx::Pool<DB>, table: &str)
 where
     for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
@@ -167,7 +140,7 @@ where
 
 /// A provider over a fresh table of its own, as holder `holder`; `None` when skipped.
 pub(crate) async fn provider(db: Db, holder: &str) -> Option<Provider> {
-    let table = shedlock::conformance::unique_lock_name("facade").replace('-', "_");
+    let table = unique_table("facade");
     let provider = match db {
         Db::Sqlite => {
             let path = std::env::temp_dir().join(format!("{table}.db"));
@@ -183,7 +156,7 @@ pub(crate) async fn provider(db: Db, holder: &str) -> Option<Provider> {
             )
         }
         Db::Postgres => {
-            let pool = sqlx::PgPool::connect(&server_url(db)?).await.unwrap();
+            let pool = sqlx::PgPool::connect(&pg_url()?).await.unwrap();
             Provider::Postgres(
                 PgLockProvider::builder(pool)
                     .table(&table)
@@ -193,7 +166,7 @@ pub(crate) async fn provider(db: Db, holder: &str) -> Option<Provider> {
             )
         }
         Db::MySql => {
-            let pool = sqlx::MySqlPool::connect(&server_url(db)?).await.unwrap();
+            let pool = sqlx::MySqlPool::connect(&mysql_url()?).await.unwrap();
             Provider::MySql(
                 MySqlLockProvider::builder(pool)
                     .table(&table)

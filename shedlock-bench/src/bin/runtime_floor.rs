@@ -21,6 +21,18 @@ mod stats;
 
 const TABLE: &str = "shedlock_runtime_floor";
 
+/// A bare tokio-postgres loop on both runtime flavours against pgbench, in interleaved rounds.
+#[derive(Debug, clap::Parser)]
+#[command(name = "runtime_floor")]
+struct Args {
+    /// Interleaved rounds.
+    #[arg(default_value_t = 4)]
+    rounds: usize,
+    /// Seconds per timed run.
+    #[arg(default_value_t = 3)]
+    seconds: u64,
+}
+
 async fn pairs_per_sec(url: &str, run: Duration) -> anyhow::Result<f64> {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
     let connection = tokio::spawn(connection);
@@ -115,10 +127,9 @@ fn pgbench(url: &str, run: Duration) -> anyhow::Result<f64> {
 fn main() -> anyhow::Result<()> {
     let url = std::env::var("SHEDLOCK_TEST_PG_URL")
         .unwrap_or_else(|_| "postgres://root@127.0.0.1:5432/test".into());
-    let mut args = std::env::args().skip(1);
-    let rounds: usize = args.next().map_or(Ok(4), |a| a.parse())?;
+    let Args { rounds, seconds } = clap::Parser::parse();
     anyhow::ensure!(rounds > 0, "ROUNDS must be at least 1");
-    let run = Duration::from_secs(args.next().map_or(Ok(3), |a| a.parse())?);
+    let run = Duration::from_secs(seconds);
     let (mut multi, mut current) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         // Interleaved, the order reversed every other round, so that drift biases no client.

@@ -67,7 +67,7 @@ pub async fn a_run_reads_back_as_recorded<H: RunsHarness>(h: &H) {
         running.started_at,
         lease.locked_at()
     );
-    assert_eq!(runs_of(&log, &lock).await, [running.clone()]);
+    assert_eq!(runs_of(&log, &lock).await, std::slice::from_ref(&running));
     assert_eq!(log.run_started(&start).await.expect("again"), running);
 
     log.run_finished(&start, &RunEnd::succeeded())

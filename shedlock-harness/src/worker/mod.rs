@@ -20,7 +20,7 @@ use tokio::io::AsyncReadExt as _;
 
 use crate::event::{Counters, Event, now_us};
 use crate::store::Store;
-pub use options::{LeaderWork, WorkerOptions};
+pub use options::{LeaderWork, WorkerArgs, WorkerOptions};
 use report::StatusReporter;
 use state::WorkerState;
 

@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use shedlock::ElectionConfig;
 
-use crate::args::Args;
 use crate::store::{Backend, DEFAULT_ACQUIRE_TIMEOUT, StoreConfig};
 
 /// Work only the leader does, as often as `every`.
@@ -98,19 +97,20 @@ impl WorkerOptions {
     /// Reads the options [`to_args`](Self::to_args) wrote.
     ///
     /// # Errors
-    /// On a missing, unknown or invalid option.
-    pub fn from_args(mut args: Args) -> anyhow::Result<Self> {
+    /// On invalid lock names, or a tick that is not whole seconds dividing a minute.
+    pub fn from_args(args: WorkerArgs) -> anyhow::Result<Self> {
+        let millis =
+            |value: Option<u64>, default: Duration| value.map_or(default, Duration::from_millis);
         let store = StoreConfig {
-            backend: args.required::<Backend>("db")?,
-            url: args.required("url")?,
-            lock_table: args.required("lock-table")?,
-            journal_table: args.required("journal-table")?,
-            holder: args.required("holder")?,
-            max_connections: args.get("max-connections", 4)?,
-            acquire_timeout: args.millis("acquire-timeout-ms", DEFAULT_ACQUIRE_TIMEOUT)?,
+            backend: args.db,
+            url: args.url,
+            lock_table: args.lock_table,
+            journal_table: args.journal_table,
+            holder: args.holder,
+            max_connections: args.max_connections,
+            acquire_timeout: millis(args.acquire_timeout_ms, DEFAULT_ACQUIRE_TIMEOUT),
         };
-        let locks: String = args.required("locks")?;
-        let locks: Vec<String> = locks.split(',').map(str::to_owned).collect();
+        let locks: Vec<String> = args.locks.split(',').map(str::to_owned).collect();
         anyhow::ensure!(
             locks
                 .iter()
@@ -118,38 +118,29 @@ impl WorkerOptions {
             "lock names must be non-empty and without whitespace: {locks:?}"
         );
         let defaults = WorkerOptions::new(store.clone(), Vec::new());
-        let election_lease = args.optional::<u64>("election-lease-ms")?;
-        let leader_every = args.optional::<u64>("leader-every-ms")?;
         let options = WorkerOptions {
-            tick: args.millis("tick-ms", defaults.tick)?,
-            job: args.millis("job-ms", defaults.job)?,
-            lease: args.millis("lease-ms", defaults.lease)?,
-            at_least: args.millis("at-least-ms", defaults.at_least)?,
-            keep_alive: args.get("keep-alive", false)?,
-            connect_retries: args.get("connect-retries", 0)?,
-            election: match election_lease {
-                Some(lease) => Some(ElectionConfig {
-                    lease_duration: Duration::from_millis(lease),
-                    renew_deadline: args.millis("election-renew-ms", Duration::ZERO)?,
-                    retry_period: args.millis("election-retry-ms", Duration::ZERO)?,
-                }),
-                None => None,
-            },
-            leader_work: match leader_every {
-                Some(every) => Some(LeaderWork {
-                    every: Duration::from_millis(every),
-                    timing: ElectionConfig {
-                        lease_duration: args.millis("leader-lease-ms", Duration::ZERO)?,
-                        renew_deadline: args.millis("leader-renew-ms", Duration::ZERO)?,
-                        retry_period: args.millis("leader-retry-ms", Duration::ZERO)?,
-                    },
-                }),
-                None => None,
-            },
+            tick: millis(args.tick_ms, defaults.tick),
+            job: millis(args.job_ms, defaults.job),
+            lease: millis(args.lease_ms, defaults.lease),
+            at_least: millis(args.at_least_ms, defaults.at_least),
+            keep_alive: args.keep_alive,
+            connect_retries: args.connect_retries,
+            election: args.election_lease_ms.map(|lease| ElectionConfig {
+                lease_duration: Duration::from_millis(lease),
+                renew_deadline: millis(args.election_renew_ms, Duration::ZERO),
+                retry_period: millis(args.election_retry_ms, Duration::ZERO),
+            }),
+            leader_work: args.leader_every_ms.map(|every| LeaderWork {
+                every: Duration::from_millis(every),
+                timing: ElectionConfig {
+                    lease_duration: millis(args.leader_lease_ms, Duration::ZERO),
+                    renew_deadline: millis(args.leader_renew_ms, Duration::ZERO),
+                    retry_period: millis(args.leader_retry_ms, Duration::ZERO),
+                },
+            }),
             store,
             locks,
         };
-        args.finish()?;
         let tick = options.tick.as_secs();
         anyhow::ensure!(
             options.tick.subsec_nanos() == 0 && tick > 0 && 60 % tick == 0,
@@ -157,4 +148,73 @@ impl WorkerOptions {
         );
         Ok(options)
     }
+}
+
+/// The command line of `shedlock-harness worker`: what [`WorkerOptions::to_args`] writes
+/// (durations in milliseconds; a missing one takes [`WorkerOptions::new`]'s default).
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// The database kind.
+    #[arg(long)]
+    db: Backend,
+    /// Its URL.
+    #[arg(long)]
+    url: String,
+    /// The lock table of the run.
+    #[arg(long)]
+    lock_table: String,
+    /// The journal table of the run.
+    #[arg(long)]
+    journal_table: String,
+    /// This worker's holder name.
+    #[arg(long)]
+    holder: String,
+    /// Pool size.
+    #[arg(long, default_value_t = 4)]
+    max_connections: u32,
+    /// How long a statement waits for a connection.
+    #[arg(long)]
+    acquire_timeout_ms: Option<u64>,
+    /// Lock names, comma-separated (election mode: the first is the election).
+    #[arg(long)]
+    locks: String,
+    /// Cron period (whole seconds dividing a minute).
+    #[arg(long)]
+    tick_ms: Option<u64>,
+    /// How long each job body works.
+    #[arg(long)]
+    job_ms: Option<u64>,
+    /// `lock_at_most_for`.
+    #[arg(long)]
+    lease_ms: Option<u64>,
+    /// `lock_at_least_for`.
+    #[arg(long)]
+    at_least_ms: Option<u64>,
+    /// Whether jobs extend their lease while they run.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    keep_alive: bool,
+    /// Connection attempts after the first.
+    #[arg(long, default_value_t = 0)]
+    connect_retries: u32,
+    /// Election mode, with this lease.
+    #[arg(long)]
+    election_lease_ms: Option<u64>,
+    /// The election's renew deadline.
+    #[arg(long)]
+    election_renew_ms: Option<u64>,
+    /// The election's retry period.
+    #[arg(long)]
+    election_retry_ms: Option<u64>,
+    /// Leader work this often.
+    #[arg(long)]
+    leader_every_ms: Option<u64>,
+    /// The leader work's election lease.
+    #[arg(long)]
+    leader_lease_ms: Option<u64>,
+    /// The leader work's renew deadline.
+    #[arg(long)]
+    leader_renew_ms: Option<u64>,
+    /// The leader work's retry period.
+    #[arg(long)]
+    leader_retry_ms: Option<u64>,
 }

@@ -3,8 +3,6 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
-pub(crate) mod redis_server;
-
 use std::time::Duration;
 
 use shedlock_harness::{

@@ -1,79 +1,41 @@
-//! What the per-database test files share: database URLs (skip locally, fail on CI), unique
-//! table names, and the conformance harness over any provider.
+//! What the per-database test files share: the conformance harness over any provider, the
+//! scenarios every dialect runs, and statements to inspect a table. URLs and unique names come
+//! from `shedlock-test-support`.
 
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
-pub(crate) mod env;
 pub(crate) mod scenarios;
 pub(crate) mod server_cases;
 pub(crate) mod statements;
 
-#[allow(unused_imports)] // sqlite.rs has no URL to read
-pub(crate) use env::{database_url, unique_table};
+use shedlock_test_support::ServerHarness;
+pub(crate) use shedlock_test_support::unique_table;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::conformance::Harness;
-use shedlock_core::conformance::inspection::InspectionHarness;
-use shedlock_core::conformance::runs::RunsHarness;
 use shedlock_core::{LockConfiguration, LockInspector, LockProvider, RunLog};
 
-/// The conformance harness for a real database: providers per holder over one table, and real
-/// waiting (the database's clock cannot be stepped).
-pub(crate) struct DbHarness {
-    provider_for: Box<ProviderFor>,
-    inspector: Arc<dyn LockInspector>,
-    run_log: Arc<dyn RunLog>,
-}
-
-type ProviderFor = dyn Fn(&str) -> Arc<dyn LockProvider> + Send + Sync;
-
-impl DbHarness {
-    /// Providers acting as each holder on `provider`'s table.
-    pub(crate) fn over<P>(provider: P) -> Self
-    where
-        P: LockProvider
-            + LockInspector
-            + RunLog
-            + Clone
-            + scenarios::ProviderExt
-            + Send
-            + Sync
-            + 'static,
-    {
-        DbHarness {
-            inspector: Arc::new(provider.clone()),
-            run_log: Arc::new(provider.clone()),
-            provider_for: Box::new(move |holder| Arc::new(provider.clone_as(holder))),
-        }
-    }
-}
-
-#[shedlock_core::async_trait]
-impl Harness for DbHarness {
-    async fn provider(&self, holder: &str) -> Arc<dyn LockProvider> {
-        (self.provider_for)(holder)
-    }
-
-    async fn pass_time(&self, duration: Duration) {
-        tokio::time::sleep(duration).await;
-    }
-}
-
-#[shedlock_core::async_trait]
-impl InspectionHarness for DbHarness {
-    async fn inspector(&self) -> Arc<dyn LockInspector> {
-        Arc::clone(&self.inspector)
-    }
-}
-
-#[shedlock_core::async_trait]
-impl RunsHarness for DbHarness {
-    async fn run_log(&self) -> Arc<dyn RunLog> {
-        Arc::clone(&self.run_log)
-    }
+/// The conformance harness over `provider`'s table: a provider per holder on it, and the
+/// provider itself as inspector and run log.
+pub(crate) fn harness_over<P>(provider: P) -> ServerHarness
+where
+    P: LockProvider
+        + LockInspector
+        + RunLog
+        + Clone
+        + scenarios::ProviderExt
+        + Send
+        + Sync
+        + 'static,
+{
+    ServerHarness::new({
+        let provider = provider.clone();
+        move |holder| Arc::new(provider.clone_as(holder))
+    })
+    .with_inspector(provider.clone())
+    .with_run_log(provider)
 }
 
 /// Whole milliseconds between two instants of the same clock, `later - earlier`.

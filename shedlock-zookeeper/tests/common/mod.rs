@@ -1,35 +1,16 @@
-//! What the ZooKeeper test files share: the ensemble's connect string (skip locally, fail on
-//! CI), a root of their own per test, and the conformance harness.
+//! What the ZooKeeper test files share: providers and clients on the test ensemble, digest
+//! credentials, log capture and the conformance harness over a provider. The connect string
+//! (skip locally, fail on CI), unique roots and the harness come from `shedlock-test-support`.
 
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use shedlock_core::LockProvider;
-use shedlock_core::conformance::{Harness, unique_lock_name};
 use shedlock_zookeeper::ZkLockProvider;
 
-#[path = "../../../shedlock-sqlx/tests/common/env.rs"]
-mod env;
-
-/// The ensemble's connect string from `SHEDLOCK_TEST_ZK_URL`, or `None` after one line saying
-/// the test was skipped (a failure when `CI=true`).
-pub(crate) fn zk_url() -> Option<String> {
-    env::database_url(
-        "SHEDLOCK_TEST_ZK_URL",
-        "ZooKeeper",
-        "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183 (bash .ci/zookeeper.sh start)",
-    )
-}
-
-/// The parent of every test root.
-const TEST_PARENT: &str = "/shedlock-test";
-
-/// A root no other test (thread or process) uses.
-pub(crate) fn unique_root(base: &str) -> String {
-    format!("{TEST_PARENT}/{}", unique_lock_name(base))
-}
+use shedlock_test_support::ServerHarness;
+use shedlock_test_support::names::ZK_TEST_PARENT;
+pub(crate) use shedlock_test_support::{unique_zk_root, zk_url};
 
 /// The user of the tests' digest credentials.
 pub(crate) const DIGEST_USER: &str = "shedlock-test-app";
@@ -44,7 +25,7 @@ pub(crate) async fn open_test_parent() {
         zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
     raw_client()
         .await
-        .mkdir(TEST_PARENT, &open)
+        .mkdir(ZK_TEST_PARENT, &open)
         .await
         .expect("create the tests' parent node");
 }
@@ -54,7 +35,7 @@ pub(crate) async fn authenticated_provider(base: &str) -> Option<ZkLockProvider>
     let url = zk_url()?;
     open_test_parent().await;
     let provider = ZkLockProvider::builder(url)
-        .root(unique_root(base))
+        .root(unique_zk_root(base))
         .holder("tester")
         .digest_auth(DIGEST_USER, DIGEST_PASSWORD)
         .connect()
@@ -77,7 +58,7 @@ pub(crate) async fn client_as(user: &str, password: &str) -> zookeeper_client::C
 pub(crate) async fn provider(base: &str) -> Option<ZkLockProvider> {
     let url = zk_url()?;
     let provider = ZkLockProvider::builder(url)
-        .root(unique_root(base))
+        .root(unique_zk_root(base))
         .holder("tester")
         .connect()
         .await
@@ -147,34 +128,7 @@ pub(crate) fn capture_logs() -> (Captured, tracing::subscriber::DefaultGuard) {
     (logs, tracing::subscriber::set_default(subscriber))
 }
 
-/// The conformance harness: providers per holder on one root, and real waiting (the
-/// ensemble's clock cannot be stepped).
-pub(crate) struct ZkHarness {
-    provider: ZkLockProvider,
-}
-
-impl ZkHarness {
-    pub(crate) async fn connect() -> Option<Self> {
-        Some(ZkHarness {
-            provider: provider("conformance").await?,
-        })
-    }
-
-    /// The harness on a provider with digest credentials (nodes closed to other clients).
-    pub(crate) async fn connect_authenticated() -> Option<Self> {
-        Some(ZkHarness {
-            provider: authenticated_provider("conformance-auth").await?,
-        })
-    }
-}
-
-#[shedlock_core::async_trait]
-impl Harness for ZkHarness {
-    async fn provider(&self, holder: &str) -> Arc<dyn LockProvider> {
-        Arc::new(self.provider.with_holder(holder).expect("valid holder"))
-    }
-
-    async fn pass_time(&self, duration: Duration) {
-        tokio::time::sleep(duration).await;
-    }
+/// The conformance harness on `provider`'s root: a provider per holder on it.
+pub(crate) fn harness_over(provider: ZkLockProvider) -> ServerHarness {
+    ServerHarness::new(move |holder| Arc::new(provider.with_holder(holder).expect("valid holder")))
 }

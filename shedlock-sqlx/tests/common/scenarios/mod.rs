@@ -178,7 +178,7 @@ macro_rules! sql_provider_tests {
         mod conformance {
             use super::*;
 
-            async fn harness() -> Option<$crate::common::DbHarness> {
+            async fn harness() -> Option<::shedlock_test_support::ServerHarness> {
                 let db = $db { pool: $pool.await? };
                 let provider = <$db as $crate::common::scenarios::TestDb>::build(
                     &db,
@@ -188,7 +188,7 @@ macro_rules! sql_provider_tests {
                 )
                 .expect("valid configuration");
                 provider.create_schema().await.expect("create schema");
-                Some($crate::common::DbHarness::over(provider))
+                Some($crate::common::harness_over(provider))
             }
 
             ::shedlock_core::conformance_tests!(harness());

@@ -1,5 +1,5 @@
-//! Private `redis-server` processes for runs that kill and restart RedLock masters: in memory
-//! only, on free loopback ports, killed when dropped.
+//! Private `redis-server` processes for tests that kill, restart or password-protect a server:
+//! in memory only, on a free loopback port, killed when dropped.
 
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
@@ -8,57 +8,65 @@ use std::time::{Duration, Instant};
 
 /// A `redis-server` this test started.
 #[derive(Debug)]
-pub(crate) struct RedisServer {
+pub struct RedisServer {
     port: u16,
+    args: Vec<String>,
     child: Option<Child>,
 }
 
 impl RedisServer {
-    /// Starts a server, or `None` after a `skipped:` line when `redis-server` is not installed
-    /// (a failure under `CI=true`).
-    pub(crate) fn start() -> Option<RedisServer> {
-        if Command::new("redis-server")
+    /// Starts a server with `args` added to its command line (e.g. `--requirepass`), and waits
+    /// until it answers; `None` after a `skipped:` line when `redis-server` is not installed.
+    ///
+    /// # Panics
+    /// When `redis-server` is not installed and `CI=true`, or does not start.
+    pub fn start(args: &[&str]) -> Option<RedisServer> {
+        let installed = Command::new("redis-server")
             .arg("--version")
             .stdout(Stdio::null())
             .status()
-            .is_err()
-        {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "redis-server is not installed but CI=true"
-            );
-            let line = "skipped: redis-server not installed (apt-get install redis-server)\n";
-            let _ = std::io::stderr().write_all(line.as_bytes());
+            .is_ok();
+        if !installed {
+            crate::skip("redis-server not installed (apt-get install redis-server)");
             return None;
         }
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let mut server = RedisServer { port, child: None };
+        let mut server = RedisServer {
+            port,
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            child: None,
+        };
         server.restart();
         Some(server)
     }
 
     /// `redis://127.0.0.1:<port>`.
-    pub(crate) fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    /// Kills the server (SIGKILL): it loses every key.
-    pub(crate) fn kill(&mut self) {
+    /// Kills the server at once (SIGKILL): it loses every key.
+    pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
     }
 
-    /// Starts the server again on the same port, empty, and waits until it answers.
-    pub(crate) fn restart(&mut self) {
+    /// Starts the server again on the same port, empty, with the same arguments, and waits
+    /// until it answers.
+    ///
+    /// # Panics
+    /// When it does not answer within 10 s.
+    pub fn restart(&mut self) {
         self.kill();
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            .args(&self.args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -75,6 +83,7 @@ impl RedisServer {
         }
     }
 
+    /// Whether the server answers `PING` (any reply, so a password-protected one counts).
     fn answers(&self) -> bool {
         let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
             return false;

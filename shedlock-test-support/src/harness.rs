@@ -1,0 +1,80 @@
+//! The conformance suite's harness for a store on a real server.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shedlock_core::conformance::Harness;
+use shedlock_core::conformance::inspection::InspectionHarness;
+use shedlock_core::conformance::runs::RunsHarness;
+use shedlock_core::{LockInspector, LockProvider, RunLog};
+
+type ProviderFor = dyn Fn(&str) -> Arc<dyn LockProvider> + Send + Sync;
+
+/// The conformance harness for a store on a real server: the provider for each holder comes
+/// from a closure (all on one store), and time passes by really waiting, since a server's clock
+/// cannot be stepped. With [`with_inspector`](Self::with_inspector) and
+/// [`with_run_log`](Self::with_run_log) it runs the inspection and run-record cases too.
+pub struct ServerHarness {
+    provider_for: Box<ProviderFor>,
+    inspector: Option<Arc<dyn LockInspector>>,
+    run_log: Option<Arc<dyn RunLog>>,
+}
+
+impl ServerHarness {
+    /// A harness whose provider for `holder` is `provider_for(holder)`.
+    pub fn new(
+        provider_for: impl Fn(&str) -> Arc<dyn LockProvider> + Send + Sync + 'static,
+    ) -> Self {
+        ServerHarness {
+            provider_for: Box::new(provider_for),
+            inspector: None,
+            run_log: None,
+        }
+    }
+
+    /// The same, inspecting the store through `inspector` (for `inspection_tests!`).
+    pub fn with_inspector(mut self, inspector: impl LockInspector) -> Self {
+        self.inspector = Some(Arc::new(inspector));
+        self
+    }
+
+    /// The same, reading and writing run records through `run_log` (for `runs_tests!`).
+    pub fn with_run_log(mut self, run_log: impl RunLog) -> Self {
+        self.run_log = Some(Arc::new(run_log));
+        self
+    }
+}
+
+impl fmt::Debug for ServerHarness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerHarness").finish_non_exhaustive()
+    }
+}
+
+#[shedlock_core::async_trait]
+impl Harness for ServerHarness {
+    async fn provider(&self, holder: &str) -> Arc<dyn LockProvider> {
+        (self.provider_for)(holder)
+    }
+
+    async fn pass_time(&self, duration: Duration) {
+        tokio::time::sleep(duration).await;
+    }
+}
+
+#[shedlock_core::async_trait]
+impl InspectionHarness for ServerHarness {
+    async fn inspector(&self) -> Arc<dyn LockInspector> {
+        let inspector = self.inspector.as_ref();
+        Arc::clone(inspector.expect("build the harness with `with_inspector`"))
+    }
+}
+
+#[shedlock_core::async_trait]
+impl RunsHarness for ServerHarness {
+    async fn run_log(&self) -> Arc<dyn RunLog> {
+        let run_log = self.run_log.as_ref();
+        Arc::clone(run_log.expect("build the harness with `with_run_log`"))
+    }
+}
