@@ -7,7 +7,7 @@ use shedlock_core::{Error, default_holder};
 use sqlx::Pool;
 
 use crate::identifier::{validate_column, validate_table};
-use crate::runs::{DEFAULT_RETENTION, DEFAULT_RUNS_PER_LOCK, RunTable};
+use crate::runs::{DEFAULT_RETENTION, DEFAULT_RUNS_PER_LOCK, RunTable, default_runs_table};
 use crate::{ColumnTypes, Dialect, SqlLockProvider};
 
 /// The column names of the lock table; [`Default`] is ShedLock's layout plus `fencing_token`.
@@ -169,7 +169,8 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
     }
 
     /// The run-record table (`RunLog`), `table` or `schema.table`; default the lock table's name
-    /// with `_runs` appended (`shedlock_runs`).
+    /// with `_runs` appended (`shedlock_runs`; a name that would be longer than 63 characters is
+    /// cut and given a hash).
     pub fn runs_table(mut self, table: impl Into<String>) -> Self {
         self.runs_table = Some(table.into());
         self
@@ -202,7 +203,7 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
         };
         let runs_name = self
             .runs_table
-            .unwrap_or_else(|| format!("{}_runs", self.table));
+            .unwrap_or_else(|| default_runs_table(&self.table));
         validate_table("runs_table", &runs_name)?;
         if self.runs_per_lock == 0 {
             return Err(Error::invalid_config(

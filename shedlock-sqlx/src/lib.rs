@@ -131,7 +131,7 @@ any_database! {
     mod builder;
     pub mod dialect;
     mod error;
-    mod identifier;
+    pub(crate) mod identifier;
     mod provider;
     mod row;
     mod runs;

@@ -22,6 +22,27 @@ pub(crate) const DEFAULT_RUNS_PER_LOCK: u32 = 1000;
 /// ended, and by age on all), not after each: the hot path stays one statement.
 const TRIM_EVERY: u64 = 32;
 
+/// `<table>_runs` (in the table's schema); when that is longer than an identifier may be, the
+/// table's name is cut and a hash of it (FNV-1a, the same in every process and build) keeps
+/// the run tables of different lock tables apart.
+pub(crate) fn default_runs_table(table: &str) -> String {
+    let (schema, name) = match table.split_once('.') {
+        Some((schema, name)) => (format!("{schema}."), name),
+        None => (String::new(), table),
+    };
+    let runs = format!("{name}_runs");
+    if runs.len() <= crate::identifier::MAX_IDENTIFIER_LEN {
+        return format!("{schema}{runs}");
+    }
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let suffix = format!("_{hash:016x}_runs");
+    // Identifiers are ASCII (validated), so any cut is a character boundary.
+    let cut = crate::identifier::MAX_IDENTIFIER_LEN - suffix.len();
+    format!("{schema}{}{suffix}", &name[..cut])
+}
+
 /// The run table and what is kept of it.
 #[doc(hidden)]
 #[derive(Debug, Clone)]
@@ -160,5 +181,20 @@ impl<D: Dialect> RunLog for SqlLockProvider<D> {
             )
         })?;
         rows.into_iter().map(record).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_tables_fit_an_identifier_and_stay_apart() {
+        assert_eq!(default_runs_table("shedlock"), "shedlock_runs");
+        assert_eq!(default_runs_table("app.locks"), "app.locks_runs");
+        let long = "a".repeat(60);
+        let (one, two) = (default_runs_table(&long), default_runs_table(&format!("{long}b")));
+        assert!(one.len() <= 63 && two.len() <= 63 && one != two, "{one} {two}");
+        assert_eq!(one, default_runs_table(&long), "the same in every process");
     }
 }

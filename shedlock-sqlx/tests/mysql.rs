@@ -178,4 +178,10 @@ session_time_zones_case!(
     db_now
 );
 
+lost_answer_case!(
+    MySqlLockProvider,
+    ::sqlx::mysql::MySqlPoolOptions,
+    ::shedlock_test_support::mysql_url
+);
+
 fencing_guard_case!(MySqlLockProvider, pool, "?");

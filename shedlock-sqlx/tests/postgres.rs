@@ -232,6 +232,12 @@ session_time_zones_case!(
     db_now
 );
 
+lost_answer_case!(
+    PgLockProvider,
+    ::sqlx::postgres::PgPoolOptions,
+    ::shedlock_test_support::pg_url
+);
+
 fencing_guard_case!(PgLockProvider, pool, "$1");
 
 /// The provider on a database whose every transaction runs at `SERIALIZABLE`, as CockroachDB's

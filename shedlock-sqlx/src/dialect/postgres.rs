@@ -255,10 +255,13 @@ impl Dialect for Pg {
         );
         // Inspection clamps times to years 1..=9999: PostgreSQL also stores `infinity` and
         // years sqlx/chrono cannot represent (it would panic decoding them).
+        // NULL stays NULL (GREATEST and LEAST would skip it): an unreadable row is an error,
+        // never a time.
         let clamp = |column: &str| {
             format!(
-                "GREATEST(LEAST(l.{column}, TIMESTAMP '9999-12-31 23:59:59.999'), \
-                 TIMESTAMP '0001-01-01 00:00:00')"
+                "CASE WHEN l.{column} IS NULL THEN NULL ELSE \
+                 GREATEST(LEAST(l.{column}, TIMESTAMP '9999-12-31 23:59:59.999'), \
+                 TIMESTAMP '0001-01-01 00:00:00') END"
             )
         };
         let (until_shown, at_shown) = (clamp(until), clamp(at));

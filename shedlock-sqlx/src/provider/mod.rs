@@ -1,7 +1,7 @@
 //! The SQL lock provider, written once over a [`Dialect`].
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use shedlock_core::{
     Error, LockConfiguration, LockInspector, LockLease, LockProvider, LockQuery, LockRecord,
@@ -11,6 +11,7 @@ use sqlx::{Pool, Transaction};
 use tokio::sync::broadcast;
 
 mod batch;
+mod claims;
 mod dedicated;
 pub(crate) mod retry;
 
@@ -19,6 +20,7 @@ pub(crate) use dedicated::DedicatedConnections;
 use crate::runs::{Ends, RunTable};
 use crate::schema_check::schema_issues;
 use batch::{AcquireQueue, Answer};
+use claims::Claims;
 use retry::{Retry, run};
 use crate::{
     Acquire, Acquired, Dialect, Lease,
@@ -59,6 +61,7 @@ pub struct SqlLockProvider<D: Dialect> {
     pub(super) pool: Pool<D::Database>,
     pub(super) connections: Arc<DedicatedConnections<D::Database>>,
     pub(super) queue: Arc<AcquireQueue>,
+    claims: Arc<Claims>,
     pub(super) holder: Arc<str>,
     table: Arc<Table>,
     pub(crate) sql: Arc<D::Statements>,
@@ -74,6 +77,7 @@ impl<D: Dialect> Clone for SqlLockProvider<D> {
             pool: self.pool.clone(),
             connections: Arc::clone(&self.connections),
             queue: Arc::clone(&self.queue),
+            claims: Arc::clone(&self.claims),
             holder: Arc::clone(&self.holder),
             table: Arc::clone(&self.table),
             sql: Arc::clone(&self.sql),
@@ -133,6 +137,7 @@ impl<D: Dialect> SqlLockProvider<D> {
             pool,
             connections: Arc::new(DedicatedConnections::new(dedicated_connections)),
             queue: Arc::default(),
+            claims: Arc::default(),
             holder,
             sql: Arc::new(D::statements(&table)),
             table: Arc::new(table),
@@ -156,8 +161,9 @@ impl<D: Dialect> SqlLockProvider<D> {
     pub fn with_holder(&self, holder: impl Into<String>) -> Result<Self, Error> {
         Ok(SqlLockProvider {
             holder: validate_holder(holder.into())?,
-            // Batches are sent as one holder.
+            // Batches are sent, and acquisitions told apart, per holder.
             queue: Arc::default(),
+            claims: Arc::default(),
             ..self.clone()
         })
     }
@@ -334,9 +340,27 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
             config,
         };
         let sql = &*self.sql;
-        let acquired = match run!(self, |c| D::acquire(c, sql, args)) {
+        let in_flight = self.claims.begin(name);
+        let started = Instant::now();
+        let mut reconnected = false;
+        let acquired = match run!(self, reconnected = reconnected, |c| D::acquire(c, sql, args)) {
+            // Ran again on a new connection after the first broke: the first may have been
+            // granted, and this one then finds the lock held.
+            Ok(None)
+                if reconnected
+                    && in_flight.alone()
+                    && let Some(lease) = self.adopt_lost_grant(config, started).await =>
+            {
+                return Ok(Some(lease));
+            }
             Ok(acquired) => acquired,
             Err(Some(e)) if !D::is_busy(&e) => {
+                if answer_may_be_lost(&e)
+                    && in_flight.alone()
+                    && let Some(lease) = self.adopt_lost_grant(config, started).await
+                {
+                    return Ok(Some(lease));
+                }
                 return Err(store_error(Operation::Acquire, name, &self.table, e));
             }
             Err(e) => {
@@ -453,6 +477,43 @@ impl<D: Dialect> LockInspector for SqlLockProvider<D> {
 }
 
 impl<D: Dialect> SqlLockProvider<D> {
+    /// After an acquire whose answer was lost, the lease the database granted it, if any: the
+    /// row is held by this holder and was taken after the call began, and no other acquisition
+    /// of the name in this process overlapped the call (the caller checks), so nobody else can
+    /// have written it. Without this, the lock stayed taken for `lock_at_most_for` by a lease
+    /// nobody knew of.
+    async fn adopt_lost_grant(
+        &self,
+        config: &LockConfiguration,
+        started: Instant,
+    ) -> Option<LockLease> {
+        let record = self.lock_record(config.name()).await.ok()??;
+        if record.holder != *self.holder || !record.held {
+            return None;
+        }
+        // The database's clock when the call began, less what clock rates and rounding can
+        // move it by (as for a lease's local deadline).
+        let elapsed = started.elapsed();
+        let began = record
+            .read_at
+            .checked_sub(elapsed + elapsed / 100 + Duration::from_millis(2))?;
+        if record.locked_at < began {
+            return None;
+        }
+        tracing::warn!(
+            lock = config.name(),
+            token = record.fencing_token,
+            "the answer to an acquire was lost; the lease it was granted is adopted"
+        );
+        Some(LockLease::new(
+            config,
+            Arc::clone(&self.holder),
+            record.fencing_token,
+            record.locked_at,
+            record.lock_until,
+        ))
+    }
+
     /// The lease an acquisition of `config` wrote.
     pub(super) fn lease(
         &self,
@@ -488,4 +549,14 @@ impl<D: Dialect> SqlLockProvider<D> {
             ),
         }
     }
+}
+
+/// Whether a failed statement may have been carried out by the database although its answer
+/// never came: the connection broke (or the answer could not be read) after it was sent.
+/// A database's own error, a pool that gave no connection or a decoding error mean it was not.
+fn answer_may_be_lost(error: &sqlx::Error) -> bool {
+    matches!(
+        error,
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) | sqlx::Error::WorkerCrashed
+    )
 }

@@ -12,8 +12,14 @@ use std::time::Duration;
 /// shown `Send` for every lifetime, which `async_trait` requires.
 macro_rules! run {
     ($provider:expr, |$connection:ident| $statements:expr) => {{
-        let mut retry = $crate::provider::retry::Retry::new();
         let mut reconnected = false;
+        $crate::provider::retry::run!($provider, reconnected = reconnected, |$connection| $statements)
+    }};
+    // `$reconnected` (a `bool` place) tells afterwards whether the statements ran again on a
+    // new connection: the first run's outcome is then unknown.
+    ($provider:expr, reconnected = $reconnected:ident, |$connection:ident| $statements:expr) => {{
+        let mut retry = $crate::provider::retry::Retry::new();
+        let reconnected = &mut $reconnected;
         loop {
             let mut lent = match $provider.connections.get(&$provider.pool).await {
                 Ok(lent) => lent,
@@ -30,9 +36,9 @@ macro_rules! run {
             match outcome {
                 // Once, on a new connection: the statements are conditional on the table, so
                 // running them again never grants a lease twice.
-                Err(e) if stale && !reconnected => {
+                Err(e) if stale && !*reconnected => {
                     tracing::debug!(error = %e, "connection lost while idle; running again on a new one");
-                    reconnected = true;
+                    *reconnected = true;
                 }
                 Err(e) if $crate::provider::retry::Retry::is_serialization_failure(&e) => {
                     if !retry.pause().await {

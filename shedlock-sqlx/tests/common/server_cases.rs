@@ -169,3 +169,61 @@ macro_rules! fencing_guard_case {
         }
     };
 }
+
+/// `lost_answer_grant_is_adopted`, for a provider type, its pool options type and the test
+/// URL's function.
+#[macro_export]
+macro_rules! lost_answer_case {
+    ($provider:ident, $pool_options:ty, $url:path) => {
+        /// The connection breaks after an acquire statement was sent, and its answer never
+        /// comes: the database granted the lease. The provider recognises the lease as its own
+        /// (held by its holder, granted during the call, no other acquisition of the name in
+        /// flight) and hands it out, instead of an error with the lock then taken for
+        /// `lock_at_most_for` by a lease nobody knew of.
+        #[tokio::test]
+        async fn lost_answer_grant_is_adopted() {
+            use ::shedlock_core::LockProvider as _;
+            let Some(url) = $url() else { return };
+            let upstream = ::shedlock_test_support::upstream_of(&url).unwrap();
+            let proxy = ::shedlock_test_support::CutProxy::start(&upstream)
+                .await
+                .unwrap();
+            // No checkout ping: the only bytes sent after arming are the acquire's.
+            let pool = <$pool_options>::new()
+                .max_connections(2)
+                .test_before_acquire(false)
+                .connect(&proxy.url_through(&url).unwrap())
+                .await
+                .unwrap();
+            let table = $crate::common::unique_table("shedlock_lost");
+            let a = $provider::builder(pool.clone())
+                .table(&table)
+                .holder("a")
+                .dedicated_connections(1)
+                .build()
+                .unwrap();
+            a.create_schema().await.unwrap();
+            let b = a.with_holder("b").unwrap();
+            let c = $crate::common::lease_config("lost", ::std::time::Duration::from_secs(600));
+            // Prepares the statements on the one dedicated connection.
+            let warm = a.acquire(&c).await.unwrap().expect("free");
+            assert!(a.release(&warm).await.unwrap());
+
+            proxy.lose_next_answer();
+            let lease = match a.acquire(&c).await {
+                Ok(Some(lease)) => lease,
+                other => panic!("the granted lease was not recognised: {other:?}"),
+            };
+            assert!(lease.fencing_token() > warm.fencing_token());
+            assert!(b.acquire(&c).await.unwrap().is_none(), "held by a");
+            assert!(a.release(&lease).await.unwrap(), "a's own lease");
+            assert!(b.acquire(&c).await.unwrap().is_some(), "free once released");
+            ::sqlx::query(::sqlx::AssertSqlSafe(format!(
+                "DROP TABLE {table}, {table}_runs"
+            )))
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+    };
+}

@@ -114,7 +114,14 @@ async fn imprecise_timestamps_are_refused() {
             .table(&table)
             .build()
             .unwrap();
-        let issues = provider.check_schema().await.unwrap();
+        // The lock table's issues (a table made by hand has no run table beside it).
+        let issues: Vec<_> = provider
+            .check_schema()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|issue| !matches!(issue, shedlock_sqlx::SchemaIssue::MissingTable { .. }))
+            .collect();
         if fits {
             assert_eq!(issues, [], "{ty}");
         } else {
