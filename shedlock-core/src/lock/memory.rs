@@ -178,6 +178,10 @@ impl LockProvider for InMemoryLockProvider {
     fn run_log(&self) -> Option<&dyn RunLog> {
         Some(self)
     }
+
+    fn inspector(&self) -> Option<&dyn LockInspector> {
+        Some(self)
+    }
 }
 
 #[async_trait]

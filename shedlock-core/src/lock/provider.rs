@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
-use crate::{Error, LockConfiguration, RunLog};
+use crate::{Error, LockConfiguration, LockInspector, RunLog};
 
 /// A lock store: one attempt per call, never waiting for a lock to become free.
 ///
@@ -60,6 +60,13 @@ pub trait LockProvider: Send + Sync + Debug + 'static {
     fn run_log(&self) -> Option<&dyn RunLog> {
         None
     }
+
+    /// The store's read side (who holds which lock, until when), if it offers one: the
+    /// scheduler reads it to tell a run whose holder died from one still going. The default is
+    /// `None`; every provider of this workspace returns `Some`.
+    fn inspector(&self) -> Option<&dyn LockInspector> {
+        None
+    }
 }
 
 #[async_trait]
@@ -88,6 +95,9 @@ impl<P: LockProvider + ?Sized> LockProvider for Arc<P> {
     }
     fn run_log(&self) -> Option<&dyn RunLog> {
         (**self).run_log()
+    }
+    fn inspector(&self) -> Option<&dyn LockInspector> {
+        (**self).inspector()
     }
 }
 

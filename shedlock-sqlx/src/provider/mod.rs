@@ -426,6 +426,10 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
     fn run_log(&self) -> Option<&dyn RunLog> {
         Some(self)
     }
+
+    fn inspector(&self) -> Option<&dyn LockInspector> {
+        Some(self)
+    }
 }
 
 /// Reads the whole table and filters and pages in this process (a lock table holds one row
