@@ -60,7 +60,9 @@ pub use scheduler::config::SchedulerConfig;
 pub use scheduler::job::{IntoJobResult, Job, JobLock};
 pub use scheduler::registry::JobRegistry;
 pub use scheduler::schedule::Schedule;
-pub use scheduler::{JobOutcome, JobStatus, Scheduler, SchedulerBuilder, ShutdownReport};
+pub use scheduler::{
+    JobOutcome, JobStatus, OnInterrupted, Scheduler, SchedulerBuilder, ShutdownReport,
+};
 
 /// The `async_trait` attribute, re-exported for implementing [`LockProvider`].
 pub use async_trait::async_trait;

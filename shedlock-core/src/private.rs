@@ -63,6 +63,7 @@ pub fn job_lock(
         lock_at_most_for,
         lock_at_least_for,
         keep_alive,
+        ..JobLock::default_for(Cow::Borrowed(name))
     }
 }
 

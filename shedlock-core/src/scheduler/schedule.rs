@@ -81,6 +81,8 @@ pub struct Schedule {
     pub(crate) initial_delay: Duration,
     /// `None`: the scheduler's `misfire_threshold`.
     pub(crate) misfire_threshold: Option<Duration>,
+    /// Run the latest tick the whole fleet missed, if at most this old, at start.
+    pub(crate) catch_up: Option<Duration>,
 }
 
 #[derive(Clone)]
@@ -111,6 +113,7 @@ impl Schedule {
             },
             initial_delay: Duration::ZERO,
             misfire_threshold: None,
+            catch_up: None,
         })
     }
 
@@ -149,6 +152,7 @@ impl Schedule {
             kind: ScheduleKind::FixedRate(period),
             initial_delay: Duration::ZERO,
             misfire_threshold: None,
+            catch_up: None,
         })
     }
 
@@ -167,6 +171,7 @@ impl Schedule {
             kind: ScheduleKind::FixedDelay(delay),
             initial_delay: Duration::ZERO,
             misfire_threshold: None,
+            catch_up: None,
         })
     }
 
@@ -187,6 +192,63 @@ impl Schedule {
         validate_misfire_threshold(threshold)?;
         self.misfire_threshold = Some(threshold);
         Ok(self)
+    }
+
+    /// Catch-up after a fleet-wide outage: when the scheduler starts and the latest fire time
+    /// of this cron schedule before now passed no more than `within` ago, and no instance took
+    /// the job's lock since that fire time (nobody ran it: every instance was down, or the
+    /// store was), the tick runs once, now. Exactly once across the fleet (the lock's
+    /// acquisition time decides) and read in the schedule's zone, daylight-saving changes
+    /// included. Only the latest missed tick runs, never a backlog; the job needs a lock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock_core::Schedule;
+    ///
+    /// // Run last night's report at start if it was missed less than 6 hours ago.
+    /// let nightly = Schedule::cron("0 0 2 * * *")?.with_catch_up(Duration::from_secs(6 * 3600))?;
+    /// # Ok::<(), shedlock_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`catch_up`) when `within` is zero or over 100 years, or the
+    /// schedule is not cron.
+    pub fn with_catch_up(mut self, within: Duration) -> Result<Self, Error> {
+        if !matches!(self.kind, ScheduleKind::Cron { .. }) {
+            return Err(Error::invalid_config(
+                "catch_up",
+                "applies only to cron schedules",
+            ));
+        }
+        if within.is_zero() || within > MAX_DURATION {
+            return Err(Error::invalid_config(
+                "catch_up",
+                "must be greater than zero and at most 100 years",
+            ));
+        }
+        self.catch_up = Some(within);
+        Ok(self)
+    }
+
+    /// How old a missed tick may be to be caught up at start; `None`: no catch-up.
+    pub fn catch_up(&self) -> Option<Duration> {
+        self.catch_up
+    }
+
+    /// The latest cron fire time at or before `now`, read in the schedule's zone (or
+    /// `default_zone`); `None` for other schedules or when the pattern never matched.
+    pub(crate) fn latest_fire(
+        &self,
+        now: DateTime<Utc>,
+        default_zone: Tz,
+    ) -> Option<DateTime<Utc>> {
+        let ScheduleKind::Cron { cron, zone, .. } = &self.kind else {
+            return None;
+        };
+        let zone = zone.unwrap_or(default_zone);
+        cron.find_previous_occurrence(&now.trunc_subsecs(0).with_timezone(&zone), true)
+            .ok()
+            .map(|fire| fire.with_timezone(&Utc))
     }
 
     /// The expression of a cron schedule, as written; `None` for fixed-rate and fixed-delay
