@@ -61,7 +61,7 @@ pub use scheduler::job::{IntoJobResult, Job, JobLock};
 pub use scheduler::registry::JobRegistry;
 pub use scheduler::schedule::Schedule;
 pub use scheduler::{
-    JobOutcome, JobStatus, OnInterrupted, Scheduler, SchedulerBuilder, ShutdownReport,
+    JobOutcome, JobStatus, OnInterrupted, RunContext, Scheduler, SchedulerBuilder, ShutdownReport,
 };
 
 /// The `async_trait` attribute, re-exported for implementing [`LockProvider`].

@@ -37,6 +37,8 @@ struct Fleet {
     cuts: Arc<Mutex<HashMap<String, Arc<AtomicBool>>>>,
     /// Set once an instance died: only the first run dies.
     died: Arc<AtomicBool>,
+    /// What `RunContext` told each run of the dying job: tick and attempt.
+    contexts: Arc<Mutex<Vec<(Option<SystemTime>, u32)>>>,
 }
 
 impl Fleet {
@@ -47,6 +49,7 @@ impl Fleet {
             starts: Arc::default(),
             cuts: Arc::default(),
             died: Arc::default(),
+            contexts: Arc::default(),
         }
     }
 
@@ -70,6 +73,12 @@ impl Fleet {
                 let fleet = fleet.clone();
                 async move {
                     let holder = fleet.record_start();
+                    let run = shedlock_core::RunContext::current().expect("a scheduled run");
+                    fleet
+                        .contexts
+                        .lock()
+                        .unwrap()
+                        .push((run.tick(), run.attempt()));
                     if !fleet.died.swap(true, Ordering::SeqCst) {
                         fleet.cuts.lock().unwrap()[&holder].store(true, Ordering::SeqCst);
                         std::future::pending::<()>().await;
@@ -181,6 +190,12 @@ async fn an_interrupted_run_is_rerun_once_within_a_lease() {
     );
     assert_eq!(runs[0].tick, runs[1].tick, "the same tick ran again");
     assert_eq!(runs[0].tick, Some(at(ORIGIN + 30)));
+    let contexts = fleet.contexts.lock().unwrap().clone();
+    assert_eq!(
+        contexts[..2],
+        [(Some(at(ORIGIN + 30)), 1), (Some(at(ORIGIN + 30)), 2)],
+        "the rerun knows the tick it runs again"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use tokio::task::JoinSet;
 
 pub use builder::SchedulerBuilder;
-pub use run::OnInterrupted;
+pub use run::{OnInterrupted, RunContext};
 pub use status::{JobOutcome, JobStatus, ShutdownReport};
 
 use crate::{Error, LeaderElection, LockingTaskExecutor, SchedulerConfig, TaskResult};

@@ -34,6 +34,54 @@ pub enum OnInterrupted {
     Rerun,
 }
 
+/// The scheduled run in progress, as seen from inside the job: which tick it belongs to and
+/// which attempt it is (a retry, or the rerun of an interrupted run, counts up). A job that
+/// reruns interrupted ticks or catches up missed ones reads the tick here to do that tick's
+/// work (e.g. the report for 02:00), not the current time's.
+///
+/// ```
+/// use shedlock_core::RunContext;
+///
+/// async fn nightly_report() {
+///     if let Some(run) = RunContext::current() {
+///         println!("tick {:?}, attempt {}", run.tick(), run.attempt());
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunContext {
+    job: Arc<str>,
+    tick: Option<SystemTime>,
+    attempt: u32,
+}
+
+tokio::task_local! {
+    static CURRENT_RUN: RunContext;
+}
+
+impl RunContext {
+    /// The run of a locked scheduled job this code runs in; `None` elsewhere (outside the
+    /// scheduler, in a job without a lock, in a task the job spawned).
+    pub fn current() -> Option<RunContext> {
+        CURRENT_RUN.try_with(Clone::clone).ok()
+    }
+
+    /// The job's name.
+    pub fn job(&self) -> &str {
+        &self.job
+    }
+
+    /// The fire time the run belongs to (for a rerun or a catch-up, the original tick's).
+    pub fn tick(&self) -> Option<SystemTime> {
+        self.tick
+    }
+
+    /// 1 for the first attempt; retries and reruns count up.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+}
+
 /// How one locked run goes: which tick, which attempt first, how many retries.
 #[derive(Debug, Clone)]
 pub(crate) struct RunPlan {
@@ -88,8 +136,16 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
         {
             tracing::warn!(job = %plan.job, %error, "run record not written (start)");
         }
-        let outcome = AssertUnwindSafe(job.start_lazily(state.clone()))
-            .catch_unwind()
+        let current = RunContext {
+            job: Arc::clone(&plan.job),
+            tick: plan.tick,
+            attempt,
+        };
+        let outcome = CURRENT_RUN
+            .scope(
+                current,
+                AssertUnwindSafe(job.start_lazily(state.clone())).catch_unwind(),
+            )
             .await;
         let retry = attempt <= plan.retries
             && context
