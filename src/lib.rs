@@ -8,8 +8,9 @@ pub use shedlock_core::{
     JobLock, JobOutcome, JobRegistry, JobStatus, LeaderElection, LeaderElectionBuilder,
     LeaderState, Lock, LockConfiguration, LockContext, LockEvent, LockInspector, LockLease,
     LockListener, LockProvider, LockQuery, LockRecord, LockingTaskExecutor, MAX_LOCK_NAME_LEN,
-    ManualClock, Operation, RunOutcome, RunQuery, RunRecord, Schedule, Scheduler, SchedulerBuilder,
-    SchedulerConfig, ShutdownReport, SystemClock, TaskResult, TokioClock,
+    ManualClock, OnInterrupted, Operation, RunContext, RunOutcome, RunQuery, RunRecord, Schedule,
+    Scheduler, SchedulerBuilder, SchedulerConfig, ShutdownReport, SystemClock, TaskResult,
+    TokioClock,
 };
 
 /// For writing a store of your own: the interfaces a store implements ([`LockProvider`],

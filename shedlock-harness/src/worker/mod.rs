@@ -13,12 +13,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use shedlock::{
-    ElectionConfig, Job, JobLock, JobRegistry, LeaderElection, LeaderState, LockEvent, Schedule,
-    Scheduler, SchedulerConfig,
+    ElectionConfig, Job, JobLock, JobRegistry, LeaderElection, LeaderState, LockEvent,
+    OnInterrupted, RunContext, Schedule, Scheduler, SchedulerConfig,
 };
 use tokio::io::AsyncReadExt as _;
 
-use crate::event::{Counters, Event, now_us};
+use crate::event::{Counters, Event, now_us, unix_us};
 use crate::store::Store;
 pub use options::{LeaderWork, WorkerArgs, WorkerOptions};
 use report::StatusReporter;
@@ -127,7 +127,10 @@ async fn run_scheduler(options: &WorkerOptions, store: Store) -> anyhow::Result<
             lock.clone(),
             Schedule::cron(&cron)?,
             move |state: Arc<WorkerState>| {
-                let tick = state.tick_of(&name);
+                // A rerun belongs to the tick it runs again, not to the latest attempt's.
+                let tick = RunContext::current()
+                    .and_then(|run| run.tick())
+                    .map_or_else(|| state.tick_of(&name), |fire| unix_us(fire) / state.tick_us);
                 let name = name.clone();
                 async move { state.run_job(&name, tick).await }
             },
@@ -136,7 +139,12 @@ async fn run_scheduler(options: &WorkerOptions, store: Store) -> anyhow::Result<
             JobLock::new(lock.clone())?
                 .lock_at_most_for(options.lease)?
                 .lock_at_least_for(options.at_least)?
-                .keep_alive(options.keep_alive),
+                .keep_alive(options.keep_alive)
+                .on_interrupted(if options.rerun {
+                    OnInterrupted::Rerun
+                } else {
+                    OnInterrupted::Skip
+                }),
         );
         registry = registry.add(job);
     }
@@ -144,6 +152,7 @@ async fn run_scheduler(options: &WorkerOptions, store: Store) -> anyhow::Result<
         holder: Some(options.store.holder.clone()),
         shutdown_grace_period: options.job + Duration::from_secs(5),
         shutdown_cancel_period: Duration::from_secs(2),
+        run_lease: options.run_lease,
         ..SchedulerConfig::default()
     };
     // The leader-only job reports the term it runs in: read from the scheduler's election at

@@ -32,6 +32,10 @@ pub struct WorkerOptions {
     pub at_least: Duration,
     /// Whether jobs extend their lease while they run.
     pub keep_alive: bool,
+    /// The scheduler's heartbeat lease (`SchedulerConfig::run_lease`; zero: off).
+    pub run_lease: Duration,
+    /// Whether an interrupted tick is run again (`OnInterrupted::Rerun`).
+    pub rerun: bool,
     /// Leader election instead of scheduled jobs, with this timing.
     pub election: Option<ElectionConfig>,
     /// Leader work: in scheduler mode a leader-only job (election `leader`) with this period
@@ -52,6 +56,8 @@ impl WorkerOptions {
             lease: Duration::from_secs(3),
             at_least: Duration::from_millis(800),
             keep_alive: false,
+            run_lease: shedlock::SchedulerConfig::default().run_lease,
+            rerun: false,
             election: None,
             leader_work: None,
             connect_retries: 0,
@@ -76,6 +82,8 @@ impl WorkerOptions {
             ("lease-ms", ms(self.lease)),
             ("at-least-ms", ms(self.at_least)),
             ("keep-alive", self.keep_alive.to_string()),
+            ("run-lease-ms", ms(self.run_lease)),
+            ("rerun", self.rerun.to_string()),
             ("connect-retries", self.connect_retries.to_string()),
         ];
         if let Some(e) = &self.election {
@@ -124,6 +132,8 @@ impl WorkerOptions {
             lease: millis(args.lease_ms, defaults.lease),
             at_least: millis(args.at_least_ms, defaults.at_least),
             keep_alive: args.keep_alive,
+            run_lease: millis(args.run_lease_ms, defaults.run_lease),
+            rerun: args.rerun,
             connect_retries: args.connect_retries,
             election: args.election_lease_ms.map(|lease| ElectionConfig {
                 lease_duration: Duration::from_millis(lease),
@@ -193,6 +203,12 @@ pub struct WorkerArgs {
     /// Whether jobs extend their lease while they run.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     keep_alive: bool,
+    /// The scheduler's heartbeat lease (0: off).
+    #[arg(long)]
+    run_lease_ms: Option<u64>,
+    /// Whether an interrupted tick is run again.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    rerun: bool,
     /// Connection attempts after the first.
     #[arg(long, default_value_t = 0)]
     connect_retries: u32,
