@@ -605,3 +605,43 @@ async fn catch_up_needs_a_cron_schedule_and_a_lock() {
         .unwrap_err();
     assert!(error.to_string().contains("catch_up"), "{error}");
 }
+
+/// The store cost of a heartbeat: one extension per third of the run lease while a job runs,
+/// so 6 statements a minute per running job at the default 30 s (docs/RELIABILITY.md).
+#[tokio::test(start_paused = true)]
+async fn a_running_job_renews_its_lease_six_times_a_minute_by_default() {
+    let store =
+        InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::starting_at(at(ORIGIN))));
+    let slow = common::Slow::new(store);
+    let job = Job::new(
+        "report",
+        Schedule::cron("0 * * * * *").unwrap(),
+        |()| async {
+            tokio::time::sleep(Duration::from_secs(600)).await;
+        },
+    )
+    .with_lock(
+        JobLock::new("report")
+            .unwrap()
+            .lock_at_most_for(Duration::from_secs(3600))
+            .unwrap(),
+    );
+    let scheduler = Scheduler::builder()
+        .provider(slow.clone())
+        .clock(Arc::new(TokioClock::starting_at(at(ORIGIN))))
+        .config(config())
+        .registry(JobRegistry::new(()).add(job))
+        .start()
+        .await
+        .unwrap();
+    // The run goes from second 30 to second 630: ten minutes.
+    tokio::time::sleep(Duration::from_secs(640)).await;
+    scheduler.shutdown().await;
+    let extensions = slow
+        .journal()
+        .iter()
+        .filter(|e| **e == "extend sent")
+        .count();
+    println!("heartbeat: {extensions} extensions in a 10-minute run (run_lease 30 s)");
+    assert_eq!(extensions, 60, "one per 10 s of the run");
+}

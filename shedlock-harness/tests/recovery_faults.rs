@@ -49,12 +49,12 @@ fn tick_of_start(s: &Scenario, worker: usize, lock: &str, token: u64) -> i64 {
     let mut tick = None;
     for r in s.fleet.events() {
         match &r.event {
-            Event::Attempt { lock: l, tick: t, .. } if r.worker == worker && l == lock => {
-                tick = Some(*t)
-            }
-            Event::Start { lock: l, token: t, .. }
-                if r.worker == worker && l == lock && *t == token =>
-            {
+            Event::Attempt {
+                lock: l, tick: t, ..
+            } if r.worker == worker && l == lock => tick = Some(*t),
+            Event::Start {
+                lock: l, token: t, ..
+            } if r.worker == worker && l == lock && *t == token => {
                 break;
             }
             _ => {}
@@ -80,7 +80,10 @@ async fn holder_killed_mid_run_is_rerun(backend: Backend) {
         accepted_write(&s, "report", token).expect("the rerun's write");
     assert_ne!(rerun_by, killed);
     assert!(rerun_token > token, "the rerun holds a newer token");
-    assert_eq!(rerun_tick, tick, "the interrupted tick ran again, not only the next one");
+    assert_eq!(
+        rerun_tick, tick,
+        "the interrupted tick ran again, not only the next one"
+    );
     assert!(
         rerun_start >= until,
         "the rerun started {} ms before the killed holder's lease ended",
@@ -98,7 +101,11 @@ async fn holder_killed_mid_run_is_rerun(backend: Backend) {
     let report = s.finish().await;
     assert_passed(&report);
     assert_eq!(
-        (report.excused_ticks, report.missed_ticks, report.duplicate_ticks),
+        (
+            report.excused_ticks,
+            report.missed_ticks,
+            report.duplicate_ticks
+        ),
         (0, 0, 0),
         "no tick lost or doubled, none excused:\n{report}"
     );

@@ -130,7 +130,10 @@ async fn run_scheduler(options: &WorkerOptions, store: Store) -> anyhow::Result<
                 // A rerun belongs to the tick it runs again, not to the latest attempt's.
                 let tick = RunContext::current()
                     .and_then(|run| run.tick())
-                    .map_or_else(|| state.tick_of(&name), |fire| unix_us(fire) / state.tick_us);
+                    .map_or_else(
+                        || state.tick_of(&name),
+                        |fire| unix_us(fire) / state.tick_us,
+                    );
                 let name = name.clone();
                 async move { state.run_job(&name, tick).await }
             },
