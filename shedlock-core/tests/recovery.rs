@@ -20,6 +20,9 @@ use shedlock_core::{
 /// 2026-11-25T10:00:30Z: half a minute before a whole minute.
 const ORIGIN: u64 = 1_795_600_830;
 
+/// A run's tick and attempt, as `RunContext` says.
+type TickAttempt = (Option<SystemTime>, u32);
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Start {
     holder: String,
@@ -38,7 +41,7 @@ struct Fleet {
     /// Set once an instance died: only the first run dies.
     died: Arc<AtomicBool>,
     /// What `RunContext` told each run of the dying job: tick and attempt.
-    contexts: Arc<Mutex<Vec<(Option<SystemTime>, u32)>>>,
+    contexts: Arc<Mutex<Vec<TickAttempt>>>,
 }
 
 impl Fleet {

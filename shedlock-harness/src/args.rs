@@ -25,7 +25,7 @@ pub enum Command {
     Stress(StressArgs),
     /// One worker process (spawned by the harness).
     #[command(hide = true)]
-    Worker(WorkerArgs),
+    Worker(Box<WorkerArgs>),
     /// One ZooKeeper election candidate (spawned by the harness).
     #[command(hide = true)]
     ZkCandidate(ZkCandidateArgs),
@@ -122,7 +122,7 @@ mod tests {
         let Command::Worker(args) = parse_words(line).unwrap() else {
             panic!("not a worker");
         };
-        let back = WorkerOptions::from_args(args).unwrap();
+        let back = WorkerOptions::from_args(*args).unwrap();
         assert_eq!(format!("{back:?}"), format!("{options:?}"));
     }
 

@@ -33,7 +33,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match command {
-            Command::Worker(args) => run_worker(WorkerOptions::from_args(args)?)
+            Command::Worker(args) => run_worker(WorkerOptions::from_args(*args)?)
                 .await
                 .map(|()| true),
             Command::Stress(args) => stress(StressOptions::from_args(args)?).await,
