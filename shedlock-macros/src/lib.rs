@@ -41,7 +41,6 @@
 //! parameter is the lock context when its type is named `LockContext`.
 
 mod attr;
-mod duration;
 mod expand;
 mod signature;
 mod validate;
