@@ -9,9 +9,24 @@ use crate::iso8601;
 /// a unit mistake, and would overflow clock arithmetic.
 pub const MAX_DURATION: Duration = Duration::from_secs(3_155_760_000);
 
-/// Parses a duration in humantime (`"10m"`, `"1h 30m"`, `"500ms"`) or, when it starts with `P`,
-/// ISO-8601 (`"PT10M"`, `"P1DT2H"`, `"PT0.5S"`); see the [crate docs](crate#durations) for the
-/// whole grammar. Zero is accepted; longer than [`MAX_DURATION`] is not. Surrounding
+/// Parses a duration: the one grammar of shedlock's attributes (`#[scheduled]`,
+/// `#[scheduler_lock]`), its configuration (`SchedulerConfig`, `scheduler.toml`) and its
+/// `shedlock` command.
+///
+/// A duration is written in one of two forms, told apart by the first letter:
+///
+/// - **humantime**: numbers with units, spaces between them optional: `"500ms"`, `"30s"`,
+///   `"10m"`, `"1h 30m"`, `"2days"`. Units: `ns`, `us`, `ms`, `s`/`sec`/`second(s)`,
+///   `m`/`min`/`minute(s)`, `h`/`hr`/`hour(s)`, `d`/`day(s)`, `w`/`week(s)`, `M`/`month(s)`
+///   (30.44 days), `y`/`year(s)` (365.25 days).
+/// - **ISO-8601** (starts with `P`, any case): `PnWnDTnHnMnS`, the fixed-length subset Java's
+///   `Duration.parse` reads, plus weeks: `"PT10M"`, `"PT1H30M"`, `"PT0.5S"` (a fraction of up
+///   to nine digits, after `.` or `,`, on seconds only), `"P1D"`, `"P1DT2H"`, `"P2W"`. Years and
+///   months are refused, as their length depends on the date; hours, minutes and seconds appear
+///   at most once each, in that order.
+///
+/// Both forms accept zero (`"0s"`, `"PT0S"`) and at most [`MAX_DURATION`] (100 years: `"100y"`,
+/// `"P36525D"`); settings that need a positive value say so ([`check_period`]). Surrounding
 /// whitespace is ignored.
 ///
 /// # Errors

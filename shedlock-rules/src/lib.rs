@@ -4,7 +4,7 @@
 //! accepts is a value the runtime accepts, and both say the same thing about a wrong one.
 //!
 //! - lock (and election) names: [`check_lock_name`], [`MAX_LOCK_NAME_LEN`];
-//! - durations: one grammar, humantime or ISO-8601 ([`parse_duration`]), at most
+//! - durations: one grammar, humantime or ISO-8601 ([`parse_duration`] documents it), at most
 //!   [`MAX_DURATION`], with [`check_duration`], [`check_period`] and [`check_at_least`] for
 //!   values built in code; [`serde_duration`] (feature `serde`) for configuration files;
 //! - cron expressions: [`cron_parser`], the one parser configuration, and [`parse_cron`];
@@ -12,23 +12,6 @@
 //!
 //! Each check returns a typed error saying what is wrong with the value; the caller adds which
 //! field held it (`shedlock_core::Error::InvalidConfig`, the macro argument, the serde key).
-//!
-//! # Durations
-//!
-//! A duration is written in one of two forms, told apart by the first letter:
-//!
-//! - **humantime**: numbers with units, optionally separated by spaces: `"500ms"`, `"30s"`,
-//!   `"10m"`, `"1h 30m"`, `"2days"`. Units: `ns`, `us`, `ms`, `s`/`sec`/`second(s)`,
-//!   `m`/`min`/`minute(s)`, `h`/`hr`/`hour(s)`, `d`/`day(s)`, `w`/`week(s)`, `M`/`month(s)`
-//!   (30.44 days), `y`/`year(s)` (365.25 days).
-//! - **ISO-8601** (starts with `P`, any case): `PnWnDTnHnMnS`, the fixed-length subset Java's
-//!   `Duration.parse` reads, plus weeks: `"PT10M"`, `"PT1H30M"`, `"PT0.5S"` (a fraction of up
-//!   to nine digits, `.` or `,`, on seconds only), `"P1D"`, `"P1DT2H"`, `"P2W"`. Years and months
-//!   are refused, as their length depends on the date; hours, minutes and seconds appear at most
-//!   once each, in that order.
-//!
-//! Both forms accept zero (`"0s"`, `"PT0S"`) and at most [`MAX_DURATION`] (100 years:
-//! `"100y"`, `"P36525D"`); settings that need a positive value say so ([`check_period`]).
 //!
 //! ```
 //! use std::time::Duration;

@@ -13,8 +13,7 @@ use crate::scheduler::schedule::{check_period, parse_zone};
 ///
 /// Implements `serde::Deserialize` and `Default`. Durations are written as in the attributes,
 /// in humantime (`"10m"`, `"1h 30m"`, `"500ms"`) or ISO-8601 (`"PT10M"`, `"P1DT2H"`,
-/// `"PT0.5S"`): the [duration grammar](shedlock_rules#durations), read by
-/// [`parse_duration`](crate::parse_duration). Unknown keys are rejected so a typo does not
+/// `"PT0.5S"`), the grammar of [`parse_duration`](crate::parse_duration). Unknown keys are rejected so a typo does not
 /// silently fall back to a default; a wrong value is reported with its key.
 ///
 /// ```
