@@ -161,7 +161,8 @@ impl LockArgs {
         }
         if let (Some(at_most), Some((at_least, span))) =
             (lock_at_most_for.value, lock_at_least_for.value)
-            && let Err(error) = shedlock_rules::check_at_least(at_least, at_most, "lock_at_most_for")
+            && let Err(error) =
+                shedlock_rules::check_at_least(at_least, at_most, "lock_at_most_for")
         {
             errors.push(syn::Error::new(
                 span,

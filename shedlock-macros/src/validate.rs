@@ -172,9 +172,8 @@ mod one_set_of_rules {
         let duration = || -> Result<Duration, Error> {
             let parsed = shedlock::parse_duration(value);
             // `scheduler.toml` reads durations with the serde helper: the same answer.
-            let from_config = shedlock::serde_duration::deserialize(
-                value.into_deserializer() as serde::de::value::StrDeserializer<'_, serde::de::value::Error>,
-            );
+            let from_config = shedlock::serde_duration::deserialize(value.into_deserializer()
+                as serde::de::value::StrDeserializer<'_, serde::de::value::Error>);
             assert_eq!(
                 parsed.as_ref().map_err(ToString::to_string),
                 from_config.as_ref().map_err(ToString::to_string),
@@ -185,16 +184,24 @@ mod one_set_of_rules {
         let every_second = || Schedule::fixed_rate(Duration::from_secs(1));
         let result = match key {
             "cron" => Schedule::cron(value).map(drop),
-            "zone" => Schedule::cron("0 * * * * *").and_then(|cron| cron.in_zone(value)).map(drop),
+            "zone" => Schedule::cron("0 * * * * *")
+                .and_then(|cron| cron.in_zone(value))
+                .map(drop),
             "fixed_rate" => duration().and_then(Schedule::fixed_rate).map(drop),
             "fixed_delay" => duration().and_then(Schedule::fixed_delay).map(drop),
-            "initial_delay" => duration().and_then(|delay| every_second().map(|s| drop(s.with_initial_delay(delay)))),
-            "misfire_threshold" => duration().and_then(|threshold| every_second()?.with_misfire_threshold(threshold).map(drop)),
+            "initial_delay" => duration()
+                .and_then(|delay| every_second().map(|s| drop(s.with_initial_delay(delay)))),
+            "misfire_threshold" => duration()
+                .and_then(|threshold| every_second()?.with_misfire_threshold(threshold).map(drop)),
             "leader" => every_second()
-                .and_then(|schedule| Job::<()>::new("job", schedule, |()| async {}).leader_only(value.to_owned()))
+                .and_then(|schedule| {
+                    Job::<()>::new("job", schedule, |()| async {}).leader_only(value.to_owned())
+                })
                 .map(drop),
             "name" => JobLock::new(value.to_owned()).map(drop),
-            "lock_at_most_for" => duration().and_then(|at_most| JobLock::new("a")?.lock_at_most_for(at_most)).map(drop),
+            "lock_at_most_for" => duration()
+                .and_then(|at_most| JobLock::new("a")?.lock_at_most_for(at_most))
+                .map(drop),
             "lock_at_least_for" => duration()
                 .and_then(|at_least| {
                     JobLock::new("a")?
@@ -213,8 +220,15 @@ mod one_set_of_rules {
         for (key, value, accepted) in &cases {
             let by_macro = through_the_macro(key, value);
             let by_runtime = through_the_runtime(key, value);
-            assert_eq!(by_macro, by_runtime, "`{key} = {value:?}`: the macro and the runtime disagree");
-            assert_eq!(by_macro.is_ok(), *accepted, "`{key} = {value:?}`: {by_macro:?}");
+            assert_eq!(
+                by_macro, by_runtime,
+                "`{key} = {value:?}`: the macro and the runtime disagree"
+            );
+            assert_eq!(
+                by_macro.is_ok(),
+                *accepted,
+                "`{key} = {value:?}`: {by_macro:?}"
+            );
         }
         assert!(cases.len() > 200, "{}", cases.len());
     }
@@ -236,8 +250,20 @@ mod one_set_of_rules {
             .filter(|name| !name.is_empty() && !name.starts_with('#'))
             .collect();
         assert_eq!(names, ["shedlock-rules", "proc-macro2", "quote", "syn"]);
-        for source in [include_str!("attr.rs"), include_str!("expand.rs"), include_str!("lib.rs"), include_str!("signature.rs")] {
-            for rule in ["const MAX_", "CronParser", "humantime", "chrono_tz", "3_155_760_000", "= 64"] {
+        for source in [
+            include_str!("attr.rs"),
+            include_str!("expand.rs"),
+            include_str!("lib.rs"),
+            include_str!("signature.rs"),
+        ] {
+            for rule in [
+                "const MAX_",
+                "CronParser",
+                "humantime",
+                "chrono_tz",
+                "3_155_760_000",
+                "= 64",
+            ] {
                 assert!(!source.contains(rule), "`{rule}` in the macro crate");
             }
         }

@@ -189,8 +189,14 @@ impl fmt::Display for DurationErrorKind {
         use DurationErrorKind as K;
         match self {
             K::Humantime(error) => write!(f, "{error}; {EXAMPLES}"),
-            K::IsoEmpty => write!(f, "an ISO-8601 duration needs a value after `P`; {ISO_FORM}"),
-            K::IsoNoTime => write!(f, "an ISO-8601 duration needs a value after `T`; {ISO_FORM}"),
+            K::IsoEmpty => write!(
+                f,
+                "an ISO-8601 duration needs a value after `P`; {ISO_FORM}"
+            ),
+            K::IsoNoTime => write!(
+                f,
+                "an ISO-8601 duration needs a value after `T`; {ISO_FORM}"
+            ),
             K::IsoVariableLength { unit } => write!(
                 f,
                 "ISO-8601 {} are not a fixed length; use days (\"P30D\") or hours (\"PT720H\")",
@@ -242,7 +248,10 @@ mod tests {
         assert_eq!(ok(" 1h 30m "), Duration::from_secs(5400));
         assert_eq!(ok("500ms"), Duration::from_millis(500));
         assert_eq!(ok("0s"), Duration::ZERO);
-        assert!(matches!(err("ten minutes"), DurationErrorKind::Humantime(_)));
+        assert!(matches!(
+            err("ten minutes"),
+            DurationErrorKind::Humantime(_)
+        ));
         assert!(matches!(err("10"), DurationErrorKind::Humantime(_)));
         assert!(matches!(err(""), DurationErrorKind::Humantime(_)));
         assert_eq!(

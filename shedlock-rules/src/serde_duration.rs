@@ -7,7 +7,7 @@
 //! use std::time::Duration;
 //! use serde::Deserialize;
 //!
-//! #[derive(Deserialize)]
+//! #[derive(Debug, Deserialize)]
 //! struct Settings {
 //!     #[serde(with = "shedlock_rules::serde_duration")]
 //!     timeout: Duration,
@@ -86,7 +86,9 @@ pub mod option {
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
         match value {
-            Some(value) => serializer.serialize_some(&humantime::format_duration(*value).to_string()),
+            Some(value) => {
+                serializer.serialize_some(&humantime::format_duration(*value).to_string())
+            }
             None => serializer.serialize_none(),
         }
     }
@@ -108,7 +110,10 @@ pub mod option {
             Ok(None)
         }
 
-        fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        fn visit_some<D: Deserializer<'de>>(
+            self,
+            deserializer: D,
+        ) -> Result<Self::Value, D::Error> {
             super::deserialize(deserializer).map(Some)
         }
     }

@@ -144,7 +144,8 @@ impl LockConfiguration {
 
 /// Checks a lock name ([`shedlock_rules::check_lock_name`]) as the field `field`.
 pub(crate) fn validate_lock_name(field: &'static str, name: &str) -> Result<(), Error> {
-    shedlock_rules::check_lock_name(name).map_err(|error| Error::invalid_config(field, error.to_string()))
+    shedlock_rules::check_lock_name(name)
+        .map_err(|error| Error::invalid_config(field, error.to_string()))
 }
 
 /// Checks `0 < lock_at_most_for <= 100 years` and `lock_at_least_for <= lock_at_most_for`

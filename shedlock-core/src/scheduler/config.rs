@@ -212,6 +212,59 @@ mod tests {
     }
 
     #[test]
+    fn durations_are_read_with_the_attributes_grammar() {
+        let config: SchedulerConfig = toml::from_str(
+            r#"
+            default_lock_at_most_for = "PT5M"
+            keep_alive_interval = "P0DT1M30S"
+            misfire_threshold = "pt0,5s"
+            shutdown_grace_period = "1h 30m"
+            leader_election = { lease_duration = "PT15S", renew_deadline = "10s", retry_period = "PT2S" }
+            "#,
+        )
+        .unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.default_lock_at_most_for, Duration::from_secs(300));
+        assert_eq!(config.keep_alive_interval, Some(Duration::from_secs(90)));
+        assert_eq!(config.misfire_threshold, Duration::from_millis(500));
+        assert_eq!(config.shutdown_grace_period, Duration::from_secs(5400));
+        assert_eq!(
+            config.leader_election.lease_duration,
+            Duration::from_secs(15)
+        );
+        for (toml, field, message) in [
+            (
+                r#"misfire_threshold = "P1M""#,
+                "misfire_threshold",
+                "\"P1M\": ISO-8601 months",
+            ),
+            (
+                r#"shutdown_grace_period = "100y 1s""#,
+                "shutdown_grace_period",
+                "must be at most 100 years",
+            ),
+            (
+                r#"keep_alive_interval = "PT1M1H""#,
+                "keep_alive_interval",
+                "in that order",
+            ),
+            (
+                r#"leader_election = { retry_period = "2" }"#,
+                "retry_period",
+                "time unit needed",
+            ),
+        ] {
+            let err = toml::from_str::<SchedulerConfig>(toml)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(field) && err.contains(message),
+                "{toml}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn parse_errors_name_the_field() {
         let err = toml::from_str::<SchedulerConfig>(r#"default_lock_at_most_for = "ten minutes""#)
             .unwrap_err()

@@ -45,13 +45,15 @@ fn interned_cron(expression: &str) -> Result<Arc<Cron>, Error> {
 
 /// Parses an IANA time zone ([`shedlock_rules::parse_zone`]) as the field `field`.
 pub(crate) fn parse_zone(field: &'static str, zone: &str) -> Result<Tz, Error> {
-    shedlock_rules::parse_zone(zone).map_err(|error| Error::invalid_config(field, error.to_string()))
+    shedlock_rules::parse_zone(zone)
+        .map_err(|error| Error::invalid_config(field, error.to_string()))
 }
 
 /// Checks a positive duration ([`shedlock_rules::check_period`]: `0 < value <= 100 years`) as
 /// the field `field`.
 pub(crate) fn check_period(field: &'static str, value: Duration) -> Result<Duration, Error> {
-    shedlock_rules::check_period(value).map_err(|error| Error::invalid_config(field, error.to_string()))
+    shedlock_rules::check_period(value)
+        .map_err(|error| Error::invalid_config(field, error.to_string()))
 }
 
 /// When a job fires.
