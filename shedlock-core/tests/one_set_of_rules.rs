@@ -12,9 +12,9 @@ fn the_public_rule_items_are_the_rules_crate_items() {
     // These bindings compile only because the types are one and the same.
     let parse: fn(&str) -> Result<Duration, shedlock_rules::DurationError> =
         shedlock_core::parse_duration;
-    let kind: &shedlock_rules::DurationErrorKind = parse("P1M").unwrap_err().kind();
+    let error: shedlock_rules::DurationError = parse("P1M").unwrap_err();
     assert_eq!(
-        kind,
+        error.kind(),
         &shedlock_core::DurationErrorKind::IsoVariableLength { unit: 'M' }
     );
     assert_eq!(shedlock_core::MAX_DURATION, shedlock_rules::MAX_DURATION);
