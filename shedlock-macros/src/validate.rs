@@ -259,8 +259,9 @@ mod one_set_of_rules {
             for rule in [
                 "const MAX_",
                 "CronParser",
-                "humantime",
-                "chrono_tz",
+                "humantime::",
+                "chrono_tz::",
+                "croner::",
                 "3_155_760_000",
                 "= 64",
             ] {
