@@ -202,7 +202,9 @@ impl fmt::Display for DurationErrorKind {
                 "ISO-8601 {} are not a fixed length; use days (\"P30D\") or hours (\"PT720H\")",
                 if *unit == 'Y' { "years" } else { "months" }
             ),
-            K::IsoMissingUnit { rest } => write!(f, "`{rest}` has no unit letter after it"),
+            K::IsoMissingUnit { rest } => {
+                write!(f, "`{rest}` has no unit letter after it; {ISO_FORM}")
+            }
             K::IsoNotANumber { unit, found } => write!(
                 f,
                 "expected a number (at most nine fraction digits) before `{unit}`, found `{found}`"
