@@ -19,7 +19,14 @@ fn connect_timeout_takes_both_forms_and_names_the_flag_when_wrong() {
     let file = std::env::temp_dir().join(format!("{}.db", unique_table("cli_durations")));
     let url = format!("sqlite:{}", file.display());
     for timeout in ["PT2.5S", "2s 500ms"] {
-        let run = shedlock(&["--url", &url, "--connect-timeout", timeout, "schema", "--apply"]);
+        let run = shedlock(&[
+            "--url",
+            &url,
+            "--connect-timeout",
+            timeout,
+            "schema",
+            "--apply",
+        ]);
         assert_eq!(run.status.code(), Some(0), "{timeout}: {run:?}");
     }
     let _ = std::fs::remove_file(&file);
