@@ -60,7 +60,9 @@ pub use scheduler::config::SchedulerConfig;
 pub use scheduler::job::{IntoJobResult, Job, JobLock};
 pub use scheduler::registry::JobRegistry;
 pub use scheduler::schedule::Schedule;
-pub use scheduler::{JobOutcome, JobStatus, Scheduler, SchedulerBuilder, ShutdownReport};
+pub use scheduler::{
+    JobOutcome, JobStatus, OnInterrupted, Scheduler, SchedulerBuilder, ShutdownReport,
+};
 pub use shedlock_rules::{
     DurationError, DurationErrorKind, MAX_DURATION, MAX_LOCK_NAME_LEN, parse_duration,
     serde_duration,

@@ -50,12 +50,7 @@ pub fn fixed_delay(delay: Duration, initial_delay: Duration) -> Schedule {
 }
 
 fn checked(kind: ScheduleKind, initial_delay: Duration) -> Schedule {
-    Schedule {
-        kind,
-        initial_delay: Duration::ZERO,
-        misfire_threshold: None,
-    }
-    .with_initial_delay(initial_delay)
+    Schedule::of_checked(kind).with_initial_delay(initial_delay)
 }
 
 /// The macro's check, repeated in debug builds: these functions are reachable by hand too.
@@ -93,6 +88,7 @@ pub fn job_lock(
         lock_at_most_for,
         lock_at_least_for,
         keep_alive,
+        ..JobLock::default_for(Cow::Borrowed(name))
     }
 }
 

@@ -137,6 +137,13 @@ impl LockConfiguration {
         self.lock_at_least_for
     }
 
+    /// The same lock with a shorter lease `lease` (a heartbeat lease, renewed while the job
+    /// runs), never shorter than `lock_at_least_for` nor longer than `lock_at_most_for`.
+    pub(crate) fn with_lease(mut self, lease: Duration) -> Self {
+        self.lock_at_most_for = lease.max(self.lock_at_least_for).min(self.lock_at_most_for);
+        self
+    }
+
     pub(crate) fn shared_name(&self) -> Arc<str> {
         Arc::clone(&self.name)
     }

@@ -85,6 +85,9 @@ pub struct LockingTaskExecutor {
 pub(crate) struct ExecuteOptions {
     /// Extend the lease every this often while the task runs.
     pub(crate) keep_alive: Option<Duration>,
+    /// Heartbeat mode: keep-alive renews the (short) lease only up to this instant, never
+    /// past it (the job's `lock_at_most_for` after the request); `None`: without end.
+    pub(crate) renew_until: Option<Instant>,
     /// Cancelled by the scheduler to ask the task to stop.
     pub(crate) stop: Option<CancellationToken>,
     /// Receives the running task's context, so the scheduler can signal it.
@@ -120,6 +123,7 @@ impl std::fmt::Debug for ExecuteOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ExecuteOptions")
             .field("keep_alive", &self.keep_alive)
+            .field("renew_until", &self.renew_until)
             .field("stop", &self.stop)
             .field("tick", &self.tick)
             .field("may_start", &self.may_start.is_some())
@@ -311,7 +315,8 @@ impl LockingTaskExecutor {
                     done.cancel();
                     outcome
                 };
-                tokio::join!(task, keep_alive(&active, interval, &done)).0
+                let renew_until = options.renew_until;
+                tokio::join!(task, keep_alive(&active, interval, renew_until, &done)).0
             }
         };
 
@@ -336,7 +341,17 @@ impl LockingTaskExecutor {
 /// retried after another interval; a refused one, or the local deadline passing, marks the
 /// lease lost (the task is signalled) and ends keep-alive. A stop request does not: the task
 /// still runs, and still holds the lock, until it stops.
-async fn keep_alive(active: &ActiveLock, interval: Duration, done: &CancellationToken) {
+///
+/// With `renew_until` (a heartbeat lease), each extension is the lease's first length but ends
+/// no later than `renew_until`; once that is reached, extensions stop and the lease runs out
+/// there, as a plain lease of `lock_at_most_for` would.
+async fn keep_alive(
+    active: &ActiveLock,
+    interval: Duration,
+    renew_until: Option<Instant>,
+    done: &CancellationToken,
+) {
+    let length = active.lease().lock_at_most_for();
     let mut last_attempt = None;
     loop {
         let renewed = active.renewed();
@@ -355,8 +370,19 @@ async fn keep_alive(active: &ActiveLock, interval: Duration, done: &Cancellation
         }
         last_attempt = Some(Instant::now());
         let lease = active.lease();
+        let extension = match renew_until {
+            None => lease.lock_at_most_for(),
+            Some(cap) => {
+                let left = cap.saturating_duration_since(Instant::now());
+                // Not worth a statement: the lease nearly reaches the cap already.
+                if left <= interval {
+                    return;
+                }
+                length.min(left)
+            }
+        };
         let extended = active
-            .extend(lease.lock_at_most_for(), lease.lock_at_least_for())
+            .extend(extension, lease.lock_at_least_for().min(extension))
             .await;
         if matches!(extended, Err(Error::LockLost { .. })) {
             return;

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -15,7 +16,7 @@ use super::{RunNow, Scheduler};
 use crate::lock::executor::StartGate;
 use crate::{
     Clock, Elector, Error, Job, JobRegistry, LeaderElection, LockEvent, LockListener, LockProvider,
-    LockingTaskExecutor, SchedulerConfig, SystemClock, TaskResult,
+    LockingTaskExecutor, OnInterrupted, SchedulerConfig, SystemClock, TaskResult,
 };
 
 /// Builds a [`Scheduler`]; see [`Scheduler::builder`].
@@ -136,6 +137,19 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
         });
         let elections = start_elections(&registered, &config, elector.as_ref())?;
         let prepared = prepare_jobs(&registered, &config, executor.is_some(), &elections)?;
+        if let Some(executor) = &executor {
+            let provider = executor.provider();
+            let records = provider.run_log().is_some() && provider.inspector().is_some();
+            if let Some(job) = prepared
+                .iter()
+                .find(|job| job.on_interrupted == OnInterrupted::Rerun && !records)
+            {
+                return Err(Error::Scheduler(format!(
+                    "job `{}` reruns interrupted runs, but its lock store keeps no run records",
+                    job.job.name
+                )));
+            }
+        }
         let runtime = Arc::new(Runtime {
             executor,
             zone: config.zone()?,
@@ -147,6 +161,7 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
                 locks_released,
                 ..ShutdownCounters::default()
             },
+            tasks: tokio_util::task::TaskTracker::new(),
         });
 
         let mut loops = JoinSet::new();
@@ -235,14 +250,30 @@ fn prepare_jobs<S: Clone>(
                 .schedule
                 .misfire_threshold
                 .unwrap_or(config.misfire_threshold);
+            let unlocked = PreparedJob {
+                job: job.clone(),
+                lock: None,
+                keep_alive: None,
+                heartbeat: None,
+                leader,
+                misfire_threshold,
+                retries: 0,
+                retry_backoff: Duration::ZERO,
+                on_interrupted: OnInterrupted::Skip,
+                watching: Arc::default(),
+            };
+            if job.schedule.catch_up.is_some() && job.lock.is_none() {
+                return Err(Error::invalid_config(
+                    "catch_up",
+                    format!(
+                        "job `{}` catches up missed ticks but has no lock: only a lock tells \
+                         whether another instance ran the tick",
+                        job.name
+                    ),
+                ));
+            }
             let Some((lock, keep_alive)) = job.resolve_lock(config)? else {
-                return Ok(PreparedJob {
-                    job: job.clone(),
-                    lock: None,
-                    keep_alive: None,
-                    leader,
-                    misfire_threshold,
-                });
+                return Ok(unlocked);
             };
             if !has_provider {
                 return Err(Error::Scheduler(format!(
@@ -251,12 +282,24 @@ fn prepare_jobs<S: Clone>(
                     lock.name()
                 )));
             }
+            let job_lock = job.lock.as_ref().expect("resolved above");
+            let run_lease = config.run_lease;
+            // A heartbeat only where it shortens the lease; `keep_alive` jobs renew their own.
+            let heartbeat = (keep_alive.is_none()
+                && !run_lease.is_zero()
+                && run_lease.max(lock.lock_at_least_for()) < lock.lock_at_most_for())
+            .then(|| {
+                let lease = run_lease.max(lock.lock_at_least_for());
+                (lease, lease / 3)
+            });
             Ok(PreparedJob {
-                job: job.clone(),
                 lock: Some(lock),
                 keep_alive,
-                leader,
-                misfire_threshold,
+                heartbeat,
+                retries: job_lock.retries,
+                retry_backoff: job_lock.retry_backoff,
+                on_interrupted: job_lock.on_interrupted,
+                ..unlocked
             })
         })
         .collect()

@@ -9,6 +9,9 @@ use crate::Error;
 use crate::lock::config as lock_config;
 use crate::scheduler::schedule::{check_period, parse_zone};
 
+/// [`SchedulerConfig::run_lease`] unless set.
+const DEFAULT_RUN_LEASE: Duration = Duration::from_secs(30);
+
 /// Scheduler-wide settings and the defaults every job falls back to.
 ///
 /// Implements `serde::Deserialize` and `Default`. Durations are written as in the attributes,
@@ -64,6 +67,14 @@ pub struct SchedulerConfig {
     /// but counted as missed, unless the job sets its own. Default: 60 s.
     #[serde(with = "shedlock_rules::serde_duration")]
     pub misfire_threshold: Duration,
+    /// Heartbeat lease of a running locked job: the lock is taken for this long (at least the
+    /// job's `lock_at_least_for`) and renewed every third of it while the job runs, up to the
+    /// job's `lock_at_most_for`, so the lock of an instance that dies mid-run frees within
+    /// about this long instead of `lock_at_most_for`. Zero turns heartbeats off (the lease is
+    /// `lock_at_most_for`, ShedLock's behaviour). Jobs with `keep_alive` keep their own
+    /// renewal. Default: 30 s.
+    #[serde(with = "shedlock_rules::serde_duration")]
+    pub run_lease: Duration,
     /// Timing of the elections leader-only jobs follow.
     pub leader_election: crate::ElectionConfig,
     /// Whether jobs run at all on this instance (e.g. off in a one-off maintenance process).
@@ -83,6 +94,7 @@ impl Default for SchedulerConfig {
             keep_alive: false,
             keep_alive_interval: None,
             misfire_threshold: Duration::from_secs(60),
+            run_lease: DEFAULT_RUN_LEASE,
             leader_election: crate::ElectionConfig::default(),
             enabled: true,
         }
@@ -107,6 +119,8 @@ impl SchedulerConfig {
         }
         self.zone()?;
         check_period("misfire_threshold", self.misfire_threshold)?;
+        shedlock_rules::check_duration(self.run_lease)
+            .map_err(|error| Error::invalid_config("run_lease", error.to_string()))?;
         self.leader_election.validate()?;
         if let Some(interval) = self.keep_alive_interval {
             lock_config::validate_keep_alive_interval(

@@ -8,7 +8,13 @@ use std::time::Duration;
 
 use crate::lock::config::{validate_durations, validate_keep_alive_interval, validate_lock_name};
 use crate::lock::executor::{ExecuteOptions, StartGate};
-use crate::{Error, LockConfiguration, LockingTaskExecutor, Schedule, SchedulerConfig, TaskResult};
+use crate::{
+    Error, LockConfiguration, LockingTaskExecutor, OnInterrupted, Schedule, SchedulerConfig,
+    TaskResult,
+};
+
+/// Wait between a failed attempt and its retry unless [`JobLock::retries`] sets one.
+const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_secs(10);
 
 type RunFn<S> = dyn Fn(S) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync;
 
@@ -249,6 +255,9 @@ pub struct JobLock {
     pub(crate) lock_at_most_for: Option<Duration>,
     pub(crate) lock_at_least_for: Option<Duration>,
     pub(crate) keep_alive: Option<bool>,
+    pub(crate) retries: u32,
+    pub(crate) retry_backoff: Duration,
+    pub(crate) on_interrupted: OnInterrupted,
 }
 
 impl JobLock {
@@ -259,12 +268,38 @@ impl JobLock {
     pub fn new(name: impl Into<Cow<'static, str>>) -> Result<Self, Error> {
         let name = name.into();
         validate_lock_name("name", &name)?;
-        Ok(JobLock {
+        Ok(JobLock::default_for(name))
+    }
+
+    /// A lock with every setting at its default; the name is not checked.
+    pub(crate) fn default_for(name: Cow<'static, str>) -> Self {
+        JobLock {
             name,
             lock_at_most_for: None,
             lock_at_least_for: None,
             keep_alive: None,
-        })
+            retries: 0,
+            retry_backoff: DEFAULT_RETRY_BACKOFF,
+            on_interrupted: OnInterrupted::Skip,
+        }
+    }
+
+    /// Runs a run that returns an error again (a panic is not retried), up to `retries` more
+    /// times, `backoff` after each failure, still under the same lock (the
+    /// lease is renewed meanwhile when the scheduler's `run_lease` is on). Each attempt is
+    /// recorded; the last error is the run's. Retries stop when the run is asked to stop
+    /// (shutdown) or loses its lease. Default: no retries.
+    pub fn retries(mut self, retries: u32, backoff: Duration) -> Self {
+        self.retries = retries;
+        self.retry_backoff = backoff;
+        self
+    }
+
+    /// What happens to a tick whose run was interrupted (its instance died): skipped (the
+    /// default), or run again once on a surviving instance ([`OnInterrupted`]).
+    pub fn on_interrupted(mut self, policy: OnInterrupted) -> Self {
+        self.on_interrupted = policy;
+        self
     }
 
     /// Sets the lease length (instead of the configured default).

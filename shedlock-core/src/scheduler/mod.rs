@@ -11,7 +11,9 @@
 mod builder;
 pub(crate) mod config;
 pub(crate) mod job;
+mod recovery;
 pub(crate) mod registry;
+mod run;
 mod runner;
 mod runtime;
 pub(crate) mod schedule;
@@ -25,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use tokio::task::JoinSet;
 
 pub use builder::SchedulerBuilder;
+pub use run::OnInterrupted;
 pub use status::{JobOutcome, JobStatus, ShutdownReport};
 
 use crate::{Error, LeaderElection, LockingTaskExecutor, SchedulerConfig, TaskResult};
@@ -141,10 +144,13 @@ impl Scheduler {
             ),
         ];
         for (wait, next_phase, message) in phases {
-            let all_done =
-                tokio::time::timeout(wait, async { while loops.join_next().await.is_some() {} })
-                    .await
-                    .is_ok();
+            let all_done = tokio::time::timeout(wait, async {
+                while loops.join_next().await.is_some() {}
+                runtime.tasks.close();
+                runtime.tasks.wait().await;
+            })
+            .await
+            .is_ok();
             if all_done {
                 break;
             }
@@ -152,6 +158,8 @@ impl Scheduler {
             next_phase.cancel();
         }
         while loops.join_next().await.is_some() {}
+        runtime.tasks.close();
+        runtime.tasks.wait().await;
         for election in &self.elections {
             election.resign().await;
         }

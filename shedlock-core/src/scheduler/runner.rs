@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
+use super::recovery::Follow;
 use super::runtime::{Due, PreparedJob, Runtime};
 use super::status::JobState;
 use crate::scheduler::schedule::{CRON_ALLOWANCE, ScheduleKind};
@@ -20,6 +21,9 @@ const MAX_WALL_SLEEP: Duration = Duration::from_secs(60);
 impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
     /// Runs the job's schedule until shutdown.
     pub(crate) async fn run(self, state: S, runtime: Arc<Runtime>, status: Arc<JobState>) {
+        // A run of this job left unfinished while no instance watched it (the whole fleet
+        // was down): taken over as soon as its lease is gone.
+        self.watch(state.clone(), &runtime, &status, Follow::Newest);
         let initial_delay = self.job.schedule.initial_delay;
         let start = Instant::now() + initial_delay;
         if !initial_delay.is_zero() {
@@ -48,8 +52,11 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
 
     /// Cron: each fire time is computed in the job's zone from the previous one, so
     /// daylight-saving changes are followed (the offset is never cached).
-    async fn run_cron(&self, state: S, runtime: &Runtime, status: &JobState) {
+    async fn run_cron(&self, state: S, runtime: &Arc<Runtime>, status: &Arc<JobState>) {
         let mut after: DateTime<Utc> = runtime.clock.now().into();
+        if let Some(due) = self.missed_tick(after, runtime) {
+            self.tick(state.clone(), runtime, status, due).await;
+        }
         loop {
             let Some(fire) = self.next_cron_fire(after, runtime) else {
                 tracing::warn!(job = %self.job.name, "cron schedule has no further fire time");
@@ -84,6 +91,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                 at: mapped.min(by_wall),
                 fire: latest.into(),
                 allowance: CRON_ALLOWANCE.min(gap / 2),
+                rerun: None,
+                catch_up: None,
             };
             self.tick(state.clone(), runtime, status, due).await;
             after = latest;
@@ -99,6 +108,36 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         }
     }
 
+    /// The tick to catch up at start, if the job asks for it: the latest fire time at or
+    /// before `now`, if within the job's bound. The tick window (nobody acquired the lock since
+    /// that fire time, less the usual allowance) decides whether the fleet ran it.
+    fn missed_tick(&self, now: DateTime<Utc>, runtime: &Runtime) -> Option<Due> {
+        let within = self.job.schedule.catch_up?;
+        let fire = self.job.schedule.latest_fire(now, runtime.zone)?;
+        let ago = (now - fire).to_std().ok()?;
+        if ago > within {
+            return None;
+        }
+        let gap = self
+            .next_cron_fire(fire, runtime)
+            .and_then(|next| (next - fire).to_std().ok())
+            .unwrap_or(Duration::MAX);
+        tracing::info!(
+            job = %self.job.name,
+            fire = %humantime::format_rfc3339_millis(fire.into()),
+            "catching up the latest tick, if no instance ran it"
+        );
+        // A window, not an instant in the past: the monotonic clock may not reach back that
+        // far (a host booted since).
+        Some(Due {
+            at: Instant::now(),
+            fire: fire.into(),
+            allowance: Duration::ZERO,
+            rerun: None,
+            catch_up: Some(ago + CRON_ALLOWANCE.min(gap / 2)),
+        })
+    }
+
     /// Fixed rate on a grid `start + k × period`: ticks missed during a long run are skipped
     /// (and logged), and firing continues on the grid afterwards; it never stalls.
     async fn run_fixed_rate(
@@ -106,8 +145,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         period: Duration,
         origin: Instant,
         state: S,
-        runtime: &Runtime,
-        status: &JobState,
+        runtime: &Arc<Runtime>,
+        status: &Arc<JobState>,
     ) {
         // The grid index of the latest tick due at `now`.
         let index_at = |now: Instant| {
@@ -140,6 +179,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                 at: due,
                 fire: runtime.clock.now() - Instant::now().saturating_duration_since(due),
                 allowance: Duration::ZERO,
+                rerun: None,
+                catch_up: None,
             };
             self.tick(state.clone(), runtime, status, due).await;
             let next = index_at(Instant::now()).saturating_add(1).max(latest + 1);
@@ -153,8 +194,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         delay: Duration,
         first: Instant,
         state: S,
-        runtime: &Runtime,
-        status: &JobState,
+        runtime: &Arc<Runtime>,
+        status: &Arc<JobState>,
     ) {
         let mut due = first;
         loop {
@@ -163,6 +204,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                 at: due,
                 fire: runtime.clock.now() - Instant::now().saturating_duration_since(due),
                 allowance: Duration::ZERO,
+                rerun: None,
+                catch_up: None,
             };
             self.tick(state.clone(), runtime, status, at).await;
             status.set_next_fire(Some(runtime.clock.now() + delay));

@@ -2,14 +2,16 @@
 //! (`runner`) and running it (`tick`).
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::time::{Duration, SystemTime};
 
 use chrono_tz::Tz;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use crate::{Clock, Error, Job, LeaderElection, LockConfiguration, LockingTaskExecutor};
+use super::OnInterrupted;
+use crate::{Clock, Error, Job, LeaderElection, LockConfiguration, LockingTaskExecutor, RunRecord};
 
 /// What every job runner of one scheduler shares.
 #[derive(Debug)]
@@ -24,6 +26,9 @@ pub(crate) struct Runtime {
     /// Abort running jobs.
     pub(crate) abort: CancellationToken,
     pub(crate) counters: ShutdownCounters,
+    /// Background work besides the job loops (watchers of interrupted runs): awaited at
+    /// shutdown with them.
+    pub(crate) tasks: TaskTracker,
 }
 
 /// Outcomes of the runs in progress when shutdown began.
@@ -40,12 +45,37 @@ pub(crate) struct PreparedJob<S> {
     pub(crate) job: Job<S>,
     pub(crate) lock: Option<LockConfiguration>,
     pub(crate) keep_alive: Option<Duration>,
+    /// A heartbeat lease (shorter than `lock_at_most_for`, renewed while the job runs) and
+    /// how often it is renewed; `None`: the lease is `lock_at_most_for`.
+    pub(crate) heartbeat: Option<(Duration, Duration)>,
     pub(crate) leader: Option<Arc<LeaderElection>>,
     pub(crate) misfire_threshold: Duration,
+    pub(crate) retries: u32,
+    pub(crate) retry_backoff: Duration,
+    pub(crate) on_interrupted: OnInterrupted,
+    /// Whether a watcher follows a run of this job now (one at a time).
+    pub(crate) watching: Arc<AtomicBool>,
+}
+
+impl<S> Clone for PreparedJob<S> {
+    fn clone(&self) -> Self {
+        PreparedJob {
+            job: self.job.clone(),
+            lock: self.lock.clone(),
+            keep_alive: self.keep_alive,
+            heartbeat: self.heartbeat,
+            leader: self.leader.clone(),
+            misfire_threshold: self.misfire_threshold,
+            retries: self.retries,
+            retry_backoff: self.retry_backoff,
+            on_interrupted: self.on_interrupted,
+            watching: Arc::clone(&self.watching),
+        }
+    }
 }
 
 /// When a tick was due.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Due {
     /// On this process's monotonic clock: lateness is measured against it.
     pub(crate) at: Instant,
@@ -53,6 +83,12 @@ pub(crate) struct Due {
     pub(crate) fire: SystemTime,
     /// How much earlier another instance may have run the same tick (see `TickWindow`).
     pub(crate) allowance: Duration,
+    /// The interrupted run this tick runs again (no tick window: the dead holder's
+    /// acquisition is in it).
+    pub(crate) rerun: Option<Arc<RunRecord>>,
+    /// A tick the fleet missed, run at start (so not judged late): refused if anyone acquired
+    /// the lock within this window (back to its fire time, less the allowance).
+    pub(crate) catch_up: Option<Duration>,
 }
 
 /// Refuses to start a run of `job` once shutdown has begun: asked at the last moment before it

@@ -73,6 +73,8 @@ pub struct Schedule {
     pub(crate) initial_delay: Duration,
     /// `None`: the scheduler's `misfire_threshold`.
     pub(crate) misfire_threshold: Option<Duration>,
+    /// Run the latest tick the whole fleet missed, if at most this old, at start.
+    pub(crate) catch_up: Option<Duration>,
 }
 
 #[derive(Clone)]
@@ -95,15 +97,22 @@ impl Schedule {
     /// [`Error::InvalidConfig`] (`cron`) when the expression does not parse.
     pub fn cron(expression: &str) -> Result<Self, Error> {
         let cron = interned_cron(expression)?;
-        Ok(Schedule {
-            kind: ScheduleKind::Cron {
-                cron,
-                expression: expression.into(),
-                zone: None,
-            },
+        Ok(Schedule::of_checked(ScheduleKind::Cron {
+            cron,
+            expression: expression.into(),
+            zone: None,
+        }))
+    }
+
+    /// A schedule of `kind`, already checked, with every other setting at its default (also
+    /// for the attribute macros' checked values, `__private`).
+    pub(crate) fn of_checked(kind: ScheduleKind) -> Self {
+        Schedule {
+            kind,
             initial_delay: Duration::ZERO,
             misfire_threshold: None,
-        })
+            catch_up: None,
+        }
     }
 
     /// Sets the IANA time zone a cron schedule is read in (`"Europe/Berlin"`). Daylight-saving
@@ -132,11 +141,7 @@ impl Schedule {
     /// [`Error::InvalidConfig`] (`fixed_rate`) when `period` is zero or over 100 years.
     pub fn fixed_rate(period: Duration) -> Result<Self, Error> {
         check_period("fixed_rate", period)?;
-        Ok(Schedule {
-            kind: ScheduleKind::FixedRate(period),
-            initial_delay: Duration::ZERO,
-            misfire_threshold: None,
-        })
+        Ok(Schedule::of_checked(ScheduleKind::FixedRate(period)))
     }
 
     /// Fires `delay` after the previous run ended.
@@ -145,11 +150,7 @@ impl Schedule {
     /// [`Error::InvalidConfig`] (`fixed_delay`) when `delay` is zero or over 100 years.
     pub fn fixed_delay(delay: Duration) -> Result<Self, Error> {
         check_period("fixed_delay", delay)?;
-        Ok(Schedule {
-            kind: ScheduleKind::FixedDelay(delay),
-            initial_delay: Duration::ZERO,
-            misfire_threshold: None,
-        })
+        Ok(Schedule::of_checked(ScheduleKind::FixedDelay(delay)))
     }
 
     /// Waits this long after the scheduler starts before the first fire (at most 100 years;
@@ -169,6 +170,58 @@ impl Schedule {
         check_period("misfire_threshold", threshold)?;
         self.misfire_threshold = Some(threshold);
         Ok(self)
+    }
+
+    /// Catch-up after a fleet-wide outage: when the scheduler starts and the latest fire time
+    /// of this cron schedule before now passed no more than `within` ago, and no instance took
+    /// the job's lock since that fire time (nobody ran it: every instance was down, or the
+    /// store was), the tick runs once, now. Exactly once across the fleet (the lock's
+    /// acquisition time decides) and read in the schedule's zone, daylight-saving changes
+    /// included. Only the latest missed tick runs, never a backlog; the job needs a lock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock_core::Schedule;
+    ///
+    /// // Run last night's report at start if it was missed less than 6 hours ago.
+    /// let nightly = Schedule::cron("0 0 2 * * *")?.with_catch_up(Duration::from_secs(6 * 3600))?;
+    /// # Ok::<(), shedlock_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`catch_up`) when `within` is zero or over 100 years, or the
+    /// schedule is not cron.
+    pub fn with_catch_up(mut self, within: Duration) -> Result<Self, Error> {
+        if !matches!(self.kind, ScheduleKind::Cron { .. }) {
+            return Err(Error::invalid_config(
+                "catch_up",
+                "applies only to cron schedules",
+            ));
+        }
+        check_period("catch_up", within)?;
+        self.catch_up = Some(within);
+        Ok(self)
+    }
+
+    /// How old a missed tick may be to be caught up at start; `None`: no catch-up.
+    pub fn catch_up(&self) -> Option<Duration> {
+        self.catch_up
+    }
+
+    /// The latest cron fire time at or before `now`, read in the schedule's zone (or
+    /// `default_zone`); `None` for other schedules or when the pattern never matched.
+    pub(crate) fn latest_fire(
+        &self,
+        now: DateTime<Utc>,
+        default_zone: Tz,
+    ) -> Option<DateTime<Utc>> {
+        let ScheduleKind::Cron { cron, zone, .. } = &self.kind else {
+            return None;
+        };
+        let zone = zone.unwrap_or(default_zone);
+        cron.find_previous_occurrence(&now.trunc_subsecs(0).with_timezone(&zone), true)
+            .ok()
+            .map(|fire| fire.with_timezone(&Utc))
     }
 
     /// The expression of a cron schedule, as written; `None` for fixed-rate and fixed-delay

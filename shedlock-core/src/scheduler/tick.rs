@@ -1,7 +1,7 @@
 //! One tick of one job: is it still on time, does this instance lead, then the run itself,
 //! spawned as its own task so a panic is caught and shutdown can abort it.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,6 +10,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::recovery::Follow;
+use super::run::{RunPlan, run_recorded};
 use super::runtime::{Due, PreparedJob, Runtime, shutdown_gate};
 use super::status::{JobOutcome, JobState};
 use crate::lock::executor::{ExecuteOptions, StartGate, TickWindow};
@@ -21,12 +23,21 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
     /// One tick: skipped when too late or not leading, otherwise run and recorded. Nothing
     /// starts once shutdown has begun: checked here, and again right before the job starts
     /// (after its lock is taken), with leadership.
-    pub(super) async fn tick(&self, state: S, runtime: &Runtime, status: &JobState, due: Due) {
+    ///
+    /// A tick skipped because another instance holds the lock starts a watcher of that run
+    /// when the job reruns interrupted runs.
+    pub(super) async fn tick(
+        &self,
+        state: S,
+        runtime: &Arc<Runtime>,
+        status: &Arc<JobState>,
+        due: Due,
+    ) {
         if runtime.shutdown.is_cancelled() {
             return;
         }
         let late = Instant::now().saturating_duration_since(due.at);
-        if late > self.misfire_threshold {
+        if late > self.misfire_threshold && due.catch_up.is_none() && due.rerun.is_none() {
             tracing::warn!(
                 job = %self.job.name,
                 fire = %humantime::format_rfc3339_millis(due.fire),
@@ -61,7 +72,15 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             Some(_) => runtime.stop.child_token(),
             None => runtime.stop.clone(),
         };
-        let mut handle = self.spawn_run(state, runtime, &span, &context, &stop, due);
+        let skipped = Arc::new(AtomicBool::new(false));
+        let rerun = due.rerun.is_some();
+        let mut handle = self.spawn_run(
+            state.clone(),
+            runtime,
+            (&span, &context, &stop),
+            due,
+            &skipped,
+        );
         status.set_running(true);
         let (joined, leadership_lost) = self.join(&mut handle, runtime, &stop).await;
         status.set_running(false);
@@ -117,6 +136,15 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                 }
             }
         };
+        let outcome = match outcome {
+            // A rerun found the interrupted run already taken over or finished.
+            JobOutcome::Executed { .. } if skipped.load(Ordering::Acquire) => JobOutcome::Skipped,
+            JobOutcome::Skipped if !rerun => {
+                self.watch(state, runtime, status, Follow::Holder);
+                JobOutcome::Skipped
+            }
+            outcome => outcome,
+        };
         span.record("outcome", tracing::field::debug(&outcome));
         span.record("duration_ms", started.elapsed().as_millis() as u64);
         if runtime.shutdown.is_cancelled() {
@@ -130,46 +158,86 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         status.record(outcome);
     }
 
+    /// Spawns the run: under the job's lock (with its heartbeat lease, run record and
+    /// retries) or, for a job without one, plainly. `skipped` is set by a rerun that finds
+    /// nothing left to do.
     fn spawn_run(
         &self,
         state: S,
         runtime: &Runtime,
-        span: &tracing::Span,
-        context: &Arc<Mutex<Option<LockContext>>>,
-        stop: &CancellationToken,
+        (span, context, stop): (
+            &tracing::Span,
+            &Arc<Mutex<Option<LockContext>>>,
+            &CancellationToken,
+        ),
         due: Due,
+        skipped: &Arc<AtomicBool>,
     ) -> JoinHandle<Result<TaskResult<Result<(), String>>, Error>> {
-        let run = self.job.start_lazily(state);
         let may_start = self.start_gate(runtime);
         match (&self.lock, &runtime.executor) {
             (Some(lock), Some(executor)) => {
-                let (executor, lock) = (executor.clone(), lock.clone());
+                let executor = executor.clone();
+                let (lock, keep_alive, renew_until) = match self.heartbeat {
+                    Some((lease, interval)) => (
+                        lock.clone().with_lease(lease),
+                        Some(interval),
+                        Some(Instant::now() + lock.lock_at_most_for()),
+                    ),
+                    None => (lock.clone(), self.keep_alive, None),
+                };
+                let lock = match due.catch_up {
+                    Some(window) => lock.unless_acquired_within(window),
+                    None => lock,
+                };
                 let (slot, token_span) = (Arc::clone(context), span.clone());
                 let options = ExecuteOptions {
-                    keep_alive: self.keep_alive,
+                    keep_alive,
+                    renew_until,
                     stop: Some(stop.clone()),
                     on_start: Some(Box::new(move |ctx: LockContext| {
                         token_span.record("token", ctx.fencing_token());
                         *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(ctx);
                     })),
-                    tick: Some(TickWindow {
+                    // A rerun follows a holder that took the lock since the tick: no window; a
+                    // catch-up has its own.
+                    tick: (due.rerun.is_none() && due.catch_up.is_none()).then_some(TickWindow {
                         due: due.at,
                         allowance: due.allowance,
                     }),
                     may_start: Some(may_start),
                 };
+                let plan = RunPlan {
+                    job: Arc::from(&*self.job.name),
+                    tick: due
+                        .rerun
+                        .as_ref()
+                        .map_or(Some(due.fire), |record| record.tick),
+                    retries: self.retries,
+                    backoff: self.retry_backoff,
+                    rerun: due.rerun,
+                };
+                let run = run_recorded(
+                    self.job.clone(),
+                    state,
+                    Arc::clone(executor.provider()),
+                    plan,
+                    Arc::clone(skipped),
+                );
                 tokio::spawn(
                     async move { executor.execute_with(&lock, options, run).await }
                         .instrument(span.clone()),
                 )
             }
-            _ => tokio::spawn(
-                async move {
-                    may_start()?;
-                    Ok(TaskResult::Executed(run.await))
-                }
-                .instrument(span.clone()),
-            ),
+            _ => {
+                let run = self.job.start_lazily(state);
+                tokio::spawn(
+                    async move {
+                        may_start()?;
+                        Ok(TaskResult::Executed(run.await))
+                    }
+                    .instrument(span.clone()),
+                )
+            }
         }
     }
 

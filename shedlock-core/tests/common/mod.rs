@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shedlock_core::{
-    Error, InMemoryLockProvider, LockConfiguration, LockLease, LockProvider, Operation, async_trait,
+    Error, InMemoryLockProvider, LockConfiguration, LockInspector, LockLease, LockProvider,
+    Operation, RunEnd, RunLog, RunQuery, RunRecord, RunStart, async_trait,
 };
 
 /// A provider whose connection to the store can be cut.
@@ -50,6 +51,29 @@ impl LockProvider for Cuttable {
     }
     fn release_hints(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
         self.inner.release_hints()
+    }
+    fn run_log(&self) -> Option<&dyn RunLog> {
+        Some(self)
+    }
+    fn inspector(&self) -> Option<&dyn LockInspector> {
+        self.inner.inspector()
+    }
+}
+
+/// Run records go through the same cut.
+#[async_trait]
+impl RunLog for Cuttable {
+    async fn run_started(&self, start: &RunStart) -> Result<RunRecord, Error> {
+        self.check(Operation::Runs, &start.lock)?;
+        self.inner.run_started(start).await
+    }
+    async fn run_finished(&self, start: &RunStart, end: &RunEnd) -> Result<(), Error> {
+        self.check(Operation::Runs, &start.lock)?;
+        self.inner.run_finished(start, end).await
+    }
+    async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>, Error> {
+        self.check(Operation::Runs, query.lock.as_deref().unwrap_or("*"))?;
+        self.inner.runs(query).await
     }
 }
 

@@ -1,0 +1,293 @@
+//! Interrupted runs of jobs that ask for a rerun ([`OnInterrupted::Rerun`]): an instance that
+//! saw another hold the job's lock (its tick was skipped), or that starts while the job's
+//! latest run is unfinished, follows that run in the store's records until it finishes; if its
+//! holder's lease runs out first, the holder died or stalled, and this instance takes the lock
+//! (a newer fencing token) and runs the tick again, once.
+//!
+//! [`OnInterrupted::Rerun`]: super::OnInterrupted::Rerun
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use super::run::{LOOK_BACK, latest_of_tick};
+use super::runtime::{Due, PreparedJob, Runtime};
+use super::status::JobState;
+use crate::{Error, LockProvider, LockRecord, RunOutcome, RunQuery, RunRecord};
+
+/// Which run a watcher follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Follow {
+    /// The run of whoever holds the lock now.
+    Holder,
+    /// The lock's newest run, if unfinished.
+    Newest,
+    /// The run holding this fencing token.
+    Token(u64),
+    /// The newest attempt of this tick.
+    Tick(Option<SystemTime>),
+}
+
+/// What a look at the store says to do.
+#[derive(Debug)]
+enum Next {
+    Done,
+    /// Look again after this long (or at a release hint).
+    Wait(Duration),
+    Rerun(RunRecord),
+}
+
+/// Shortest and longest wait between two looks while a run is held.
+const MIN_WAIT: Duration = Duration::from_millis(50);
+const MAX_WAIT: Duration = Duration::from_secs(60);
+
+impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
+    /// Starts following a run in the background unless this job already follows one, or does
+    /// not ask for reruns, or its store keeps no records.
+    pub(super) fn watch(
+        &self,
+        state: S,
+        runtime: &Arc<Runtime>,
+        status: &Arc<JobState>,
+        follow: Follow,
+    ) {
+        let Some(executor) = &runtime.executor else {
+            return;
+        };
+        let provider = Arc::clone(executor.provider());
+        if !self.reruns() || runtime.shutdown.is_cancelled() {
+            return;
+        }
+        if provider.run_log().is_none() || provider.inspector().is_none() {
+            return;
+        }
+        if self.watching.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (job, runtime, status) = (self.clone(), Arc::clone(runtime), Arc::clone(status));
+        runtime.tasks.clone().spawn(async move {
+            tokio::select! {
+                () = runtime.shutdown.cancelled() => {}
+                () = job.follow(state, &runtime, &status, &provider, follow) => {}
+            }
+            job.watching.store(false, Ordering::Release);
+        });
+    }
+
+    async fn follow(
+        &self,
+        state: S,
+        runtime: &Arc<Runtime>,
+        status: &Arc<JobState>,
+        provider: &Arc<dyn LockProvider>,
+        mut follow: Follow,
+    ) {
+        let Some(lock) = &self.lock else { return };
+        let mut hints = provider.release_hints();
+        let mut failures = 0u32;
+        loop {
+            let next = match look(provider.as_ref(), lock.name(), &mut follow).await {
+                Ok(next) => {
+                    failures = 0;
+                    next
+                }
+                Err(error) => {
+                    failures = failures.saturating_add(1);
+                    tracing::debug!(job = %self.job.name, %error, "cannot read the run to follow");
+                    Next::Wait(Duration::from_millis(250) * failures.min(40))
+                }
+            };
+            match next {
+                Next::Done => return,
+                Next::Wait(wait) => wait_or_hint(wait, &mut hints, lock.name()).await,
+                Next::Rerun(record) => {
+                    let due = Due {
+                        at: Instant::now(),
+                        fire: record.tick.unwrap_or_else(|| runtime.clock.now()),
+                        allowance: Duration::ZERO,
+                        rerun: Some(Arc::new(record)),
+                        catch_up: None,
+                    };
+                    // Whatever it finds, the next look decides: the rerun's own record, or
+                    // another instance's rerun to follow.
+                    self.tick(state.clone(), runtime, status, due).await;
+                }
+            }
+        }
+    }
+
+    fn reruns(&self) -> bool {
+        self.on_interrupted == super::OnInterrupted::Rerun && self.lock.is_some()
+    }
+}
+
+/// Reads the lock's newest records and the lock itself, and decides.
+async fn look(provider: &dyn LockProvider, name: &str, follow: &mut Follow) -> Result<Next, Error> {
+    let (Some(log), Some(inspector)) = (provider.run_log(), provider.inspector()) else {
+        return Ok(Next::Done);
+    };
+    let records = log.runs(&RunQuery::lock(name).limit(LOOK_BACK)).await?;
+    let lock = inspector.lock_record(name).await?;
+    Ok(decide(follow, &records, lock.as_ref()))
+}
+
+fn decide(follow: &mut Follow, records: &[RunRecord], lock: Option<&LockRecord>) -> Next {
+    let held = lock.filter(|lock| lock.held);
+    let wait = || {
+        Next::Wait(
+            held.map_or(MIN_WAIT, LockRecord::remaining)
+                .clamp(MIN_WAIT, MAX_WAIT),
+        )
+    };
+    loop {
+        match *follow {
+            Follow::Holder => match held {
+                Some(lock) => *follow = Follow::Token(lock.fencing_token),
+                None => return Next::Done,
+            },
+            Follow::Newest => match records.first() {
+                Some(newest) if !finished(newest) => *follow = Follow::Tick(newest.tick),
+                _ => return Next::Done,
+            },
+            Follow::Token(token) => {
+                match records.iter().find(|record| record.fencing_token == token) {
+                    Some(record) => *follow = Follow::Tick(record.tick),
+                    // Not recorded yet (its start is being written), or never: nothing known
+                    // ran, so nothing is rerun.
+                    None if held.is_some_and(|lock| lock.fencing_token == token) => {
+                        return wait();
+                    }
+                    None => return Next::Done,
+                }
+            }
+            Follow::Tick(tick) => {
+                let Some(latest) = latest_of_tick(records, tick) else {
+                    return Next::Done;
+                };
+                if finished(latest) {
+                    return Next::Done;
+                }
+                return match held {
+                    Some(lock) if lock.fencing_token == latest.fencing_token => wait(),
+                    // Someone else holds the lock: a later tick (the interrupted one is then
+                    // superseded), or a rerun whose record is not written yet.
+                    Some(lock) => {
+                        let later = records.iter().any(|record| {
+                            record.fencing_token == lock.fencing_token && record.tick != tick
+                        });
+                        if later { Next::Done } else { wait() }
+                    }
+                    None => Next::Rerun(latest.clone()),
+                };
+            }
+        }
+    }
+}
+
+/// Whether a run needs nobody's help any more. A `Retried` attempt whose successor was never
+/// recorded was cut short in its backoff: unfinished.
+fn finished(record: &RunRecord) -> bool {
+    !matches!(record.outcome, RunOutcome::Running | RunOutcome::Retried)
+}
+
+/// Sleeps `wait`, or less when the store says the lock `name` was released.
+async fn wait_or_hint(
+    wait: Duration,
+    hints: &mut Option<tokio::sync::broadcast::Receiver<Arc<str>>>,
+    name: &str,
+) {
+    let deadline = tokio::time::sleep(wait);
+    tokio::pin!(deadline);
+    loop {
+        let Some(receiver) = hints.as_mut() else {
+            deadline.await;
+            return;
+        };
+        tokio::select! {
+            () = &mut deadline => return,
+            hint = receiver.recv() => match hint {
+                Ok(released) if &*released == name => return,
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => *hints = None,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{RunEnd, RunStart};
+
+    const T0: SystemTime = SystemTime::UNIX_EPOCH;
+
+    fn record(token: u64, attempt: u32, outcome: Option<RunOutcome>) -> RunRecord {
+        let tick = Some(T0 + Duration::from_secs(60));
+        let start = RunStart::new("l", "j", tick, "h", token).attempt(attempt);
+        let record = RunRecord::started(&start, T0);
+        match outcome {
+            Some(outcome) => record.finished(&RunEnd::with_error(outcome, "e"), T0),
+            None => record,
+        }
+    }
+
+    fn lock(token: u64, held: bool) -> LockRecord {
+        let mut lock = LockRecord::new("l", "h", T0, T0 + Duration::from_secs(5), token, T0);
+        lock.held = held;
+        lock
+    }
+
+    #[test]
+    fn a_held_run_is_waited_for_and_a_dead_one_rerun() {
+        let records = [record(7, 1, None)];
+        let mut follow = Follow::Holder;
+        assert!(matches!(
+            decide(&mut follow, &records, Some(&lock(7, true))),
+            Next::Wait(_)
+        ));
+        assert_eq!(follow, Follow::Tick(records[0].tick));
+        assert!(matches!(
+            decide(&mut follow, &records, Some(&lock(7, false))),
+            Next::Rerun(r) if r.fencing_token == 7
+        ));
+    }
+
+    #[test]
+    fn finished_runs_and_later_ticks_end_the_watch() {
+        let done = [record(7, 1, Some(RunOutcome::Succeeded))];
+        assert!(matches!(
+            decide(&mut Follow::Token(7), &done, None),
+            Next::Done
+        ));
+        let mut later = record(8, 1, None);
+        later.tick = Some(T0 + Duration::from_secs(120));
+        let records = [later, record(7, 1, None)];
+        assert!(matches!(
+            decide(&mut Follow::Token(7), &records, Some(&lock(8, true))),
+            Next::Done
+        ));
+    }
+
+    #[test]
+    fn an_unrecorded_run_is_not_rerun() {
+        assert!(matches!(
+            decide(&mut Follow::Token(7), &[], Some(&lock(7, true))),
+            Next::Wait(_)
+        ));
+        assert!(matches!(
+            decide(&mut Follow::Token(7), &[], Some(&lock(7, false))),
+            Next::Done
+        ));
+    }
+
+    #[test]
+    fn a_retry_cut_short_in_its_backoff_is_rerun() {
+        let records = [record(7, 1, Some(RunOutcome::Retried))];
+        assert!(matches!(
+            decide(&mut Follow::Newest, &records, None),
+            Next::Rerun(r) if r.attempt == 1
+        ));
+    }
+}
