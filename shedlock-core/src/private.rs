@@ -39,18 +39,14 @@ pub fn cron(expression: &'static str, zone: Option<&'static str>) -> Schedule {
 /// check of `Schedule::fixed_rate`.
 pub fn fixed_rate(period: Duration, initial_delay: Duration) -> Schedule {
     checked_period(period);
-    checked(ScheduleKind::FixedRate(period), initial_delay)
+    Schedule::of_checked(ScheduleKind::FixedRate(period)).with_initial_delay(initial_delay)
 }
 
 /// A fixed-delay schedule; the macro checked `delay` with `shedlock_rules::check_period`, the
 /// check of `Schedule::fixed_delay`.
 pub fn fixed_delay(delay: Duration, initial_delay: Duration) -> Schedule {
     checked_period(delay);
-    checked(ScheduleKind::FixedDelay(delay), initial_delay)
-}
-
-fn checked(kind: ScheduleKind, initial_delay: Duration) -> Schedule {
-    Schedule::of_checked(kind).with_initial_delay(initial_delay)
+    Schedule::of_checked(ScheduleKind::FixedDelay(delay)).with_initial_delay(initial_delay)
 }
 
 /// The macro's check, repeated in debug builds: these functions are reachable by hand too.
