@@ -51,8 +51,9 @@ impl LockConfiguration {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] naming the field when the name is empty, longer than
-    /// [`MAX_LOCK_NAME_LEN`](crate::MAX_LOCK_NAME_LEN) bytes or holds control characters, when `lock_at_most_for` is zero,
-    /// or when `lock_at_least_for` exceeds `lock_at_most_for`.
+    /// [`MAX_LOCK_NAME_LEN`](crate::MAX_LOCK_NAME_LEN) bytes or holds control characters, when
+    /// `lock_at_most_for` is zero or over 100 years, or when `lock_at_least_for` exceeds
+    /// `lock_at_most_for`.
     pub fn new(
         name: impl Into<String>,
         lock_at_most_for: Duration,

@@ -16,8 +16,9 @@ const DEFAULT_RUN_LEASE: Duration = Duration::from_secs(30);
 ///
 /// Implements `serde::Deserialize` and `Default`. Durations are written as in the attributes,
 /// in humantime (`"10m"`, `"1h 30m"`, `"500ms"`) or ISO-8601 (`"PT10M"`, `"P1DT2H"`,
-/// `"PT0.5S"`), the grammar of [`parse_duration`](crate::parse_duration). Unknown keys are rejected so a typo does not
-/// silently fall back to a default; a wrong value is reported with its key.
+/// `"PT0.5S"`), the grammar of [`parse_duration`](crate::parse_duration). Unknown keys are
+/// rejected so a typo does not silently fall back to a default; a wrong value is reported with
+/// its key.
 ///
 /// ```
 /// use std::time::Duration;
