@@ -13,6 +13,13 @@ pub use shedlock_core::{
     TokioClock,
 };
 
+// Durations as the attributes, `SchedulerConfig` (`scheduler.toml`) and the `shedlock` command
+// read them: one grammar, humantime or ISO-8601.
+#[doc(inline)]
+pub use shedlock_core::{
+    DurationError, DurationErrorKind, MAX_DURATION, parse_duration, serde_duration,
+};
+
 /// For writing a store of your own: the interfaces a store implements ([`LockProvider`],
 /// [`LockInspector`], [`RunLog`](provider::RunLog), [`Elector`]), what they return, and the helpers every store of this
 /// workspace uses. `CONTRIBUTING.md` walks through adding one.

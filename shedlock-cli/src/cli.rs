@@ -72,8 +72,9 @@ pub(crate) struct DatabaseArgs {
     /// The fencing token column [default: fencing_token]
     #[arg(long, global = true, value_name = "COLUMN")]
     pub(crate) fencing_token_column: Option<String>,
-    /// How long to wait for the database to accept a connection (e.g. 500ms, 10s).
-    #[arg(long, global = true, default_value = "10s", value_parser = humantime::parse_duration)]
+    /// How long to wait for the database to accept a connection (e.g. 500ms, 10s, PT10S): a
+    /// duration as in `scheduler.toml` and the attributes.
+    #[arg(long, global = true, default_value = "10s", value_parser = shedlock_core::parse_duration)]
     pub(crate) connect_timeout: Duration,
 }
 

@@ -46,7 +46,7 @@ pub use election::{
 };
 pub use error::{BoxError, Error, Operation};
 pub use lock::clock::{Clock, ManualClock, SystemClock, TokioClock};
-pub use lock::config::{LockConfiguration, MAX_LOCK_NAME_LEN};
+pub use lock::config::LockConfiguration;
 pub use lock::context::LockContext;
 pub use lock::executor::{LockingTaskExecutor, TaskResult};
 pub use lock::handle::Lock;
@@ -62,6 +62,10 @@ pub use scheduler::registry::JobRegistry;
 pub use scheduler::schedule::Schedule;
 pub use scheduler::{
     JobOutcome, JobStatus, OnInterrupted, RunContext, Scheduler, SchedulerBuilder, ShutdownReport,
+};
+pub use shedlock_rules::{
+    DurationError, DurationErrorKind, MAX_DURATION, MAX_LOCK_NAME_LEN, parse_duration,
+    serde_duration,
 };
 
 /// The `async_trait` attribute, re-exported for implementing [`LockProvider`].

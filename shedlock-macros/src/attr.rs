@@ -66,13 +66,13 @@ impl ScheduledArgs {
         let mut krate = Once::default();
         #[rustfmt::skip]
         let complete = parse_keys(args, &errors, &mut [
-            ("cron", &mut |k, v| cron.set(k, string(k, v).and_then(validate::cron))),
-            ("zone", &mut |k, v| zone.set(k, string(k, v).and_then(validate::zone))),
-            ("fixed_rate", &mut |k, v| fixed_rate.set(k, string(k, v).and_then(|s| validate::non_zero_duration(k.name, &s)))),
-            ("fixed_delay", &mut |k, v| fixed_delay.set(k, string(k, v).and_then(|s| validate::non_zero_duration(k.name, &s)))),
+            ("cron", &mut |k, v| cron.set(k, string(k, v).and_then(|s| validate::cron(k.name, s)))),
+            ("zone", &mut |k, v| zone.set(k, string(k, v).and_then(|s| validate::zone(k.name, s)))),
+            ("fixed_rate", &mut |k, v| fixed_rate.set(k, string(k, v).and_then(|s| validate::period(k.name, &s)))),
+            ("fixed_delay", &mut |k, v| fixed_delay.set(k, string(k, v).and_then(|s| validate::period(k.name, &s)))),
             ("initial_delay", &mut |k, v| initial_delay.set(k, string(k, v).and_then(|s| validate::duration(k.name, &s)))),
-            ("misfire_threshold", &mut |k, v| misfire_threshold.set(k, string(k, v).and_then(|s| validate::non_zero_duration(k.name, &s)))),
-            ("leader", &mut |k, v| leader.set(k, string(k, v).and_then(validate::lock_name))),
+            ("misfire_threshold", &mut |k, v| misfire_threshold.set(k, string(k, v).and_then(|s| validate::period(k.name, &s)))),
+            ("leader", &mut |k, v| leader.set(k, string(k, v).and_then(|s| validate::lock_name(k.name, s)))),
             ("crate", &mut |k, v| krate.set(k, string(k, v).and_then(crate_path))),
         ]);
 
@@ -145,8 +145,8 @@ impl LockArgs {
         let mut krate = Once::default();
         #[rustfmt::skip]
         let complete = parse_keys(args, &errors, &mut [
-            ("name", &mut |k, v| name.set(k, string(k, v).and_then(validate::lock_name))),
-            ("lock_at_most_for", &mut |k, v| lock_at_most_for.set(k, string(k, v).and_then(|s| validate::non_zero_duration(k.name, &s)))),
+            ("name", &mut |k, v| name.set(k, string(k, v).and_then(|s| validate::lock_name(k.name, s)))),
+            ("lock_at_most_for", &mut |k, v| lock_at_most_for.set(k, string(k, v).and_then(|s| validate::period(k.name, &s)))),
             ("lock_at_least_for", &mut |k, v| lock_at_least_for.set(k, string(k, v).and_then(|s| Ok((validate::duration(k.name, &s)?, s.span()))))),
             ("keep_alive", &mut |k, v| keep_alive.set(k, boolean(k, v))),
             ("crate", &mut |k, v| krate.set(k, string(k, v).and_then(crate_path))),
@@ -161,15 +161,12 @@ impl LockArgs {
         }
         if let (Some(at_most), Some((at_least, span))) =
             (lock_at_most_for.value, lock_at_least_for.value)
-            && at_least > at_most
+            && let Err(error) =
+                shedlock_rules::check_at_least(at_least, at_most, "lock_at_most_for")
         {
             errors.push(syn::Error::new(
                 span,
-                format!(
-                    "`lock_at_least_for` ({}) must not be longer than `lock_at_most_for` ({})",
-                    humantime::format_duration(at_least),
-                    humantime::format_duration(at_most),
-                ),
+                format!("invalid `lock_at_least_for`: {error}"),
             ));
         }
 

@@ -3,8 +3,9 @@
 //!
 //! Use them through the `shedlock` facade (`use shedlock::{scheduled, scheduler_lock};`), which
 //! also provides what the generated code calls. Every argument is checked at compile time with
-//! the same rules the scheduler applies at run time (cron syntax, time zones, durations, lock
-//! names), and a mistake is reported on the literal that holds it.
+//! the functions the scheduler calls at run time (`shedlock-rules`: cron syntax, time zones,
+//! durations, lock names), and a mistake is reported on the literal that holds it, in the words
+//! the runtime would use.
 //!
 //! ```
 //! use shedlock::{LockContext, scheduled, scheduler_lock};
@@ -41,7 +42,6 @@
 //! parameter is the lock context when its type is named `LockContext`.
 
 mod attr;
-mod duration;
 mod expand;
 mod signature;
 mod validate;
@@ -99,8 +99,9 @@ use crate::expand::Macro;
 /// | `crate` | path of the `shedlock` crate, when it is renamed in `Cargo.toml` or re-exported | `crate = "my_platform::shedlock"` |
 ///
 /// Durations are written in humantime (`"10m"`, `"1h 30m"`, `"500ms"`) or ISO-8601
-/// (`"PT10M"`, `"PT1H30M"`, `"PT0.5S"`, `"P1D"`; years and months are refused, as their length
-/// varies). Periods must be greater than zero.
+/// (`"PT10M"`, `"PT1H30M"`, `"PT0.5S"`, `"P1D"`), up to 100 years: the grammar of
+/// [`shedlock_rules::parse_duration`], which `SchedulerConfig` (`scheduler.toml`) and the
+/// `shedlock` command read too. Periods must be greater than zero.
 ///
 /// # The function
 ///

@@ -5,7 +5,6 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::Error;
-use crate::lock::config::MAX_DURATION;
 
 /// Timing of a leader election (client-go's names and defaults: 15 s / 10 s / 2 s).
 ///
@@ -16,15 +15,15 @@ use crate::lock::config::MAX_DURATION;
 pub struct ElectionConfig {
     /// How long a lease lasts in the store without renewal; a crashed leader is replaced after
     /// at most this plus one retry period.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "shedlock_rules::serde_duration")]
     pub lease_duration: Duration,
     /// How long the leader trusts its leadership after the last renewal request that succeeded
     /// (counted from when that request was sent, on this instance's monotonic clock). Past it,
     /// the leader steps down before anything else happens, even right after a process pause.
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "shedlock_rules::serde_duration")]
     pub renew_deadline: Duration,
     /// How often the leader renews and followers retry (followers add up to 20 % jitter).
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "shedlock_rules::serde_duration")]
     pub retry_period: Duration,
 }
 
@@ -50,12 +49,8 @@ impl ElectionConfig {
                 "must be greater than zero",
             ));
         }
-        if self.lease_duration > MAX_DURATION {
-            return Err(Error::invalid_config(
-                "lease_duration",
-                "must be at most 100 years",
-            ));
-        }
+        shedlock_rules::check_duration(self.lease_duration)
+            .map_err(|error| Error::invalid_config("lease_duration", error.to_string()))?;
         // In floating point: `retry_period × 1.2` may not fit a Duration.
         if self.renew_deadline.as_secs_f64() <= self.retry_period.as_secs_f64() * 1.2 {
             return Err(Error::invalid_config(

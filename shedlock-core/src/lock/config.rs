@@ -5,10 +5,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::Error;
+use shedlock_rules::MAX_DURATION;
 
-/// Longest lock name, in bytes: the `VARCHAR(64)` name column of ShedLock's table.
-pub const MAX_LOCK_NAME_LEN: usize = 64;
+use crate::Error;
 
 /// The name of a lock and its two durations, validated on construction.
 ///
@@ -52,15 +51,16 @@ impl LockConfiguration {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] naming the field when the name is empty, longer than
-    /// [`MAX_LOCK_NAME_LEN`] bytes or holds control characters, when `lock_at_most_for` is zero,
-    /// or when `lock_at_least_for` exceeds `lock_at_most_for`.
+    /// [`MAX_LOCK_NAME_LEN`](crate::MAX_LOCK_NAME_LEN) bytes or holds control characters, when
+    /// `lock_at_most_for` is zero or over 100 years, or when `lock_at_least_for` exceeds
+    /// `lock_at_most_for`.
     pub fn new(
         name: impl Into<String>,
         lock_at_most_for: Duration,
         lock_at_least_for: Duration,
     ) -> Result<Self, Error> {
         let name = name.into();
-        validate_lock_name(&name)?;
+        validate_lock_name("name", &name)?;
         validate_durations(lock_at_most_for, lock_at_least_for)?;
         Ok(LockConfiguration {
             name: name.into(),
@@ -150,60 +150,22 @@ impl LockConfiguration {
     }
 }
 
-/// Checks a lock name: non-empty, at most 64 bytes, no control characters.
-pub(crate) fn validate_lock_name(name: &str) -> Result<(), Error> {
-    if name.is_empty() {
-        return Err(Error::invalid_config("name", "lock name must not be empty"));
-    }
-    if name.len() > MAX_LOCK_NAME_LEN {
-        return Err(Error::invalid_config(
-            "name",
-            format!(
-                "lock name is {} bytes long, the limit is {MAX_LOCK_NAME_LEN}: {name:?}",
-                name.len()
-            ),
-        ));
-    }
-    if name.chars().any(char::is_control) {
-        return Err(Error::invalid_config(
-            "name",
-            format!("lock name must not contain control characters: {name:?}"),
-        ));
-    }
-    Ok(())
+/// Checks a lock name ([`shedlock_rules::check_lock_name`]) as the field `field`.
+pub(crate) fn validate_lock_name(field: &'static str, name: &str) -> Result<(), Error> {
+    shedlock_rules::check_lock_name(name)
+        .map_err(|error| Error::invalid_config(field, error.to_string()))
 }
 
-/// Longest lease or period accepted (100 years): anything longer is a unit mistake, and would
-/// overflow clock arithmetic.
-pub(crate) const MAX_DURATION: Duration = Duration::from_secs(3_155_760_000); // 100 × 365.25 days
-
-/// Checks `0 < lock_at_most_for <= 100 years` and `lock_at_least_for <= lock_at_most_for`.
+/// Checks `0 < lock_at_most_for <= 100 years` and `lock_at_least_for <= lock_at_most_for`
+/// (`shedlock_rules`, as the `#[scheduler_lock]` attribute does).
 pub(crate) fn validate_durations(
     lock_at_most_for: Duration,
     lock_at_least_for: Duration,
 ) -> Result<(), Error> {
-    if lock_at_most_for.is_zero() {
-        return Err(Error::invalid_config(
-            "lock_at_most_for",
-            "must be greater than zero",
-        ));
-    }
-    if lock_at_most_for > MAX_DURATION {
-        return Err(Error::invalid_config(
-            "lock_at_most_for",
-            "must be at most 100 years",
-        ));
-    }
-    if lock_at_least_for > lock_at_most_for {
-        return Err(Error::invalid_config(
-            "lock_at_least_for",
-            format!(
-                "{} is longer than lock_at_most_for ({})",
-                humantime::format_duration(lock_at_least_for),
-                humantime::format_duration(lock_at_most_for)
-            ),
-        ));
-    }
+    shedlock_rules::check_period(lock_at_most_for)
+        .map_err(|error| Error::invalid_config("lock_at_most_for", error.to_string()))?;
+    shedlock_rules::check_at_least(lock_at_least_for, lock_at_most_for, "lock_at_most_for")
+        .map_err(|error| Error::invalid_config("lock_at_least_for", error.to_string()))?;
     Ok(())
 }
 

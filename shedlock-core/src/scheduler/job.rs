@@ -77,9 +77,7 @@ impl<S> Job<S> {
     /// [`Error::InvalidConfig`] (`leader`) for an invalid election name.
     pub fn leader_only(mut self, election: impl Into<Cow<'static, str>>) -> Result<Self, Error> {
         let election = election.into();
-        validate_lock_name(&election).map_err(|_| {
-            Error::invalid_config("leader", format!("invalid election name {election:?}"))
-        })?;
+        validate_lock_name("leader", &election)?;
         self.leader = Some(election);
         Ok(self)
     }
@@ -177,10 +175,7 @@ impl<S> Job<S> {
         config: &SchedulerConfig,
         state: S,
     ) -> Result<TaskResult<Result<(), String>>, Error> {
-        let zone = config
-            .default_zone
-            .parse()
-            .map_err(|_| Error::invalid_config("default_zone", "not an IANA time zone"))?;
+        let zone = config.zone()?;
         let since = self.schedule.latest_tick_since(zone);
         self.run_locked(executor, config, state, since, None).await
     }
@@ -272,7 +267,7 @@ impl JobLock {
     /// [`Error::InvalidConfig`] (`name`) for an empty, too long or control-character name.
     pub fn new(name: impl Into<Cow<'static, str>>) -> Result<Self, Error> {
         let name = name.into();
-        validate_lock_name(&name)?;
+        validate_lock_name("name", &name)?;
         Ok(JobLock::default_for(name))
     }
 

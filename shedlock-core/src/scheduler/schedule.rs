@@ -8,26 +8,21 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
-use croner::parser::{CronParser, Seconds};
+use shedlock_rules::MAX_DURATION;
 
 use crate::Error;
-use crate::lock::config::MAX_DURATION;
 
 /// How much earlier than its own fire time another instance may have run a cron tick (its
 /// clock a little ahead, its timer a little earlier): a tick refuses the lock if it was taken
 /// this long before the tick was due, or half the time to the next fire time if that is less.
 pub(crate) const CRON_ALLOWANCE: Duration = Duration::from_millis(250);
 
-/// Parses a cron expression exactly as tokio-cron-scheduler's `Job::new_async` does: 6 fields
-/// with seconds first (an optional 7th is the year), day-of-month and day-of-week both required
-/// to match. The macros validate with this same function's settings.
+/// Parses a cron expression with [`shedlock_rules::parse_cron`], as `#[scheduled(cron = …)]`
+/// does at compile time (tokio-cron-scheduler's dialect: 6 fields, seconds first, an optional
+/// year).
 pub(crate) fn parse_cron(expression: &str) -> Result<Cron, Error> {
-    CronParser::builder()
-        .seconds(Seconds::Required)
-        .dom_and_dow(true)
-        .build()
-        .parse(expression)
-        .map_err(|e| Error::invalid_config("cron", format!("{expression:?}: {e}")))
+    shedlock_rules::parse_cron(expression)
+        .map_err(|error| Error::invalid_config("cron", error.to_string()))
 }
 
 /// The parsed pattern of `expression`, shared with every other `Schedule` on the same
@@ -48,20 +43,17 @@ fn interned_cron(expression: &str) -> Result<Arc<Cron>, Error> {
     Ok(cron)
 }
 
-pub(crate) fn parse_zone(zone: &str) -> Result<Tz, Error> {
-    zone.parse::<Tz>()
-        .map_err(|_| Error::invalid_config("zone", format!("unknown IANA time zone {zone:?}")))
+/// Parses an IANA time zone ([`shedlock_rules::parse_zone`]) as the field `field`.
+pub(crate) fn parse_zone(field: &'static str, zone: &str) -> Result<Tz, Error> {
+    shedlock_rules::parse_zone(zone)
+        .map_err(|error| Error::invalid_config(field, error.to_string()))
 }
 
-/// Checks `0 < threshold <= 100 years`.
-pub(crate) fn validate_misfire_threshold(threshold: Duration) -> Result<(), Error> {
-    if threshold.is_zero() || threshold > MAX_DURATION {
-        return Err(Error::invalid_config(
-            "misfire_threshold",
-            "must be greater than zero and at most 100 years",
-        ));
-    }
-    Ok(())
+/// Checks a positive duration ([`shedlock_rules::check_period`]: `0 < value <= 100 years`) as
+/// the field `field`.
+pub(crate) fn check_period(field: &'static str, value: Duration) -> Result<Duration, Error> {
+    shedlock_rules::check_period(value)
+        .map_err(|error| Error::invalid_config(field, error.to_string()))
 }
 
 /// When a job fires.
@@ -105,16 +97,22 @@ impl Schedule {
     /// [`Error::InvalidConfig`] (`cron`) when the expression does not parse.
     pub fn cron(expression: &str) -> Result<Self, Error> {
         let cron = interned_cron(expression)?;
-        Ok(Schedule {
-            kind: ScheduleKind::Cron {
-                cron,
-                expression: expression.into(),
-                zone: None,
-            },
+        Ok(Schedule::of_checked(ScheduleKind::Cron {
+            cron,
+            expression: expression.into(),
+            zone: None,
+        }))
+    }
+
+    /// A schedule of `kind`, already checked, with every other setting at its default (also
+    /// for the attribute macros' checked values, `__private`).
+    pub(crate) fn of_checked(kind: ScheduleKind) -> Self {
+        Schedule {
+            kind,
             initial_delay: Duration::ZERO,
             misfire_threshold: None,
             catch_up: None,
-        })
+        }
     }
 
     /// Sets the IANA time zone a cron schedule is read in (`"Europe/Berlin"`). Daylight-saving
@@ -123,7 +121,7 @@ impl Schedule {
     /// # Errors
     /// [`Error::InvalidConfig`] (`zone`) for an unknown zone, or when the schedule is not cron.
     pub fn in_zone(mut self, zone: &str) -> Result<Self, Error> {
-        let tz = parse_zone(zone)?;
+        let tz = parse_zone("zone", zone)?;
         match &mut self.kind {
             ScheduleKind::Cron { zone, .. } => *zone = Some(tz),
             _ => {
@@ -140,39 +138,19 @@ impl Schedule {
     /// start is due makes that start skip (no self-overlap); missed starts are not replayed.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] (`fixed_rate`) when `period` is zero.
+    /// [`Error::InvalidConfig`] (`fixed_rate`) when `period` is zero or over 100 years.
     pub fn fixed_rate(period: Duration) -> Result<Self, Error> {
-        if period.is_zero() || period > MAX_DURATION {
-            return Err(Error::invalid_config(
-                "fixed_rate",
-                "must be greater than zero and at most 100 years",
-            ));
-        }
-        Ok(Schedule {
-            kind: ScheduleKind::FixedRate(period),
-            initial_delay: Duration::ZERO,
-            misfire_threshold: None,
-            catch_up: None,
-        })
+        check_period("fixed_rate", period)?;
+        Ok(Schedule::of_checked(ScheduleKind::FixedRate(period)))
     }
 
     /// Fires `delay` after the previous run ended.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] (`fixed_delay`) when `delay` is zero.
+    /// [`Error::InvalidConfig`] (`fixed_delay`) when `delay` is zero or over 100 years.
     pub fn fixed_delay(delay: Duration) -> Result<Self, Error> {
-        if delay.is_zero() || delay > MAX_DURATION {
-            return Err(Error::invalid_config(
-                "fixed_delay",
-                "must be greater than zero and at most 100 years",
-            ));
-        }
-        Ok(Schedule {
-            kind: ScheduleKind::FixedDelay(delay),
-            initial_delay: Duration::ZERO,
-            misfire_threshold: None,
-            catch_up: None,
-        })
+        check_period("fixed_delay", delay)?;
+        Ok(Schedule::of_checked(ScheduleKind::FixedDelay(delay)))
     }
 
     /// Waits this long after the scheduler starts before the first fire (at most 100 years;
@@ -189,7 +167,7 @@ impl Schedule {
     /// # Errors
     /// [`Error::InvalidConfig`] (`misfire_threshold`) when zero or over 100 years.
     pub fn with_misfire_threshold(mut self, threshold: Duration) -> Result<Self, Error> {
-        validate_misfire_threshold(threshold)?;
+        check_period("misfire_threshold", threshold)?;
         self.misfire_threshold = Some(threshold);
         Ok(self)
     }
@@ -220,12 +198,7 @@ impl Schedule {
                 "applies only to cron schedules",
             ));
         }
-        if within.is_zero() || within > MAX_DURATION {
-            return Err(Error::invalid_config(
-                "catch_up",
-                "must be greater than zero and at most 100 years",
-            ));
-        }
+        check_period("catch_up", within)?;
         self.catch_up = Some(within);
         Ok(self)
     }

@@ -22,8 +22,12 @@ async fn fixed_delay() {}
 #[scheduled(fixed_delay = "P1DT2H", initial_delay = "0s")]
 async fn fixed_delay_iso() {}
 
+// The longest duration accepted, `MAX_DURATION`.
+#[scheduled(fixed_rate = "P36525D", initial_delay = "100y")]
+async fn once_a_century() {}
+
 fn main() {
-    let cases: [(shedlock::Job<()>, &str); 7] = [
+    let cases: [(shedlock::Job<()>, &str); 8] = [
         (shedlock::job!(cron), "cron \"0 */5 * * * *\""),
         (
             shedlock::job!(cron_in_zone),
@@ -42,6 +46,10 @@ fn main() {
         (
             shedlock::job!(fixed_delay_iso),
             "1day 2h after the previous run",
+        ),
+        (
+            shedlock::job!(once_a_century),
+            "every 100years, first after 100years",
         ),
     ];
     for (job, expected) in cases {
