@@ -53,6 +53,16 @@ async fn failing(_lock: LockContext, reason: &'static str) -> anyhow::Result<u32
     anyhow::bail!("gave up: {reason}")
 }
 
+/// Crash recovery from the attributes: catch-up, retries, reruns.
+#[scheduled(cron = "0 0 2 * * *", zone = "Europe/Berlin", catch_up = "6h")]
+#[scheduler_lock(
+    name = "behaviour_nightly",
+    retries = 3,
+    retry_backoff = "PT30S",
+    on_interrupted = "rerun"
+)]
+async fn nightly() {}
+
 /// No lock and no state: runs on every instance, fits a registry of any state type.
 #[scheduled(fixed_delay = "500ms")]
 async fn heartbeat() {}
@@ -234,4 +244,15 @@ fn the_job_carries_the_name_schedule_and_lock_from_the_attributes() {
 
     let job: shedlock::Job<()> = shedlock::job!(heartbeat);
     assert_eq!(job.schedule().to_string(), "500ms after the previous run");
+
+    let job: shedlock::Job<()> = shedlock::job!(nightly);
+    assert_eq!(
+        job.schedule().catch_up(),
+        Some(Duration::from_secs(6 * 3600))
+    );
+    let lock = JobLock::new("behaviour_nightly")
+        .unwrap()
+        .retries(3, Duration::from_secs(30))
+        .on_interrupted(shedlock::OnInterrupted::Rerun);
+    assert_eq!(job.lock(), Some(&lock));
 }

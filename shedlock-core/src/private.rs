@@ -88,6 +88,27 @@ pub fn job_lock(
     }
 }
 
+/// A job lock with retries (`retries = n`, `retry_backoff = "..."`; the backoff the macro
+/// checked with `shedlock_rules::parse_duration`, or `JobLock`'s default).
+pub fn with_retries(lock: JobLock, retries: u32, backoff: Option<Duration>) -> JobLock {
+    let backoff = backoff.unwrap_or(lock.retry_backoff);
+    lock.retries(retries, backoff)
+}
+
+/// A job lock whose interrupted ticks run again (`on_interrupted = "rerun"`).
+pub fn rerun_interrupted(lock: JobLock) -> JobLock {
+    lock.on_interrupted(crate::OnInterrupted::Rerun)
+}
+
+/// A cron schedule that catches up a missed tick (`catch_up = "..."`); the macro checked
+/// `within` with `shedlock_rules::check_period` and that the schedule is cron, the checks of
+/// `Schedule::with_catch_up`.
+pub fn with_catch_up(mut schedule: Schedule, within: Duration) -> Schedule {
+    checked_period(within);
+    schedule.catch_up = Some(within);
+    schedule
+}
+
 /// The lock context of the running locked job.
 pub fn lock_context() -> LockContext {
     LockContext::current().expect("a locked job runs inside its lock's scope")

@@ -10,7 +10,7 @@ use std::time::Duration;
 use proc_macro2::{Span, TokenStream};
 use syn::parse::Parser;
 use syn::spanned::Spanned;
-use syn::{Expr, ExprLit, Lit, LitBool, LitStr, Path, Token};
+use syn::{Expr, ExprLit, Lit, LitBool, LitInt, LitStr, Path, Token};
 
 use crate::validate;
 
@@ -30,6 +30,8 @@ pub(crate) struct Schedule {
     pub(crate) misfire_threshold: Option<Duration>,
     /// `leader = "..."`: run only while this instance leads that election.
     pub(crate) leader: Option<LitStr>,
+    /// `catch_up = "..."`: run the latest tick the fleet missed, if at most this old.
+    pub(crate) catch_up: Option<Duration>,
 }
 
 pub(crate) enum ScheduleKind {
@@ -49,6 +51,10 @@ pub(crate) struct Lock {
     pub(crate) lock_at_most_for: Option<Duration>,
     pub(crate) lock_at_least_for: Option<Duration>,
     pub(crate) keep_alive: Option<bool>,
+    /// `retries = n` and `retry_backoff = "..."`.
+    pub(crate) retries: Option<(u32, Option<Duration>)>,
+    /// `on_interrupted = "rerun"`.
+    pub(crate) rerun: bool,
 }
 
 impl ScheduledArgs {
@@ -63,6 +69,7 @@ impl ScheduledArgs {
         let mut misfire_threshold = Once::default();
         let mut zone = Once::default();
         let mut leader = Once::default();
+        let mut catch_up = Once::default();
         let mut krate = Once::default();
         #[rustfmt::skip]
         let complete = parse_keys(args, &errors, &mut [
@@ -73,6 +80,7 @@ impl ScheduledArgs {
             ("initial_delay", &mut |k, v| initial_delay.set(k, string(k, v).and_then(|s| validate::duration(k.name, &s)))),
             ("misfire_threshold", &mut |k, v| misfire_threshold.set(k, string(k, v).and_then(|s| validate::period(k.name, &s)))),
             ("leader", &mut |k, v| leader.set(k, string(k, v).and_then(|s| validate::lock_name(k.name, s)))),
+            ("catch_up", &mut |k, v| catch_up.set(k, string(k, v).and_then(|s| validate::period(k.name, &s)))),
             ("crate", &mut |k, v| krate.set(k, string(k, v).and_then(crate_path))),
         ]);
 
@@ -101,6 +109,13 @@ impl ScheduledArgs {
                     ),
                 ));
             }
+            if let (Some(span), None) = (catch_up.seen, cron.seen) {
+                errors.push(syn::Error::new(
+                    span,
+                    "`catch_up` applies only to `cron` schedules: it runs the latest missed fire \
+                     time",
+                ));
+            }
             if let (Some(span), None) = (zone.seen, cron.seen) {
                 errors.push(syn::Error::new(
                     span,
@@ -125,6 +140,7 @@ impl ScheduledArgs {
                 initial_delay: initial_delay.value,
                 misfire_threshold: misfire_threshold.value,
                 leader: leader.value,
+                catch_up: catch_up.value,
             })
         });
         ScheduledArgs {
@@ -142,6 +158,9 @@ impl LockArgs {
         let mut lock_at_most_for = Once::default();
         let mut lock_at_least_for = Once::default();
         let mut keep_alive = Once::default();
+        let mut retries = Once::default();
+        let mut retry_backoff = Once::default();
+        let mut on_interrupted = Once::default();
         let mut krate = Once::default();
         #[rustfmt::skip]
         let complete = parse_keys(args, &errors, &mut [
@@ -149,6 +168,9 @@ impl LockArgs {
             ("lock_at_most_for", &mut |k, v| lock_at_most_for.set(k, string(k, v).and_then(|s| validate::period(k.name, &s)))),
             ("lock_at_least_for", &mut |k, v| lock_at_least_for.set(k, string(k, v).and_then(|s| Ok((validate::duration(k.name, &s)?, s.span()))))),
             ("keep_alive", &mut |k, v| keep_alive.set(k, boolean(k, v))),
+            ("retries", &mut |k, v| retries.set(k, integer(k, v))),
+            ("retry_backoff", &mut |k, v| retry_backoff.set(k, string(k, v).and_then(|s| validate::duration(k.name, &s)))),
+            ("on_interrupted", &mut |k, v| on_interrupted.set(k, string(k, v).and_then(|s| interrupted(k, &s)))),
             ("crate", &mut |k, v| krate.set(k, string(k, v).and_then(crate_path))),
         ]);
 
@@ -157,6 +179,13 @@ impl LockArgs {
                 site,
                 "missing `name`: the lock's name, the same on every instance \
                  (e.g. `name = \"purge_sessions\"`)",
+            ));
+        }
+        if let (Some(span), None) = (retry_backoff.seen, retries.seen) {
+            errors.push(syn::Error::new(
+                span,
+                "`retry_backoff` needs `retries`: how many times to run a failed run again \
+                 (e.g. `retries = 3`)",
             ));
         }
         if let (Some(at_most), Some((at_least, span))) =
@@ -178,6 +207,8 @@ impl LockArgs {
                 lock_at_most_for: lock_at_most_for.value,
                 lock_at_least_for: lock_at_least_for.value.map(|(duration, _)| duration),
                 keep_alive: keep_alive.value,
+                retries: retries.value.map(|n| (n, retry_backoff.value)),
+                rerun: on_interrupted.value.unwrap_or(false),
             })
         });
         LockArgs {
@@ -278,6 +309,49 @@ fn boolean(key: Key, value: Option<Expr>) -> syn::Result<bool> {
             format!("the value of `{}` must be `true` or `false`", key.name),
         )),
         None => Err(missing_value(key, "true")),
+    }
+}
+
+/// A count: an unsuffixed or `u32` integer literal.
+fn integer(key: Key, value: Option<Expr>) -> syn::Result<u32> {
+    match value {
+        Some(Expr::Lit(ExprLit {
+            lit: Lit::Int(int), ..
+        })) => parse_u32(key, &int),
+        Some(other) => Err(syn::Error::new_spanned(
+            other,
+            format!("the value of `{}` must be a whole number", key.name),
+        )),
+        None => Err(missing_value(key, "3")),
+    }
+}
+
+fn parse_u32(key: Key, int: &LitInt) -> syn::Result<u32> {
+    int.base10_parse::<u32>().map_err(|_| {
+        syn::Error::new(
+            int.span(),
+            format!(
+                "invalid `{}`: must be a whole number from 0 to {}",
+                key.name,
+                u32::MAX
+            ),
+        )
+    })
+}
+
+/// `on_interrupted`: `"skip"` (false) or `"rerun"` (true), as `OnInterrupted`.
+fn interrupted(key: Key, lit: &LitStr) -> syn::Result<bool> {
+    match lit.value().as_str() {
+        "skip" => Ok(false),
+        "rerun" => Ok(true),
+        other => Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "invalid `{}`: {other:?} is neither \"skip\" (the tick is lost) nor \"rerun\" \
+                 (a surviving instance runs it again once)",
+                key.name
+            ),
+        )),
     }
 }
 

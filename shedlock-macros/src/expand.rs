@@ -315,10 +315,17 @@ impl Codegen<'_> {
                 quote!(#private::fixed_delay(#delay, #initial_delay))
             }
         };
-        match schedule.misfire_threshold {
+        let kind = match schedule.misfire_threshold {
             Some(threshold) => {
                 let threshold = duration(threshold);
                 quote!(#private::with_misfire_threshold(#kind, #threshold))
+            }
+            None => kind,
+        };
+        match schedule.catch_up {
+            Some(within) => {
+                let within = duration(within);
+                quote!(#private::with_catch_up(#kind, #within))
             }
             None => kind,
         }
@@ -330,8 +337,17 @@ impl Codegen<'_> {
         let at_most = option(lock.lock_at_most_for.map(duration));
         let at_least = option(lock.lock_at_least_for.map(duration));
         let keep_alive = option(lock.keep_alive.map(|keep| quote!(#keep)));
+        let mut job_lock =
+            quote!(#krate::__private::job_lock(#name, #at_most, #at_least, #keep_alive));
+        if let Some((retries, backoff)) = lock.retries {
+            let backoff = option(backoff.map(duration));
+            job_lock = quote!(#krate::__private::with_retries(#job_lock, #retries, #backoff));
+        }
+        if lock.rerun {
+            job_lock = quote!(#krate::__private::rerun_interrupted(#job_lock));
+        }
         quote! {
-            .with_lock(#krate::__private::job_lock(#name, #at_most, #at_least, #keep_alive))
+            .with_lock(#job_lock)
         }
     }
 }

@@ -96,6 +96,7 @@ use crate::expand::Macro;
 /// | `initial_delay` | wait after the scheduler starts before the first run | `initial_delay = "10s"` |
 /// | `misfire_threshold` | a tick that would start later than this after its fire time (a paused process, an overloaded host) is not run but counted as missed (default: the scheduler's `misfire_threshold`, 60 s) | `misfire_threshold = "5m"` |
 /// | `leader` | run only while this instance leads the named election (no lock per run; the scheduler campaigns on its provider or elector, timing from `SchedulerConfig::leader_election`; checked when each run starts, and a run still going when the leadership ends is told, or cancelled if it has no lock) | `leader = "batch"` |
+/// | `catch_up` | only with `cron` and a lock: when the scheduler starts and the latest fire time passed no more than this long ago without any instance taking the lock since (the whole fleet was down), that tick runs once (`Schedule::with_catch_up`) | `catch_up = "6h"` |
 /// | `crate` | path of the `shedlock` crate, when it is renamed in `Cargo.toml` or re-exported | `crate = "my_platform::shedlock"` |
 ///
 /// Durations are written in humantime (`"10m"`, `"1h 30m"`, `"500ms"`) or ISO-8601
@@ -153,6 +154,9 @@ pub fn scheduled(args: TokenStream, item: TokenStream) -> TokenStream {
 /// | `lock_at_most_for` | the lease: if the holder dies, the lock frees itself after this long; greater than zero (default: the scheduler's `default_lock_at_most_for`) | `lock_at_most_for = "5m"` |
 /// | `lock_at_least_for` | the lock stays taken at least this long, even when the job ends sooner, so that instances whose clocks trigger a little later skip the run; at most `lock_at_most_for` (default: `default_lock_at_least_for`) | `lock_at_least_for = "30s"` |
 /// | `keep_alive` | extend the lease while the job runs, for jobs that may outlast `lock_at_most_for` (default: the scheduler's `keep_alive`) | `keep_alive = true` |
+/// | `retries` | run a run that returned an error again, up to this many times, under the same lock (`JobLock::retries`; default 0) | `retries = 3` |
+/// | `retry_backoff` | wait between a failed attempt and its retry (with `retries`; default 10 s) | `retry_backoff = "30s"` |
+/// | `on_interrupted` | `"skip"` (default: a tick whose instance died mid-run is lost) or `"rerun"` (a surviving instance runs it again once, after the dead holder's lease; needs a store with run records) | `on_interrupted = "rerun"` |
 /// | `crate` | path of the `shedlock` crate, as for `#[scheduled]` | `crate = "renamed_shedlock"` |
 ///
 /// Durations take the same forms as in `#[scheduled]`.
