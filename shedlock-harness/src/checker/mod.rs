@@ -17,7 +17,7 @@ use std::ops::Range;
 
 use crate::event::{Counters, Event, WriteOutcome};
 use crate::fleet::{Received, Signal};
-use crate::store::JournalRow;
+use crate::backend::JournalRow;
 use leadership::check_leadership;
 use missed::check_unattempted_ticks;
 use report::add;

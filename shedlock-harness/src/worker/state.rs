@@ -8,7 +8,8 @@ use shedlock::{LockContext, LockEvent};
 
 use super::emit;
 use crate::event::{Counters, Event, WriteOutcome, now_us, unix_us};
-use crate::store::{JournalRow, Store};
+use crate::backend::JournalRow;
+use crate::store::Store;
 
 /// Shared by every job of a worker.
 #[derive(Debug)]
