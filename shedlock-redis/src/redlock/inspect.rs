@@ -21,7 +21,7 @@ use futures_util::future::join_all;
 use shedlock_core::{Error, LockInspector, LockQuery, LockRecord, Operation, async_trait};
 
 use super::RedLockProvider;
-use crate::error::{ServerError, store_error};
+use crate::error::ServerError;
 use crate::inspect::names_in;
 use crate::keys::system_time;
 use crate::node::StateParts;

@@ -16,7 +16,7 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use crate::builder::Settings;
-use crate::error::{QuorumError, ServerError, store_error};
+use crate::error::{QuorumError, ServerError};
 use crate::hints::ReleaseHints;
 use crate::keys::{millis, system_time, validate_holder};
 use crate::node::Node;
