@@ -421,6 +421,23 @@ mod tests {
     }
 
     #[test]
+    fn lists_and_urls_with_several_hosts_are_masked_too() {
+        assert_eq!(
+            url_list("redis://:a,b@h:1,rediss://h2:2,redis://h3:3"),
+            ["redis://:a,b@h:1", "rediss://h2:2", "redis://h3:3"]
+        );
+        assert_eq!(url_list("zookeeper://h1:1,h2:2/x"), ["zookeeper://h1:1,h2:2/x"]);
+        let list = Masked::any("redis://:p%40ss1@h:1,redis://u:pass2@h2:2/0");
+        assert_eq!(list.shown, "redis://:***@h:1,redis://u:***@h2:2/0");
+        let message = "auth failed for p@ss1 and pass2 at redis://:p%40ss1@h:1";
+        let scrubbed = list.secrets.scrub(message);
+        assert!(!scrubbed.contains("ss1") && !scrubbed.contains("pass2"), "{scrubbed}");
+        let zk = Masked::any("zookeeper://app:s%2Fcret@h1:2181,h2:2181/chroot");
+        assert_eq!(zk.shown, "zookeeper://app:***@h1:2181,h2:2181/chroot");
+        assert_eq!(zk.secrets.scrub("digest app:s/cret"), "digest app:***");
+    }
+
+    #[test]
     fn a_url_without_secrets_is_shown_as_written() {
         for url in [
             "sqlite:locks.db",

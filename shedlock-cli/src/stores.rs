@@ -72,7 +72,9 @@ pub(crate) async fn redlock_provider(
 /// cannot be reached.
 fn usage_or_unreachable(target: &Target, error: &shedlock_core::Error) -> Failure {
     match error {
-        shedlock_core::Error::InvalidConfig { .. } => Failure::new(Exit::Usage, error.to_string()),
+        shedlock_core::Error::InvalidConfig { .. } => {
+            Failure::new(Exit::Usage, format!("{}: {error}", target.shown))
+        }
         _ => unreachable(target, error),
     }
 }

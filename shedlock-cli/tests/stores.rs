@@ -359,7 +359,7 @@ macro_rules! store_tests {
         mod $store {
             use super::*;
             $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[tokio::test]
                 async fn $test() {
                     if let Some(store) = $open(stringify!($test)).await {
                         cases::$case(store).await;

@@ -33,7 +33,7 @@ pub(crate) async fn redlock(
         match stores::redis_provider(args, url).await {
             Ok(master) => {
                 out!("ok       master {shown} is reachable");
-                clocks.push(clock(&master, &format!("master {shown}")).await?);
+                clocks.push(clock(&master, "master").await?);
             }
             Err(error) => {
                 out!("problem  master {shown} cannot be reached: {error}");
