@@ -80,10 +80,16 @@ fn check_options(args: &DatabaseArgs, kind: StoreKind) -> Result<(), Failure> {
         ("--lock-until-column", args.lock_until_column.is_some()),
         ("--locked-at-column", args.locked_at_column.is_some()),
         ("--locked-by-column", args.locked_by_column.is_some()),
-        ("--fencing-token-column", args.fencing_token_column.is_some()),
+        (
+            "--fencing-token-column",
+            args.fencing_token_column.is_some(),
+        ),
     ];
     let given = |options: &[(&'static str, bool)]| {
-        options.iter().find(|(_, given)| *given).map(|(name, _)| *name)
+        options
+            .iter()
+            .find(|(_, given)| *given)
+            .map(|(name, _)| *name)
     };
     let foreign = match kind {
         StoreKind::Sql(_) => given(&[

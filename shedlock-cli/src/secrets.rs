@@ -151,7 +151,8 @@ pub(crate) fn url_list(input: &str) -> Vec<&str> {
         let scheme_len = next
             .find("://")
             .filter(|&len| len > 0 && next[..len].chars().all(is_scheme_char));
-        let starts_url = scheme_len.is_some() && next.starts_with(|c: char| c.is_ascii_alphabetic());
+        let starts_url =
+            scheme_len.is_some() && next.starts_with(|c: char| c.is_ascii_alphabetic());
         if starts_url {
             urls.push(&input[start..at]);
             start = at + 1;
@@ -426,12 +427,18 @@ mod tests {
             url_list("redis://:a,b@h:1,rediss://h2:2,redis://h3:3"),
             ["redis://:a,b@h:1", "rediss://h2:2", "redis://h3:3"]
         );
-        assert_eq!(url_list("zookeeper://h1:1,h2:2/x"), ["zookeeper://h1:1,h2:2/x"]);
+        assert_eq!(
+            url_list("zookeeper://h1:1,h2:2/x"),
+            ["zookeeper://h1:1,h2:2/x"]
+        );
         let list = Masked::any("redis://:p%40ss1@h:1,redis://u:pass2@h2:2/0");
         assert_eq!(list.shown, "redis://:***@h:1,redis://u:***@h2:2/0");
         let message = "auth failed for p@ss1 and pass2 at redis://:p%40ss1@h:1";
         let scrubbed = list.secrets.scrub(message);
-        assert!(!scrubbed.contains("ss1") && !scrubbed.contains("pass2"), "{scrubbed}");
+        assert!(
+            !scrubbed.contains("ss1") && !scrubbed.contains("pass2"),
+            "{scrubbed}"
+        );
         let zk = Masked::any("zookeeper://app:s%2Fcret@h1:2181,h2:2181/chroot");
         assert_eq!(zk.shown, "zookeeper://app:***@h1:2181,h2:2181/chroot");
         assert_eq!(zk.secrets.scrub("digest app:s/cret"), "digest app:***");

@@ -36,7 +36,11 @@ pub(crate) fn no_ddl(kind: StoreKind) -> Failure {
 fn unreachable(target: &Target, error: &shedlock_core::Error) -> Failure {
     Failure::new(
         Exit::Error,
-        format!("cannot reach {} at {}: {error}", describe(target.kind), target.shown),
+        format!(
+            "cannot reach {} at {}: {error}",
+            describe(target.kind),
+            target.shown
+        ),
     )
 }
 
@@ -81,8 +85,8 @@ fn usage_or_unreachable(target: &Target, error: &shedlock_core::Error) -> Failur
 
 async fn zookeeper_provider(cli: &Cli, target: &Target) -> Result<ZkLockProvider, Failure> {
     let address = target.zookeeper()?;
-    let mut builder =
-        ZkLockProvider::builder(address.connect_string).request_timeout(cli.database.connect_timeout);
+    let mut builder = ZkLockProvider::builder(address.connect_string)
+        .request_timeout(cli.database.connect_timeout);
     if let Some(root) = &cli.database.root {
         builder = builder.root(root);
     }

@@ -326,8 +326,14 @@ mod tests {
         assert_eq!(kind("mysql://root@h/db"), StoreKind::Sql(DbKind::Mysql));
         assert_eq!(kind("sqlite:locks.db"), StoreKind::Sql(DbKind::Sqlite));
         assert_eq!(kind("redis://:pw@h:6379/2"), StoreKind::Redis);
-        assert_eq!(kind("redis://a:1,rediss://b:2,redis://c:3"), StoreKind::RedLock);
-        assert_eq!(kind("zookeeper://h1:2181,h2:2181/app"), StoreKind::ZooKeeper);
+        assert_eq!(
+            kind("redis://a:1,rediss://b:2,redis://c:3"),
+            StoreKind::RedLock
+        );
+        assert_eq!(
+            kind("zookeeper://h1:2181,h2:2181/app"),
+            StoreKind::ZooKeeper
+        );
         let mixed = Target::parse("redis://a:1,postgres://u:topsecret@h/db").unwrap_err();
         assert_eq!(mixed.exit, Exit::Usage);
         assert!(!mixed.message.contains("topsecret"), "{}", mixed.message);

@@ -226,7 +226,11 @@ fn no_form_of_a_password_is_printed_by_zookeeper_commands() {
         let output = shedlock(&args, &[]);
         password.assert_never_printed(&output, &format!("{command:?}"));
         if command == ["doctor"] {
-            assert!(printed(&output).contains("app:***@"), "{}", printed(&output));
+            assert!(
+                printed(&output).contains("app:***@"),
+                "{}",
+                printed(&output)
+            );
         }
     }
 }

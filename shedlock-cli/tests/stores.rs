@@ -14,9 +14,7 @@ use std::time::Duration;
 use serde_json::Value;
 use shedlock_core::{LockConfiguration, LockInspector, LockProvider, LockRecord};
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
-use shedlock_test_support::{
-    redis_url, redlock_urls, unique_key_prefix, unique_zk_root, zk_url,
-};
+use shedlock_test_support::{redis_url, redlock_urls, unique_key_prefix, unique_zk_root, zk_url};
 use shedlock_zookeeper::ZkLockProvider;
 
 /// One store, under a key prefix or root of this test's own.
@@ -190,7 +188,10 @@ mod cases {
             .shedlock(&["locks", "release", "free-lock", "--holder", "web-2"])
             .expect(0);
 
-        let list = store.shedlock(&["locks", "list", "--json"]).expect(0).json();
+        let list = store
+            .shedlock(&["locks", "list", "--json"])
+            .expect(0)
+            .json();
         let held = find(&list, "held-lock");
         let mut fields: Vec<&str> = held
             .as_object()
@@ -214,13 +215,21 @@ mod cases {
         );
         assert_eq!(
             (&held["held"], &held["locked_by"], &held["fencing_token"]),
-            (&Value::from(true), &Value::from("web-1"), &Value::from(token))
+            (
+                &Value::from(true),
+                &Value::from("web-1"),
+                &Value::from(token)
+            )
         );
         let remaining = held["remaining_ms"].as_u64().unwrap();
         assert!(remaining > 0 && remaining <= 600_000, "{held}");
         let freed = find(&list, "free-lock");
         assert_eq!(
-            (&freed["held"], &freed["remaining_ms"], &freed["fencing_token"]),
+            (
+                &freed["held"],
+                &freed["remaining_ms"],
+                &freed["fencing_token"]
+            ),
             (&Value::from(false), &Value::from(0), &Value::from(free))
         );
 
@@ -240,7 +249,10 @@ mod cases {
             .shedlock(&["locks", "show", "held-lock", "--json"])
             .expect(0)
             .json();
-        assert_eq!((&show["name"], &show["fencing_token"]), (&Value::from("held-lock"), &Value::from(token)));
+        assert_eq!(
+            (&show["name"], &show["fencing_token"]),
+            (&Value::from("held-lock"), &Value::from(token))
+        );
         let shown = store
             .shedlock(&["locks", "show", "free-lock"])
             .expect(0)
@@ -271,7 +283,9 @@ mod cases {
             let record = store.record("job").await.expect("a record");
             assert!(record.held, "released by {refused:?}");
         }
-        let args = ["locks", "release", "job", "--holder", "web-1", "--token", &right];
+        let args = [
+            "locks", "release", "job", "--holder", "web-1", "--token", &right,
+        ];
         let run = store.shedlock(&args).expect(0);
         assert!(run.stdout().contains("released `job`"), "{}", run.stdout());
         let record = store.record("job").await.expect("the record stays");
@@ -297,7 +311,10 @@ mod cases {
         store.acquire("job", "web-1").await;
         let run = store.shedlock(&["doctor"]).expect(0);
         let out = run.stdout();
-        assert!(out.contains("is reachable") && out.contains("clock"), "{out}");
+        assert!(
+            out.contains("is reachable") && out.contains("clock"),
+            "{out}"
+        );
         assert!(out.contains("ok       1 locks, 1 held"), "{out}");
         assert!(!out.contains("problem"), "{out}");
     }
@@ -339,7 +356,11 @@ mod cases {
         let run = store
             .shedlock(&["--table", "locks", "locks", "list"])
             .expect(2);
-        assert!(run.stderr().contains("--table does not apply"), "{}", run.stderr());
+        assert!(
+            run.stderr().contains("--table does not apply"),
+            "{}",
+            run.stderr()
+        );
     }
 }
 

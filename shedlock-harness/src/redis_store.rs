@@ -19,8 +19,8 @@ use redis::Script;
 use redis::aio::ConnectionManager;
 use shedlock::{LockInspector, LockProvider, RedLockProvider, RedisLockProvider};
 
-use crate::event::WriteOutcome;
 use crate::backend::{Backend, JournalRow, StoreConfig};
+use crate::event::WriteOutcome;
 
 /// `KEYS`: lock hash, journal list. `ARGV`: holder, token, row. 1 if appended, 0 if the lease
 /// is not live.

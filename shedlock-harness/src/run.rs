@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use shedlock_test_support::{env_url, unique_table};
 
-use crate::redis_store::redlock_url;
 use crate::backend::{Backend, JournalRow, StoreConfig};
+use crate::redis_store::redlock_url;
 use crate::store::{DEFAULT_ACQUIRE_TIMEOUT, Store};
 use crate::worker::WorkerOptions;
 

@@ -8,11 +8,11 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::time::Instant;
 
+use crate::backend::Backend;
 use crate::checker::{Expectations, Fault, Report, check};
 use crate::event::{Event, now_us};
 use crate::fleet::{Fleet, Signal};
 use crate::run::{Run, lock_names};
-use crate::backend::Backend;
 
 /// What a stress run does.
 #[derive(Debug, Clone)]

@@ -8,13 +8,13 @@ use shedlock_core::{
 };
 use tokio::sync::broadcast;
 
+use crate::RedisProviderBuilder;
 use crate::builder::Settings;
 use crate::error::store_error;
 use crate::hints::ReleaseHints;
 use crate::keys::{millis, system_time, validate_holder};
 use crate::node::Node;
 use crate::scripts::AcquireReply;
-use crate::RedisProviderBuilder;
 
 /// Locks on one Redis server, on Redis's clock, with fencing tokens and release hints.
 ///

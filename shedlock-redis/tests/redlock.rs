@@ -236,7 +236,12 @@ mod specifics {
         assert!(a.acquire(&lock).await.unwrap().is_none(), "won 1 of 3");
         let after = first_master().await.remove(0).unwrap().unwrap();
         assert_eq!(
-            (&after.holder, after.fencing_token, after.locked_at, after.lock_until),
+            (
+                &after.holder,
+                after.fencing_token,
+                after.locked_at,
+                after.lock_until
+            ),
             (
                 &on_first.holder,
                 on_first.fencing_token,

@@ -66,7 +66,11 @@ async fn a_stale_holder_cannot_touch_a_lock_node_created_again() {
         !first.release(&stale).await.unwrap(),
         "the stale holder released the new holder's lock"
     );
-    let row = second.lock_record("nightly").await.unwrap().expect("exists");
+    let row = second
+        .lock_record("nightly")
+        .await
+        .unwrap()
+        .expect("exists");
     assert!(row.held, "{row}");
     assert_eq!(
         (row.holder.as_str(), row.fencing_token, row.lock_until),
@@ -121,7 +125,11 @@ async fn a_stale_holder_cannot_touch_a_lock_after_the_root_is_created_again() {
         !first.release(&stale).await.unwrap(),
         "the stale holder released the new holder's lock"
     );
-    let row = second.lock_record("nightly").await.unwrap().expect("exists");
+    let row = second
+        .lock_record("nightly")
+        .await
+        .unwrap()
+        .expect("exists");
     assert_eq!(
         (row.held, row.holder.as_str(), row.fencing_token),
         (true, "second", current.fencing_token()),

@@ -25,10 +25,7 @@ pub(crate) async fn run<D: OpenPool>(
     if !issues.is_empty() {
         for issue in &issues {
             out!("problem  {issue}");
-            out!(
-                "fix      {}",
-                schema_fix(issue, table, token_column, kind)
-            );
+            out!("fix      {}", schema_fix(issue, table, token_column, kind));
         }
         out!(
             "\nThe table the provider expects:\n{}",

@@ -7,8 +7,8 @@ use std::time::Duration;
 use shedlock::{LockContext, LockEvent};
 
 use super::emit;
-use crate::event::{Counters, Event, WriteOutcome, now_us, unix_us};
 use crate::backend::JournalRow;
+use crate::event::{Counters, Event, WriteOutcome, now_us, unix_us};
 use crate::store::Store;
 
 /// Shared by every job of a worker.

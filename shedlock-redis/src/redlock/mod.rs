@@ -15,13 +15,13 @@ use shedlock_core::{
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
+use crate::RedisProviderBuilder;
 use crate::builder::Settings;
 use crate::error::{QuorumError, ServerError};
 use crate::hints::ReleaseHints;
 use crate::keys::{millis, system_time, validate_holder};
 use crate::node::Node;
 use crate::proposals::Proposals;
-use crate::RedisProviderBuilder;
 use round::agreed_lease;
 
 /// Locks on N independent Redis masters (no replication between them) with the RedLock
