@@ -6,10 +6,12 @@
 //! `database_tests!`; locks are taken and checked with the provider's own API.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
+use common::{Run, find};
 use shedlock_core::{LockConfiguration, LockInspector, LockProvider, LockRecord};
 use shedlock_sqlx::SqlLockProvider;
 use shedlock_sqlx::dialect::{Dialect, MySql, Pg, Sqlite};
@@ -202,39 +204,6 @@ async fn execute(url: &str, sql: &str) {
     done.unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
-/// A finished run of the binary.
-struct Run(Output);
-
-impl Run {
-    fn code(&self) -> i32 {
-        self.0.status.code().expect("exited, not killed")
-    }
-
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.0.stdout).into_owned()
-    }
-
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.0.stderr).into_owned()
-    }
-
-    /// Asserts the exit code, showing both streams when it differs.
-    fn expect(self, code: i32) -> Self {
-        assert_eq!(
-            self.code(),
-            code,
-            "stdout:\n{}\nstderr:\n{}",
-            self.stdout(),
-            self.stderr()
-        );
-        self
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout()).expect("JSON on stdout")
-    }
-}
-
 mod cases {
     use super::*;
 
@@ -248,14 +217,6 @@ mod cases {
         "remaining_ms",
         "database_time",
     ];
-
-    fn find<'a>(locks: &'a Value, name: &str) -> &'a Value {
-        let locks = locks.as_array().expect("a JSON array");
-        locks
-            .iter()
-            .find(|lock| lock["name"] == name)
-            .unwrap_or_else(|| panic!("{name} in {locks:?}"))
-    }
 
     pub(super) async fn list_and_show(db: Db) {
         db.shedlock(&["schema", "--apply"]).expect(0);

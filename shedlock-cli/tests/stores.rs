@@ -7,10 +7,13 @@
 //! Every case is written once and runs on each store; locks are taken and checked with the
 //! providers' own API, each test under a key prefix or root of its own.
 
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{Run, find};
 use serde_json::Value;
 use shedlock_core::{LockConfiguration, LockInspector, LockProvider, LockRecord};
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
@@ -132,45 +135,8 @@ impl Store {
     }
 }
 
-/// A finished run of the binary.
-struct Run(Output);
-
-impl Run {
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.0.stdout).into_owned()
-    }
-
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.0.stderr).into_owned()
-    }
-
-    /// Asserts the exit code, showing both streams when it differs.
-    fn expect(self, code: i32) -> Self {
-        assert_eq!(
-            self.0.status.code(),
-            Some(code),
-            "stdout:\n{}\nstderr:\n{}",
-            self.stdout(),
-            self.stderr()
-        );
-        self
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout()).expect("JSON on stdout")
-    }
-}
-
 mod cases {
     use super::*;
-
-    fn find<'a>(locks: &'a Value, name: &str) -> &'a Value {
-        let locks = locks.as_array().expect("a JSON array");
-        locks
-            .iter()
-            .find(|lock| lock["name"] == name)
-            .unwrap_or_else(|| panic!("{name} in {locks:?}"))
-    }
 
     /// `locks list` and `locks show`, text and JSON, the same fields as on SQL; exit 3 for a
     /// name the store has no record of.

@@ -37,6 +37,25 @@ pub(crate) fn names_in(keys: Vec<String>, prefix: &str, query: &LockQuery) -> Ve
     names
 }
 
+/// The records of `names` (in name order) up to the query's limit, read one by one; a name
+/// whose lock is gone since it was listed is skipped.
+pub(crate) async fn records_of(
+    inspector: &dyn LockInspector,
+    names: Vec<String>,
+    query: &LockQuery,
+) -> Result<Vec<LockRecord>, Error> {
+    let mut records = Vec::new();
+    for name in names {
+        if query.limit.is_some_and(|limit| records.len() >= limit) {
+            break;
+        }
+        if let Some(record) = inspector.lock_record(&name).await? {
+            records.push(record);
+        }
+    }
+    Ok(records)
+}
+
 /// Reads the hashes under the key prefix (`SCAN`, then one script per lock, on the server's
 /// clock). An operator's release ends the lease as its holder's release would without
 /// `lock_at_least_for`: `lock_until` becomes the server's now, so the holder's own late
@@ -59,17 +78,7 @@ impl LockInspector for RedisLockProvider {
             .keys(&format!("{prefix}*"))
             .await
             .map_err(|e| store_error(Operation::Read, "*", e))?;
-        let mut records = Vec::new();
-        for name in names_in(keys, prefix, query) {
-            if query.limit.is_some_and(|limit| records.len() >= limit) {
-                break;
-            }
-            // `None`: deleted since the scan.
-            if let Some(record) = self.lock_record(&name).await? {
-                records.push(record);
-            }
-        }
-        Ok(records)
+        records_of(self, names_in(keys, prefix, query), query).await
     }
 
     async fn store_time(&self) -> Result<SystemTime, Error> {

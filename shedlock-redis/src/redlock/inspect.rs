@@ -22,7 +22,7 @@ use shedlock_core::{Error, LockInspector, LockQuery, LockRecord, Operation, asyn
 
 use super::RedLockProvider;
 use crate::error::ServerError;
-use crate::inspect::names_in;
+use crate::inspect::{names_in, records_of};
 use crate::keys::system_time;
 use crate::node::StateParts;
 
@@ -127,16 +127,8 @@ impl LockInspector for RedLockProvider {
         let pattern = format!("{}*", self.key_prefix());
         let replies = join_all(self.nodes.iter().map(|node| node.keys(&pattern))).await;
         let keys = self.answered(Operation::Read, "*", replies)?;
-        let mut records = Vec::new();
-        for name in names_in(keys.concat(), self.key_prefix(), query) {
-            if query.limit.is_some_and(|limit| records.len() >= limit) {
-                break;
-            }
-            if let Some(record) = self.lock_record(&name).await? {
-                records.push(record);
-            }
-        }
-        Ok(records)
+        let names = names_in(keys.concat(), self.key_prefix(), query);
+        records_of(self, names, query).await
     }
 
     async fn store_time(&self) -> Result<SystemTime, Error> {
@@ -152,26 +144,7 @@ impl LockInspector for RedLockProvider {
         holder: &str,
         fencing_token: u64,
     ) -> Result<bool, Error> {
-        let key = self.key(name);
-        let channel = &*self.settings.channel;
-        let replies = join_all(
-            self.nodes
-                .iter()
-                .map(|node| node.release(&key, holder, fencing_token, 0, channel, name)),
-        )
-        .await;
-        let (mut released, mut failures) = (0, Vec::new());
-        for reply in replies {
-            match reply {
-                Ok(true) => released += 1,
-                Ok(false) => {}
-                Err(failure) => failures.push(failure),
-            }
-        }
-        if released >= self.algorithm.quorum {
-            return Ok(true);
-        }
-        self.check_quorum(Operation::Release, name, failures, released)?;
-        Ok(false)
+        self.release_on_masters(name, holder, fencing_token, Duration::ZERO)
+            .await
     }
 }

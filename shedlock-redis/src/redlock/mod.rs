@@ -224,6 +224,39 @@ impl RedLockProvider {
         Some(&*self.settings.channel).filter(|c| !c.is_empty())
     }
 
+    /// Releases the lease `(holder, token)` on every master, ending it at
+    /// `max(now, locked_at + lock_at_least_for)` on each (the holder's release, or an
+    /// operator's with zero): released when a majority held it live.
+    async fn release_on_masters(
+        &self,
+        name: &str,
+        holder: &str,
+        token: u64,
+        lock_at_least_for: Duration,
+    ) -> Result<bool, Error> {
+        let (key, channel) = (self.key(name), &*self.settings.channel);
+        let at_least_ms = millis(lock_at_least_for);
+        let replies = join_all(
+            self.nodes
+                .iter()
+                .map(|node| node.release(&key, holder, token, at_least_ms, channel, name)),
+        )
+        .await;
+        let (mut released, mut failures) = (0, Vec::new());
+        for reply in replies {
+            match reply {
+                Ok(true) => released += 1,
+                Ok(false) => {}
+                Err(failure) => failures.push(failure),
+            }
+        }
+        if released >= self.algorithm.quorum {
+            return Ok(true);
+        }
+        self.check_quorum(Operation::Release, name, failures, released)?;
+        Ok(false)
+    }
+
     /// `Err` when more masters failed than the algorithm tolerates for an operation that
     /// succeeded on `succeeded` masters: the outcome cannot be decided.
     fn check_quorum(
@@ -323,33 +356,10 @@ impl LockProvider for RedLockProvider {
     }
 
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
-        let key = self.key(lease.name());
-        let (holder, channel) = (&*self.settings.holder, &*self.settings.channel);
-        let at_least_ms = millis(lease.lock_at_least_for());
-        let replies = join_all(self.nodes.iter().map(|node| {
-            node.release(
-                &key,
-                holder,
-                lease.fencing_token(),
-                at_least_ms,
-                channel,
-                lease.name(),
-            )
-        }))
-        .await;
-        let (mut released, mut failures) = (0, Vec::new());
-        for reply in replies {
-            match reply {
-                Ok(true) => released += 1,
-                Ok(false) => {}
-                Err(failure) => failures.push(failure),
-            }
-        }
-        if released >= self.algorithm.quorum {
-            return Ok(true);
-        }
-        self.check_quorum(Operation::Release, lease.name(), failures, released)?;
-        Ok(false)
+        let holder = &*self.settings.holder;
+        let (name, token) = (lease.name(), lease.fencing_token());
+        self.release_on_masters(name, holder, token, lease.lock_at_least_for())
+            .await
     }
 
     async fn extend(
