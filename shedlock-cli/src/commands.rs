@@ -9,7 +9,7 @@ use crate::cli::{Cli, Command, DatabaseArgs, DbKind, SchemaArgs};
 use crate::failure::{Exit, Failure};
 use crate::locks::Place;
 use crate::target::{OpenPool, StoreKind, Target};
-use crate::{doctor, locks, stores};
+use crate::{connect, doctor, locks, stores};
 
 /// Runs the command line's command: the exit status, or the failure to print.
 pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
@@ -106,7 +106,7 @@ fn check_options(args: &DatabaseArgs, kind: StoreKind) -> Result<(), Failure> {
     match foreign {
         Some(option) => Err(Failure::new(
             Exit::Usage,
-            format!("{option} does not apply to {}", stores::describe(kind)),
+            format!("{option} does not apply to {}", connect::describe(kind)),
         )),
         None => Ok(()),
     }

@@ -12,6 +12,7 @@ macro_rules! out {
 
 mod cli;
 mod commands;
+mod connect;
 mod doctor;
 mod failure;
 mod locks;

@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime};
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
 
 use super::{clock, count_locks, millis};
+use crate::connect;
 use crate::failure::{Exit, Failure};
-use crate::stores;
 use crate::target::Target;
 
 /// One server: reachable (checked when the provider connected), its clock, its locks.
@@ -30,7 +30,7 @@ pub(crate) async fn redlock(
     let mut clocks: Vec<SystemTime> = Vec::new();
     for url in &urls {
         let shown = crate::secrets::Masked::any(url).shown;
-        match stores::redis_provider(args, url).await {
+        match connect::redis_provider(args, url).await {
             Ok(master) => {
                 out!("ok       master {shown} is reachable");
                 clocks.push(clock(&master, "master").await?);
@@ -62,7 +62,7 @@ pub(crate) async fn redlock(
         );
         return Ok(Exit::Problems);
     }
-    let provider: RedLockProvider = stores::redlock_provider(args, target).await?;
+    let provider: RedLockProvider = connect::redlock_provider(args, target).await?;
     out!(
         "ok       {} of {} masters answer (RedLock needs {quorum})",
         clocks.len(),
