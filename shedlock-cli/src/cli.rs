@@ -4,7 +4,6 @@ use std::fmt;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
-use url::Url;
 
 use crate::secrets::Masked;
 
@@ -20,16 +19,17 @@ pub(crate) const URL_VARIABLES: [&str; 2] = [URL_VARIABLE, FALLBACK_URL_VARIABLE
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success
-  1  error: the database cannot be reached or refused a statement
+  1  error: the store cannot be reached or refused a request
   2  usage: invalid arguments, URL or table name
-  3  not found: the table has no row for that lock name
+  3  not found: the store has no record for that lock name
   4  refused: the lock is held by another holder or token, so it was not released
   5  doctor found a problem (it says what and how to fix it)";
 
-/// See and clear the locks of a shedlock lock table (shedlock-rs, or Java ShedLock plus a
-/// `fencing_token` column) on PostgreSQL, MySQL/MariaDB or SQLite.
+/// See and clear the locks of shedlock on any store: a lock table (shedlock-rs, or Java
+/// ShedLock plus a `fencing_token` column) on PostgreSQL, MySQL/MariaDB or SQLite; Redis (one
+/// server, or RedLock masters); ZooKeeper.
 ///
-/// Times are the database's (UTC), and so is "remaining": this machine's clock plays no part.
+/// Times are the store's (UTC), and so is "remaining": this machine's clock plays no part.
 #[derive(Debug, Parser)]
 #[command(name = "shedlock", version, after_help = EXIT_CODES)]
 pub(crate) struct Cli {
@@ -39,13 +39,16 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
-/// Where the lock table is.
+/// Where the locks are.
 #[derive(Debug, Args)]
 pub(crate) struct DatabaseArgs {
-    /// Database URL: postgres://…, mysql://… (MySQL, MariaDB) or sqlite:FILE. Prefer setting
-    /// SHEDLOCK_URL (or DATABASE_URL, read when SHEDLOCK_URL is not set) to --url: other users
-    /// of this machine see a command line in `ps`, and it stays in the shell's history. The
-    /// password and other secrets of the URL are never printed.
+    /// Store URL: postgres://…, mysql://… (MySQL, MariaDB), sqlite:FILE; redis://[:PASSWORD@]HOST:PORT[/DB]
+    /// (one Redis server); the RedLock masters' Redis URLs separated by commas
+    /// (redis://H1:P1,redis://H2:P2,redis://H3:P3); zookeeper://[USER:PASSWORD@]HOST:PORT,HOST:PORT[/CHROOT]
+    /// (digest credentials). Prefer setting SHEDLOCK_URL (or DATABASE_URL, read when
+    /// SHEDLOCK_URL is not set) to --url: other users of this machine see a command line in
+    /// `ps`, and it stays in the shell's history. The password and other secrets of the URL
+    /// are never printed.
     #[arg(
         long,
         value_name = "URL",
@@ -54,9 +57,15 @@ pub(crate) struct DatabaseArgs {
         hide_env_values = true
     )]
     url: Option<UrlArg>,
-    /// The lock table, `table` or `schema.table` [default: shedlock]
+    /// The lock table, `table` or `schema.table` (SQL) [default: shedlock]
     #[arg(long, global = true)]
     pub(crate) table: Option<String>,
+    /// The prefix of the lock keys (Redis, RedLock) [default: shedlock:]
+    #[arg(long, global = true, value_name = "PREFIX")]
+    pub(crate) key_prefix: Option<String>,
+    /// The root node of the locks (ZooKeeper) [default: /shedlock]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub(crate) root: Option<String>,
     /// The lock name column [default: name]
     #[arg(long, global = true, value_name = "COLUMN")]
     pub(crate) name_column: Option<String>,
@@ -72,7 +81,7 @@ pub(crate) struct DatabaseArgs {
     /// The fencing token column [default: fencing_token]
     #[arg(long, global = true, value_name = "COLUMN")]
     pub(crate) fencing_token_column: Option<String>,
-    /// How long to wait for the database to accept a connection (e.g. 500ms, 10s, PT10S): a
+    /// How long to wait for the store to accept a connection (e.g. 500ms, 10s, PT10S): a
     /// duration as in `scheduler.toml` and the attributes.
     #[arg(long, global = true, default_value = "10s", value_parser = shedlock_core::parse_duration)]
     pub(crate) connect_timeout: Duration,
@@ -103,10 +112,7 @@ impl From<String> for UrlArg {
 
 impl fmt::Debug for UrlArg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match Url::parse(&self.0) {
-            Ok(parsed) => f.write_str(&Masked::of(&self.0, &parsed).shown),
-            Err(_) => f.write_str("<not a URL>"),
-        }
+        f.write_str(&Masked::any(&self.0).shown)
     }
 }
 
@@ -116,10 +122,12 @@ pub(crate) enum Command {
     /// List, show and release locks.
     #[command(subcommand)]
     Locks(LocksCommand),
-    /// Print the lock table's DDL, or create the table with --apply.
+    /// Print the lock table's DDL, or create the table with --apply (ZooKeeper: --apply
+    /// creates the root's nodes; Redis needs no schema).
     #[command(after_help = EXIT_CODES)]
     Schema(SchemaArgs),
-    /// Check the database: reachable, table and column types, privileges, clock.
+    /// Check the store: reachable, clock; SQL: table and column types, privileges; RedLock:
+    /// each master; ZooKeeper: the root's nodes and access to them.
     #[command(after_help = EXIT_CODES)]
     Doctor,
 }
@@ -135,7 +143,7 @@ pub(crate) enum LocksCommand {
         #[arg(long)]
         json: bool,
     },
-    /// One lock, by name (exit 3 if the table has no row for it).
+    /// One lock, by name (exit 3 if the store has no record of it).
     #[command(after_help = EXIT_CODES)]
     Show {
         /// The lock name.
@@ -147,7 +155,7 @@ pub(crate) enum LocksCommand {
     /// End a held lock's lease now: only when it is held by the given --holder and/or
     /// --token (exit 4 otherwise), or whoever holds it with --force.
     ///
-    /// The row is kept (lock_until is set to the database's now), so fencing tokens keep
+    /// The record is kept (lock_until is set to the store's now), so fencing tokens keep
     /// growing. A job still running under the lease is not stopped.
     #[command(after_help = EXIT_CODES)]
     Release(ReleaseArgs),

@@ -1,4 +1,5 @@
-//! Dispatch: which database, which provider, which command; and the `schema` command.
+//! Dispatch: which store, which provider, which command; and the `schema` command on SQL
+//! (the other stores are run by `stores`).
 
 use shedlock_sqlx::dialect::{MySql, Pg, Sqlite};
 use shedlock_sqlx::{ColumnNames, SqlLockProvider};
@@ -6,8 +7,9 @@ use sqlx::Pool;
 
 use crate::cli::{Cli, Command, DatabaseArgs, DbKind, SchemaArgs};
 use crate::failure::{Exit, Failure};
-use crate::target::{OpenPool, Target};
-use crate::{doctor, locks};
+use crate::locks::Place;
+use crate::target::{OpenPool, StoreKind, Target};
+use crate::{connect, doctor, locks, stores};
 
 /// Runs the command line's command: the exit status, or the failure to print.
 pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
@@ -19,7 +21,7 @@ pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
         .transpose()?;
     if let (Command::Schema(SchemaArgs { db: Some(kind), .. }), Some(target)) =
         (&cli.command, &target)
-        && *kind != target.kind
+        && StoreKind::Sql(*kind) != target.kind
     {
         return Err(Failure::new(
             Exit::Usage,
@@ -29,11 +31,17 @@ pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
             ),
         ));
     }
+    if let Some(target) = &target {
+        check_options(&cli.database, target.kind)?;
+    }
     if let Command::Schema(SchemaArgs { db, apply: false }) = &cli.command {
         // Printing needs no connection, only which database.
         let kind = match (db, &target) {
             (Some(kind), _) => *kind,
-            (None, Some(target)) => target.kind,
+            (None, Some(target)) => match target.kind {
+                StoreKind::Sql(kind) => kind,
+                _ => return Err(stores::no_ddl(target.kind)),
+            },
             (None, None) => {
                 return Err(Failure::new(
                     Exit::Usage,
@@ -55,9 +63,52 @@ pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
         ));
     };
     match target.kind {
-        DbKind::Postgres => run_on::<Pg>(&cli, &target).await,
-        DbKind::Mysql => run_on::<MySql>(&cli, &target).await,
-        DbKind::Sqlite => run_on::<Sqlite>(&cli, &target).await,
+        StoreKind::Sql(DbKind::Postgres) => run_on::<Pg>(&cli, &target).await,
+        StoreKind::Sql(DbKind::Mysql) => run_on::<MySql>(&cli, &target).await,
+        StoreKind::Sql(DbKind::Sqlite) => run_on::<Sqlite>(&cli, &target).await,
+        StoreKind::Redis | StoreKind::RedLock | StoreKind::ZooKeeper => {
+            stores::run(&cli, &target).await
+        }
+    }
+}
+
+/// Refuses the options of another kind of store: an option that would do nothing.
+fn check_options(args: &DatabaseArgs, kind: StoreKind) -> Result<(), Failure> {
+    let sql = [
+        ("--table", args.table.is_some()),
+        ("--name-column", args.name_column.is_some()),
+        ("--lock-until-column", args.lock_until_column.is_some()),
+        ("--locked-at-column", args.locked_at_column.is_some()),
+        ("--locked-by-column", args.locked_by_column.is_some()),
+        (
+            "--fencing-token-column",
+            args.fencing_token_column.is_some(),
+        ),
+    ];
+    let given = |options: &[(&'static str, bool)]| {
+        options
+            .iter()
+            .find(|(_, given)| *given)
+            .map(|(name, _)| *name)
+    };
+    let foreign = match kind {
+        StoreKind::Sql(_) => given(&[
+            ("--key-prefix", args.key_prefix.is_some()),
+            ("--root", args.root.is_some()),
+        ]),
+        StoreKind::Redis | StoreKind::RedLock => {
+            given(&sql).or(given(&[("--root", args.root.is_some())]))
+        }
+        StoreKind::ZooKeeper => {
+            given(&sql).or(given(&[("--key-prefix", args.key_prefix.is_some())]))
+        }
+    };
+    match foreign {
+        Some(option) => Err(Failure::new(
+            Exit::Usage,
+            format!("{option} does not apply to {}", connect::describe(kind)),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -67,8 +118,12 @@ async fn run_on<D: OpenPool>(cli: &Cli, target: &Target) -> Result<Exit, Failure
         .pool::<D>(cli.database.connect_timeout, create)
         .await?;
     let provider = provider::<D>(pool, &cli.database)?;
+    let place = Place {
+        name: format!("table `{}`", provider.table()),
+        record: "row",
+    };
     let exit = match &cli.command {
-        Command::Locks(command) => locks::run(&provider, command).await,
+        Command::Locks(command) => locks::run(&provider, &place, command).await,
         Command::Schema(_) => {
             provider.create_schema().await.map_err(Failure::error)?;
             // Ready only when the provider can use the table, whatever create_schema did.

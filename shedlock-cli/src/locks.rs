@@ -5,16 +5,25 @@ use std::time::{Duration, SystemTime};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use shedlock_core::{LockInspector, LockQuery, LockRecord};
-use shedlock_sqlx::SqlLockProvider;
 
 use crate::cli::{LocksCommand, ReleaseArgs};
 use crate::failure::{Exit, Failure};
 use crate::output;
-use crate::target::OpenPool;
 use crate::terminal::Escaped;
 
-pub(crate) async fn run<D: OpenPool>(
-    provider: &SqlLockProvider<D>,
+/// Where a store keeps its locks, for messages.
+#[derive(Debug)]
+pub(crate) struct Place {
+    /// `table `shedlock``, `key prefix `shedlock:``, `node `/shedlock/locks``.
+    pub(crate) name: String,
+    /// What one lock is in the store: `row`, `hash`, `node`.
+    pub(crate) record: &'static str,
+}
+
+/// Runs a `locks` command on any store, through its inspector.
+pub(crate) async fn run(
+    provider: &dyn LockInspector,
+    place: &Place,
     command: &LocksCommand,
 ) -> Result<Exit, Failure> {
     match command {
@@ -27,14 +36,14 @@ pub(crate) async fn run<D: OpenPool>(
             if *json {
                 print_json(&views);
             } else if views.is_empty() {
-                out!("no locks in table `{}`", provider.table());
+                out!("no locks in {}", place.name);
             } else {
                 print_table(&views);
             }
             Ok(Exit::Ok)
         }
         LocksCommand::Show { name, json } => {
-            let row = read_row(provider, name).await?;
+            let row = read_row(provider, place, name).await?;
             let view = LockView::of(&row);
             if *json {
                 print_json(&view);
@@ -43,7 +52,7 @@ pub(crate) async fn run<D: OpenPool>(
             }
             Ok(Exit::Ok)
         }
-        LocksCommand::Release(args) => release(provider, args).await,
+        LocksCommand::Release(args) => release(provider, place, args).await,
     }
 }
 
@@ -161,8 +170,9 @@ fn print_fields(view: &LockView<'_>) {
     out!("database time: {}", view.database_time);
 }
 
-async fn read_row<D: OpenPool>(
-    provider: &SqlLockProvider<D>,
+async fn read_row(
+    provider: &dyn LockInspector,
+    place: &Place,
     name: &str,
 ) -> Result<LockRecord, Failure> {
     provider
@@ -172,23 +182,20 @@ async fn read_row<D: OpenPool>(
         .ok_or_else(|| {
             Failure::new(
                 Exit::NotFound,
-                format!(
-                    "no lock named `{}` in table `{}`",
-                    Escaped(name),
-                    provider.table()
-                ),
+                format!("no lock named `{}` in {}", Escaped(name), place.name),
             )
         })
 }
 
-/// Ends the live lease by its holder and token as read from the row: a lease taken in
+/// Ends the live lease by its holder and token as read from the store: a lease taken in
 /// between has another token and is left alone. `release_lock` sets `lock_until` to the
-/// database's now and keeps the row, so the next acquisition's token is larger.
-async fn release<D: OpenPool>(
-    provider: &SqlLockProvider<D>,
+/// store's now and keeps the record, so the next acquisition's token is larger.
+async fn release(
+    provider: &dyn LockInspector,
+    place: &Place,
     args: &ReleaseArgs,
 ) -> Result<Exit, Failure> {
-    let row = read_row(provider, &args.name).await?;
+    let row = read_row(provider, place, &args.name).await?;
     let (name, holder) = (Escaped(&args.name), Escaped(&row.holder));
     if !row.held {
         out!(
@@ -227,7 +234,8 @@ async fn release<D: OpenPool>(
     }
     out!(
         "released `{name}`: held by {holder} with fencing token {token}, free from now on (the \
-         row stays; the next holder gets a larger token)"
+         {} stays; the next holder gets a larger token)",
+        place.record
     );
     Ok(Exit::Ok)
 }

@@ -1,6 +1,7 @@
-//! `shedlock`: see and clear the locks of a shedlock lock table, print or create its schema,
-//! and check a database with `doctor`. Built on `shedlock-sqlx`; see `shedlock --help` and the
-//! README's "Command-line tool" section.
+//! `shedlock`: see and clear the locks of shedlock on any store (SQL, Redis, RedLock,
+//! ZooKeeper), print or create a lock table's schema, and check a store with `doctor`. Built on
+//! the providers' `LockInspector`; see `shedlock --help` and the README's "Command-line tool"
+//! section.
 
 /// A line on stdout, scrubbed of secrets and escaped for the terminal ([`output::line`]).
 macro_rules! out {
@@ -11,11 +12,13 @@ macro_rules! out {
 
 mod cli;
 mod commands;
+mod connect;
 mod doctor;
 mod failure;
 mod locks;
 mod output;
 mod secrets;
+mod stores;
 mod target;
 mod terminal;
 

@@ -12,8 +12,6 @@ use std::panic::PanicHookInfo;
 use std::process::ExitCode;
 use std::sync::OnceLock;
 
-use url::Url;
-
 use crate::secrets::{Masked, Secrets};
 use crate::terminal;
 
@@ -41,9 +39,7 @@ pub(crate) fn protect(arguments: &[OsString], environment: &[OsString]) {
     }
     let mut secrets = Secrets::default();
     for url in urls {
-        if let Ok(parsed) = Url::parse(url) {
-            secrets.extend(Masked::of(url, &parsed).secrets);
-        }
+        secrets.extend(Masked::any(url).secrets);
     }
     let _ = SECRETS.set(secrets);
     std::panic::set_hook(Box::new(panicked));

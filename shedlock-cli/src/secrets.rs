@@ -84,6 +84,88 @@ impl Masked {
     }
 }
 
+impl Masked {
+    /// Masks what the tool may be given as one URL: a URL, a list of URLs separated by commas
+    /// (RedLock's masters: `redis://…,redis://…`), or a URL with several hosts that the url
+    /// crate cannot parse (a ZooKeeper connect string `zookeeper://h1:2181,h2:2181/chroot`).
+    /// The shown URLs are joined by commas again; the secrets of all are kept.
+    pub(crate) fn any(input: &str) -> Masked {
+        let mut shown = Vec::new();
+        let mut secrets = Secrets::default();
+        for url in url_list(input) {
+            let masked = match Url::parse(url) {
+                Ok(parsed) => Masked::of(url, &parsed),
+                Err(_) => Masked::of_text(url),
+            };
+            shown.push(masked.shown);
+            secrets.extend(masked.secrets);
+        }
+        let shown = shown.join(",");
+        secrets.add(input, &shown);
+        secrets.sort();
+        Masked { shown, secrets }
+    }
+
+    /// Masks a URL the url crate cannot parse, found as the URL standard splits one (see
+    /// [`Written`]): the userinfo's password, every secret query value and the fragment.
+    fn of_text(input: &str) -> Masked {
+        let written = Written::of(input);
+        let (rest, fragment) = split(input.trim(), '#');
+        let (rest, query) = split(rest, '?');
+        let mut shown = match (rest.split_once("://"), written.password) {
+            (Some((scheme, after)), Some(password)) => {
+                let (user, hosts) = after.split_once(':').unwrap_or((after, ""));
+                let hosts = hosts.strip_prefix(password).unwrap_or(hosts);
+                format!("{scheme}://{user}:{MASK}{hosts}")
+            }
+            _ => rest.to_owned(),
+        };
+        if let Some(query) = query {
+            shown = format!("{shown}?{}", mask_query(query).0);
+        }
+        if fragment.is_some_and(|f| !f.is_empty()) {
+            shown = format!("{shown}#{MASK}");
+        }
+        let mut secrets = Secrets::default();
+        secrets.add(input, &shown);
+        secrets.add(input.trim(), &shown);
+        let hidden = written.password.into_iter().chain(written.fragment);
+        let queried = written.query.map(|q| mask_query(q).1).unwrap_or_default();
+        for value in hidden.chain(queried) {
+            for form in forms(value) {
+                secrets.add(&form, MASK);
+            }
+        }
+        secrets.sort();
+        Masked { shown, secrets }
+    }
+}
+
+/// The URLs of a comma-separated list: split at each comma that a scheme and `://` follow
+/// (a comma inside one URL, as in a password or between a ZooKeeper URL's hosts, stays).
+pub(crate) fn url_list(input: &str) -> Vec<&str> {
+    let mut urls = Vec::new();
+    let mut start = 0;
+    for (at, _) in input.match_indices(',') {
+        let next = &input[at + 1..];
+        let scheme_len = next
+            .find("://")
+            .filter(|&len| len > 0 && next[..len].chars().all(is_scheme_char));
+        let starts_url =
+            scheme_len.is_some() && next.starts_with(|c: char| c.is_ascii_alphabetic());
+        if starts_url {
+            urls.push(&input[start..at]);
+            start = at + 1;
+        }
+    }
+    urls.push(&input[start..]);
+    urls
+}
+
+fn is_scheme_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')
+}
+
 /// The query with the value of every secret parameter replaced, every other pair kept as
 /// written; and the replaced values.
 fn mask_query(query: &str) -> (String, Vec<&str>) {
@@ -337,6 +419,29 @@ mod tests {
         );
         let debug = format!("{:?}", masked);
         assert!(!debug.contains("pw") && !debug.contains("x%2By"), "{debug}");
+    }
+
+    #[test]
+    fn lists_and_urls_with_several_hosts_are_masked_too() {
+        assert_eq!(
+            url_list("redis://:a,b@h:1,rediss://h2:2,redis://h3:3"),
+            ["redis://:a,b@h:1", "rediss://h2:2", "redis://h3:3"]
+        );
+        assert_eq!(
+            url_list("zookeeper://h1:1,h2:2/x"),
+            ["zookeeper://h1:1,h2:2/x"]
+        );
+        let list = Masked::any("redis://:p%40ss1@h:1,redis://u:pass2@h2:2/0");
+        assert_eq!(list.shown, "redis://:***@h:1,redis://u:***@h2:2/0");
+        let message = "auth failed for p@ss1 and pass2 at redis://:p%40ss1@h:1";
+        let scrubbed = list.secrets.scrub(message);
+        assert!(
+            !scrubbed.contains("ss1") && !scrubbed.contains("pass2"),
+            "{scrubbed}"
+        );
+        let zk = Masked::any("zookeeper://app:s%2Fcret@h1:2181,h2:2181/chroot");
+        assert_eq!(zk.shown, "zookeeper://app:***@h1:2181,h2:2181/chroot");
+        assert_eq!(zk.secrets.scrub("digest app:s/cret"), "digest app:***");
     }
 
     #[test]

@@ -1,5 +1,13 @@
-//! The database a command talks to: its kind from the URL's scheme, the URL with its password
-//! hidden, and the pool, opened after one connection showed the database can be reached.
+//! The store a command talks to: its kind from the URL's scheme, the URL with its password
+//! hidden, and, for SQL, the pool, opened after one connection showed the database can be
+//! reached.
+//!
+//! | store | URL |
+//! |---|---|
+//! | PostgreSQL, MySQL/MariaDB, SQLite | `postgres://…`, `mysql://…` (`mariadb://…`), `sqlite:FILE` |
+//! | one Redis server | `redis://[:password@]host:port[/db]` (`rediss://` with TLS) |
+//! | RedLock | the masters' Redis URLs separated by commas: `redis://h1:6379,redis://h2:6379,redis://h3:6379` |
+//! | ZooKeeper | `zookeeper://[user:password@]host:port,host:port[/chroot]` (`zk://` too; the credentials are digest ones) |
 
 use std::fmt;
 use std::str::FromStr;
@@ -17,14 +25,31 @@ use url::Url;
 
 use crate::cli::DbKind;
 use crate::failure::{Exit, Failure};
-use crate::secrets::Masked;
+use crate::secrets::{Masked, url_list};
 
 /// SQLite waits this long for another process's write to finish.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A database URL and what may be shown of it. Its `Debug` shows only the shown URL.
+/// What the URLs may start with, for messages.
+const EXPECTED: &str = "expected postgres://…, mysql://…, sqlite:FILE, redis://… (one server), \
+                        redis://…,redis://…,… (RedLock masters) or zookeeper://host:port,…";
+
+/// The kind of store a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StoreKind {
+    /// A SQL database.
+    Sql(DbKind),
+    /// One Redis server.
+    Redis,
+    /// Independent Redis masters, under RedLock.
+    RedLock,
+    /// A ZooKeeper ensemble.
+    ZooKeeper,
+}
+
+/// A store's URL and what may be shown of it. Its `Debug` shows only the shown URL.
 pub(crate) struct Target {
-    pub(crate) kind: DbKind,
+    pub(crate) kind: StoreKind,
     url: String,
     /// The URL as it may be printed, rebuilt with its secrets masked:
     /// `postgres://user:***@host/db?password=***`.
@@ -43,16 +68,53 @@ impl fmt::Debug for Target {
     }
 }
 
+/// ZooKeeper's connect string and digest credentials, from a `zookeeper://` URL.
+pub(crate) struct ZkAddress {
+    /// `host:port,host:port[/chroot]`.
+    pub(crate) connect_string: String,
+    /// User and password, percent-decoded.
+    pub(crate) credentials: Option<(String, String)>,
+}
+
 impl Target {
-    /// Reads the database kind from the URL's scheme, and what may be shown of it. Messages
+    /// Reads the store's kind from the URL's scheme, and what may be shown of it. Messages
     /// never quote the URL: the url crate's errors do not, and the scheme is all that is
     /// named of it.
     pub(crate) fn parse(url: &str) -> Result<Self, Failure> {
-        const EXPECTED: &str = "expected postgres://…, mysql://… or sqlite:FILE";
+        let shown = Masked::any(url).shown;
+        let scheme = url.trim().split_once("://").map(|(scheme, _)| scheme);
+        let kind = match scheme {
+            Some("zookeeper" | "zk") => StoreKind::ZooKeeper,
+            Some("redis" | "rediss") => {
+                let urls = url_list(url);
+                for master in &urls {
+                    redis_url(master)?;
+                }
+                if urls.len() == 1 {
+                    StoreKind::Redis
+                } else {
+                    StoreKind::RedLock
+                }
+            }
+            _ => return Self::parse_sql(url),
+        };
+        let target = Target {
+            kind,
+            url: url.trim().to_owned(),
+            shown,
+            user: None,
+        };
+        if kind == StoreKind::ZooKeeper {
+            target.zookeeper()?;
+        }
+        Ok(target)
+    }
+
+    fn parse_sql(url: &str) -> Result<Self, Failure> {
         let parsed = Url::parse(url).map_err(|e| {
             Failure::new(
                 Exit::Usage,
-                format!("the database URL is not a valid URL ({e}); {EXPECTED}"),
+                format!("the URL is not a valid URL ({e}); {EXPECTED}"),
             )
         })?;
         let kind = match parsed.scheme() {
@@ -62,16 +124,55 @@ impl Target {
             scheme => {
                 return Err(Failure::new(
                     Exit::Usage,
-                    format!("the database URL has the scheme `{scheme}:`; {EXPECTED}"),
+                    format!("the URL has the scheme `{scheme}:`; {EXPECTED}"),
                 ));
             }
         };
         let user = percent_decode_str(parsed.username()).decode_utf8_lossy();
         Ok(Target {
-            kind,
+            kind: StoreKind::Sql(kind),
             url: url.to_owned(),
             shown: Masked::of(url, &parsed).shown,
             user: Some(user.into_owned()).filter(|user| !user.is_empty()),
+        })
+    }
+
+    /// The Redis URLs: one server's, or RedLock's masters.
+    pub(crate) fn redis_urls(&self) -> Vec<&str> {
+        url_list(&self.url)
+    }
+
+    /// The connect string and credentials of a `zookeeper://` URL.
+    pub(crate) fn zookeeper(&self) -> Result<ZkAddress, Failure> {
+        let usage = |what: &str| {
+            Failure::new(
+                Exit::Usage,
+                format!(
+                    "the ZooKeeper URL {what}; expected zookeeper://[user:password@]host:port,\
+                     host:port[/chroot]"
+                ),
+            )
+        };
+        let (_, rest) = self.url.split_once("://").unwrap_or_default();
+        if rest.contains(['?', '#']) {
+            return Err(usage("has a query or fragment"));
+        }
+        let (credentials, hosts) = match rest.rsplit_once('@') {
+            Some((userinfo, hosts)) => {
+                let (user, password) = userinfo
+                    .split_once(':')
+                    .ok_or_else(|| usage("has a user without a password"))?;
+                let decode = |text: &str| percent_decode_str(text).decode_utf8_lossy().into_owned();
+                (Some((decode(user), decode(password))), hosts)
+            }
+            None => (None, rest),
+        };
+        if hosts.is_empty() || hosts.starts_with('/') {
+            return Err(usage("names no server"));
+        }
+        Ok(ZkAddress {
+            connect_string: hosts.to_owned(),
+            credentials,
         })
     }
 
@@ -161,6 +262,23 @@ impl OpenPool for Sqlite {
     }
 }
 
+/// Checks one Redis URL (one master of a RedLock list): a `redis://` or `rediss://` URL.
+fn redis_url(url: &str) -> Result<(), Failure> {
+    let parsed = Url::parse(url).map_err(|e| {
+        Failure::new(
+            Exit::Usage,
+            format!("a Redis URL is not a valid URL ({e}); {EXPECTED}"),
+        )
+    })?;
+    match parsed.scheme() {
+        "redis" | "rediss" => Ok(()),
+        scheme => Err(Failure::new(
+            Exit::Usage,
+            format!("a RedLock list holds a URL with the scheme `{scheme}:`; {EXPECTED}"),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +295,14 @@ mod tests {
                 "postgres://app@db/prod?password=***",
             ),
             ("sqlite:locks.db", "sqlite:locks.db"),
+            (
+                "redis://:s%40cret@h1:6380,redis://u:s%40cret@h2:6381/1",
+                "redis://:***@h1:6380,redis://u:***@h2:6381/1",
+            ),
+            (
+                "zookeeper://app:s%40cret@h1:2181,h2:2181/chroot",
+                "zookeeper://app:***@h1:2181,h2:2181/chroot",
+            ),
         ] {
             let target = Target::parse(url).unwrap();
             assert_eq!(target.shown, shown);
@@ -185,18 +311,32 @@ mod tests {
         }
         let user = Target::parse("mysql://app%2Dro:pw@h/db").unwrap().user;
         assert_eq!(user.as_deref(), Some("app-ro"));
+        let zk = Target::parse("zk://app:s%40cret@h1:2181,h2:2181/x").unwrap();
+        let address = zk.zookeeper().unwrap();
+        assert_eq!(address.connect_string, "h1:2181,h2:2181/x");
+        assert_eq!(
+            address.credentials,
+            Some(("app".to_owned(), "s@cret".to_owned()))
+        );
     }
 
     #[test]
     fn the_scheme_decides_the_database() {
+        let kind = |url: &str| Target::parse(url).unwrap().kind;
+        assert_eq!(kind("mysql://root@h/db"), StoreKind::Sql(DbKind::Mysql));
+        assert_eq!(kind("sqlite:locks.db"), StoreKind::Sql(DbKind::Sqlite));
+        assert_eq!(kind("redis://:pw@h:6379/2"), StoreKind::Redis);
         assert_eq!(
-            Target::parse("mysql://root@h/db").unwrap().kind,
-            DbKind::Mysql
+            kind("redis://a:1,rediss://b:2,redis://c:3"),
+            StoreKind::RedLock
         );
         assert_eq!(
-            Target::parse("sqlite:locks.db").unwrap().kind,
-            DbKind::Sqlite
+            kind("zookeeper://h1:2181,h2:2181/app"),
+            StoreKind::ZooKeeper
         );
+        let mixed = Target::parse("redis://a:1,postgres://u:topsecret@h/db").unwrap_err();
+        assert_eq!(mixed.exit, Exit::Usage);
+        assert!(!mixed.message.contains("topsecret"), "{}", mixed.message);
         let unknown = Target::parse("oracle://u:topsecret@h/db").unwrap_err();
         assert_eq!(unknown.exit, Exit::Usage);
         assert!(

@@ -6,10 +6,12 @@
 //! `database_tests!`; locks are taken and checked with the provider's own API.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
+use common::{Run, assert_held_and_free_listed, find};
 use shedlock_core::{LockConfiguration, LockInspector, LockProvider, LockRecord};
 use shedlock_sqlx::SqlLockProvider;
 use shedlock_sqlx::dialect::{Dialect, MySql, Pg, Sqlite};
@@ -202,60 +204,8 @@ async fn execute(url: &str, sql: &str) {
     done.unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
-/// A finished run of the binary.
-struct Run(Output);
-
-impl Run {
-    fn code(&self) -> i32 {
-        self.0.status.code().expect("exited, not killed")
-    }
-
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.0.stdout).into_owned()
-    }
-
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.0.stderr).into_owned()
-    }
-
-    /// Asserts the exit code, showing both streams when it differs.
-    fn expect(self, code: i32) -> Self {
-        assert_eq!(
-            self.code(),
-            code,
-            "stdout:\n{}\nstderr:\n{}",
-            self.stdout(),
-            self.stderr()
-        );
-        self
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout()).expect("JSON on stdout")
-    }
-}
-
 mod cases {
     use super::*;
-
-    const JSON_FIELDS: [&str; 8] = [
-        "name",
-        "held",
-        "locked_by",
-        "fencing_token",
-        "locked_at",
-        "lock_until",
-        "remaining_ms",
-        "database_time",
-    ];
-
-    fn find<'a>(locks: &'a Value, name: &str) -> &'a Value {
-        let locks = locks.as_array().expect("a JSON array");
-        locks
-            .iter()
-            .find(|lock| lock["name"] == name)
-            .unwrap_or_else(|| panic!("{name} in {locks:?}"))
-    }
 
     pub(super) async fn list_and_show(db: Db) {
         db.shedlock(&["schema", "--apply"]).expect(0);
@@ -264,57 +214,7 @@ mod cases {
         db.shedlock(&["locks", "release", "free-lock", "--holder", "web-2"])
             .expect(0);
 
-        let list = db.shedlock(&["locks", "list", "--json"]).expect(0).json();
-        let held = find(&list, "held-lock");
-        let fields: Vec<&str> = held
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        assert_eq!(fields.len(), JSON_FIELDS.len(), "{held}");
-        assert!(JSON_FIELDS.iter().all(|f| fields.contains(f)), "{held}");
-        assert_eq!(held["held"], true);
-        assert_eq!(held["locked_by"], "web-1");
-        assert_eq!(held["fencing_token"], token);
-        let remaining = held["remaining_ms"].as_u64().unwrap();
-        assert!(remaining > 0 && remaining <= 600_000, "{held}");
-        let free = find(&list, "free-lock");
-        assert_eq!(free["held"], false);
-        assert_eq!(free["remaining_ms"], 0);
-        assert_eq!(free["locked_by"], "web-2");
-
-        let table = db.shedlock(&["locks", "list"]).expect(0).stdout();
-        let line = |name: &str| {
-            table
-                .lines()
-                .find(|l| l.starts_with(name))
-                .unwrap_or_else(|| panic!("{name} in\n{table}"))
-                .to_owned()
-        };
-        assert!(line("held-lock ").contains(" held "), "{table}");
-        assert!(line("held-lock ").contains("web-1"), "{table}");
-        assert!(line("free-lock ").contains(" free "), "{table}");
-
-        let show = db
-            .shedlock(&["locks", "show", "held-lock", "--json"])
-            .expect(0)
-            .json();
-        assert_eq!(show["name"], "held-lock");
-        assert_eq!(show["held"], true);
-        assert_eq!(show["fencing_token"], token);
-        let shown = db
-            .shedlock(&["locks", "show", "free-lock"])
-            .expect(0)
-            .stdout();
-        assert!(shown.contains("state:         free"), "{shown}");
-
-        let missing = db.shedlock(&["locks", "show", "no-such-lock"]).expect(3);
-        assert!(
-            missing.stderr().contains("no lock named `no-such-lock`"),
-            "{}",
-            missing.stderr()
-        );
+        assert_held_and_free_listed(|args| db.shedlock(args), token);
         db.remove().await;
     }
 

@@ -4,16 +4,20 @@
 //! the lock table in text output, while `--json` keeps the exact values.
 //!
 //! PostgreSQL (`SHEDLOCK_TEST_PG_URL`; the test server trusts any password, so a URL with one
-//! still connects) and MySQL/MariaDB (`SHEDLOCK_TEST_MYSQL_URL`; its root has no password, so
-//! one in the URL is refused) are skipped without their URL, and fail without it when
-//! `CI=true`. The other cases need no server.
+//! still connects), MySQL/MariaDB (`SHEDLOCK_TEST_MYSQL_URL`; its root has no password, so
+//! one in the URL is refused), Redis and RedLock (`SHEDLOCK_TEST_REDIS_URL`,
+//! `SHEDLOCK_TEST_REDLOCK_URLS`: no password, so one is refused) and ZooKeeper
+//! (`SHEDLOCK_TEST_ZK_URL`: digest credentials) are skipped without their URL, and fail
+//! without it when `CI=true`. The other cases need no server.
 
 use std::ffi::OsStr;
 use std::process::{Command, Output};
 
 use percent_encoding::{NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde_json::Value;
-use shedlock_test_support::{mysql_url, pg_url, unique_table};
+use shedlock_test_support::{
+    mysql_url, pg_url, redis_url, redlock_urls, unique_table, unique_zk_root, zk_url,
+};
 use url::Url;
 
 /// Runs the binary with `args` and only the given URL variables set.
@@ -173,6 +177,62 @@ fn no_form_of_a_password_is_printed_by_mysql_commands() {
     );
     Password::new("MyZebra0Wrong", "%40pw").assert_never_printed(&output, "refused");
     assert_no_password_printed(&base, "MyZebra");
+}
+
+/// Redis refuses a password when it has none: the error must not quote it.
+#[test]
+fn no_form_of_a_password_is_printed_by_redis_commands() {
+    let Some(base) = redis_url() else {
+        return;
+    };
+    assert_no_password_printed(&base, "RdZebra");
+}
+
+/// RedLock: a password in one master's URL of the list (that master refuses it, the others
+/// answer), in every form and place, is never printed.
+#[test]
+fn no_form_of_a_password_is_printed_by_redlock_commands() {
+    let Some(masters) = redlock_urls() else {
+        return;
+    };
+    for (url, password) in urls_with_passwords(&masters[0], "RlZebra") {
+        let list = format!("{url},{}", masters[1..].join(","));
+        for command in [&["doctor"][..], &["locks", "list"], &["locks", "show", "x"]] {
+            let mut args = vec!["--url", &list, "--key-prefix", "shedlock-safety:"];
+            args.extend(command);
+            let output = shedlock(&args, &[]);
+            password.assert_never_printed(&output, &format!("{command:?} on {list}"));
+            if command == ["doctor"] {
+                assert!(printed(&output).contains("***"), "{}", printed(&output));
+            }
+        }
+        let output = shedlock(&["doctor"], &[("DATABASE_URL", &list)]);
+        password.assert_never_printed(&output, "DATABASE_URL");
+    }
+}
+
+/// ZooKeeper: digest credentials in the URL are used, never printed.
+#[test]
+fn no_form_of_a_password_is_printed_by_zookeeper_commands() {
+    let Some(hosts) = zk_url() else {
+        return;
+    };
+    let password = Password::new("ZkZebra1", "%40p%2Fs%23w%2Bd");
+    let url = format!("zookeeper://app:{}@{hosts}", password.written);
+    let root = unique_zk_root("safety");
+    for command in [&["doctor"][..], &["locks", "list"], &["locks", "show", "x"]] {
+        let mut args = vec!["--url", &url, "--root", &root];
+        args.extend(command);
+        let output = shedlock(&args, &[]);
+        password.assert_never_printed(&output, &format!("{command:?}"));
+        if command == ["doctor"] {
+            assert!(
+                printed(&output).contains("app:***@"),
+                "{}",
+                printed(&output)
+            );
+        }
+    }
 }
 
 /// Without a server: an unreachable PostgreSQL, a URL clap rejects as an argument, a scheme

@@ -36,7 +36,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::store::Backend;
+    use crate::backend::Backend;
     use crate::{StressOptions, WorkerOptions, ZkCandidateOptions};
 
     fn parse_words(words: impl IntoIterator<Item = String>) -> Result<Command, clap::Error> {

@@ -21,6 +21,7 @@
 //! (see `docs/RELIABILITY.md`), and `shedlock-harness worker …` as spawned by the fleet.
 
 mod args;
+mod backend;
 mod checker;
 mod event;
 mod fleet;
@@ -32,12 +33,13 @@ mod worker;
 mod zookeeper;
 
 pub use args::{Cli, Command};
+pub use backend::{Backend, JournalRow, StoreConfig};
 pub use checker::{Expectations, Fault, Report, Takeover, check};
 pub use event::{Counters, Event, WriteOutcome, now_us, unix_us};
 pub use fleet::{Fleet, Received, Signal};
 pub use redis_store::{RedisStore, redlock_url};
 pub use run::{Run, database_url, lock_names};
-pub use store::{Backend, DEFAULT_ACQUIRE_TIMEOUT, JournalRow, Store, StoreConfig};
+pub use store::{DEFAULT_ACQUIRE_TIMEOUT, Store};
 pub use stress::{StressArgs, StressOptions, run_stress};
 pub use worker::{LeaderWork, WorkerArgs, WorkerOptions, emit, run_worker};
 pub use zookeeper::{ZkCandidateArgs, ZkCandidateOptions, run_candidate};

@@ -17,10 +17,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use redis::Script;
 use redis::aio::ConnectionManager;
-use shedlock::{LockProvider, RedLockProvider, RedisLockProvider};
+use shedlock::{LockInspector, LockProvider, RedLockProvider, RedisLockProvider};
 
+use crate::backend::{Backend, JournalRow, StoreConfig};
 use crate::event::WriteOutcome;
-use crate::store::{Backend, JournalRow, StoreConfig};
 
 /// `KEYS`: lock hash, journal list. `ARGV`: holder, token, row. 1 if appended, 0 if the lease
 /// is not live.
@@ -152,23 +152,17 @@ impl RedisStore {
                     .await
             }
             Locks::RedLock(provider) => {
-                let live = provider
-                    .lock_states(&row.lock)
-                    .await
-                    .into_iter()
-                    .filter(|state| {
-                        state
-                            .as_ref()
-                            .ok()
-                            .and_then(Option::as_ref)
-                            .is_some_and(|s| {
-                                s.held
-                                    && s.locked_by == provider.holder()
-                                    && i64::try_from(s.fencing_token) == Ok(row.token)
-                            })
-                    })
-                    .count();
-                if live < provider.quorum() {
+                // The majority's view: the lease a majority holds, live by its earliest end
+                // less the drift allowance.
+                let live = match provider.lock_record(&row.lock).await {
+                    Ok(record) => record.is_some_and(|r| {
+                        r.held
+                            && r.holder == provider.holder()
+                            && i64::try_from(r.fencing_token) == Ok(row.token)
+                    }),
+                    Err(error) => return WriteOutcome::Failed(format!("read the lease: {error}")),
+                };
+                if !live {
                     return WriteOutcome::Rejected;
                 }
                 APPEND_IF_NEWER

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 use shedlock_test_support::{env_url, unique_table};
 
+use crate::backend::{Backend, JournalRow, StoreConfig};
 use crate::redis_store::redlock_url;
-use crate::store::{Backend, DEFAULT_ACQUIRE_TIMEOUT, JournalRow, Store, StoreConfig};
+use crate::store::{DEFAULT_ACQUIRE_TIMEOUT, Store};
 use crate::worker::WorkerOptions;
 
 /// The URL of the test server for `backend` from its environment variable.

@@ -1,8 +1,8 @@
 //! The three databases and Redis behind one type: the lock provider, and the harness's own journal
 //! table, written inside the job's transaction behind the provider's fencing guard
-//! (`verify_lease`); Redis and RedLock keep theirs in `redis_store`.
+//! (`verify_lease`); Redis and RedLock keep theirs in `redis_store`. Locks are read through
+//! the provider's inspector, whatever the store.
 
-use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +17,7 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, SqlStr};
 
+use crate::backend::{Backend, JournalRow, StoreConfig};
 use crate::event::WriteOutcome;
 use crate::redis_store::RedisStore;
 
@@ -24,117 +25,6 @@ use crate::redis_store::RedisStore;
 /// database that does not answer becomes an error within this, never a silent hang. (sqlx's own
 /// default is 30 s, during which a refused connection is retried without a log line.)
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Which database a run uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Backend {
-    /// A file shared by the processes (WAL journal, busy timeout).
-    Sqlite,
-    /// PostgreSQL.
-    Postgres,
-    /// MySQL or MariaDB.
-    MySql,
-    /// One Redis server.
-    Redis,
-    /// RedLock over independent Redis masters.
-    RedLock,
-}
-
-impl Backend {
-    /// All three, in the order the figures list them.
-    pub const ALL: [Backend; 3] = [Backend::Sqlite, Backend::Postgres, Backend::MySql];
-
-    /// The environment variable holding the test server's URL (none for SQLite).
-    pub fn url_var(self) -> Option<&'static str> {
-        match self {
-            Backend::Sqlite => None,
-            Backend::Postgres => Some("SHEDLOCK_TEST_PG_URL"),
-            Backend::MySql => Some("SHEDLOCK_TEST_MYSQL_URL"),
-            Backend::Redis => Some("SHEDLOCK_TEST_REDIS_URL"),
-            Backend::RedLock => Some("SHEDLOCK_TEST_REDLOCK_URLS"),
-        }
-    }
-
-    /// An example URL for messages.
-    pub fn example_url(self) -> &'static str {
-        match self {
-            Backend::Sqlite => "sqlite:///tmp/shedlock-harness.db",
-            Backend::Postgres => "postgres://root@127.0.0.1:5432/test",
-            Backend::MySql => "mysql://root@127.0.0.1:3306/test",
-            Backend::Redis => "redis://127.0.0.1:6379",
-            Backend::RedLock => {
-                "redis://127.0.0.1:6380,redis://127.0.0.1:6381,redis://127.0.0.1:6382"
-            }
-        }
-    }
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Backend::Sqlite => "sqlite",
-            Backend::Postgres => "postgres",
-            Backend::MySql => "mysql",
-            Backend::Redis => "redis",
-            Backend::RedLock => "redlock",
-        })
-    }
-}
-
-impl FromStr for Backend {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> anyhow::Result<Self> {
-        match s {
-            "sqlite" => Ok(Backend::Sqlite),
-            "postgres" | "pg" | "postgresql" => Ok(Backend::Postgres),
-            "mysql" | "mariadb" => Ok(Backend::MySql),
-            "redis" => Ok(Backend::Redis),
-            "redlock" => Ok(Backend::RedLock),
-            other => anyhow::bail!(
-                "unknown database {other:?}: expected sqlite, postgres, mysql, redis or redlock"
-            ),
-        }
-    }
-}
-
-/// Where a run keeps its state: database, lock table and journal table.
-#[derive(Debug, Clone)]
-pub struct StoreConfig {
-    /// The database kind.
-    pub backend: Backend,
-    /// Its URL (`sqlite:///path/file.db` for SQLite; for RedLock the journal's Redis, then the
-    /// masters, comma-separated: [`redlock_url`](crate::redlock_url)).
-    pub url: String,
-    /// The lock table (unique per run).
-    pub lock_table: String,
-    /// The journal table (unique per run).
-    pub journal_table: String,
-    /// The lock holder this process acts as.
-    pub holder: String,
-    /// Pool size.
-    pub max_connections: u32,
-    /// How long a statement waits for a connection (connecting included) before failing.
-    pub acquire_timeout: Duration,
-}
-
-/// One committed execution, as the journal table holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JournalRow {
-    /// Commit order (auto-increment id).
-    pub id: i64,
-    /// The lock.
-    pub lock: String,
-    /// The token the execution ran under.
-    pub token: i64,
-    /// Who ran it.
-    pub holder: String,
-    /// The tick it belongs to.
-    pub tick: i64,
-    /// Job body start (µs since the epoch).
-    pub start: i64,
-    /// Job body end, taken just before the guarded commit (µs since the epoch).
-    pub end: i64,
-}
 
 /// A lock provider of one of the three kinds, with the journal it guards.
 #[derive(Debug, Clone)]
@@ -159,6 +49,13 @@ macro_rules! each {
             Store::Redis(_) => unreachable!("Redis is handled before"),
         }
     };
+}
+
+/// The provider's read side; every provider of the workspace has one.
+fn inspector(provider: &dyn LockProvider) -> Result<&dyn LockInspector, Error> {
+    provider
+        .inspector()
+        .ok_or_else(|| Error::invalid_config("backend", "this store offers no inspection"))
 }
 
 /// The pool, or its error with the cause a bare "pool timed out" hides: sqlx retries refused
@@ -370,32 +267,23 @@ impl Store {
         }
     }
 
-    /// The lock table's rows, as the provider reads them.
+    /// Every lock, as the provider's inspector reads it (a SQL table's rows, Redis hashes, the
+    /// majority's view on RedLock).
     ///
     /// # Errors
     /// The provider's error.
     pub async fn list_locks(&self) -> Result<Vec<LockRecord>, Error> {
-        if matches!(self, Store::Redis(_)) {
-            return Err(Error::invalid_config(
-                "backend",
-                "a SQL provider method, not on Redis",
-            ));
-        }
-        each!(self, p => p.list_locks(&LockQuery::all()).await)
+        let provider = self.provider();
+        inspector(&*provider)?.list_locks(&LockQuery::all()).await
     }
 
-    /// One row of the lock table, as the provider reads it.
+    /// One lock, as the provider's inspector reads it.
     ///
     /// # Errors
     /// The provider's error.
     pub async fn lock_record(&self, name: &str) -> Result<Option<LockRecord>, Error> {
-        if matches!(self, Store::Redis(_)) {
-            return Err(Error::invalid_config(
-                "backend",
-                "a SQL provider method, not on Redis",
-            ));
-        }
-        each!(self, p => p.lock_record(name).await)
+        let provider = self.provider();
+        inspector(&*provider)?.lock_record(name).await
     }
 
     /// The provider's `create_schema`.

@@ -8,11 +8,11 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::time::Instant;
 
+use crate::backend::Backend;
 use crate::checker::{Expectations, Fault, Report, check};
 use crate::event::{Event, now_us};
 use crate::fleet::{Fleet, Signal};
 use crate::run::{Run, lock_names};
-use crate::store::Backend;
 
 /// What a stress run does.
 #[derive(Debug, Clone)]
@@ -304,7 +304,7 @@ async fn drive(exe: &Path, o: &StressOptions, run: &Run) -> anyhow::Result<Repor
 fn dump(
     path: &str,
     fleet: &Fleet,
-    journal: &[crate::store::JournalRow],
+    journal: &[crate::backend::JournalRow],
     faults: &[Fault],
 ) -> anyhow::Result<()> {
     use std::io::Write as _;

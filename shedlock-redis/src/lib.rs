@@ -9,7 +9,7 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use shedlock_core::{LockConfiguration, LockingTaskExecutor};
+//! use shedlock_core::{LockConfiguration, LockInspector, LockQuery, LockingTaskExecutor};
 //! use shedlock_redis::RedisLockProvider;
 //!
 //! # async fn run() -> Result<(), shedlock_core::Error> {
@@ -17,7 +17,7 @@
 //! let executor = LockingTaskExecutor::new(provider.clone());
 //! let config = LockConfiguration::new("send_newsletter", Duration::from_secs(300), Duration::ZERO)?;
 //! executor.execute(&config, async { /* the job */ }).await?;
-//! for lock in provider.list_locks().await? {
+//! for lock in provider.list_locks(&LockQuery::all()).await? {
 //!     println!("{lock}"); // send_newsletter: last held by host:4121:a83e until … (token 1)
 //! }
 //! # Ok(())
@@ -100,16 +100,15 @@
 mod builder;
 mod error;
 mod hints;
+mod inspect;
 mod keys;
 mod node;
 mod proposals;
 mod redlock;
 mod scripts;
 mod single;
-mod state;
 
 pub use builder::RedisProviderBuilder;
 pub use keys::DEFAULT_KEY_PREFIX;
 pub use redlock::RedLockProvider;
 pub use single::RedisLockProvider;
-pub use state::RedisLockState;

@@ -304,6 +304,19 @@ impl Node {
         )))
     }
 
+    /// The server's clock (`TIME`), in milliseconds since the epoch.
+    pub(crate) async fn time(&self) -> Result<u64, ServerError> {
+        let mut connection = self.connection.clone();
+        let time = redis::cmd("TIME");
+        let (seconds, micros): (u64, u64) =
+            match tokio::time::timeout(self.timeout, time.query_async(&mut connection)).await {
+                Ok(Ok(reply)) => reply,
+                Ok(Err(error)) => return Err(self.error(None, ServerErrorKind::Redis(error))),
+                Err(_) => return Err(self.error(None, ServerErrorKind::Timeout(self.timeout))),
+            };
+        Ok(seconds * 1000 + micros / 1000)
+    }
+
     /// Every key matching `pattern` (`SCAN`, so the server is never blocked for long).
     pub(crate) async fn keys(&self, pattern: &str) -> Result<Vec<String>, ServerError> {
         let mut connection = self.connection.clone();

@@ -3,16 +3,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation, async_trait};
+use shedlock_core::{
+    Error, LockConfiguration, LockInspector, LockLease, LockProvider, Operation, async_trait,
+};
 use tokio::sync::broadcast;
 
+use crate::RedisProviderBuilder;
 use crate::builder::Settings;
 use crate::error::store_error;
 use crate::hints::ReleaseHints;
 use crate::keys::{millis, system_time, validate_holder};
 use crate::node::Node;
 use crate::scripts::AcquireReply;
-use crate::{RedisLockState, RedisProviderBuilder};
 
 /// Locks on one Redis server, on Redis's clock, with fencing tokens and release hints.
 ///
@@ -29,6 +31,10 @@ use crate::{RedisLockState, RedisProviderBuilder};
 /// A lock is one hash, `<key prefix><name>`, that never expires: see the crate docs for why,
 /// for what tokens guarantee when Redis loses its data, and for what a replica failover
 /// does (it can grant a lock twice). Clones share the connection.
+///
+/// It is its own [`LockInspector`]: the hashes under the key prefix read as
+/// [`LockRecord`](shedlock_core::LockRecord)s on the server's clock, and an operator's
+/// `release_lock` ends a lease at once.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -47,8 +53,8 @@ use crate::{RedisLockState, RedisProviderBuilder};
 /// ```
 #[derive(Debug, Clone)]
 pub struct RedisLockProvider {
-    node: Node,
-    settings: Settings,
+    pub(crate) node: Node,
+    pub(crate) settings: Settings,
     hints: Arc<ReleaseHints>,
 }
 
@@ -110,46 +116,6 @@ impl RedisLockProvider {
     /// [`without_release_hints`](RedisProviderBuilder::without_release_hints).
     pub fn release_channel(&self) -> Option<&str> {
         Some(&*self.settings.channel).filter(|c| !c.is_empty())
-    }
-
-    /// The hash of one lock, if it exists, with `held` decided by the server's clock.
-    ///
-    /// # Errors
-    /// [`Error::Store`] (`Operation::Read`) when the server fails or the key is not a lock hash.
-    pub async fn lock_state(&self, lock_name: &str) -> Result<Option<RedisLockState>, Error> {
-        let parts = self
-            .node
-            .state(&self.key(lock_name))
-            .await
-            .map_err(|e| store_error(Operation::Read, lock_name, e))?;
-        Ok(parts.map(|parts| RedisLockState::from_parts(lock_name.to_owned(), parts)))
-    }
-
-    /// Every lock under the key prefix, by name, with `held` decided by the server's clock.
-    ///
-    /// # Errors
-    /// [`Error::Store`] (`Operation::Read`) when the server fails or a key under the prefix is
-    /// not a lock hash.
-    pub async fn list_locks(&self) -> Result<Vec<RedisLockState>, Error> {
-        let prefix = &*self.settings.key_prefix;
-        let keys = self
-            .node
-            .keys(&format!("{prefix}*"))
-            .await
-            .map_err(|e| store_error(Operation::Read, "*", e))?;
-        let mut locks = Vec::with_capacity(keys.len());
-        for key in keys {
-            let name = key[prefix.len()..].to_owned();
-            if let Some(parts) = self
-                .node
-                .state(&key)
-                .await
-                .map_err(|e| store_error(Operation::Read, &name, e))?
-            {
-                locks.push(RedisLockState::from_parts(name, parts));
-            }
-        }
-        Ok(locks)
     }
 }
 
@@ -230,5 +196,9 @@ impl LockProvider for RedisLockProvider {
         let channel = self.release_channel()?;
         self.hints
             .subscribe(std::slice::from_ref(&self.node), &Arc::from(channel))
+    }
+
+    fn inspector(&self) -> Option<&dyn LockInspector> {
+        Some(self)
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::connection;
 use redis::AsyncCommands as _;
-use shedlock_core::{Error, LockConfiguration, LockProvider};
+use shedlock_core::{Error, LockConfiguration, LockInspector as _, LockProvider};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -83,7 +83,7 @@ mod single {
                 assert_corrupt(provider.acquire(&config(&name)).await, &key, field);
                 let after: HashMap<String, String> = redis.hgetall(&key).await.unwrap();
                 assert_eq!(before, after, "{field} = {value:?}: the hash was changed");
-                assert_corrupt(provider.lock_state(&name).await, &key, field);
+                assert_corrupt(provider.lock_record(&name).await, &key, field);
             }
         }
         for field in ["holder", "token", "locked_at", "lock_until"] {
@@ -157,7 +157,7 @@ mod redlock {
             .await
             .unwrap()
             .expect("two sound masters of three grant");
-        let states = provider.lock_states("one").await;
+        let states = common::master_records(&urls, provider.key_prefix(), "one").await;
         assert!(states[0].is_err(), "{:?}", states[0]);
         for state in &states[1..] {
             let state = state.as_ref().unwrap().as_ref().unwrap();

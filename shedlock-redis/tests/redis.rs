@@ -13,12 +13,21 @@ mod conformance {
 
     async fn harness() -> Option<ServerHarness> {
         let provider = common::redis("conformance").await?;
-        Some(ServerHarness::new(move |holder| {
-            Arc::new(provider.with_holder(holder).expect("valid holder"))
-        }))
+        let inspector = provider.clone();
+        Some(
+            ServerHarness::new(move |holder| {
+                Arc::new(provider.with_holder(holder).expect("valid holder"))
+            })
+            .with_inspector(inspector),
+        )
     }
 
     shedlock_core::conformance_tests!(harness());
+
+    mod inspection {
+        use super::*;
+        shedlock_core::inspection_tests!(harness());
+    }
 }
 
 mod specifics {
@@ -26,7 +35,7 @@ mod specifics {
     use std::time::Duration;
 
     use redis::AsyncCommands as _;
-    use shedlock_core::{Error, LockConfiguration, LockProvider};
+    use shedlock_core::{Error, LockConfiguration, LockInspector, LockProvider, LockQuery};
     use shedlock_redis::RedisLockProvider;
 
     use crate::common::{self, connection};
@@ -56,9 +65,9 @@ mod specifics {
         let ttl: i64 = redis.pttl(&key).await.unwrap();
         assert_eq!(ttl, -1, "the lock hash must not expire");
 
-        let state = provider.lock_state("report").await.unwrap().unwrap();
+        let state = provider.lock_record("report").await.unwrap().unwrap();
         assert!(state.held);
-        assert_eq!(state.locked_by, "inspect");
+        assert_eq!(state.holder, "inspect");
         assert_eq!(state.fencing_token, lease.fencing_token());
         assert_eq!(state.lock_until, lease.lock_until());
         assert!(
@@ -67,10 +76,10 @@ mod specifics {
                 .starts_with("report: held by inspect until ")
         );
         assert!(provider.release(&lease).await.unwrap());
-        let listed = provider.list_locks().await.unwrap();
+        let listed = provider.list_locks(&LockQuery::all()).await.unwrap();
         assert_eq!(listed.len(), 1, "{listed:?}");
         assert!(!listed[0].held);
-        assert!(provider.lock_state("never-used").await.unwrap().is_none());
+        assert!(provider.lock_record("never-used").await.unwrap().is_none());
     }
 
     /// A refused attempt (the lock held, or acquired within the window) writes nothing: the
@@ -153,8 +162,8 @@ mod specifics {
             message.contains("WRONGTYPE") && message.contains(&key),
             "{message}"
         );
-        assert!(provider.lock_state("taken").await.is_err());
-        assert!(provider.list_locks().await.is_err());
+        assert!(provider.lock_record("taken").await.is_err());
+        assert!(provider.list_locks(&LockQuery::all()).await.is_err());
     }
 
     #[tokio::test]

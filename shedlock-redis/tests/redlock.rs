@@ -13,12 +13,21 @@ mod conformance {
 
     async fn harness() -> Option<ServerHarness> {
         let provider = common::redlock("conformance").await?;
-        Some(ServerHarness::new(move |holder| {
-            Arc::new(provider.with_holder(holder).expect("valid holder"))
-        }))
+        let inspector = provider.clone();
+        Some(
+            ServerHarness::new(move |holder| {
+                Arc::new(provider.with_holder(holder).expect("valid holder"))
+            })
+            .with_inspector(inspector),
+        )
     }
 
     shedlock_core::conformance_tests!(harness());
+
+    mod inspection {
+        use super::*;
+        shedlock_core::inspection_tests!(harness());
+    }
 }
 
 mod specifics {
@@ -67,10 +76,11 @@ mod specifics {
             .unwrap();
         let second = b.acquire(&lock).await.unwrap().unwrap();
         assert!(second.fencing_token() > first.fencing_token());
-        for state in b.lock_states("agree").await {
+        let urls = common::redlock_urls().unwrap();
+        for state in common::master_records(&urls, b.key_prefix(), "agree").await {
             let state = state.unwrap().unwrap();
             assert_eq!(state.fencing_token, second.fencing_token());
-            assert_eq!(state.locked_by, "b");
+            assert_eq!(state.holder, "b");
             assert!(state.held);
         }
     }
@@ -159,7 +169,8 @@ mod specifics {
             .unwrap();
         let lease = b.acquire(&lock).await.unwrap().unwrap();
         assert!(lease.fencing_token() > last);
-        let states = b.lock_states("restart").await;
+        let urls = servers.iter().map(RedisServer::url);
+        let states = common::master_records(urls, b.key_prefix(), "restart").await;
         let restarted = states[0]
             .as_ref()
             .unwrap()
@@ -210,7 +221,8 @@ mod specifics {
         let lock = config("trace", Duration::from_secs(30));
         let before = a.acquire(&lock).await.unwrap().unwrap();
         assert!(a.release(&before).await.unwrap());
-        let on_first = a.lock_states("trace").await.remove(0).unwrap().unwrap();
+        let first_master = || common::master_records(&urls[..1], a.key_prefix(), "trace");
+        let on_first = first_master().await.remove(0).unwrap().unwrap();
         // Another holder takes the lock on two masters directly, outside RedLock.
         for url in &urls[1..] {
             let single = shedlock_redis::RedisLockProvider::builder()
@@ -222,8 +234,22 @@ mod specifics {
             assert!(single.acquire(&lock).await.unwrap().is_some());
         }
         assert!(a.acquire(&lock).await.unwrap().is_none(), "won 1 of 3");
-        let after = a.lock_states("trace").await.remove(0).unwrap().unwrap();
-        assert_eq!(after, on_first, "the failed attempt left a trace");
+        let after = first_master().await.remove(0).unwrap().unwrap();
+        assert_eq!(
+            (
+                &after.holder,
+                after.fencing_token,
+                after.locked_at,
+                after.lock_until
+            ),
+            (
+                &on_first.holder,
+                on_first.fencing_token,
+                on_first.locked_at,
+                on_first.lock_until
+            ),
+            "the failed attempt left a trace"
+        );
         assert_eq!(after.fencing_token, before.fencing_token());
     }
 

@@ -222,7 +222,7 @@ mod redlock {
             stale.fencing_token()
         );
         assert_dead(&a, &stale).await;
-        for state in b.lock_states("reset").await {
+        for state in common::master_records(&urls, b.key_prefix(), "reset").await {
             assert_eq!(state.unwrap().unwrap().fencing_token, fresh.fencing_token());
         }
         assert!(b.release(&fresh).await.unwrap());

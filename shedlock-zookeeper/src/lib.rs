@@ -106,7 +106,6 @@ mod access;
 mod builder;
 mod election;
 mod error;
-mod inspect;
 mod paths;
 mod provider;
 mod record;
@@ -114,6 +113,5 @@ mod session;
 
 pub use builder::{ZkElectorBuilder, ZkLockProviderBuilder};
 pub use election::ZkElector;
-pub use inspect::ZkLockRow;
 pub use paths::DEFAULT_ROOT;
 pub use provider::ZkLockProvider;

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::conformance::election::Candidates;
-use shedlock_core::{ElectionConfig, Elector, Error, LockConfiguration, LockProvider};
+use shedlock_core::{
+    ElectionConfig, Elector, Error, LockConfiguration, LockInspector, LockProvider, LockQuery,
+};
 use shedlock_zookeeper::ZkLockProvider;
 use zookeeper_client::{Acls, Client, CreateMode, Permission};
 
@@ -144,7 +146,7 @@ async fn with_credentials_nodes_are_closed_to_other_clients() {
         .await
         .unwrap()
         .expect("still held");
-    let rows = provider.list_locks().await.unwrap();
+    let rows = provider.list_locks(&LockQuery::all()).await.unwrap();
     assert_eq!(rows.len(), 1);
     assert!(rows[0].held);
     assert!(provider.release(&extended).await.unwrap());

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use shedlock_core::{Error, LockConfiguration, LockProvider};
+use shedlock_core::{Error, LockConfiguration, LockInspector, LockProvider, LockQuery};
 use shedlock_zookeeper::ZkLockProvider;
 
 fn config(name: &str, lease: Duration) -> LockConfiguration {
@@ -35,7 +35,7 @@ async fn leases_carry_the_ensembles_times() {
     assert_eq!(lease.locked_at(), mtime);
     assert_eq!(lease.lock_until(), mtime + Duration::from_secs(60));
     let row = provider
-        .lock_state("report")
+        .lock_record("report")
         .await
         .unwrap()
         .expect("exists");
@@ -44,10 +44,10 @@ async fn leases_carry_the_ensembles_times() {
         (row.locked_at, row.lock_until, row.fencing_token),
         (lease.locked_at(), lease.lock_until(), lease.fencing_token())
     );
-    assert_eq!(row.locked_by, "tester");
+    assert_eq!(row.holder, "tester");
     provider.release(&lease).await.unwrap();
     let row = provider
-        .lock_state("report")
+        .lock_record("report")
         .await
         .unwrap()
         .expect("exists");
@@ -126,7 +126,7 @@ async fn foreign_nodes_are_clear_errors_and_names_are_plain() {
             .unwrap_or_else(|| panic!("{name} is free"));
         assert_eq!(lease.name(), name);
     }
-    let names: Vec<String> = match provider.list_locks().await {
+    let names: Vec<String> = match provider.list_locks(&LockQuery::all()).await {
         Err(Error::Store { .. }) => Vec::new(), // the hand-made node cannot be read
         Ok(rows) => rows.into_iter().map(|r| r.name).collect(),
         Err(other) => panic!("{other:?}"),
@@ -140,7 +140,7 @@ async fn foreign_nodes_are_clear_errors_and_names_are_plain() {
         .await
         .unwrap();
     let mut names: Vec<String> = provider
-        .list_locks()
+        .list_locks(&LockQuery::all())
         .await
         .unwrap()
         .into_iter()

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use shedlock_core::{LockConfiguration, LockProvider};
+use shedlock_core::{LockConfiguration, LockInspector, LockProvider};
 use shedlock_zookeeper::ZkLockProvider;
 
 fn config(name: &str) -> LockConfiguration {
@@ -66,10 +66,14 @@ async fn a_stale_holder_cannot_touch_a_lock_node_created_again() {
         !first.release(&stale).await.unwrap(),
         "the stale holder released the new holder's lock"
     );
-    let row = second.lock_state("nightly").await.unwrap().expect("exists");
+    let row = second
+        .lock_record("nightly")
+        .await
+        .unwrap()
+        .expect("exists");
     assert!(row.held, "{row}");
     assert_eq!(
-        (row.locked_by.as_str(), row.fencing_token, row.lock_until),
+        (row.holder.as_str(), row.fencing_token, row.lock_until),
         ("second", current.fencing_token(), current.lock_until()),
         "the new lease is untouched"
     );
@@ -121,9 +125,13 @@ async fn a_stale_holder_cannot_touch_a_lock_after_the_root_is_created_again() {
         !first.release(&stale).await.unwrap(),
         "the stale holder released the new holder's lock"
     );
-    let row = second.lock_state("nightly").await.unwrap().expect("exists");
+    let row = second
+        .lock_record("nightly")
+        .await
+        .unwrap()
+        .expect("exists");
     assert_eq!(
-        (row.held, row.locked_by.as_str(), row.fencing_token),
+        (row.held, row.holder.as_str(), row.fencing_token),
         (true, "second", current.fencing_token()),
         "the new lease is untouched: {row}"
     );

@@ -164,6 +164,34 @@ pub async fn operator_release_ends_only_that_lease<H: InspectionHarness>(h: &H) 
     assert!(acquire(&b, &c).await.is_some(), "free again");
 }
 
+/// After an operator's release, the holder's late extension and release change nothing: neither
+/// takes the lock back, whatever its `lock_at_least_for`, and the next holder gets it.
+pub async fn late_holder_cannot_take_back_an_operator_release<H: InspectionHarness>(h: &H) {
+    let (a, b, inspector) = (
+        h.provider("a").await,
+        h.provider("b").await,
+        h.inspector().await,
+    );
+    let name = unique_lock_name("inspect-late");
+    let c = config(&name, LONG, LONG);
+    let lease = acquire(&a, &c).await.expect("acquired");
+    let released = inspector
+        .release_lock(&name, a.holder(), lease.fencing_token())
+        .await
+        .expect("release_lock");
+    assert!(released, "the live lease");
+    let extended = a.extend(&lease, LONG, LONG).await.expect("extend");
+    assert!(extended.is_none(), "extended after the operator's release");
+    assert!(!a.release(&lease).await.expect("release"), "released twice");
+    let record = inspector
+        .lock_record(&name)
+        .await
+        .expect("read")
+        .expect("record");
+    assert!(!record.held, "taken back by its late holder: {record:?}");
+    assert!(acquire(&b, &c).await.is_some(), "free for the next holder");
+}
+
 /// Generates one `#[tokio::test]` per inspection case for an [`InspectionHarness`]; a harness
 /// expression evaluating to `None` skips, as for
 /// [`conformance_tests!`](crate::conformance_tests).
@@ -175,6 +203,7 @@ macro_rules! inspection_tests {
             released_lock_reads_as_free,
             locks_are_listed_by_page,
             operator_release_ends_only_that_lease,
+            late_holder_cannot_take_back_an_operator_release,
         );
     };
     (@cases ($harness:expr) $($case:ident,)*) => {

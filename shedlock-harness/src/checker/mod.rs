@@ -15,9 +15,9 @@ mod ticks;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 
+use crate::backend::JournalRow;
 use crate::event::{Counters, Event, WriteOutcome};
 use crate::fleet::{Received, Signal};
-use crate::store::JournalRow;
 use leadership::check_leadership;
 use missed::check_unattempted_ticks;
 use report::add;

@@ -10,9 +10,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 
 use super::{Expectations, Report};
+use crate::backend::JournalRow;
 use crate::event::Event;
 use crate::fleet::Received;
-use crate::store::JournalRow;
 
 /// How much earlier than its own fire time a cron tick counts another instance's acquisition
 /// as its own run (the scheduler's allowance for clocks and timers a little ahead).

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use shedlock::ElectionConfig;
 
-use crate::store::{Backend, DEFAULT_ACQUIRE_TIMEOUT, StoreConfig};
+use crate::backend::{Backend, StoreConfig};
+use crate::store::DEFAULT_ACQUIRE_TIMEOUT;
 
 /// Work only the leader does, as often as `every`.
 #[derive(Debug, Clone, Copy)]

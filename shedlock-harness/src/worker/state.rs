@@ -7,8 +7,9 @@ use std::time::Duration;
 use shedlock::{LockContext, LockEvent};
 
 use super::emit;
+use crate::backend::JournalRow;
 use crate::event::{Counters, Event, WriteOutcome, now_us, unix_us};
-use crate::store::{JournalRow, Store};
+use crate::store::Store;
 
 /// Shared by every job of a worker.
 #[derive(Debug)]

@@ -1,5 +1,6 @@
 //! The provider on N independent Redis masters: the RedLock algorithm.
 
+mod inspect;
 mod round;
 #[cfg(test)]
 mod tests;
@@ -8,17 +9,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation, async_trait};
+use shedlock_core::{
+    Error, LockConfiguration, LockInspector, LockLease, LockProvider, Operation, async_trait,
+};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
+use crate::RedisProviderBuilder;
 use crate::builder::Settings;
-use crate::error::{QuorumError, ServerError, store_error};
+use crate::error::{QuorumError, ServerError};
 use crate::hints::ReleaseHints;
 use crate::keys::{millis, system_time, validate_holder};
 use crate::node::Node;
 use crate::proposals::Proposals;
-use crate::{RedisLockState, RedisProviderBuilder};
 use round::agreed_lease;
 
 /// Locks on N independent Redis masters (no replication between them) with the RedLock
@@ -68,6 +71,16 @@ use round::agreed_lease;
 /// not before (the test `restart_at_once_can_grant_twice` pins this down). Restart a master
 /// without persistence only after the longest lease has passed (the published mitigation),
 /// or run the masters with `appendonly yes` and `appendfsync always`.
+///
+/// # Inspection
+///
+/// It is its own [`LockInspector`], reading what a majority of the masters agree on: a lock's
+/// record is the lease `(holder, token)` a majority holds, with the earliest grant and the
+/// earliest end less the drift allowance (never later than its holder's lease); the store's
+/// clock is the latest time a majority of the masters has reached; a name with no lease common
+/// to a majority has no record. An operator's `release_lock` ends the lease on every master
+/// that holds it. To see one master's hash, inspect it with a [`RedisLockProvider`](crate::RedisLockProvider)
+/// on that master and the same key prefix.
 ///
 /// RedLock is a lease on N clocks: a holder paused past its validity still believes it holds
 /// the lock. Pass the fencing token to the resource you write and have it reject older
@@ -211,18 +224,37 @@ impl RedLockProvider {
         Some(&*self.settings.channel).filter(|c| !c.is_empty())
     }
 
-    /// The hash of one lock on each master, in the order of [`servers`](Self::servers), with
-    /// `held` decided by each master's clock.
-    pub async fn lock_states(&self, lock_name: &str) -> Vec<Result<Option<RedisLockState>, Error>> {
-        let key = self.key(lock_name);
-        join_all(self.nodes.iter().map(|node| async {
-            let parts = node
-                .state(&key)
-                .await
-                .map_err(|e| store_error(Operation::Read, lock_name, e))?;
-            Ok(parts.map(|parts| RedisLockState::from_parts(lock_name.to_owned(), parts)))
-        }))
-        .await
+    /// Releases the lease `(holder, token)` on every master, ending it at
+    /// `max(now, locked_at + lock_at_least_for)` on each (the holder's release, or an
+    /// operator's with zero): released when a majority held it live.
+    async fn release_on_masters(
+        &self,
+        name: &str,
+        holder: &str,
+        token: u64,
+        lock_at_least_for: Duration,
+    ) -> Result<bool, Error> {
+        let (key, channel) = (self.key(name), &*self.settings.channel);
+        let at_least_ms = millis(lock_at_least_for);
+        let replies = join_all(
+            self.nodes
+                .iter()
+                .map(|node| node.release(&key, holder, token, at_least_ms, channel, name)),
+        )
+        .await;
+        let (mut released, mut failures) = (0, Vec::new());
+        for reply in replies {
+            match reply {
+                Ok(true) => released += 1,
+                Ok(false) => {}
+                Err(failure) => failures.push(failure),
+            }
+        }
+        if released >= self.algorithm.quorum {
+            return Ok(true);
+        }
+        self.check_quorum(Operation::Release, name, failures, released)?;
+        Ok(false)
     }
 
     /// `Err` when more masters failed than the algorithm tolerates for an operation that
@@ -324,33 +356,10 @@ impl LockProvider for RedLockProvider {
     }
 
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
-        let key = self.key(lease.name());
-        let (holder, channel) = (&*self.settings.holder, &*self.settings.channel);
-        let at_least_ms = millis(lease.lock_at_least_for());
-        let replies = join_all(self.nodes.iter().map(|node| {
-            node.release(
-                &key,
-                holder,
-                lease.fencing_token(),
-                at_least_ms,
-                channel,
-                lease.name(),
-            )
-        }))
-        .await;
-        let (mut released, mut failures) = (0, Vec::new());
-        for reply in replies {
-            match reply {
-                Ok(true) => released += 1,
-                Ok(false) => {}
-                Err(failure) => failures.push(failure),
-            }
-        }
-        if released >= self.algorithm.quorum {
-            return Ok(true);
-        }
-        self.check_quorum(Operation::Release, lease.name(), failures, released)?;
-        Ok(false)
+        let holder = &*self.settings.holder;
+        let (name, token) = (lease.name(), lease.fencing_token());
+        self.release_on_masters(name, holder, token, lease.lock_at_least_for())
+            .await
     }
 
     async fn extend(
@@ -402,5 +411,9 @@ impl LockProvider for RedLockProvider {
     fn release_hints(&self) -> Option<broadcast::Receiver<Arc<str>>> {
         let channel = self.release_channel()?;
         self.hints.subscribe(&self.nodes, &Arc::from(channel))
+    }
+
+    fn inspector(&self) -> Option<&dyn LockInspector> {
+        Some(self)
     }
 }

@@ -45,3 +45,27 @@ pub(crate) async fn redlock(holder: &str) -> Option<RedLockProvider> {
             .expect("connect to SHEDLOCK_TEST_REDLOCK_URLS"),
     )
 }
+
+/// Lock `name` as each master at `urls` holds it (under `key_prefix`), in their order: read by
+/// a single-server provider on each, as an operator looks at one master.
+pub(crate) async fn master_records<I, S>(
+    urls: I,
+    key_prefix: &str,
+    name: &str,
+) -> Vec<Result<Option<shedlock_core::LockRecord>, shedlock_core::Error>>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    use shedlock_core::LockInspector as _;
+    let mut records = Vec::new();
+    for url in urls {
+        let master = RedisLockProvider::builder()
+            .key_prefix(key_prefix)
+            .connect(url.as_ref())
+            .await
+            .expect("connect to a master");
+        records.push(master.lock_record(name).await);
+    }
+    records
+}

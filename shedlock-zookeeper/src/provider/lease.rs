@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation, async_trait};
+use shedlock_core::{
+    Error, LockConfiguration, LockInspector, LockLease, LockProvider, Operation, async_trait,
+};
 use zookeeper_client::{Client, Stat};
 
 use super::ZkLockProvider;
@@ -33,7 +35,9 @@ impl ZkLockProvider {
     }
 
     /// Reads the lock node: what a write over it needs if it still holds `lease` for this
-    /// holder (same token), `None` otherwise.
+    /// holder (same token), `None` otherwise. A lease its last write ended (a release without
+    /// time left, an operator's release) is no longer anyone's: writing over it again (a late
+    /// release with `lock_at_least_for`) would take the lock back.
     async fn current(
         &self,
         client: &Client,
@@ -44,8 +48,9 @@ impl ZkLockProvider {
         match self.session.timed(client.get_data(&path)).await {
             Ok((data, stat)) => {
                 let record = self.decode(lease.name(), operation, &data)?;
-                let ours =
-                    record.holder == *self.holder && record.token(&stat) == lease.fencing_token();
+                let ours = record.holder == *self.holder
+                    && record.token(&stat) == lease.fencing_token()
+                    && record.lock_until_ms(&stat) > stat.mtime;
                 // A lease of this holder always names its incarnation; one without was
                 // written by hand, and is not touched.
                 Ok(record
@@ -298,5 +303,9 @@ impl LockProvider for ZkLockProvider {
 
     fn holder(&self) -> &str {
         &self.holder
+    }
+
+    fn inspector(&self) -> Option<&dyn LockInspector> {
+        Some(self)
     }
 }

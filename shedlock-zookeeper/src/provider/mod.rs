@@ -1,8 +1,9 @@
 //! `ZkLockProvider`: the lock contract on ZooKeeper nodes, compare-and-set on node versions.
 //! This module holds the type and its public API; `lease` the contract's operations, `write`
 //! the transactions they write with, `own` what they remember of their writes, `schema` the
-//! root's nodes and their ACLs.
+//! root's nodes and their ACLs, `inspect` the read side (`LockInspector`).
 
+mod inspect;
 mod lease;
 mod own;
 mod schema;
@@ -66,6 +67,11 @@ use crate::{ZkElector, ZkLockProviderBuilder};
 /// # Ok(())
 /// # }
 /// ```
+///
+/// It is its own [`LockInspector`](shedlock_core::LockInspector): lock nodes read as
+/// [`LockRecord`](shedlock_core::LockRecord)s on ensemble time (each read writes the clock
+/// node for "now"), and an operator's `release_lock` ends a lease with a compare-and-set on the
+/// node version it read.
 ///
 /// Clones share the session.
 #[derive(Debug, Clone)]

@@ -128,7 +128,10 @@ pub(crate) fn capture_logs() -> (Captured, tracing::subscriber::DefaultGuard) {
     (logs, tracing::subscriber::set_default(subscriber))
 }
 
-/// The conformance harness on `provider`'s root: a provider per holder on it.
+/// The conformance harness on `provider`'s root: a provider per holder on it, and the
+/// provider itself as inspector.
 pub(crate) fn harness_over(provider: ZkLockProvider) -> ServerHarness {
+    let inspector = provider.clone();
     ServerHarness::new(move |holder| Arc::new(provider.with_holder(holder).expect("valid holder")))
+        .with_inspector(inspector)
 }

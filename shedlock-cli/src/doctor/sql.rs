@@ -1,14 +1,11 @@
-//! `doctor`: is the lock table usable from here, and if not, what to do about it.
+//! `doctor` on SQL: is the lock table usable from here, and if not, what to do about it.
 
-use std::time::{Duration, SystemTime};
-
-use shedlock_core::{LockInspector, LockQuery};
 use shedlock_sqlx::{SchemaIssue, SqlLockProvider};
 
+use super::{clock, count_locks};
 use crate::cli::DbKind;
 use crate::failure::{Exit, Failure};
-use crate::locks::timestamp;
-use crate::target::{OpenPool, Target};
+use crate::target::{OpenPool, StoreKind, Target};
 
 /// Prints one line per check (`ok` or `problem`, with how to fix it); exit 5 on any problem.
 /// Reaching the database was checked when the pool was opened.
@@ -18,17 +15,17 @@ pub(crate) async fn run<D: OpenPool>(
     token_column: &str,
 ) -> Result<Exit, Failure> {
     let table = provider.table();
+    let StoreKind::Sql(kind) = target.kind else {
+        unreachable!("SQL targets only");
+    };
     out!("ok       database {} is reachable", target.shown);
-    clock(provider).await?;
+    clock(provider, "database").await?;
 
     let issues = provider.check_schema().await.map_err(Failure::error)?;
     if !issues.is_empty() {
         for issue in &issues {
             out!("problem  {issue}");
-            out!(
-                "fix      {}",
-                schema_fix(issue, table, token_column, target.kind)
-            );
+            out!("fix      {}", schema_fix(issue, table, token_column, kind));
         }
         out!(
             "\nThe table the provider expects:\n{}",
@@ -45,40 +42,8 @@ pub(crate) async fn run<D: OpenPool>(
     }
     out!("ok       this user may read, insert and update `{table}` (probe rolled back)");
 
-    let rows = provider
-        .list_locks(&LockQuery::all())
-        .await
-        .map_err(Failure::error)?;
-    let held = rows.iter().filter(|row| row.held).count();
-    out!("ok       {} locks, {held} held", rows.len());
+    count_locks(provider).await?;
     Ok(Exit::Ok)
-}
-
-/// Reports the database clock against this machine's: locks never read this machine's clock,
-/// so the difference is information, never a problem.
-async fn clock<D: OpenPool>(provider: &SqlLockProvider<D>) -> Result<(), Failure> {
-    let before = SystemTime::now();
-    let database = provider.store_time().await.map_err(Failure::error)?;
-    let after = SystemTime::now();
-    let round_trip = after.duration_since(before).unwrap_or(Duration::ZERO);
-    // The database read its clock somewhere within the round trip: compare with the middle.
-    let local = before + round_trip / 2;
-    let (difference, direction) = match database.duration_since(local) {
-        Ok(ahead) => (ahead, "ahead of"),
-        Err(behind) => (behind.duration(), "behind"),
-    };
-    out!(
-        "info     database clock {} is {} {direction} this machine's (± {}); this does not \
-         matter for correctness: leases are decided on the database clock",
-        timestamp(database),
-        millis(difference),
-        millis(round_trip / 2)
-    );
-    Ok(())
-}
-
-fn millis(duration: Duration) -> String {
-    format!("{} ms", duration.as_millis())
 }
 
 /// How to fix one issue, in words and, where one statement does it, that statement.
@@ -133,7 +98,7 @@ fn schema_fix(issue: &SchemaIssue, table: &str, token_column: &str, kind: DbKind
 
 fn access_fix(table: &str, target: &Target) -> String {
     match target.kind {
-        DbKind::Sqlite => {
+        StoreKind::Sql(DbKind::Sqlite) => {
             "make the database file and its directory writable by this user".to_owned()
         }
         _ => {

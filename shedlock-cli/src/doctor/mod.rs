@@ -1,0 +1,58 @@
+//! `doctor`: is the store usable from here, and if not, what to do about it. One line per
+//! check (`ok`, `info` or `problem`, with how to fix it); exit 5 on any problem. What is
+//! checked depends on the store: `sql` (table, columns, privileges), `redis` (one server, or
+//! each RedLock master), `zookeeper` (the root's nodes and access to them); every store's
+//! clock is compared with this machine's, and its locks counted.
+
+mod redis;
+mod sql;
+mod zookeeper;
+
+use std::time::{Duration, SystemTime};
+
+use shedlock_core::{LockInspector, LockQuery};
+
+pub(crate) use redis::{redis, redlock};
+pub(crate) use sql::run;
+pub(crate) use zookeeper::zookeeper;
+
+use crate::failure::Failure;
+use crate::locks::timestamp;
+
+/// Reports the store's clock (`what`: "database", "Redis", …) against this machine's: locks
+/// never read this machine's clock, so the difference is information, never a problem.
+async fn clock(inspector: &dyn LockInspector, what: &str) -> Result<SystemTime, Failure> {
+    let before = SystemTime::now();
+    let store = inspector.store_time().await.map_err(Failure::error)?;
+    let after = SystemTime::now();
+    let round_trip = after.duration_since(before).unwrap_or(Duration::ZERO);
+    // The store read its clock somewhere within the round trip: compare with the middle.
+    let local = before + round_trip / 2;
+    let (difference, direction) = match store.duration_since(local) {
+        Ok(ahead) => (ahead, "ahead of"),
+        Err(behind) => (behind.duration(), "behind"),
+    };
+    out!(
+        "info     {what} clock {} is {} {direction} this machine's (± {}); this does not \
+         matter for correctness: leases are decided on the {what} clock",
+        timestamp(store),
+        millis(difference),
+        millis(round_trip / 2)
+    );
+    Ok(store)
+}
+
+fn millis(duration: Duration) -> String {
+    format!("{} ms", duration.as_millis())
+}
+
+/// `ok  N locks, M held`.
+async fn count_locks(inspector: &dyn LockInspector) -> Result<(), Failure> {
+    let records = inspector
+        .list_locks(&LockQuery::all())
+        .await
+        .map_err(Failure::error)?;
+    let held = records.iter().filter(|record| record.held).count();
+    out!("ok       {} locks, {held} held", records.len());
+    Ok(())
+}

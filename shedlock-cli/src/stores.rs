@@ -1,0 +1,91 @@
+//! The stores other than SQL: one Redis server, RedLock masters and ZooKeeper, opened from the
+//! target and run through their inspectors, with the same output and exit codes as SQL.
+
+use shedlock_core::LockInspector;
+
+use crate::cli::{Cli, Command, SchemaArgs};
+use crate::connect::{redis_provider, redlock_provider, usage_or_unreachable, zookeeper_provider};
+use crate::doctor;
+use crate::failure::{Exit, Failure};
+use crate::locks::{self, Place};
+use crate::target::{StoreKind, Target};
+
+/// Why `schema` without `--apply` has nothing to print for this store.
+pub(crate) fn no_ddl(kind: StoreKind) -> Failure {
+    let message = match kind {
+        StoreKind::ZooKeeper => {
+            "ZooKeeper has no DDL: `shedlock schema --apply` creates the root's nodes"
+        }
+        _ => "Redis needs no schema: a lock's hash is created when it is first acquired",
+    };
+    Failure::new(Exit::Usage, message)
+}
+
+/// Runs the command on a Redis, RedLock or ZooKeeper target.
+pub(crate) async fn run(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
+    if let Command::Schema(SchemaArgs { apply: true, .. }) = &cli.command
+        && target.kind != StoreKind::ZooKeeper
+    {
+        return Err(no_ddl(target.kind));
+    }
+    match target.kind {
+        StoreKind::Redis => {
+            let url = target.redis_urls()[0];
+            let provider = redis_provider(&cli.database, url)
+                .await
+                .map_err(|e| usage_or_unreachable(target, &e))?;
+            let place = Place {
+                name: format!("key prefix `{}`", provider.key_prefix()),
+                record: "hash",
+            };
+            match &cli.command {
+                Command::Doctor => doctor::redis(&provider, target).await,
+                command => run_locks(&provider, &place, command).await,
+            }
+        }
+        StoreKind::RedLock => {
+            if let Command::Doctor = cli.command {
+                return doctor::redlock(&cli.database, target).await;
+            }
+            let provider = redlock_provider(&cli.database, target).await?;
+            let place = Place {
+                name: format!("key prefix `{}`", provider.key_prefix()),
+                record: "hash on each master",
+            };
+            run_locks(&provider, &place, &cli.command).await
+        }
+        StoreKind::ZooKeeper => {
+            let provider = zookeeper_provider(&cli.database, target).await?;
+            let place = Place {
+                name: format!("root `{}`", provider.root()),
+                record: "node",
+            };
+            match &cli.command {
+                Command::Doctor => doctor::zookeeper(&provider, target).await,
+                Command::Schema(_) => {
+                    provider.create_schema().await.map_err(Failure::error)?;
+                    out!(
+                        "root `{}` is ready on {} (its clock, locks and elections nodes \
+                         created if missing)",
+                        provider.root(),
+                        target.shown
+                    );
+                    Ok(Exit::Ok)
+                }
+                command => run_locks(&provider, &place, command).await,
+            }
+        }
+        StoreKind::Sql(_) => unreachable!("SQL is run by `commands`"),
+    }
+}
+
+async fn run_locks(
+    inspector: &dyn LockInspector,
+    place: &Place,
+    command: &Command,
+) -> Result<Exit, Failure> {
+    match command {
+        Command::Locks(command) => locks::run(inspector, place, command).await,
+        _ => unreachable!("doctor and schema are dispatched before"),
+    }
+}

@@ -1,0 +1,114 @@
+//! What the binary's test files share: a finished run and its output, and finding a lock in
+//! `locks list --json`.
+
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::process::Output;
+
+use serde_json::Value;
+
+/// A finished run of the binary.
+pub(crate) struct Run(pub(crate) Output);
+
+impl Run {
+    pub(crate) fn code(&self) -> i32 {
+        self.0.status.code().expect("exited, not killed")
+    }
+
+    pub(crate) fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.0.stdout).into_owned()
+    }
+
+    pub(crate) fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.0.stderr).into_owned()
+    }
+
+    /// Asserts the exit code, showing both streams when it differs.
+    pub(crate) fn expect(self, code: i32) -> Self {
+        assert_eq!(
+            self.code(),
+            code,
+            "stdout:\n{}\nstderr:\n{}",
+            self.stdout(),
+            self.stderr()
+        );
+        self
+    }
+
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout()).expect("JSON on stdout")
+    }
+}
+
+/// The lock named `name` in a `locks list --json` array.
+pub(crate) fn find<'a>(locks: &'a Value, name: &str) -> &'a Value {
+    let locks = locks.as_array().expect("a JSON array");
+    locks
+        .iter()
+        .find(|lock| lock["name"] == name)
+        .unwrap_or_else(|| panic!("{name} in {locks:?}"))
+}
+
+pub(crate) const JSON_FIELDS: [&str; 8] = [
+    "name",
+    "held",
+    "locked_by",
+    "fencing_token",
+    "locked_at",
+    "lock_until",
+    "remaining_ms",
+    "database_time",
+];
+
+/// With `held-lock` held by `web-1` (token `token`) and `free-lock` released by `web-2`:
+/// `locks list` and `locks show`, text and JSON, show both as they are, and a name the store
+/// has no record of exits 3. `shedlock` runs the binary on the store with these arguments.
+pub(crate) fn assert_held_and_free_listed(shedlock: impl Fn(&[&str]) -> Run, token: u64) {
+    let list = shedlock(&["locks", "list", "--json"]).expect(0).json();
+    let held = find(&list, "held-lock");
+    let fields: Vec<&str> = held
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(fields.len(), JSON_FIELDS.len(), "{held}");
+    assert!(JSON_FIELDS.iter().all(|f| fields.contains(f)), "{held}");
+    assert_eq!(held["held"], true);
+    assert_eq!(held["locked_by"], "web-1");
+    assert_eq!(held["fencing_token"], token);
+    let remaining = held["remaining_ms"].as_u64().unwrap();
+    assert!(remaining > 0 && remaining <= 600_000, "{held}");
+    let free = find(&list, "free-lock");
+    assert_eq!(free["held"], false);
+    assert_eq!(free["remaining_ms"], 0);
+    assert_eq!(free["locked_by"], "web-2");
+
+    let table = shedlock(&["locks", "list"]).expect(0).stdout();
+    let line = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} in\n{table}"))
+            .to_owned()
+    };
+    assert!(line("held-lock ").contains(" held "), "{table}");
+    assert!(line("held-lock ").contains("web-1"), "{table}");
+    assert!(line("free-lock ").contains(" free "), "{table}");
+
+    let show = shedlock(&["locks", "show", "held-lock", "--json"])
+        .expect(0)
+        .json();
+    assert_eq!(show["name"], "held-lock");
+    assert_eq!(show["held"], true);
+    assert_eq!(show["fencing_token"], token);
+    let shown = shedlock(&["locks", "show", "free-lock"]).expect(0).stdout();
+    assert!(shown.contains("state:         free"), "{shown}");
+
+    let missing = shedlock(&["locks", "show", "no-such-lock"]).expect(3);
+    assert!(
+        missing.stderr().contains("no lock named `no-such-lock`"),
+        "{}",
+        missing.stderr()
+    );
+}

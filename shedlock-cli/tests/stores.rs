@@ -1,0 +1,286 @@
+//! The `shedlock` binary on the stores other than SQL, against the real servers: one Redis
+//! server (`SHEDLOCK_TEST_REDIS_URL`), the RedLock masters (`SHEDLOCK_TEST_REDLOCK_URLS`, given
+//! to the tool as one comma-separated `--url`) and the ZooKeeper ensemble
+//! (`SHEDLOCK_TEST_ZK_URL`, as `zookeeper://<connect string>`). Skipped without their URL;
+//! failed without it when `CI=true`.
+//!
+//! Every case is written once and runs on each store; locks are taken and checked with the
+//! providers' own API, each test under a key prefix or root of its own.
+
+mod common;
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Run, assert_held_and_free_listed, find};
+use shedlock_core::{LockConfiguration, LockInspector, LockProvider, LockRecord};
+use shedlock_redis::{RedLockProvider, RedisLockProvider};
+use shedlock_test_support::{redis_url, redlock_urls, unique_key_prefix, unique_zk_root, zk_url};
+use shedlock_zookeeper::ZkLockProvider;
+
+/// One store, under a key prefix or root of this test's own.
+struct Store {
+    /// `--url` for the tool.
+    url: String,
+    /// `--key-prefix …` or `--root …`.
+    place: [String; 2],
+    /// A provider acting as holder `web-1`; `with_holder` gives the others.
+    provider: Provider,
+}
+
+#[derive(Clone)]
+enum Provider {
+    Redis(RedisLockProvider),
+    RedLock(RedLockProvider),
+    ZooKeeper(ZkLockProvider),
+}
+
+impl Provider {
+    fn as_holder(&self, holder: &str) -> Arc<dyn LockProvider> {
+        match self {
+            Provider::Redis(p) => Arc::new(p.with_holder(holder).unwrap()),
+            Provider::RedLock(p) => Arc::new(p.with_holder(holder).unwrap()),
+            Provider::ZooKeeper(p) => Arc::new(p.with_holder(holder).unwrap()),
+        }
+    }
+
+    fn inspector(&self) -> &dyn LockInspector {
+        match self {
+            Provider::Redis(p) => p,
+            Provider::RedLock(p) => p,
+            Provider::ZooKeeper(p) => p,
+        }
+    }
+}
+
+impl Store {
+    async fn redis(base: &str) -> Option<Store> {
+        let url = redis_url()?;
+        let prefix = unique_key_prefix(base);
+        let provider = RedisLockProvider::builder()
+            .key_prefix(&prefix)
+            .connect(&url)
+            .await
+            .expect("connect to SHEDLOCK_TEST_REDIS_URL");
+        Some(Store {
+            url,
+            place: ["--key-prefix".into(), prefix],
+            provider: Provider::Redis(provider),
+        })
+    }
+
+    async fn redlock(base: &str) -> Option<Store> {
+        let urls = redlock_urls()?;
+        let prefix = unique_key_prefix(base);
+        let provider = RedLockProvider::builder()
+            .key_prefix(&prefix)
+            .connect_redlock(&urls)
+            .await
+            .expect("connect to SHEDLOCK_TEST_REDLOCK_URLS");
+        Some(Store {
+            url: urls.join(","),
+            place: ["--key-prefix".into(), prefix],
+            provider: Provider::RedLock(provider),
+        })
+    }
+
+    async fn zookeeper(base: &str) -> Option<Store> {
+        let connect_string = zk_url()?;
+        let root = unique_zk_root(base);
+        let provider = ZkLockProvider::builder(&connect_string)
+            .root(&root)
+            .connect()
+            .await
+            .expect("connect to SHEDLOCK_TEST_ZK_URL");
+        provider.create_schema().await.expect("create the schema");
+        Some(Store {
+            url: format!("zookeeper://{connect_string}"),
+            place: ["--root".into(), root],
+            provider: Provider::ZooKeeper(provider),
+        })
+    }
+
+    /// Runs `shedlock --url … --key-prefix|--root … ARGS`.
+    fn shedlock(&self, args: &[&str]) -> Run {
+        self.shedlock_on(&self.url, "20s", args)
+    }
+
+    /// Runs `shedlock --url URL --connect-timeout TIMEOUT --key-prefix|--root … ARGS`.
+    fn shedlock_on(&self, url: &str, timeout: &str, args: &[&str]) -> Run {
+        let output = Command::new(env!("CARGO_BIN_EXE_shedlock"))
+            .args(["--url", url, "--connect-timeout", timeout])
+            .args(&self.place)
+            .args(args)
+            .env_remove("SHEDLOCK_URL")
+            .env_remove("DATABASE_URL")
+            .output()
+            .expect("run the shedlock binary");
+        Run(output)
+    }
+
+    /// Takes `name` for ten minutes as `holder` (`lock_at_least_for` as long: only an
+    /// operator's release ends it early); its token.
+    async fn acquire(&self, name: &str, holder: &str) -> u64 {
+        let lease = Duration::from_secs(600);
+        let config = LockConfiguration::new(name, lease, lease).unwrap();
+        let provider = self.provider.as_holder(holder);
+        let lease = provider.acquire(&config).await.unwrap().expect("free");
+        lease.fencing_token()
+    }
+
+    async fn record(&self, name: &str) -> Option<LockRecord> {
+        self.provider.inspector().lock_record(name).await.unwrap()
+    }
+}
+
+mod cases {
+    use super::*;
+
+    /// `locks list` and `locks show`, text and JSON, the same fields as on SQL; exit 3 for a
+    /// name the store has no record of.
+    pub(super) async fn list_and_show(store: Store) {
+        let empty = store.shedlock(&["locks", "list"]).expect(0).stdout();
+        assert!(empty.contains("no locks in"), "{empty}");
+        let token = store.acquire("held-lock", "web-1").await;
+        let free = store.acquire("free-lock", "web-2").await;
+        store
+            .shedlock(&["locks", "release", "free-lock", "--holder", "web-2"])
+            .expect(0);
+
+        assert_held_and_free_listed(|args| store.shedlock(args), token);
+        let list = store
+            .shedlock(&["locks", "list", "--json"])
+            .expect(0)
+            .json();
+        assert_eq!(find(&list, "free-lock")["fencing_token"], free);
+    }
+
+    /// `locks release` ends only the lease it is told of (exit 4 otherwise), keeps the record,
+    /// and the holder cannot take the lock back; the next holder gets a larger token.
+    pub(super) async fn release_checks_holder_and_token(store: Store) {
+        let token = store.acquire("job", "web-1").await;
+        let (wrong, right) = ((token + 1).to_string(), token.to_string());
+        for refused in [
+            vec!["--holder", "web-2"],
+            vec!["--token", &wrong],
+            vec!["--holder", "web-1", "--token", &wrong],
+        ] {
+            let mut args = vec!["locks", "release", "job"];
+            args.extend(refused.iter().copied());
+            let run = store.shedlock(&args).expect(4);
+            assert!(run.stderr().contains("held by web-1"), "{}", run.stderr());
+            let record = store.record("job").await.expect("a record");
+            assert!(record.held, "released by {refused:?}");
+        }
+        let args = [
+            "locks", "release", "job", "--holder", "web-1", "--token", &right,
+        ];
+        let run = store.shedlock(&args).expect(0);
+        assert!(run.stdout().contains("released `job`"), "{}", run.stdout());
+        let record = store.record("job").await.expect("the record stays");
+        assert!(!record.held, "{record:?}");
+        assert_eq!(record.fencing_token, token);
+        // Releasing a free lock changes nothing and is not an error.
+        store
+            .shedlock(&["locks", "release", "job", "--force"])
+            .expect(0);
+        store
+            .shedlock(&["locks", "release", "no-such-lock", "--force"])
+            .expect(3);
+        let next = store.acquire("job", "web-2").await;
+        assert!(next > token, "token {next} after {token}");
+        store
+            .shedlock(&["locks", "release", "job", "--force"])
+            .expect(0);
+        assert!(!store.record("job").await.unwrap().held);
+    }
+
+    /// `doctor` finds nothing wrong with a working store, and names what it checked.
+    pub(super) async fn doctor_is_content(store: Store) {
+        store.acquire("job", "web-1").await;
+        let run = store.shedlock(&["doctor"]).expect(0);
+        let out = run.stdout();
+        assert!(
+            out.contains("is reachable") && out.contains("clock"),
+            "{out}"
+        );
+        assert!(out.contains("ok       1 locks, 1 held"), "{out}");
+        assert!(!out.contains("problem"), "{out}");
+    }
+
+    /// A store nothing answers at: exit 1, saying so.
+    pub(super) async fn unreachable_store_is_an_error(store: Store) {
+        let url = if store.url.starts_with("zookeeper://") {
+            "zookeeper://127.0.0.1:1".to_owned()
+        } else {
+            // Port 1, 2, 3…: distinct masters, none listening.
+            (1..=store.url.split(',').count())
+                .map(|port| format!("redis://127.0.0.1:{port}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let run = store.shedlock_on(&url, "2s", &["locks", "list"]).expect(1);
+        assert!(run.stderr().contains("cannot reach"), "{}", run.stderr());
+    }
+
+    /// The URL from `SHEDLOCK_URL` or `DATABASE_URL` works as `--url` does.
+    pub(super) async fn url_from_the_environment(store: Store) {
+        store.acquire("job", "web-1").await;
+        for variable in ["SHEDLOCK_URL", "DATABASE_URL"] {
+            let output = Command::new(env!("CARGO_BIN_EXE_shedlock"))
+                .args(&store.place)
+                .args(["locks", "show", "job", "--json"])
+                .env_remove("SHEDLOCK_URL")
+                .env_remove("DATABASE_URL")
+                .env(variable, &store.url)
+                .output()
+                .unwrap();
+            let show = Run(output).expect(0).json();
+            assert_eq!(show["locked_by"], "web-1", "{variable}");
+        }
+    }
+
+    /// Options of another kind of store are refused (exit 2), naming the option.
+    pub(super) async fn sql_options_are_refused(store: Store) {
+        let run = store
+            .shedlock(&["--table", "locks", "locks", "list"])
+            .expect(2);
+        assert!(
+            run.stderr().contains("--table does not apply"),
+            "{}",
+            run.stderr()
+        );
+    }
+}
+
+/// The cases, on one store: one `#[tokio::test]` each, under a prefix or root of its own.
+macro_rules! store_tests {
+    ($store:ident, $open:path) => {
+        store_tests!(@cases $store, $open,
+            list_and_show_held_and_free_locks: list_and_show,
+            release_is_refused_unless_holder_and_token_match: release_checks_holder_and_token,
+            doctor_finds_nothing_wrong: doctor_is_content,
+            an_unreachable_store_exits_1: unreachable_store_is_an_error,
+            the_url_comes_from_the_environment_too: url_from_the_environment,
+            sql_options_are_refused: sql_options_are_refused,
+        );
+    };
+    (@cases $store:ident, $open:path, $($test:ident: $case:ident,)*) => {
+        mod $store {
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    if let Some(store) = $open(stringify!($test)).await {
+                        cases::$case(store).await;
+                    }
+                }
+            )*
+        }
+    };
+}
+
+store_tests!(redis, Store::redis);
+store_tests!(redlock, Store::redlock);
+store_tests!(zookeeper, Store::zookeeper);

@@ -1,0 +1,111 @@
+//! [`LockInspector`] on one server: a lock's hash read as a [`LockRecord`], on the server's
+//! clock. (RedLock's majority view is in `redlock::inspect`.)
+
+use std::time::SystemTime;
+
+use shedlock_core::{Error, LockInspector, LockQuery, LockRecord, Operation, async_trait};
+
+use crate::RedisLockProvider;
+use crate::error::store_error;
+use crate::keys::system_time;
+use crate::node::StateParts;
+
+/// The record of lock `name` from its hash's fields, read at the server's `now`.
+pub(crate) fn record(
+    name: &str,
+    (holder, token, locked_at, lock_until, now): StateParts,
+) -> LockRecord {
+    LockRecord::new(
+        name,
+        holder,
+        system_time(locked_at),
+        system_time(lock_until),
+        token,
+        system_time(now),
+    )
+}
+
+/// The lock names among `keys` (all under `prefix`) that `query` asks for, in name order.
+pub(crate) fn names_in(keys: Vec<String>, prefix: &str, query: &LockQuery) -> Vec<String> {
+    let mut names: Vec<String> = keys
+        .into_iter()
+        .filter_map(|key| key.strip_prefix(prefix).map(str::to_owned))
+        .filter(|name| query.matches(name))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// The records of `names` (in name order) up to the query's limit, read one by one; a name
+/// whose lock is gone since it was listed is skipped.
+pub(crate) async fn records_of(
+    inspector: &dyn LockInspector,
+    names: Vec<String>,
+    query: &LockQuery,
+) -> Result<Vec<LockRecord>, Error> {
+    let mut records = Vec::new();
+    for name in names {
+        if query.limit.is_some_and(|limit| records.len() >= limit) {
+            break;
+        }
+        if let Some(record) = inspector.lock_record(&name).await? {
+            records.push(record);
+        }
+    }
+    Ok(records)
+}
+
+/// Reads the hashes under the key prefix (`SCAN`, then one script per lock, on the server's
+/// clock). An operator's release ends the lease as its holder's release would without
+/// `lock_at_least_for`: `lock_until` becomes the server's now, so the holder's own late
+/// release or extension finds the lease over and changes nothing.
+#[async_trait]
+impl LockInspector for RedisLockProvider {
+    async fn lock_record(&self, name: &str) -> Result<Option<LockRecord>, Error> {
+        let parts = self
+            .node
+            .state(&self.key(name))
+            .await
+            .map_err(|e| store_error(Operation::Read, name, e))?;
+        Ok(parts.map(|parts| record(name, parts)))
+    }
+
+    async fn list_locks(&self, query: &LockQuery) -> Result<Vec<LockRecord>, Error> {
+        let prefix = self.key_prefix();
+        let keys = self
+            .node
+            .keys(&format!("{prefix}*"))
+            .await
+            .map_err(|e| store_error(Operation::Read, "*", e))?;
+        records_of(self, names_in(keys, prefix, query), query).await
+    }
+
+    async fn store_time(&self) -> Result<SystemTime, Error> {
+        let now = self
+            .node
+            .time()
+            .await
+            .map_err(|e| store_error(Operation::Read, "*", e))?;
+        Ok(system_time(now))
+    }
+
+    async fn release_lock(
+        &self,
+        name: &str,
+        holder: &str,
+        fencing_token: u64,
+    ) -> Result<bool, Error> {
+        self.node
+            .release(
+                &self.key(name),
+                holder,
+                fencing_token,
+                0,
+                &self.settings.channel,
+                name,
+            )
+            .await
+            .map_err(|e| store_error(Operation::Release, name, e))
+    }
+}
