@@ -126,6 +126,10 @@ pub(crate) enum Command {
     /// creates the root's nodes; Redis needs no schema).
     #[command(after_help = EXIT_CODES)]
     Schema(SchemaArgs),
+    /// List and show the run records the store keeps beside its locks (every run of a
+    /// locked scheduled job: tick, instance, token, attempt, times, outcome, error).
+    #[command(subcommand)]
+    Runs(RunsCommand),
     /// Check the store: reachable, clock; SQL: table and column types, privileges; RedLock:
     /// each master; ZooKeeper: the root's nodes and access to them.
     #[command(after_help = EXIT_CODES)]
@@ -159,6 +163,41 @@ pub(crate) enum LocksCommand {
     /// growing. A job still running under the lease is not stopped.
     #[command(after_help = EXIT_CODES)]
     Release(ReleaseArgs),
+}
+
+/// The `runs` subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum RunsCommand {
+    /// The newest runs, of every lock or of one.
+    #[command(after_help = EXIT_CODES)]
+    List {
+        /// Only the runs of this lock.
+        #[arg(long)]
+        lock: Option<String>,
+        /// At most this many runs, the newest.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// One JSON array of run objects (fields: lock, job, tick, holder, fencing_token,
+        /// attempt, started_at, finished_at, duration_ms, outcome, error).
+        #[arg(long)]
+        json: bool,
+    },
+    /// One run of a lock, with its whole error text: the newest, or the one with --token
+    /// and/or --attempt (exit 3 if there is none).
+    #[command(after_help = EXIT_CODES)]
+    Show {
+        /// The lock name.
+        lock: String,
+        /// The run's fencing token.
+        #[arg(long)]
+        token: Option<u64>,
+        /// The run's attempt (1 for the first; retries and reruns count up).
+        #[arg(long)]
+        attempt: Option<u32>,
+        /// One JSON object with the fields of `runs list --json`.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `locks release`.

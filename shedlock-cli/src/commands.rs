@@ -1,6 +1,7 @@
 //! Dispatch: which store, which provider, which command; and the `schema` command on SQL
 //! (the other stores are run by `stores`).
 
+use shedlock_core::LockProvider;
 use shedlock_sqlx::dialect::{MySql, Pg, Sqlite};
 use shedlock_sqlx::{ColumnNames, SqlLockProvider};
 use sqlx::Pool;
@@ -9,7 +10,7 @@ use crate::cli::{Cli, Command, DatabaseArgs, DbKind, SchemaArgs};
 use crate::failure::{Exit, Failure};
 use crate::locks::Place;
 use crate::target::{OpenPool, StoreKind, Target};
-use crate::{connect, doctor, locks, stores};
+use crate::{connect, doctor, locks, runs, stores};
 
 /// Runs the command line's command: the exit status, or the failure to print.
 pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
@@ -124,6 +125,13 @@ async fn run_on<D: OpenPool>(cli: &Cli, target: &Target) -> Result<Exit, Failure
     };
     let exit = match &cli.command {
         Command::Locks(command) => locks::run(&provider, &place, command).await,
+        Command::Runs(command) => {
+            let runs = Place {
+                name: format!("table `{}`", provider.runs_table()),
+                record: "row",
+            };
+            runs::run(provider.run_log(), &runs, command).await
+        }
         Command::Schema(_) => {
             provider.create_schema().await.map_err(Failure::error)?;
             // Ready only when the provider can use the table, whatever create_schema did.

@@ -108,10 +108,11 @@ pub(crate) fn timestamp(time: SystemTime) -> String {
     DateTime::<Utc>::from(time).to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-fn print_json(value: &impl Serialize) {
+/// One value as pretty JSON on stdout.
+pub(crate) fn print_json(value: &impl Serialize) {
     match serde_json::to_string_pretty(value) {
         Ok(json) => output::json(&json),
-        Err(e) => unreachable!("lock views always serialize: {e}"),
+        Err(e) => unreachable!("views always serialize: {e}"),
     }
 }
 
@@ -139,8 +140,13 @@ fn print_table(views: &[LockView<'_>]) {
             ]
         })
         .collect();
+    print_columns(&header, &rows);
+}
+
+/// A table: the header, then one line per row, columns padded to their widest cell.
+pub(crate) fn print_columns<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
     let mut widths = header.map(str::len);
-    for row in &rows {
+    for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
@@ -153,8 +159,8 @@ fn print_table(views: &[LockView<'_>]) {
             .collect();
         out!("{}", padded.join("  ").trim_end());
     };
-    line(&header);
-    for row in &rows {
+    line(header);
+    for row in rows {
         line(&row.each_ref().map(String::as_str));
     }
 }
@@ -241,7 +247,7 @@ async fn release(
 }
 
 /// A statement the database refused, with where to look next.
-fn store_failure(error: &shedlock_core::Error) -> Failure {
+pub(crate) fn store_failure(error: &shedlock_core::Error) -> Failure {
     Failure::new(
         Exit::Error,
         format!(

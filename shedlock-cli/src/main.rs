@@ -17,6 +17,7 @@ mod doctor;
 mod failure;
 mod locks;
 mod output;
+mod runs;
 mod secrets;
 mod stores;
 mod target;

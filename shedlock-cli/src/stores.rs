@@ -1,13 +1,14 @@
 //! The stores other than SQL: one Redis server, RedLock masters and ZooKeeper, opened from the
 //! target and run through their inspectors, with the same output and exit codes as SQL.
 
-use shedlock_core::LockInspector;
+use shedlock_core::{LockInspector, LockProvider};
 
 use crate::cli::{Cli, Command, SchemaArgs};
 use crate::connect::{redis_provider, redlock_provider, usage_or_unreachable, zookeeper_provider};
 use crate::doctor;
 use crate::failure::{Exit, Failure};
 use crate::locks::{self, Place};
+use crate::runs;
 use crate::target::{StoreKind, Target};
 
 /// Why `schema` without `--apply` has nothing to print for this store.
@@ -79,13 +80,14 @@ pub(crate) async fn run(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
     }
 }
 
-async fn run_locks(
-    inspector: &dyn LockInspector,
+async fn run_locks<P: LockInspector + LockProvider>(
+    provider: &P,
     place: &Place,
     command: &Command,
 ) -> Result<Exit, Failure> {
     match command {
-        Command::Locks(command) => locks::run(inspector, place, command).await,
+        Command::Locks(command) => locks::run(provider, place, command).await,
+        Command::Runs(command) => runs::run(provider.run_log(), place, command).await,
         _ => unreachable!("doctor and schema are dispatched before"),
     }
 }
