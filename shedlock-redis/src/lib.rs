@@ -104,6 +104,7 @@ mod keys;
 mod node;
 mod proposals;
 mod redlock;
+mod runs;
 mod scripts;
 mod single;
 mod state;

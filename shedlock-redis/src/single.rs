@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation, async_trait};
+use shedlock_core::{
+    Error, LockConfiguration, LockLease, LockProvider, Operation, RunLog, async_trait,
+};
 use tokio::sync::broadcast;
 
 use crate::builder::Settings;
@@ -47,8 +49,8 @@ use crate::{RedisLockState, RedisProviderBuilder};
 /// ```
 #[derive(Debug, Clone)]
 pub struct RedisLockProvider {
-    node: Node,
-    settings: Settings,
+    pub(crate) node: Node,
+    pub(crate) settings: Settings,
     hints: Arc<ReleaseHints>,
 }
 
@@ -230,5 +232,9 @@ impl LockProvider for RedisLockProvider {
         let channel = self.release_channel()?;
         self.hints
             .subscribe(std::slice::from_ref(&self.node), &Arc::from(channel))
+    }
+
+    fn run_log(&self) -> Option<&dyn RunLog> {
+        Some(self)
     }
 }

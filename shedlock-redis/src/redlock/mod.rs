@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation, async_trait};
+use shedlock_core::{
+    Error, LockConfiguration, LockLease, LockProvider, Operation, RunLog, async_trait,
+};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
@@ -88,8 +90,8 @@ use round::agreed_lease;
 /// ```
 #[derive(Debug, Clone)]
 pub struct RedLockProvider {
-    nodes: Arc<[Node]>,
-    settings: Settings,
+    pub(crate) nodes: Arc<[Node]>,
+    pub(crate) settings: Settings,
     algorithm: Arc<Algorithm>,
     /// What this instance knows of the masters' tokens and clocks: the next proposal.
     tokens: Arc<Proposals>,
@@ -402,5 +404,9 @@ impl LockProvider for RedLockProvider {
     fn release_hints(&self) -> Option<broadcast::Receiver<Arc<str>>> {
         let channel = self.release_channel()?;
         self.hints.subscribe(&self.nodes, &Arc::from(channel))
+    }
+
+    fn run_log(&self) -> Option<&dyn RunLog> {
+        Some(self)
     }
 }
