@@ -110,6 +110,7 @@ mod inspect;
 mod paths;
 mod provider;
 mod record;
+mod runs;
 mod session;
 
 pub use builder::{ZkElectorBuilder, ZkLockProviderBuilder};

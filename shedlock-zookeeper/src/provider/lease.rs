@@ -299,4 +299,8 @@ impl LockProvider for ZkLockProvider {
     fn holder(&self) -> &str {
         &self.holder
     }
+
+    fn run_log(&self) -> Option<&dyn shedlock_core::RunLog> {
+        Some(self)
+    }
 }
