@@ -113,11 +113,6 @@ impl RunKeys {
         })
     }
 
-    /// The prefix of every run key.
-    pub(crate) fn prefix(&self) -> &str {
-        &self.prefix
-    }
-
     fn records(&self, lock: &str) -> String {
         format!("{}records:{lock}", self.prefix)
     }
