@@ -33,13 +33,14 @@ mod authenticated {
     });
 }
 
-/// A provider on a root of its own keeping `per_lock` runs per lock.
-async fn keeping(per_lock: u32) -> Option<ZkLockProvider> {
+/// A provider on a root of its own keeping `per_lock` runs per lock for `retention`.
+async fn keeping(per_lock: u32, retention: Duration) -> Option<ZkLockProvider> {
     let url = common::zk_url()?;
     let provider = ZkLockProvider::builder(url)
         .root(common::unique_zk_root("runs-kept"))
         .holder("tester")
         .runs_per_lock(per_lock)
+        .run_retention(retention)
         .connect()
         .await
         .expect("connect to SHEDLOCK_TEST_ZK_URL");
@@ -93,7 +94,7 @@ async fn a_late_end_does_not_overwrite_the_first() {
 /// Every 32nd end trims the lock's runs to the newest `runs_per_lock`.
 #[tokio::test]
 async fn the_newest_runs_per_lock_stay() {
-    let Some(provider) = keeping(3).await else {
+    let Some(provider) = keeping(3, Duration::from_secs(3600)).await else {
         return;
     };
     let log = provider.run_log().unwrap();
@@ -105,6 +106,29 @@ async fn the_newest_runs_per_lock_stay() {
     let records = log.runs(&RunQuery::lock(&lock)).await.unwrap();
     let tokens: Vec<u64> = records.iter().map(|r| r.fencing_token).collect();
     assert_eq!(tokens, [32, 31, 30]);
+}
+
+/// Every 32nd end deletes the lock's runs started longer than the retention before it
+/// (ensemble time).
+#[tokio::test]
+async fn runs_older_than_the_retention_go() {
+    let retention = Duration::from_millis(300);
+    let Some(provider) = keeping(1000, retention).await else {
+        return;
+    };
+    let log = provider.run_log().unwrap();
+    let lock = unique_lock_name("runs-aged");
+    for token in 1..=31 {
+        let start = RunStart::new(&lock, "job", None, "a", token);
+        log.run_finished(&start, &RunEnd::succeeded()).await.unwrap();
+    }
+    // The ensemble's clock has to pass the retention; nothing to wait on but time.
+    tokio::time::sleep(retention * 2).await;
+    let last = RunStart::new(&lock, "job", None, "a", 32);
+    log.run_finished(&last, &RunEnd::succeeded()).await.unwrap();
+    let records = log.runs(&RunQuery::lock(&lock)).await.unwrap();
+    let tokens: Vec<u64> = records.iter().map(|r| r.fencing_token).collect();
+    assert_eq!(tokens, [32]);
 }
 
 /// Run nodes are closed to other clients when the provider has credentials.
