@@ -15,7 +15,7 @@ use shedlock_core::{
     Error, LockConfiguration, LockProvider, Operation, RunEnd, RunOutcome, RunQuery, RunStart,
 };
 use shedlock_redis::{RedLockProvider, RedisLockProvider, RedisProviderBuilder};
-use shedlock_test_support::ServerHarness;
+use shedlock_test_support::{RedisServer, ServerHarness};
 
 fn builder(holder: &str) -> RedisProviderBuilder {
     RedisLockProvider::builder()
@@ -190,6 +190,38 @@ mod single {
         assert_eq!(only_run(&provider, &lock).await.fencing_token, 1);
     }
 
+    /// A write deletes the lock's records started longer than the retention before it
+    /// (Redis time), and keeps the others.
+    #[tokio::test]
+    async fn runs_older_than_the_retention_go() {
+        let retention = Duration::from_secs(1);
+        let Some(provider) = redis_with(builder("a").run_retention(retention)).await else {
+            return;
+        };
+        let log = provider.run_log().unwrap();
+        let lock = unique_lock_name("runs-aged");
+        let mut started = Vec::new();
+        for token in 1..=3 {
+            let start = RunStart::new(&lock, "job", None, "a", token);
+            started.push(log.run_started(&start).await.unwrap().started_at);
+            // Time has to pass on Redis's clock; nothing to wait on but time.
+            if token < 3 {
+                tokio::time::sleep(retention * 3 / 5).await;
+            }
+        }
+        let records = log.runs(&RunQuery::lock(&lock)).await.unwrap();
+        let tokens: Vec<u64> = records.iter().map(|r| r.fencing_token).collect();
+        // The first started more than the retention before the third; the second is kept
+        // when it started within the retention (it did, unless this machine stalled).
+        let cutoff = started[2] - retention;
+        let expected: Vec<u64> = [3, 2]
+            .into_iter()
+            .filter(|&token| started[token as usize - 1] >= cutoff)
+            .collect();
+        assert!(started[0] < cutoff, "{started:?}");
+        assert_eq!(tokens, expected, "{started:?}");
+    }
+
     #[tokio::test]
     async fn a_corrupt_record_is_a_store_error() {
         let Some(provider) = redis_with(builder("a")).await else {
@@ -284,6 +316,48 @@ mod redlock {
         let () = first.del(&key).await.unwrap();
         let records = log.runs(&RunQuery::lock(&lock)).await.unwrap();
         assert!(records.is_empty(), "{records:?}");
+    }
+
+    /// With one master of three down, runs are recorded and read on the other two; with two
+    /// down, recording and reading fail with a store error, and nothing panics.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_majority_must_answer() {
+        let Some(mut servers) = (0..3)
+            .map(|_| RedisServer::start(&[]))
+            .collect::<Option<Vec<RedisServer>>>()
+        else {
+            return;
+        };
+        let provider = RedLockProvider::builder()
+            .holder("a")
+            .timeout(Duration::from_millis(250))
+            .connect_redlock(servers.iter().map(RedisServer::url))
+            .await
+            .unwrap();
+        let log = provider.run_log().unwrap();
+        let lock = unique_lock_name("runs-quorum");
+        servers[0].kill();
+        let start = RunStart::new(&lock, "job", None, "a", 1);
+        log.run_started(&start).await.unwrap();
+        log.run_finished(&start, &RunEnd::succeeded()).await.unwrap();
+        assert_eq!(only_run(&provider, &lock).await.outcome, RunOutcome::Succeeded);
+
+        servers[1].kill();
+        let next = RunStart::new(&lock, "job", None, "a", 2);
+        for result in [
+            log.run_started(&next).await.map(drop),
+            log.run_finished(&next, &RunEnd::succeeded()).await,
+            log.runs(&RunQuery::lock(&lock)).await.map(drop),
+        ] {
+            match result {
+                Err(Error::Store {
+                    operation: Operation::Runs,
+                    lock_name,
+                    ..
+                }) => assert_eq!(lock_name, lock),
+                other => panic!("expected a store error, got {other:?}"),
+            }
+        }
     }
 
     #[tokio::test]
