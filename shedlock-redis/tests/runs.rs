@@ -25,7 +25,12 @@ fn builder(holder: &str) -> RedisProviderBuilder {
 
 async fn redis_with(builder: RedisProviderBuilder) -> Option<RedisLockProvider> {
     let url = redis_url()?;
-    Some(builder.connect(&url).await.expect("connect to SHEDLOCK_TEST_REDIS_URL"))
+    Some(
+        builder
+            .connect(&url)
+            .await
+            .expect("connect to SHEDLOCK_TEST_REDIS_URL"),
+    )
 }
 
 async fn redlock_with(builder: RedisProviderBuilder) -> Option<RedLockProvider> {
@@ -71,8 +76,13 @@ async fn late_end_of_a_stalled_holder(stalled: &dyn LockProvider, other: &dyn Lo
     let second = RunStart::new(&lock, "job", None, other.holder(), taken.fencing_token());
     other_log.run_started(&second).await.unwrap();
 
-    log.run_finished(&first, &RunEnd::succeeded()).await.unwrap();
-    assert!(!stalled.release(&lease).await.unwrap(), "the lease was taken");
+    log.run_finished(&first, &RunEnd::succeeded())
+        .await
+        .unwrap();
+    assert!(
+        !stalled.release(&lease).await.unwrap(),
+        "the lease was taken"
+    );
     let records = log.runs(&RunQuery::lock(&lock)).await.unwrap();
     let outcomes: Vec<_> = records
         .iter()
@@ -82,7 +92,11 @@ async fn late_end_of_a_stalled_holder(stalled: &dyn LockProvider, other: &dyn Lo
         outcomes,
         [
             (taken.fencing_token(), RunOutcome::Running, other.holder()),
-            (lease.fencing_token(), RunOutcome::Interrupted, stalled.holder()),
+            (
+                lease.fencing_token(),
+                RunOutcome::Interrupted,
+                stalled.holder()
+            ),
         ]
     );
 }
@@ -93,7 +107,9 @@ async fn the_newest_runs_stay(provider: &dyn LockProvider) {
     let lock = unique_lock_name("runs-kept");
     for token in 1..=5 {
         let start = RunStart::new(&lock, "job", None, "a", token);
-        log.run_finished(&start, &RunEnd::succeeded()).await.unwrap();
+        log.run_finished(&start, &RunEnd::succeeded())
+            .await
+            .unwrap();
     }
     let records = log.runs(&RunQuery::lock(&lock)).await.unwrap();
     let tokens: Vec<u64> = records.iter().map(|r| r.fencing_token).collect();
@@ -102,7 +118,11 @@ async fn the_newest_runs_stay(provider: &dyn LockProvider) {
 
 /// A record edited by hand into something the scripts never write: reads and ends fail with
 /// a store error naming the key and field, and nothing panics.
-async fn corrupt_record_is_a_store_error(provider: &dyn LockProvider, prefix: &str, urls: &[String]) {
+async fn corrupt_record_is_a_store_error(
+    provider: &dyn LockProvider,
+    prefix: &str,
+    urls: &[String],
+) {
     let log = provider.run_log().expect("a run log");
     let lock = unique_lock_name("runs-corrupt");
     let start = RunStart::new(&lock, "job", None, "a", 7);
@@ -124,7 +144,10 @@ async fn corrupt_record_is_a_store_error(provider: &dyn LockProvider, prefix: &s
             }) => {
                 assert_eq!(lock_name, lock);
                 let message = source.to_string();
-                assert!(message.contains(&key) && message.contains(field), "{message}");
+                assert!(
+                    message.contains(&key) && message.contains(field),
+                    "{message}"
+                );
             }
             other => panic!("expected a store error, got {other:?}"),
         }
@@ -181,12 +204,15 @@ mod single {
             .unwrap();
         let mut redis = connection(&redis_url().unwrap()).await;
         let prefix = format!("runs:{}", provider.key_prefix());
-        for key in [format!("{prefix}records:{lock}"), format!("{prefix}started:{lock}")] {
+        for key in [
+            format!("{prefix}records:{lock}"),
+            format!("{prefix}started:{lock}"),
+        ] {
             let ttl: i64 = redis.pttl(&key).await.unwrap();
             assert!((1..=60_000).contains(&ttl), "{key} expires in {ttl} ms");
         }
         let locks: Vec<String> = redis.zrange(format!("{prefix}locks"), 0, -1).await.unwrap();
-        assert_eq!(locks, [lock.clone()]);
+        assert_eq!(locks, std::slice::from_ref(&lock));
         assert_eq!(only_run(&provider, &lock).await.fencing_token, 1);
     }
 
@@ -236,7 +262,10 @@ mod single {
         for (builder, field) in [
             (builder("a").runs_per_lock(0), "runs_per_lock"),
             (builder("a").run_retention(Duration::ZERO), "run_retention"),
-            (builder("a").key_prefix("x:").runs_key_prefix("x:runs:"), "runs_key_prefix"),
+            (
+                builder("a").key_prefix("x:").runs_key_prefix("x:runs:"),
+                "runs_key_prefix",
+            ),
         ] {
             match builder.connect("redis://127.0.0.1:1").await {
                 Err(Error::InvalidConfig { field: got, .. }) => assert_eq!(got, field),
@@ -310,7 +339,10 @@ mod redlock {
             .hset(&key, field, &ended)
             .await
             .unwrap();
-        assert_eq!(only_run(&provider, &lock).await.outcome, RunOutcome::Succeeded);
+        assert_eq!(
+            only_run(&provider, &lock).await.outcome,
+            RunOutcome::Succeeded
+        );
         // A run that only one master holds is not listed.
         let () = connection(&urls[2]).await.del(&key).await.unwrap();
         let () = first.del(&key).await.unwrap();
@@ -339,8 +371,13 @@ mod redlock {
         servers[0].kill();
         let start = RunStart::new(&lock, "job", None, "a", 1);
         log.run_started(&start).await.unwrap();
-        log.run_finished(&start, &RunEnd::succeeded()).await.unwrap();
-        assert_eq!(only_run(&provider, &lock).await.outcome, RunOutcome::Succeeded);
+        log.run_finished(&start, &RunEnd::succeeded())
+            .await
+            .unwrap();
+        assert_eq!(
+            only_run(&provider, &lock).await.outcome,
+            RunOutcome::Succeeded
+        );
 
         servers[1].kill();
         let next = RunStart::new(&lock, "job", None, "a", 2);

@@ -75,8 +75,13 @@ async fn a_late_end_does_not_overwrite_the_first() {
     let second = RunStart::new(&lock, "job", None, other.holder(), taken.fencing_token());
     log.run_started(&second).await.unwrap();
 
-    log.run_finished(&first, &RunEnd::succeeded()).await.unwrap();
-    assert!(!stalled.release(&lease).await.unwrap(), "the lease was taken");
+    log.run_finished(&first, &RunEnd::succeeded())
+        .await
+        .unwrap();
+    assert!(
+        !stalled.release(&lease).await.unwrap(),
+        "the lease was taken"
+    );
     let records = log.runs(&RunQuery::lock(&lock)).await.unwrap();
     let outcomes: Vec<_> = records
         .iter()
@@ -101,7 +106,9 @@ async fn the_newest_runs_per_lock_stay() {
     let lock = unique_lock_name("runs-kept");
     for token in 1..=32 {
         let start = RunStart::new(&lock, "job", None, "a", token);
-        log.run_finished(&start, &RunEnd::succeeded()).await.unwrap();
+        log.run_finished(&start, &RunEnd::succeeded())
+            .await
+            .unwrap();
     }
     let records = log.runs(&RunQuery::lock(&lock)).await.unwrap();
     let tokens: Vec<u64> = records.iter().map(|r| r.fencing_token).collect();
@@ -120,7 +127,9 @@ async fn runs_older_than_the_retention_go() {
     let lock = unique_lock_name("runs-aged");
     for token in 1..=31 {
         let start = RunStart::new(&lock, "job", None, "a", token);
-        log.run_finished(&start, &RunEnd::succeeded()).await.unwrap();
+        log.run_finished(&start, &RunEnd::succeeded())
+            .await
+            .unwrap();
     }
     // The ensemble's clock has to pass the retention; nothing to wait on but time.
     tokio::time::sleep(retention * 2).await;
@@ -139,7 +148,12 @@ async fn run_nodes_get_the_lock_nodes_acl() {
     };
     let lock = unique_lock_name("runs-acl");
     let start = RunStart::new(&lock, "job", None, "a", 1);
-    provider.run_log().unwrap().run_started(&start).await.unwrap();
+    provider
+        .run_log()
+        .unwrap()
+        .run_started(&start)
+        .await
+        .unwrap();
     let owner = common::client_as(common::DIGEST_USER, common::DIGEST_PASSWORD).await;
     let anonymous = common::raw_client().await;
     let runs = format!("{}/runs", provider.root());
@@ -154,7 +168,9 @@ async fn run_nodes_get_the_lock_nodes_acl() {
             "{path}"
         );
         assert!(
-            acl[0].id().starts_with(&format!("{}:", common::DIGEST_USER)),
+            acl[0]
+                .id()
+                .starts_with(&format!("{}:", common::DIGEST_USER)),
             "{path}: {acl:?}"
         );
         assert_eq!(
@@ -199,7 +215,10 @@ async fn a_corrupt_record_is_a_store_error() {
 #[tokio::test]
 async fn bad_run_settings_name_their_field() {
     for (builder, field) in [
-        (ZkLockProvider::builder("127.0.0.1:1").runs_per_lock(0), "runs_per_lock"),
+        (
+            ZkLockProvider::builder("127.0.0.1:1").runs_per_lock(0),
+            "runs_per_lock",
+        ),
         (
             ZkLockProvider::builder("127.0.0.1:1").run_retention(Duration::ZERO),
             "run_retention",

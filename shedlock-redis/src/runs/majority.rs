@@ -187,16 +187,24 @@ mod tests {
         let merged = merge(masters, 3, 2);
         assert_eq!(merged.len(), 1, "token 2 is on one master only: {merged:?}");
         let run = &merged[0];
-        assert_eq!((run.outcome, run.error.as_deref()), (RunOutcome::Failed, Some("boom")));
+        assert_eq!(
+            (run.outcome, run.error.as_deref()),
+            (RunOutcome::Failed, Some("boom"))
+        );
         assert_eq!(run.started_at, UNIX_EPOCH + Duration::from_millis(11));
-        assert_eq!(run.finished_at, Some(UNIX_EPOCH + Duration::from_millis(25)));
+        assert_eq!(
+            run.finished_at,
+            Some(UNIX_EPOCH + Duration::from_millis(25))
+        );
 
         let split = vec![
             vec![version(3, 10, Some((failed(), 20)))],
             vec![version(3, 10, Some((RunEnd::succeeded(), 20)))],
             vec![version(3, 10, None)],
         ];
-        let [run] = &merge(split, 3, 2)[..] else { panic!("one run") };
+        let [run] = &merge(split, 3, 2)[..] else {
+            panic!("one run")
+        };
         assert_eq!((run.outcome, run.finished_at), (RunOutcome::Running, None));
     }
 }

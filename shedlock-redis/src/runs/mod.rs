@@ -299,7 +299,8 @@ mod tests {
 
     #[test]
     fn run_ids_sort_as_token_then_attempt() {
-        let id = |token, attempt| run_id(&RunStart::new("l", "j", None, "h", token).attempt(attempt));
+        let id =
+            |token, attempt| run_id(&RunStart::new("l", "j", None, "h", token).attempt(attempt));
         assert_eq!(id(7, 2), "00000000000000000007:0000000002");
         assert!(id(10, 1) > id(9, 2) && id(9, 2) > id(9, 1));
         assert_eq!(id(u64::MAX, u32::MAX).len(), 31);

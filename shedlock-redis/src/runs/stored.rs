@@ -140,7 +140,13 @@ mod tests {
             let error = entry(json).record("redis://s", "l").unwrap_err();
             let text = format!("{error} {:?}", std::error::Error::source(&error));
             assert!(
-                matches!(error, Error::Store { operation: Operation::Runs, .. }),
+                matches!(
+                    error,
+                    Error::Store {
+                        operation: Operation::Runs,
+                        ..
+                    }
+                ),
                 "{text}"
             );
             assert!(

@@ -236,8 +236,14 @@ impl RunLog for ZkLockProvider {
         let data = encode(start, None);
         let options = self.session.access().persistent();
         for _ in 0..3 {
-            match self.session.timed(client.create(&path, &data, &options)).await {
-                Ok((stat, _)) => return self.run_record(lock, &path, &node_name(start), &(data, stat)),
+            match self
+                .session
+                .timed(client.create(&path, &data, &options))
+                .await
+            {
+                Ok((stat, _)) => {
+                    return self.run_record(lock, &path, &node_name(start), &(data, stat));
+                }
                 Err(error) if is(&error, &zookeeper_client::Error::NodeExists) => {
                     match self.session.timed(client.get_data(&path)).await {
                         Ok(node) => return self.run_record(lock, &path, &node_name(start), &node),
@@ -252,7 +258,11 @@ impl RunLog for ZkLockProvider {
                 Err(error) => return Err(self.runs_error(lock, &path, error)),
             }
         }
-        Err(self.runs_error(lock, &path, ZkError::Client(zookeeper_client::Error::NoNode)))
+        Err(self.runs_error(
+            lock,
+            &path,
+            ZkError::Client(zookeeper_client::Error::NoNode),
+        ))
     }
 
     async fn run_finished(&self, start: &RunStart, end: &RunEnd) -> Result<(), Error> {
@@ -262,7 +272,11 @@ impl RunLog for ZkLockProvider {
         let data = encode(start, Some(end));
         let mut ended_at = None;
         for _ in 0..3 {
-            match self.session.timed(client.set_data(&path, &data, Some(0))).await {
+            match self
+                .session
+                .timed(client.set_data(&path, &data, Some(0)))
+                .await
+            {
                 Ok(stat) => {
                     ended_at = Some(stat.mtime);
                     break;
@@ -304,7 +318,11 @@ impl RunLog for ZkLockProvider {
         let client = self.client(Operation::Runs, lock_name).await?;
         let locks = match &query.lock {
             Some(lock) => vec![lock.clone()],
-            None => match self.session.timed(client.list_children(&self.runs.dir)).await {
+            None => match self
+                .session
+                .timed(client.list_children(&self.runs.dir))
+                .await
+            {
                 Ok(nodes) => nodes.iter().filter_map(|node| decode_name(node)).collect(),
                 Err(error) if is(&error, &zookeeper_client::Error::NoNode) => Vec::new(),
                 Err(error) => return Err(self.runs_error("*", &self.runs.dir, error)),

@@ -31,7 +31,8 @@ pub(crate) fn node_name(start: &RunStart) -> String {
 /// Token and attempt of a node name, or `None` for a node shedlock did not name.
 pub(crate) fn parse_node_name(name: &str) -> Option<(u64, u32)> {
     let (token, attempt) = name.split_once('-')?;
-    let digits = |text: &str, len: usize| text.len() == len && text.bytes().all(|b| b.is_ascii_digit());
+    let digits =
+        |text: &str, len: usize| text.len() == len && text.bytes().all(|b| b.is_ascii_digit());
     if !digits(token, 20) || !digits(attempt, 10) {
         return None;
     }
@@ -54,9 +55,13 @@ pub(crate) fn encode(start: &RunStart, end: Option<&RunEnd>) -> Vec<u8> {
 }
 
 /// The record of run node `name` of `lock`; `Err` says what is wrong with the data.
-pub(crate) fn decode(lock: &str, name: &str, data: &[u8], stat: &Stat) -> Result<RunRecord, String> {
-    let (token, attempt) =
-        parse_node_name(name).ok_or_else(|| "not a run node name".to_owned())?;
+pub(crate) fn decode(
+    lock: &str,
+    name: &str,
+    data: &[u8],
+    stat: &Stat,
+) -> Result<RunRecord, String> {
+    let (token, attempt) = parse_node_name(name).ok_or_else(|| "not a run node name".to_owned())?;
     let stored: Stored<'_> = serde_json::from_slice(data)
         .map_err(|error| format!("not the JSON shedlock writes ({error})"))?;
     let outcome = RunOutcome::parse(&stored.outcome)
@@ -83,11 +88,20 @@ mod tests {
 
     #[test]
     fn node_names_sort_as_numbers_and_read_back() {
-        let name = |token, attempt| node_name(&RunStart::new("l", "j", None, "h", token).attempt(attempt));
+        let name =
+            |token, attempt| node_name(&RunStart::new("l", "j", None, "h", token).attempt(attempt));
         assert_eq!(name(7, 2), "00000000000000000007-0000000002");
         assert!(name(10, 1) > name(9, 2) && name(9, 2) > name(9, 1));
-        assert_eq!(parse_node_name(&name(u64::MAX, u32::MAX)), Some((u64::MAX, u32::MAX)));
-        for bad in ["7-1", "x", "00000000000000000007-000000000a", "99999999999999999999-0000000001"] {
+        assert_eq!(
+            parse_node_name(&name(u64::MAX, u32::MAX)),
+            Some((u64::MAX, u32::MAX))
+        );
+        for bad in [
+            "7-1",
+            "x",
+            "00000000000000000007-000000000a",
+            "99999999999999999999-0000000001",
+        ] {
             assert_eq!(parse_node_name(bad), None, "{bad}");
         }
     }
