@@ -11,10 +11,11 @@ use std::time::Duration;
 use common::{connection, redis_url, redlock_urls, unique_key_prefix};
 use redis::AsyncCommands as _;
 use shedlock_core::conformance::unique_lock_name;
-use shedlock_core::{
-    Error, LockConfiguration, LockProvider, Operation, RunEnd, RunOutcome, RunQuery, RunStart,
-};
+use shedlock_core::{Error, LockProvider, RunEnd, RunOutcome, RunQuery, RunStart};
 use shedlock_redis::{RedLockProvider, RedisLockProvider, RedisProviderBuilder};
+use shedlock_test_support::runs::{
+    assert_runs_error, end_runs, late_end_of_a_stalled_holder, run_tokens,
+};
 use shedlock_test_support::{RedisServer, ServerHarness};
 
 fn builder(holder: &str) -> RedisProviderBuilder {
@@ -53,67 +54,12 @@ async fn only_run(provider: &dyn LockProvider, lock: &str) -> shedlock_core::Run
     record.clone()
 }
 
-/// A holder that stalled past its lease ends its run after another instance took the lock
-/// and marked the run interrupted: the interruption stays, and the new holder's run is its
-/// own record.
-async fn late_end_of_a_stalled_holder(stalled: &dyn LockProvider, other: &dyn LockProvider) {
-    let lock = unique_lock_name("runs-late");
-    let config = LockConfiguration::new(&lock, Duration::from_millis(300), Duration::ZERO).unwrap();
-    let lease = stalled.acquire(&config).await.unwrap().expect("acquired");
-    let log = stalled.run_log().expect("a run log");
-    let first = RunStart::new(&lock, "job", None, stalled.holder(), lease.fencing_token());
-    log.run_started(&first).await.unwrap();
-    let taken = loop {
-        // The lease ends by the store's clock; try until it has.
-        if let Some(taken) = other.acquire(&config).await.unwrap() {
-            break taken;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let other_log = other.run_log().expect("a run log");
-    let interrupted = RunEnd::with_error(RunOutcome::Interrupted, "holder stopped renewing");
-    other_log.run_finished(&first, &interrupted).await.unwrap();
-    let second = RunStart::new(&lock, "job", None, other.holder(), taken.fencing_token());
-    other_log.run_started(&second).await.unwrap();
-
-    log.run_finished(&first, &RunEnd::succeeded())
-        .await
-        .unwrap();
-    assert!(
-        !stalled.release(&lease).await.unwrap(),
-        "the lease was taken"
-    );
-    let records = log.runs(&RunQuery::lock(&lock)).await.unwrap();
-    let outcomes: Vec<_> = records
-        .iter()
-        .map(|r| (r.fencing_token, r.outcome, r.holder.as_str()))
-        .collect();
-    assert_eq!(
-        outcomes,
-        [
-            (taken.fencing_token(), RunOutcome::Running, other.holder()),
-            (
-                lease.fencing_token(),
-                RunOutcome::Interrupted,
-                stalled.holder()
-            ),
-        ]
-    );
-}
-
 /// Only the newest `runs_per_lock` records of a lock stay.
 async fn the_newest_runs_stay(provider: &dyn LockProvider) {
     let log = provider.run_log().expect("a run log");
     let lock = unique_lock_name("runs-kept");
-    for token in 1..=5 {
-        let start = RunStart::new(&lock, "job", None, "a", token);
-        log.run_finished(&start, &RunEnd::succeeded())
-            .await
-            .unwrap();
-    }
-    let records = log.runs(&RunQuery::lock(&lock)).await.unwrap();
-    let tokens: Vec<u64> = records.iter().map(|r| r.fencing_token).collect();
-    assert_eq!(tokens, [5, 4, 3]);
+    end_runs(log, &lock, 1..=5).await;
+    assert_eq!(run_tokens(log, &lock).await, [5, 4, 3]);
 }
 
 /// A record edited by hand into something the scripts never write: reads and ends fail with
@@ -135,61 +81,65 @@ async fn corrupt_record_is_a_store_error(
     }
     let read = log.runs(&RunQuery::lock(&lock)).await;
     let end = log.run_finished(&start, &RunEnd::succeeded()).await;
-    for result in [read.map(drop), end] {
-        match result {
-            Err(Error::Store {
-                operation: Operation::Runs,
-                lock_name,
-                source,
-            }) => {
-                assert_eq!(lock_name, lock);
-                let message = source.to_string();
-                assert!(
-                    message.contains(&key) && message.contains(field),
-                    "{message}"
-                );
-            }
-            other => panic!("expected a store error, got {other:?}"),
-        }
-    }
+    assert_runs_error(read, &lock, &[&key, field]);
+    assert_runs_error(end, &lock, &[&key, field]);
     let mut redis = connection(&urls[0]).await;
     let kept: String = redis.hget(&key, field).await.unwrap();
     assert_eq!(kept, "{not json", "nothing was written over it");
 }
 
+/// The cases of both providers: `$connect` connects a builder's provider, `$urls` are the
+/// servers it is on.
+macro_rules! shared_cases {
+    ($connect:ident, $urls:expr) => {
+        mod conformance {
+            use super::*;
+
+            async fn harness() -> Option<ServerHarness> {
+                let provider = $connect(builder("a")).await?;
+                let log = provider.clone();
+                Some(
+                    ServerHarness::new(move |holder| {
+                        Arc::new(provider.with_holder(holder).unwrap())
+                    })
+                    .with_run_log(log),
+                )
+            }
+
+            shedlock_core::runs_tests!(harness());
+        }
+
+        #[tokio::test]
+        async fn a_late_end_does_not_overwrite_the_first() {
+            let Some(stalled) = $connect(builder("stalled")).await else {
+                return;
+            };
+            let other = stalled.with_holder("other").unwrap();
+            late_end_of_a_stalled_holder(&stalled, &other).await;
+        }
+
+        #[tokio::test]
+        async fn the_newest_runs_per_lock_stay() {
+            if let Some(provider) = $connect(builder("a").runs_per_lock(3)).await {
+                the_newest_runs_stay(&provider).await;
+            }
+        }
+
+        #[tokio::test]
+        async fn a_corrupt_record_is_a_store_error() {
+            let Some(provider) = $connect(builder("a")).await else {
+                return;
+            };
+            let prefix = provider.key_prefix().to_owned();
+            corrupt_record_is_a_store_error(&provider, &prefix, &$urls).await;
+        }
+    };
+}
+
 mod single {
     use super::*;
 
-    mod conformance {
-        use super::*;
-
-        async fn harness() -> Option<ServerHarness> {
-            let provider = redis_with(builder("a")).await?;
-            let log = provider.clone();
-            Some(
-                ServerHarness::new(move |holder| Arc::new(provider.with_holder(holder).unwrap()))
-                    .with_run_log(log),
-            )
-        }
-
-        shedlock_core::runs_tests!(harness());
-    }
-
-    #[tokio::test]
-    async fn a_late_end_does_not_overwrite_the_first() {
-        let Some(stalled) = redis_with(builder("stalled")).await else {
-            return;
-        };
-        let other = stalled.with_holder("other").unwrap();
-        late_end_of_a_stalled_holder(&stalled, &other).await;
-    }
-
-    #[tokio::test]
-    async fn the_newest_runs_per_lock_stay() {
-        if let Some(provider) = redis_with(builder("a").runs_per_lock(3)).await {
-            the_newest_runs_stay(&provider).await;
-        }
-    }
+    shared_cases!(redis_with, [redis_url().unwrap()]);
 
     #[tokio::test]
     async fn records_expire_with_the_retention() {
@@ -249,15 +199,6 @@ mod single {
     }
 
     #[tokio::test]
-    async fn a_corrupt_record_is_a_store_error() {
-        let Some(provider) = redis_with(builder("a")).await else {
-            return;
-        };
-        let prefix = provider.key_prefix().to_owned();
-        corrupt_record_is_a_store_error(&provider, &prefix, &[redis_url().unwrap()]).await;
-    }
-
-    #[tokio::test]
     async fn bad_run_settings_name_their_field() {
         for (builder, field) in [
             (builder("a").runs_per_lock(0), "runs_per_lock"),
@@ -282,36 +223,7 @@ mod redlock {
         super::builder(holder).key_prefix(unique_key_prefix("redlock-runs"))
     }
 
-    mod conformance {
-        use super::*;
-
-        async fn harness() -> Option<ServerHarness> {
-            let provider = redlock_with(builder("a")).await?;
-            let log = provider.clone();
-            Some(
-                ServerHarness::new(move |holder| Arc::new(provider.with_holder(holder).unwrap()))
-                    .with_run_log(log),
-            )
-        }
-
-        shedlock_core::runs_tests!(harness());
-    }
-
-    #[tokio::test]
-    async fn a_late_end_does_not_overwrite_the_first() {
-        let Some(stalled) = redlock_with(builder("stalled")).await else {
-            return;
-        };
-        let other = stalled.with_holder("other").unwrap();
-        late_end_of_a_stalled_holder(&stalled, &other).await;
-    }
-
-    #[tokio::test]
-    async fn the_newest_runs_per_lock_stay() {
-        if let Some(provider) = redlock_with(builder("a").runs_per_lock(3)).await {
-            the_newest_runs_stay(&provider).await;
-        }
-    }
+    shared_cases!(redlock_with, redlock_urls().unwrap());
 
     /// A record on a minority of the masters is not a run; an end on a minority is not its end.
     #[tokio::test]
@@ -386,23 +298,7 @@ mod redlock {
             log.run_finished(&next, &RunEnd::succeeded()).await,
             log.runs(&RunQuery::lock(&lock)).await.map(drop),
         ] {
-            match result {
-                Err(Error::Store {
-                    operation: Operation::Runs,
-                    lock_name,
-                    ..
-                }) => assert_eq!(lock_name, lock),
-                other => panic!("expected a store error, got {other:?}"),
-            }
+            assert_runs_error(result, &lock, &[]);
         }
-    }
-
-    #[tokio::test]
-    async fn a_corrupt_record_is_a_store_error() {
-        let Some(provider) = redlock_with(builder("a")).await else {
-            return;
-        };
-        let prefix = provider.key_prefix().to_owned();
-        corrupt_record_is_a_store_error(&provider, &prefix, &redlock_urls().unwrap()).await;
     }
 }

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::conformance::unique_lock_name;
-use shedlock_core::{
-    Error, LockConfiguration, LockProvider, Operation, RunEnd, RunOutcome, RunQuery, RunStart,
-};
+use shedlock_core::{Error, LockProvider, RunQuery, RunStart};
 use shedlock_test_support::ServerHarness;
+use shedlock_test_support::runs::{
+    assert_runs_error, end_runs, late_end_of_a_stalled_holder, run_tokens,
+};
 use shedlock_zookeeper::ZkLockProvider;
 
 fn with_run_log(provider: ZkLockProvider) -> ServerHarness {
@@ -49,51 +50,14 @@ async fn keeping(per_lock: u32, retention: Duration) -> Option<ZkLockProvider> {
 }
 
 /// A holder that stalled past its lease ends its run after another instance took the lock
-/// and marked the run interrupted: the interruption stays, and the new holder's run is its
-/// own record.
+/// and marked it interrupted: the interruption stays.
 #[tokio::test]
 async fn a_late_end_does_not_overwrite_the_first() {
     let Some(stalled) = common::provider("runs-late").await else {
         return;
     };
     let other = stalled.with_holder("other").unwrap();
-    let lock = unique_lock_name("runs-late");
-    let config = LockConfiguration::new(&lock, Duration::from_millis(300), Duration::ZERO).unwrap();
-    let lease = stalled.acquire(&config).await.unwrap().expect("acquired");
-    let log = stalled.run_log().expect("a run log");
-    let first = RunStart::new(&lock, "job", None, stalled.holder(), lease.fencing_token());
-    log.run_started(&first).await.unwrap();
-    let taken = loop {
-        // The lease ends by the ensemble's clock; try until it has.
-        if let Some(taken) = other.acquire(&config).await.unwrap() {
-            break taken;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let interrupted = RunEnd::with_error(RunOutcome::Interrupted, "holder stopped renewing");
-    log.run_finished(&first, &interrupted).await.unwrap();
-    let second = RunStart::new(&lock, "job", None, other.holder(), taken.fencing_token());
-    log.run_started(&second).await.unwrap();
-
-    log.run_finished(&first, &RunEnd::succeeded())
-        .await
-        .unwrap();
-    assert!(
-        !stalled.release(&lease).await.unwrap(),
-        "the lease was taken"
-    );
-    let records = log.runs(&RunQuery::lock(&lock)).await.unwrap();
-    let outcomes: Vec<_> = records
-        .iter()
-        .map(|r| (r.fencing_token, r.outcome, r.holder.as_str()))
-        .collect();
-    assert_eq!(
-        outcomes,
-        [
-            (taken.fencing_token(), RunOutcome::Running, "other"),
-            (lease.fencing_token(), RunOutcome::Interrupted, "tester"),
-        ]
-    );
+    late_end_of_a_stalled_holder(&stalled, &other).await;
 }
 
 /// Every 32nd end trims the lock's runs to the newest `runs_per_lock`.
@@ -104,15 +68,8 @@ async fn the_newest_runs_per_lock_stay() {
     };
     let log = provider.run_log().unwrap();
     let lock = unique_lock_name("runs-kept");
-    for token in 1..=32 {
-        let start = RunStart::new(&lock, "job", None, "a", token);
-        log.run_finished(&start, &RunEnd::succeeded())
-            .await
-            .unwrap();
-    }
-    let records = log.runs(&RunQuery::lock(&lock)).await.unwrap();
-    let tokens: Vec<u64> = records.iter().map(|r| r.fencing_token).collect();
-    assert_eq!(tokens, [32, 31, 30]);
+    end_runs(log, &lock, 1..=32).await;
+    assert_eq!(run_tokens(log, &lock).await, [32, 31, 30]);
 }
 
 /// Every 32nd end deletes the lock's runs started longer than the retention before it
@@ -125,19 +82,11 @@ async fn runs_older_than_the_retention_go() {
     };
     let log = provider.run_log().unwrap();
     let lock = unique_lock_name("runs-aged");
-    for token in 1..=31 {
-        let start = RunStart::new(&lock, "job", None, "a", token);
-        log.run_finished(&start, &RunEnd::succeeded())
-            .await
-            .unwrap();
-    }
+    end_runs(log, &lock, 1..=31).await;
     // The ensemble's clock has to pass the retention; nothing to wait on but time.
     tokio::time::sleep(retention * 2).await;
-    let last = RunStart::new(&lock, "job", None, "a", 32);
-    log.run_finished(&last, &RunEnd::succeeded()).await.unwrap();
-    let records = log.runs(&RunQuery::lock(&lock)).await.unwrap();
-    let tokens: Vec<u64> = records.iter().map(|r| r.fencing_token).collect();
-    assert_eq!(tokens, [32]);
+    end_runs(log, &lock, 32..=32).await;
+    assert_eq!(run_tokens(log, &lock).await, [32]);
 }
 
 /// Run nodes are closed to other clients when the provider has credentials.
@@ -198,18 +147,7 @@ async fn a_corrupt_record_is_a_store_error() {
     );
     let client = common::raw_client().await;
     client.set_data(&path, b"{not json", None).await.unwrap();
-    match log.runs(&RunQuery::lock(&lock)).await {
-        Err(Error::Store {
-            operation: Operation::Runs,
-            lock_name,
-            source,
-        }) => {
-            assert_eq!(lock_name, lock);
-            let message = source.to_string();
-            assert!(message.contains(&path), "{message}");
-        }
-        other => panic!("expected a store error, got {other:?}"),
-    }
+    assert_runs_error(log.runs(&RunQuery::lock(&lock)).await, &lock, &[&path]);
 }
 
 #[tokio::test]
