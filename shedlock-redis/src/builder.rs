@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{Error, default_holder};
+use shedlock_core::{DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, Error, default_holder};
 
 use crate::keys::{DEFAULT_KEY_PREFIX, validate_holder, validate_prefix};
-use crate::runs::{DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, RunKeys};
+use crate::runs::RunKeys;
 use crate::{RedLockProvider, RedisLockProvider};
 
 /// Configures a [`RedisLockProvider`] ([`connect`](Self::connect)) or a [`RedLockProvider`]

@@ -4,11 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{Error, Operation, default_holder};
+use shedlock_core::{
+    DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, Error, Operation, default_holder,
+};
 
 use crate::access::{Access, Digest};
 use crate::paths::{DEFAULT_ROOT, Paths, validate_holder};
-use crate::runs::{DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, RunNodes};
+use crate::runs::RunNodes;
 use crate::session::Session;
 use crate::{ZkElector, ZkLockProvider};
 

@@ -26,18 +26,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::future::try_join_all;
 use redis::Script;
-use shedlock_core::{Error, RunEnd, RunQuery, RunStart};
+use shedlock_core::{Error, RunEnd, RunQuery, RunStart, validate_run_retention};
 
 use crate::error::ServerError;
 use crate::keys::{millis, validate_prefix};
 use crate::node::Node;
 pub(crate) use stored::RunEntry;
-
-/// How long records are kept by default: two weeks (as the SQL stores).
-pub(crate) const DEFAULT_RUN_RETENTION: Duration = Duration::from_secs(14 * 24 * 60 * 60);
-
-/// How many records of one lock are kept by default: the newest (as the SQL stores).
-pub(crate) const DEFAULT_RUNS_PER_LOCK: u32 = 1000;
 
 /// Writes a run's start; replies its record. See `lua/run_keep.lua` for the arguments.
 static RUN_STARTED: LazyLock<Script> = LazyLock::new(|| {
@@ -94,18 +88,7 @@ impl RunKeys {
                 ),
             ));
         }
-        if retention.is_zero() {
-            return Err(Error::invalid_config(
-                "run_retention",
-                "must be greater than zero",
-            ));
-        }
-        if per_lock == 0 {
-            return Err(Error::invalid_config(
-                "runs_per_lock",
-                "must keep at least one run record per lock",
-            ));
-        }
+        validate_run_retention(retention, per_lock)?;
         Ok(RunKeys {
             prefix,
             retention_ms: millis(retention),
@@ -274,8 +257,8 @@ mod tests {
         RunKeys::new(
             key_prefix,
             prefix.map(str::to_owned),
-            DEFAULT_RUN_RETENTION,
-            DEFAULT_RUNS_PER_LOCK,
+            shedlock_core::DEFAULT_RUN_RETENTION,
+            shedlock_core::DEFAULT_RUNS_PER_LOCK,
         )
     }
 

@@ -27,19 +27,16 @@ mod stored;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use shedlock_core::{Error, Operation, RunEnd, RunLog, RunQuery, RunRecord, RunStart, async_trait};
+use shedlock_core::{
+    Error, Operation, RunEnd, RunLog, RunQuery, RunRecord, RunStart, async_trait,
+    validate_run_retention,
+};
 use zookeeper_client::{Client, MultiWriteError, Stat};
 
 use crate::ZkLockProvider;
 use crate::error::ZkError;
 use crate::paths::{decode_name, encode_name};
 use stored::{decode, encode, node_name, parse_node_name};
-
-/// How long records are kept by default: two weeks (as the other stores).
-pub(crate) const DEFAULT_RUN_RETENTION: Duration = Duration::from_secs(14 * 24 * 60 * 60);
-
-/// How many records of one lock are kept by default: the newest (as the other stores).
-pub(crate) const DEFAULT_RUNS_PER_LOCK: u32 = 1000;
 
 /// Old records are deleted after every this many ends a provider records, not after each, so
 /// that an end stays one request.
@@ -68,22 +65,10 @@ struct UnreadableRun {
 impl RunNodes {
     /// Checks the builder's run settings.
     pub(crate) fn new(root: &str, retention: Duration, per_lock: u32) -> Result<Self, Error> {
-        let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
-        if retention_ms == 0 {
-            return Err(Error::invalid_config(
-                "run_retention",
-                "must be at least a millisecond",
-            ));
-        }
-        if per_lock == 0 {
-            return Err(Error::invalid_config(
-                "runs_per_lock",
-                "must keep at least one run record per lock",
-            ));
-        }
+        validate_run_retention(retention, per_lock)?;
         Ok(RunNodes {
             dir: format!("{root}/runs"),
-            retention_ms,
+            retention_ms: i64::try_from(retention.as_millis()).unwrap_or(i64::MAX),
             per_lock: per_lock as usize,
             ends: AtomicU64::new(0),
         })
