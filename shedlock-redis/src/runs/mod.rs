@@ -72,13 +72,17 @@ impl RunKeys {
         retention: Duration,
         per_lock: u32,
     ) -> Result<Self, Error> {
-        let prefix = validate_prefix(prefix.unwrap_or_else(|| format!("runs:{key_prefix}")))
-            .map_err(|error| match error {
+        // The default, from a valid key prefix, is valid too (and may be longer than a prefix
+        // one configures).
+        let prefix: Arc<str> = match prefix {
+            None => format!("runs:{key_prefix}").into(),
+            Some(prefix) => validate_prefix(prefix).map_err(|error| match error {
                 Error::InvalidConfig { message, .. } => {
                     Error::invalid_config("runs_key_prefix", message)
                 }
                 other => other,
-            })?;
+            })?,
+        };
         if prefix.starts_with(key_prefix) || key_prefix.starts_with(&*prefix) {
             return Err(Error::invalid_config(
                 "runs_key_prefix",
@@ -268,6 +272,8 @@ mod tests {
         assert_eq!(default.records("a"), "runs:shedlock:records:a");
         assert_eq!(default.started("a"), "runs:shedlock:started:a");
         assert_eq!(default.locks(), "runs:shedlock:locks");
+        let longest = format!("{}:", "a".repeat(127));
+        assert!(keys(&longest, None).is_ok(), "the default of the longest key prefix");
         for (key_prefix, prefix) in [("shedlock:", "shedlock:runs:"), ("a:b:", "a:")] {
             let Err(Error::InvalidConfig { field, .. }) = keys(key_prefix, Some(prefix)) else {
                 panic!("{prefix:?} accepted beside {key_prefix:?}");

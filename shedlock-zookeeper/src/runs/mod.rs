@@ -31,7 +31,7 @@ use shedlock_core::{
     Error, Operation, RunEnd, RunLog, RunQuery, RunRecord, RunStart, async_trait,
     validate_run_retention,
 };
-use zookeeper_client::{Client, MultiWriteError, Stat};
+use zookeeper_client::{Client, MultiWriteError, MultiWriteResult, Stat};
 
 use crate::ZkLockProvider;
 use crate::error::ZkError;
@@ -124,24 +124,29 @@ impl ZkLockProvider {
         })
     }
 
-    /// Creates `start`'s node ended with `end` (version 1, as an end leaves it). `Ok(false)`:
-    /// it exists.
+    /// Creates `start`'s node ended with `end` (version 1, as an end leaves it): the `Stat`
+    /// of the end, or `None` when the node exists.
     async fn create_ended(
         &self,
         client: &Client,
         path: &str,
         data: &[u8],
-    ) -> Result<bool, ZkError> {
+    ) -> Result<Option<Stat>, ZkError> {
         let options = self.session.access().persistent();
         let mut writer = client.new_multi_writer();
         writer.add_create(path, data, &options)?;
         writer.add_set_data(path, data, Some(0))?;
         match self.session.bounded(writer.commit()).await? {
-            Ok(_) => Ok(true),
+            Ok(results) => match results.as_slice() {
+                [_, MultiWriteResult::SetData { stat }] => Ok(Some(*stat)),
+                other => Err(ZkError::Client(zookeeper_client::Error::UnexpectedError(
+                    format!("unexpected transaction results {other:?}"),
+                ))),
+            },
             Err(MultiWriteError::OperationFailed {
                 index: 0,
                 source: zookeeper_client::Error::NodeExists,
-            }) => Ok(false),
+            }) => Ok(None),
             Err(error) => Err(zookeeper_client::Error::from(error).into()),
         }
     }
@@ -255,43 +260,39 @@ impl RunLog for ZkLockProvider {
         let client = self.client(Operation::Runs, lock).await?;
         let path = self.runs.run_path(start);
         let data = encode(start, Some(end));
-        let mut ended_at = None;
-        for _ in 0..3 {
-            match self
-                .session
-                .timed(client.set_data(&path, &data, Some(0)))
-                .await
-            {
-                Ok(stat) => {
-                    ended_at = Some(stat.mtime);
-                    break;
-                }
-                // Ended already: the first end stays.
-                Err(error) if is(&error, &zookeeper_client::Error::BadVersion) => return Ok(()),
-                Err(error) if is(&error, &zookeeper_client::Error::NoNode) => {
-                    match self.create_ended(&client, &path, &data).await {
-                        Ok(true) => break,
-                        // Started (or ended) meanwhile: end it as any other.
-                        Ok(false) => {}
-                        Err(error) if is(&error, &zookeeper_client::Error::NoNode) => {
-                            self.make_run_dir(&client, lock).await?;
-                        }
-                        Err(error) => return Err(self.runs_error(lock, &path, error)),
+        // Three tries: a start or a trim may come between the requests of an end.
+        let ended_at = 'write: {
+            for _ in 0..3 {
+                match self
+                    .session
+                    .timed(client.set_data(&path, &data, Some(0)))
+                    .await
+                {
+                    Ok(stat) => break 'write stat.mtime,
+                    // Ended already: the first end stays.
+                    Err(error) if is(&error, &zookeeper_client::Error::BadVersion) => {
+                        return Ok(());
                     }
+                    Err(error) if is(&error, &zookeeper_client::Error::NoNode) => {
+                        match self.create_ended(&client, &path, &data).await {
+                            Ok(Some(stat)) => break 'write stat.mtime,
+                            // Started (or ended) meanwhile: end it as any other.
+                            Ok(None) => {}
+                            Err(error) if is(&error, &zookeeper_client::Error::NoNode) => {
+                                self.make_run_dir(&client, lock).await?;
+                            }
+                            Err(error) => return Err(self.runs_error(lock, &path, error)),
+                        }
+                    }
+                    Err(error) => return Err(self.runs_error(lock, &path, error)),
                 }
-                Err(error) => return Err(self.runs_error(lock, &path, error)),
             }
-        }
+            let gave_up = "the node kept changing between the requests of the end";
+            return Err(Error::store(Operation::Runs, lock, gave_up));
+        };
         if self.runs.ends.fetch_add(1, Ordering::Relaxed) % TRIM_EVERY == TRIM_EVERY - 1 {
-            let now_ms = match ended_at {
-                Some(now) => now,
-                None => match self.session.timed(client.check_stat(&path)).await {
-                    Ok(Some(stat)) => stat.mtime,
-                    _ => return Ok(()),
-                },
-            };
             // Housekeeping: a failure is logged, never the run's.
-            if let Err(error) = self.trim_runs(&client, lock, now_ms).await {
+            if let Err(error) = self.trim_runs(&client, lock, ended_at).await {
                 tracing::warn!(%error, lock = %lock, "deleting old run records failed");
             }
         }
