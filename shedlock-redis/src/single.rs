@@ -3,9 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{
-    Error, LockConfiguration, LockLease, LockProvider, Operation, RunLog, async_trait,
-};
+use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation, async_trait};
 use tokio::sync::broadcast;
 
 use crate::builder::Settings;
@@ -224,6 +222,10 @@ impl LockProvider for RedisLockProvider {
         }))
     }
 
+    fn run_log(&self) -> Option<&dyn shedlock_core::RunLog> {
+        Some(self)
+    }
+
     fn holder(&self) -> &str {
         &self.settings.holder
     }
@@ -232,9 +234,5 @@ impl LockProvider for RedisLockProvider {
         let channel = self.release_channel()?;
         self.hints
             .subscribe(std::slice::from_ref(&self.node), &Arc::from(channel))
-    }
-
-    fn run_log(&self) -> Option<&dyn RunLog> {
-        Some(self)
     }
 }

@@ -8,9 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use shedlock_core::{
-    Error, LockConfiguration, LockLease, LockProvider, Operation, RunLog, async_trait,
-};
+use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation, async_trait};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
@@ -397,6 +395,10 @@ impl LockProvider for RedLockProvider {
         Ok(None)
     }
 
+    fn run_log(&self) -> Option<&dyn shedlock_core::RunLog> {
+        Some(self)
+    }
+
     fn holder(&self) -> &str {
         &self.settings.holder
     }
@@ -404,9 +406,5 @@ impl LockProvider for RedLockProvider {
     fn release_hints(&self) -> Option<broadcast::Receiver<Arc<str>>> {
         let channel = self.release_channel()?;
         self.hints.subscribe(&self.nodes, &Arc::from(channel))
-    }
-
-    fn run_log(&self) -> Option<&dyn RunLog> {
-        Some(self)
     }
 }

@@ -273,7 +273,10 @@ mod tests {
         assert_eq!(default.started("a"), "runs:shedlock:started:a");
         assert_eq!(default.locks(), "runs:shedlock:locks");
         let longest = format!("{}:", "a".repeat(127));
-        assert!(keys(&longest, None).is_ok(), "the default of the longest key prefix");
+        assert!(
+            keys(&longest, None).is_ok(),
+            "the default of the longest key prefix"
+        );
         for (key_prefix, prefix) in [("shedlock:", "shedlock:runs:"), ("a:b:", "a:")] {
             let Err(Error::InvalidConfig { field, .. }) = keys(key_prefix, Some(prefix)) else {
                 panic!("{prefix:?} accepted beside {key_prefix:?}");

@@ -296,11 +296,11 @@ impl LockProvider for ZkLockProvider {
         Ok(Some(extended))
     }
 
-    fn holder(&self) -> &str {
-        &self.holder
-    }
-
     fn run_log(&self) -> Option<&dyn shedlock_core::RunLog> {
         Some(self)
+    }
+
+    fn holder(&self) -> &str {
+        &self.holder
     }
 }
