@@ -26,9 +26,10 @@ pub use shedlock_core::{
 pub mod provider {
     #[doc(inline)]
     pub use shedlock_core::{
-        BoxError, Elector, LockInspector, LockLease, LockProvider, LockQuery, LockRecord,
-        MAX_ERROR_LEN, MAX_HOLDER_LEN, Operation, RunEnd, RunLog, RunQuery, RunRecord, RunStart,
-        async_trait, default_holder, validate_holder,
+        BoxError, DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, Elector, LockInspector, LockLease,
+        LockProvider, LockQuery, LockRecord, MAX_ERROR_LEN, MAX_HOLDER_LEN, Operation, RunEnd,
+        RunLog, RunQuery, RunRecord, RunStart, async_trait, default_holder, validate_holder,
+        validate_run_retention,
     };
 }
 

@@ -3,9 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{Error, default_holder};
+use shedlock_core::{DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, Error, default_holder};
 
 use crate::keys::{DEFAULT_KEY_PREFIX, validate_holder, validate_prefix};
+use crate::runs::RunKeys;
 use crate::{RedLockProvider, RedisLockProvider};
 
 /// Configures a [`RedisLockProvider`] ([`connect`](Self::connect)) or a [`RedLockProvider`]
@@ -35,6 +36,9 @@ pub struct RedisProviderBuilder {
     pub(crate) clock_drift_factor: f64,
     pub(crate) retries: u32,
     pub(crate) retry_delay: Duration,
+    pub(crate) runs_key_prefix: Option<String>,
+    pub(crate) run_retention: Duration,
+    pub(crate) runs_per_lock: u32,
 }
 
 /// What [`RedisProviderBuilder`] produced, validated, before connecting.
@@ -45,6 +49,7 @@ pub(crate) struct Settings {
     /// Empty: no hints are published.
     pub(crate) channel: Arc<str>,
     pub(crate) timeout: Duration,
+    pub(crate) runs: RunKeys,
 }
 
 impl Default for RedisProviderBuilder {
@@ -58,6 +63,9 @@ impl Default for RedisProviderBuilder {
             clock_drift_factor: 0.01,
             retries: 3,
             retry_delay: Duration::from_millis(50),
+            runs_key_prefix: None,
+            run_retention: DEFAULT_RUN_RETENTION,
+            runs_per_lock: DEFAULT_RUNS_PER_LOCK,
         }
     }
 }
@@ -122,11 +130,34 @@ impl RedisProviderBuilder {
         self
     }
 
+    /// Run records ([`RunLog`](shedlock_core::RunLog)) are kept under keys starting with this,
+    /// default `runs:` followed by the key prefix (`runs:shedlock:`). It must not start with
+    /// the key prefix, nor the key prefix with it: the lock keys are only lock hashes.
+    pub fn runs_key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.runs_key_prefix = Some(prefix.into());
+        self
+    }
+
+    /// How long run records are kept; default 14 days. Older ones are deleted by the script
+    /// that records a run of the same lock, and a lock's records all expire this long after
+    /// its last run was recorded.
+    pub fn run_retention(mut self, retention: Duration) -> Self {
+        self.run_retention = retention;
+        self
+    }
+
+    /// How many run records of one lock are kept, the newest; default 1000.
+    pub fn runs_per_lock(mut self, runs: u32) -> Self {
+        self.runs_per_lock = runs;
+        self
+    }
+
     /// Connects a provider to one server and checks that it answers.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] naming the bad setting (`url`, `key_prefix`, `holder`,
-    /// `timeout`); [`Error::Store`] when the server cannot be reached or refuses the
+    /// `timeout`, `runs_key_prefix`, `run_retention`, `runs_per_lock`); [`Error::Store`] when
+    /// the server cannot be reached or refuses the
     /// credentials (the message never shows the password).
     pub async fn connect(self, url: &str) -> Result<RedisLockProvider, Error> {
         let settings = self.settings()?;
@@ -180,7 +211,14 @@ impl RedisProviderBuilder {
             (true, Some(channel)) => channel,
             (true, None) => format!("{key_prefix}released"),
         };
+        let runs = RunKeys::new(
+            &key_prefix,
+            self.runs_key_prefix,
+            self.run_retention,
+            self.runs_per_lock,
+        )?;
         Ok(Settings {
+            runs,
             key_prefix,
             holder,
             channel: channel.into(),

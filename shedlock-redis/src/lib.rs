@@ -80,6 +80,32 @@
 //! - Scripts: Redis 7 replicates a script's effects, so reading `TIME` is allowed, and it does
 //!   not roll a script back: every script checks what it reads before its first write.
 
+//! # Run records
+//!
+//! Both providers keep the records of every run the scheduler starts under their locks
+//! ([`RunLog`](shedlock_core::RunLog), returned by
+//! [`LockProvider::run_log`](shedlock_core::LockProvider::run_log)), in the same Redis beside
+//! the lock hashes, under keys of their own: `runs:<key prefix>` unless
+//! [configured](RedisProviderBuilder::runs_key_prefix), so `runs:shedlock:records:<lock>` (a
+//! hash of the lock's records, JSON), `runs:shedlock:started:<lock>` (a sorted set of them by
+//! start) and `runs:shedlock:locks` (the locks with records). Starting and ending a run is
+//! one script each, one round trip, on Redis's `TIME`; the first end recorded stays (a run
+//! marked interrupted is not turned into a success by its stalled holder's late end); records
+//! older than [`run_retention`](RedisProviderBuilder::run_retention) (14 days) or beyond the
+//! newest [`runs_per_lock`](RedisProviderBuilder::runs_per_lock) (1000) are deleted by the
+//! same scripts. On RedLock every master keeps a copy, and a read keeps what a majority holds
+//! (see [`RedLockProvider`]).
+//!
+//! ```no_run
+//! use shedlock_core::{LockProvider, RunQuery};
+//! # async fn run(provider: shedlock_redis::RedisLockProvider) -> Result<(), shedlock_core::Error> {
+//! for run in provider.run_log().unwrap().runs(&RunQuery::lock("nightly").limit(10)).await? {
+//!     println!("{run}"); // report #1 (token 1795586506951802) on web-1: succeeded in 1.2s
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
 //! # Release hints
 //!
 //! A release that frees the lock publishes the lock's name on the
@@ -105,6 +131,7 @@ mod keys;
 mod node;
 mod proposals;
 mod redlock;
+mod runs;
 mod scripts;
 mod single;
 

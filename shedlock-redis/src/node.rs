@@ -86,7 +86,7 @@ impl Node {
 
     /// Runs `invocation` (each request within the timeout), loading the script on first use (`EVALSHA`, then
     /// `SCRIPT LOAD` and `EVALSHA` again on `NOSCRIPT`).
-    async fn run<T: FromRedisValue>(
+    pub(crate) async fn run<T: FromRedisValue>(
         &self,
         key: Option<&str>,
         invocation: &ScriptInvocation<'_>,

@@ -188,6 +188,10 @@ impl LockProvider for RedisLockProvider {
         }))
     }
 
+    fn run_log(&self) -> Option<&dyn shedlock_core::RunLog> {
+        Some(self)
+    }
+
     fn holder(&self) -> &str {
         &self.settings.holder
     }

@@ -9,6 +9,7 @@
 //!   one answer, for the network failures one instance sees while the others keep working.
 //! - [`ServerHarness`]: the conformance suite's harness for a store on a real server.
 //! - [`RedisServer`]: a private `redis-server` on a free port, to kill and restart.
+//! - [`runs`]: run-record scenarios beyond the conformance cases (a stalled holder's late end).
 //! - [`Ensemble`]: the servers of the test ZooKeeper ensemble (`.ci/zookeeper.sh`), stopped
 //!   and started again.
 
@@ -17,6 +18,7 @@ mod harness;
 pub mod names;
 mod proxy;
 mod redis_server;
+pub mod runs;
 mod zookeeper;
 
 pub use env::{env_url, mysql_url, on_ci, pg_url, redis_url, redlock_urls, skip, zk_url};

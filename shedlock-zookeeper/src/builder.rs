@@ -4,10 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{Error, Operation, default_holder};
+use shedlock_core::{
+    DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, Error, Operation, default_holder,
+};
 
 use crate::access::{Access, Digest};
 use crate::paths::{DEFAULT_ROOT, Paths, validate_holder};
+use crate::runs::RunNodes;
 use crate::session::Session;
 use crate::{ZkElector, ZkLockProvider};
 
@@ -92,6 +95,8 @@ impl Common {
 pub struct ZkLockProviderBuilder {
     common: Common,
     session_timeout: Duration,
+    run_retention: Duration,
+    runs_per_lock: u32,
 }
 
 impl ZkLockProviderBuilder {
@@ -99,6 +104,8 @@ impl ZkLockProviderBuilder {
         ZkLockProviderBuilder {
             common: Common::new(connect_string),
             session_timeout: DEFAULT_SESSION_TIMEOUT,
+            run_retention: DEFAULT_RUN_RETENTION,
+            runs_per_lock: DEFAULT_RUNS_PER_LOCK,
         }
     }
 
@@ -149,14 +156,30 @@ impl ZkLockProviderBuilder {
         self
     }
 
+    /// How long run records ([`RunLog`](shedlock_core::RunLog), nodes under `<root>/runs`)
+    /// are kept; default 14 days. Older ones are deleted as runs of the same lock end (every
+    /// 32nd end a provider records, so an end stays one request).
+    pub fn run_retention(mut self, retention: Duration) -> Self {
+        self.run_retention = retention;
+        self
+    }
+
+    /// How many run records of one lock are kept, the newest; default 1000.
+    pub fn runs_per_lock(mut self, runs: u32) -> Self {
+        self.runs_per_lock = runs;
+        self
+    }
+
     /// Checks the configuration and opens a session.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] naming the field (`connect_string`, `root`, `holder`,
-    /// `digest_user`, `digest_password`, `session_timeout`, `request_timeout`);
-    /// [`Error::Store`] when no server accepts a session within the request timeout.
+    /// `digest_user`, `digest_password`, `session_timeout`, `request_timeout`,
+    /// `run_retention`, `runs_per_lock`); [`Error::Store`] when no server accepts a session
+    /// within the request timeout.
     pub async fn connect(self) -> Result<ZkLockProvider, Error> {
         let (paths, holder, access) = self.common.check()?;
+        let runs = RunNodes::new(&paths.root, self.run_retention, self.runs_per_lock)?;
         if self.session_timeout < Duration::from_millis(1)
             || self.session_timeout > Duration::from_millis(i32::MAX as u64)
         {
@@ -173,7 +196,7 @@ impl ZkLockProviderBuilder {
         )
         .await
         .map_err(|e| e.into_store(Operation::Schema, &paths.root))?;
-        Ok(ZkLockProvider::from_parts(session, paths, holder))
+        Ok(ZkLockProvider::from_parts(session, paths, holder, runs))
     }
 }
 

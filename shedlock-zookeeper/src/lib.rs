@@ -92,6 +92,30 @@
 //!   connection: where the network is not trusted, reach the ensemble over TLS (not configured
 //!   by this crate). SASL (Kerberos, DIGEST-MD5) is not supported.
 //!
+//! # Run records
+//!
+//! [`ZkLockProvider`] keeps the records of every run the scheduler starts under its locks
+//! ([`RunLog`](shedlock_core::RunLog), returned by
+//! [`LockProvider::run_log`](shedlock_core::LockProvider::run_log)) as nodes beside the lock
+//! nodes: `<root>/runs/<lock>/<token>-<attempt>`, the record as JSON in the node's data, its
+//! start the node's `ctime` and its end the `mtime` of the write that ended it (ensemble
+//! time). A start is one `create`; an end one `setData` expecting the version a start leaves,
+//! so the first end recorded stays (a stalled holder's late end is refused by ZooKeeper).
+//! Run nodes get the lock nodes' ACL. Every 32nd end a provider records trims that lock's
+//! runs to the newest [`runs_per_lock`](ZkLockProviderBuilder::runs_per_lock) (1000) and
+//! deletes those older than [`run_retention`](ZkLockProviderBuilder::run_retention)
+//! (14 days).
+//!
+//! ```no_run
+//! use shedlock_core::{LockProvider, RunQuery};
+//! # async fn run(provider: shedlock_zookeeper::ZkLockProvider) -> Result<(), shedlock_core::Error> {
+//! for run in provider.run_log().unwrap().runs(&RunQuery::lock("nightly").limit(10)).await? {
+//!     println!("{run}"); // report #1 (token 4294967301) on web-1: succeeded in 1.2s
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Errors
 //!
 //! ZooKeeper failures are [`Error::Store`](shedlock_core::Error::Store) naming the operation and
@@ -109,6 +133,7 @@ mod error;
 mod paths;
 mod provider;
 mod record;
+mod runs;
 mod session;
 
 pub use builder::{ZkElectorBuilder, ZkLockProviderBuilder};

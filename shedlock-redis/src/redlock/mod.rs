@@ -101,8 +101,8 @@ use round::agreed_lease;
 /// ```
 #[derive(Debug, Clone)]
 pub struct RedLockProvider {
-    nodes: Arc<[Node]>,
-    settings: Settings,
+    pub(crate) nodes: Arc<[Node]>,
+    pub(crate) settings: Settings,
     algorithm: Arc<Algorithm>,
     /// What this instance knows of the masters' tokens and clocks: the next proposal.
     tokens: Arc<Proposals>,
@@ -402,6 +402,10 @@ impl LockProvider for RedLockProvider {
         }
         self.check_quorum(Operation::Extend, lease.name(), failures, extended)?;
         Ok(None)
+    }
+
+    fn run_log(&self) -> Option<&dyn shedlock_core::RunLog> {
+        Some(self)
     }
 
     fn holder(&self) -> &str {

@@ -301,6 +301,10 @@ impl LockProvider for ZkLockProvider {
         Ok(Some(extended))
     }
 
+    fn run_log(&self) -> Option<&dyn shedlock_core::RunLog> {
+        Some(self)
+    }
+
     fn holder(&self) -> &str {
         &self.holder
     }

@@ -79,6 +79,7 @@ pub struct ZkLockProvider {
     pub(crate) session: Arc<Session>,
     pub(crate) paths: Arc<Paths>,
     pub(crate) holder: Arc<str>,
+    pub(crate) runs: Arc<crate::runs::RunNodes>,
     /// This provider's last write per lock: release and extend need no read while nobody
     /// else wrote the node.
     own: Arc<Mutex<own::OwnWrites>>,
@@ -100,11 +101,17 @@ impl ZkLockProvider {
         ZkLockProviderBuilder::new(connect_string.into())
     }
 
-    pub(crate) fn from_parts(session: Session, paths: Paths, holder: Arc<str>) -> Self {
+    pub(crate) fn from_parts(
+        session: Session,
+        paths: Paths,
+        holder: Arc<str>,
+        runs: crate::runs::RunNodes,
+    ) -> Self {
         ZkLockProvider {
             session: Arc::new(session),
             paths: Arc::new(paths),
             holder,
+            runs: Arc::new(runs),
             own: Arc::default(),
         }
     }

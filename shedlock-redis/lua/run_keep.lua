@@ -1,0 +1,49 @@
+-- Shared head of run_started.lua and run_finished.lua (prepended to each).
+-- KEYS[1] records (hash: run id -> JSON), KEYS[2] started (zset: run id by start ms),
+-- KEYS[3] locks (zset: lock name by last write ms).
+-- ARGV[1] run id, ARGV[2] lock, ARGV[3] job, ARGV[4] tick ms or '', ARGV[5] holder,
+-- ARGV[6] token, ARGV[7] attempt, ARGV[8] retention ms, ARGV[9] runs per lock.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local kinds = {'hash', 'zset', 'zset'}
+for i = 1, 3 do
+  local kind = redis.call('TYPE', KEYS[i]).ok
+  if kind ~= 'none' and kind ~= kinds[i] then
+    return redis.error_reply('WRONGTYPE key `' .. KEYS[i] .. '` is a ' .. kind ..
+      ', not the run records\' ' .. kinds[i] .. '; nothing was changed')
+  end
+end
+
+-- The record of a run begun now, still running.
+local function started_now()
+  local run = {job = ARGV[3], holder = ARGV[5], token = ARGV[6], attempt = ARGV[7],
+    started_at = string.format('%d', now), outcome = 'running'}
+  if ARGV[4] ~= '' then run.tick = ARGV[4] end
+  return run
+end
+
+-- Deletes the ids from both keys, a thousand at a time (unpack has a limit).
+local function forget(ids)
+  for i = 1, #ids, 1000 do
+    local batch = {unpack(ids, i, math.min(i + 999, #ids))}
+    redis.call('HDEL', KEYS[1], unpack(batch))
+    redis.call('ZREM', KEYS[2], unpack(batch))
+  end
+end
+
+-- Keeps what the retention allows: records started within it, the newest `runs per lock`;
+-- every key expires a retention after its last write (then all its records are older).
+local function keep()
+  local retention, per_lock = tonumber(ARGV[8]), tonumber(ARGV[9])
+  local cutoff = '(' .. string.format('%d', now - retention)
+  forget(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', cutoff))
+  local extra = redis.call('ZCARD', KEYS[2]) - per_lock
+  if extra > 0 then
+    forget(redis.call('ZRANGE', KEYS[2], 0, extra - 1))
+  end
+  redis.call('ZADD', KEYS[3], now, ARGV[2])
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', cutoff)
+  for i = 1, 3 do
+    redis.call('PEXPIRE', KEYS[i], retention)
+  end
+end

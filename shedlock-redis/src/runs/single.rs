@@ -1,0 +1,47 @@
+//! Run records on the one server of a [`RedisLockProvider`].
+
+use shedlock_core::{Error, Operation, RunEnd, RunLog, RunQuery, RunRecord, RunStart, async_trait};
+
+use crate::RedisLockProvider;
+use crate::error::store_error;
+
+#[async_trait]
+impl RunLog for RedisLockProvider {
+    async fn run_started(&self, start: &RunStart) -> Result<RunRecord, Error> {
+        let entry = self
+            .node
+            .run_started(&self.settings.runs, start)
+            .await
+            .map_err(|e| store_error(Operation::Runs, &start.lock, e))?;
+        entry.record(self.server(), &start.lock)?.ok_or_else(|| {
+            Error::store(
+                Operation::Runs,
+                &start.lock,
+                "the start script replied no record",
+            )
+        })
+    }
+
+    async fn run_finished(&self, start: &RunStart, end: &RunEnd) -> Result<(), Error> {
+        self.node
+            .run_finished(&self.settings.runs, start, end)
+            .await
+            .map_err(|e| store_error(Operation::Runs, &start.lock, e))
+    }
+
+    async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>, Error> {
+        let lock_name = query.lock.as_deref().unwrap_or("*");
+        let locks = self
+            .node
+            .runs(&self.settings.runs, query)
+            .await
+            .map_err(|e| store_error(Operation::Runs, lock_name, e))?;
+        let mut records = Vec::new();
+        for (lock, entries) in locks {
+            for entry in entries {
+                records.extend(entry.record(self.server(), &lock)?);
+            }
+        }
+        Ok(query.apply(records))
+    }
+}

@@ -1,0 +1,108 @@
+//! A run node: its name (token and attempt) and its data (the rest of the record, JSON); its
+//! times are the node's `ctime` (start) and, once ended, `mtime` (end).
+
+use std::borrow::Cow;
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use shedlock_core::{RunEnd, RunOutcome, RunRecord, RunStart};
+use zookeeper_client::Stat;
+
+use crate::record::system_time;
+
+/// What a run node's data holds.
+#[derive(Serialize, Deserialize)]
+struct Stored<'a> {
+    job: Cow<'a, str>,
+    /// Milliseconds since the epoch, as a decimal string.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tick: Option<String>,
+    holder: Cow<'a, str>,
+    outcome: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<Cow<'a, str>>,
+}
+
+/// The node name of a run: token and attempt, zero-padded so that names sort as numbers.
+pub(crate) fn node_name(start: &RunStart) -> String {
+    format!("{:020}-{:010}", start.fencing_token, start.attempt)
+}
+
+/// Token and attempt of a node name, or `None` for a node shedlock did not name.
+pub(crate) fn parse_node_name(name: &str) -> Option<(u64, u32)> {
+    let (token, attempt) = name.split_once('-')?;
+    let digits =
+        |text: &str, len: usize| text.len() == len && text.bytes().all(|b| b.is_ascii_digit());
+    if !digits(token, 20) || !digits(attempt, 10) {
+        return None;
+    }
+    Some((token.parse().ok()?, attempt.parse().ok()?))
+}
+
+/// The data of `start`'s node, running or ended with `end`.
+pub(crate) fn encode(start: &RunStart, end: Option<&RunEnd>) -> Vec<u8> {
+    let stored = Stored {
+        job: Cow::Borrowed(&start.job),
+        tick: start
+            .tick
+            .and_then(|tick| tick.duration_since(UNIX_EPOCH).ok())
+            .map(|tick| tick.as_millis().to_string()),
+        holder: Cow::Borrowed(&start.holder),
+        outcome: Cow::Borrowed(end.map_or(RunOutcome::Running, |end| end.outcome).as_str()),
+        error: end.and_then(|end| end.error.as_deref()).map(Cow::Borrowed),
+    };
+    serde_json::to_vec(&stored).expect("a record serializes")
+}
+
+/// The record of run node `name` of `lock`; `Err` says what is wrong with the data.
+pub(crate) fn decode(
+    lock: &str,
+    name: &str,
+    data: &[u8],
+    stat: &Stat,
+) -> Result<RunRecord, String> {
+    let (token, attempt) = parse_node_name(name).ok_or_else(|| "not a run node name".to_owned())?;
+    let stored: Stored<'_> = serde_json::from_slice(data)
+        .map_err(|error| format!("not the JSON shedlock writes ({error})"))?;
+    let outcome = RunOutcome::parse(&stored.outcome)
+        .ok_or_else(|| format!("unknown outcome {:?}", stored.outcome))?;
+    let tick = match stored.tick {
+        Some(tick) => Some(
+            tick.parse::<u64>()
+                .map(|ms| UNIX_EPOCH + Duration::from_millis(ms))
+                .map_err(|_| format!("`tick` is not a whole number: {tick:?}"))?,
+        ),
+        None => None,
+    };
+    let start = RunStart::new(lock, stored.job, tick, stored.holder, token).attempt(attempt);
+    let mut record = RunRecord::started(&start, system_time(stat.ctime));
+    record.outcome = outcome;
+    record.error = stored.error.map(Cow::into_owned);
+    record.finished_at = outcome.is_final().then(|| system_time(stat.mtime));
+    Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_names_sort_as_numbers_and_read_back() {
+        let name =
+            |token, attempt| node_name(&RunStart::new("l", "j", None, "h", token).attempt(attempt));
+        assert_eq!(name(7, 2), "00000000000000000007-0000000002");
+        assert!(name(10, 1) > name(9, 2) && name(9, 2) > name(9, 1));
+        assert_eq!(
+            parse_node_name(&name(u64::MAX, u32::MAX)),
+            Some((u64::MAX, u32::MAX))
+        );
+        for bad in [
+            "7-1",
+            "x",
+            "00000000000000000007-000000000a",
+            "99999999999999999999-0000000001",
+        ] {
+            assert_eq!(parse_node_name(bad), None, "{bad}");
+        }
+    }
+}
