@@ -186,6 +186,11 @@ async fn acquire_as<D: Dialect>(url: &str, table: &str, name: &str, holder: &str
     lease.expect("the lock is free").fencing_token()
 }
 
+async fn record_runs<D: Dialect>(url: &str, table: &str, lock: &str) {
+    let provider = provider::<D>(url, table, "web-1").await;
+    common::record_two_runs(&provider, lock).await;
+}
+
 async fn lock_state_of<D: Dialect>(url: &str, table: &str, name: &str) -> Option<LockRecord> {
     let provider = provider::<D>(url, table, "reader").await;
     provider.lock_record(name).await.expect("read the lock")
@@ -206,6 +211,14 @@ async fn execute(url: &str, sql: &str) {
 
 mod cases {
     use super::*;
+
+    /// `runs list` and `runs show` on the run table beside the lock table.
+    pub(super) async fn runs_list_and_show(db: Db) {
+        db.shedlock(&["schema", "--apply"]).expect(0);
+        on_dialect!(db, record_runs(&db.url, &db.table, "nightly"));
+        common::assert_runs_listed(|args| db.shedlock(args), "nightly");
+        db.remove().await;
+    }
 
     pub(super) async fn list_and_show(db: Db) {
         db.shedlock(&["schema", "--apply"]).expect(0);
@@ -491,6 +504,7 @@ macro_rules! database_tests {
             apply_does_not_call_an_unusable_table_ready: apply_does_not_call_an_unusable_table_ready,
             a_wrong_password_is_never_echoed: a_password_is_never_printed,
             an_unreachable_database_exits_1: unreachable_database_is_an_error,
+            runs_are_listed_and_shown: runs_list_and_show,
         );
     };
     (@cases $database:ident, $open:path, $($test:ident: $case:ident,)*) => {

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Run, assert_held_and_free_listed, find};
+use common::{Run, assert_held_and_free_listed, assert_runs_listed, find, record_two_runs};
 use shedlock_core::{LockConfiguration, LockInspector, LockProvider, LockRecord};
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
 use shedlock_test_support::{redis_url, redlock_urls, unique_key_prefix, unique_zk_root, zk_url};
@@ -241,6 +241,14 @@ mod cases {
         }
     }
 
+    /// `runs list` and `runs show` read the records the store keeps beside its locks.
+    pub(super) async fn runs_list_and_show(store: Store) {
+        let provider = store.provider.as_holder("web-1");
+        let log = provider.run_log().expect("the store keeps run records");
+        record_two_runs(log, "nightly").await;
+        assert_runs_listed(|args| store.shedlock(args), "nightly");
+    }
+
     /// Options of another kind of store are refused (exit 2), naming the option.
     pub(super) async fn sql_options_are_refused(store: Store) {
         let run = store
@@ -264,6 +272,7 @@ macro_rules! store_tests {
             an_unreachable_store_exits_1: unreachable_store_is_an_error,
             the_url_comes_from_the_environment_too: url_from_the_environment,
             sql_options_are_refused: sql_options_are_refused,
+            runs_are_listed_and_shown: runs_list_and_show,
         );
     };
     (@cases $store:ident, $open:path, $($test:ident: $case:ident,)*) => {

@@ -112,3 +112,56 @@ pub(crate) fn assert_held_and_free_listed(shedlock: impl Fn(&[&str]) -> Run, tok
         missing.stderr()
     );
 }
+
+/// Writes two runs of `lock` into `log` as holder `web-1`: token 1 failed ("disk full"), then
+/// token 2 still running.
+pub(crate) async fn record_two_runs(log: &dyn shedlock_core::RunLog, lock: &str) {
+    use shedlock_core::{RunEnd, RunOutcome, RunStart};
+    let failed = RunStart::new(lock, "nightly", None, "web-1", 1);
+    log.run_started(&failed).await.expect("record a start");
+    log.run_finished(
+        &failed,
+        &RunEnd::with_error(RunOutcome::Failed, "disk full"),
+    )
+    .await
+    .expect("record an end");
+    let running = RunStart::new(lock, "nightly", None, "web-1", 2);
+    log.run_started(&running).await.expect("record a start");
+}
+
+/// What `record_two_runs` wrote, as `runs list` and `runs show` print it; exit 3 for a lock
+/// without runs.
+pub(crate) fn assert_runs_listed(shedlock: impl Fn(&[&str]) -> Run, lock: &str) {
+    let list = shedlock(&["runs", "list", "--lock", lock, "--json"])
+        .expect(0)
+        .json();
+    let tokens: Vec<u64> = list
+        .as_array()
+        .expect("a JSON array")
+        .iter()
+        .map(|run| run["fencing_token"].as_u64().unwrap())
+        .collect();
+    assert_eq!(tokens, [2, 1], "newest first: {list}");
+    assert_eq!(list[0]["outcome"], "running");
+    assert_eq!(list[1]["outcome"], "failed");
+    assert_eq!(list[1]["error"], "disk full");
+    let text = shedlock(&["runs", "list"]).expect(0).stdout();
+    assert!(
+        text.contains("OUTCOME") && text.contains("disk full"),
+        "{text}"
+    );
+
+    let newest = shedlock(&["runs", "show", lock, "--json"]).expect(0).json();
+    assert_eq!(
+        (newest["fencing_token"].as_u64(), newest["outcome"].as_str()),
+        (Some(2), Some("running"))
+    );
+    let failed = shedlock(&["runs", "show", lock, "--token", "1"])
+        .expect(0)
+        .stdout();
+    assert!(
+        failed.contains("outcome:       failed") && failed.contains("error:         disk full"),
+        "{failed}"
+    );
+    shedlock(&["runs", "show", "no-such-lock"]).expect(3);
+}
