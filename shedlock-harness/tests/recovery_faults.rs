@@ -180,3 +180,23 @@ async fn postgres_whole_fleet_killed_mid_run_is_rerun_at_start() {
 async fn mysql_whole_fleet_killed_mid_run_is_rerun_at_start() {
     whole_fleet_killed_mid_run_is_rerun_at_start(Backend::MySql).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_holder_killed_mid_run_is_rerun() {
+    holder_killed_mid_run_is_rerun(Backend::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_holder_killed_mid_run_is_rerun() {
+    holder_killed_mid_run_is_rerun(Backend::RedLock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_whole_fleet_killed_mid_run_is_rerun_at_start() {
+    whole_fleet_killed_mid_run_is_rerun_at_start(Backend::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_whole_fleet_killed_mid_run_is_rerun_at_start() {
+    whole_fleet_killed_mid_run_is_rerun_at_start(Backend::RedLock).await;
+}
