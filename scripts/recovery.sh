@@ -11,4 +11,5 @@ cargo test -q -p shedlock-harness --test recovery_faults -- --nocapture --test-t
   || { cat "$out"; exit 1; }
 grep '^recovery:\|recovery: ' "$out" | sed 's/.*recovery: /recovery: /'
 cargo test -q -p shedlock-core --test recovery -- --nocapture a_running_job_renews 2>&1 | grep '^heartbeat:'
+cargo test -q -p shedlock --test recovery_zookeeper -- --nocapture 2>&1 | grep "^recovery:"
 rm -f "$out"
