@@ -54,7 +54,7 @@ async fn run_candidate(candidate: usize, urls: &str) -> anyhow::Result<()> {
     let provider = RedLockProvider::builder()
         .holder(format!("candidate-{candidate}"))
         .timeout(Duration::from_millis(100))
-        .connect_redlock(urls.split(','))
+        .connect(urls.split(','))
         .await?;
     println!("ready {candidate} {}", provider.holder());
     let election = LeaderElection::builder("redis_leader_demo", provider)

@@ -335,7 +335,7 @@ async fn case(
                         .key_prefix(prefix(Client::RedLock))
                         .holder("bench-redlock")
                         .timeout(Duration::from_millis(250))
-                        .connect_redlock(&servers.masters)
+                        .connect(&servers.masters)
                         .await?;
                     provider_run(Arc::new(provider), workers, settings).await?
                 }
@@ -485,7 +485,7 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<()> {
             .key_prefix(prefix(Client::RedLock))
             .holder(holder)
             .timeout(Duration::from_millis(250))
-            .connect_redlock(&servers.masters)
+            .connect(&servers.masters)
     };
     handover(
         "redlock-3",

@@ -53,7 +53,7 @@ pub(crate) async fn redlock_provider(
         builder = builder.key_prefix(prefix);
     }
     builder
-        .connect_redlock(target.redis_urls())
+        .connect(target.redis_urls())
         .await
         .map_err(|e| usage_or_unreachable(target, &e))
 }

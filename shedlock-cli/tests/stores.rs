@@ -75,7 +75,7 @@ impl Store {
         let prefix = unique_key_prefix(base);
         let provider = RedLockProvider::builder()
             .key_prefix(&prefix)
-            .connect_redlock(&urls)
+            .connect(&urls)
             .await
             .expect("connect to SHEDLOCK_TEST_REDLOCK_URLS");
         Some(Store {

@@ -101,7 +101,8 @@ impl RedisStore {
                 let provider = builder
                     // The per-master timeout of the algorithm: much shorter than the leases.
                     .timeout(config.acquire_timeout.min(Duration::from_millis(500)))
-                    .connect_redlock(masters.split(','))
+                    .redlock()
+                    .connect(masters.split(','))
                     .await?;
                 (Locks::RedLock(provider), journal)
             }

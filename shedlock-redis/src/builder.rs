@@ -1,4 +1,5 @@
-//! The one builder of both providers: key prefix, holder, timeouts, hints, RedLock settings.
+//! The builders of both providers: key prefix, holder, timeouts, hints and run records for
+//! both; the RedLock settings on RedLock's only.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,8 +10,9 @@ use crate::keys::{DEFAULT_KEY_PREFIX, validate_holder, validate_prefix};
 use crate::runs::RunKeys;
 use crate::{RedLockProvider, RedisLockProvider};
 
-/// Configures a [`RedisLockProvider`] ([`connect`](Self::connect)) or a [`RedLockProvider`]
-/// ([`connect_redlock`](Self::connect_redlock)).
+/// Configures a [`RedisLockProvider`] on one server ([`connect`](Self::connect)); as
+/// [`RedLockProviderBuilder`] (from [`RedLockProvider::builder`], or [`redlock`](Self::redlock)
+/// keeping these settings), a [`RedLockProvider`] on independent masters.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -27,21 +29,60 @@ use crate::{RedLockProvider, RedisLockProvider};
 /// ```
 #[derive(Debug, Clone)]
 #[must_use]
-pub struct RedisProviderBuilder {
+pub struct RedisLockProviderBuilder<K = SingleServer> {
     pub(crate) key_prefix: String,
     pub(crate) holder: Option<String>,
     pub(crate) timeout: Duration,
     pub(crate) release_channel: Option<String>,
     pub(crate) hints: bool,
-    pub(crate) clock_drift_factor: f64,
-    pub(crate) retries: u32,
-    pub(crate) retry_delay: Duration,
     pub(crate) runs_key_prefix: Option<String>,
     pub(crate) run_retention: Duration,
     pub(crate) runs_per_lock: u32,
+    kind: K,
 }
 
-/// What [`RedisProviderBuilder`] produced, validated, before connecting.
+/// Configures a [`RedLockProvider`]: the settings of [`RedisLockProviderBuilder`] and the
+/// algorithm's own (clock drift, retries of a split vote).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use shedlock_redis::RedLockProvider;
+///
+/// # async fn run() -> Result<(), shedlock_core::Error> {
+/// let provider = RedLockProvider::builder()
+///     .timeout(Duration::from_millis(100))
+///     .clock_drift_factor(0.01)
+///     .connect(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+pub type RedLockProviderBuilder = RedisLockProviderBuilder<Majority>;
+
+/// The kind of [`RedisLockProviderBuilder`] that connects to one server.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SingleServer;
+
+/// The kind of [`RedisLockProviderBuilder`] that connects to RedLock masters, with the
+/// algorithm's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Majority {
+    clock_drift_factor: f64,
+    retries: u32,
+    retry_delay: Duration,
+}
+
+impl Default for Majority {
+    fn default() -> Self {
+        Majority {
+            clock_drift_factor: 0.01,
+            retries: 3,
+            retry_delay: Duration::from_millis(50),
+        }
+    }
+}
+
+/// What a builder produced, validated, before connecting.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     pub(crate) key_prefix: Arc<str>,
@@ -52,25 +93,23 @@ pub(crate) struct Settings {
     pub(crate) runs: RunKeys,
 }
 
-impl Default for RedisProviderBuilder {
+impl<K: Default> Default for RedisLockProviderBuilder<K> {
     fn default() -> Self {
-        RedisProviderBuilder {
+        RedisLockProviderBuilder {
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             holder: None,
             timeout: Duration::from_secs(1),
             release_channel: None,
             hints: true,
-            clock_drift_factor: 0.01,
-            retries: 3,
-            retry_delay: Duration::from_millis(50),
             runs_key_prefix: None,
             run_retention: DEFAULT_RUN_RETENTION,
             runs_per_lock: DEFAULT_RUNS_PER_LOCK,
+            kind: K::default(),
         }
     }
 }
 
-impl RedisProviderBuilder {
+impl<K> RedisLockProviderBuilder<K> {
     /// Keys start with this, default `shedlock:` (lock `nightly` is the hash `shedlock:nightly`).
     /// At most 128 bytes, no spaces, control or glob characters (`* ? [ ] \`).
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
@@ -106,30 +145,6 @@ impl RedisProviderBuilder {
         self
     }
 
-    /// RedLock: the allowance for clock-rate differences between masters, as a fraction of the
-    /// lease (default 0.01, as published); 2 ms are added to it.
-    pub fn clock_drift_factor(mut self, factor: f64) -> Self {
-        self.clock_drift_factor = factor;
-        self
-    }
-
-    /// RedLock: how often an acquisition that won some masters but no majority (several
-    /// instances asking at the same moment split the votes) is retried: default 3. The
-    /// instances break the tie by holder order: the first retries after one round, the others
-    /// after two rounds and a random delay. A retry refuses a lock acquired since the call
-    /// began, so it never takes over work another instance did meanwhile.
-    pub fn retries(mut self, retries: u32) -> Self {
-        self.retries = retries;
-        self
-    }
-
-    /// RedLock: the longest random delay before such a retry, for the instances that let
-    /// another go first: default 50 ms.
-    pub fn retry_delay(mut self, delay: Duration) -> Self {
-        self.retry_delay = delay;
-        self
-    }
-
     /// Run records ([`RunLog`](shedlock_core::RunLog)) are kept under keys starting with this,
     /// default `runs:` followed by the key prefix (`runs:shedlock:`). It must not start with
     /// the key prefix, nor the key prefix with it: the lock keys are only lock hashes.
@@ -150,45 +165,6 @@ impl RedisProviderBuilder {
     pub fn runs_per_lock(mut self, runs: u32) -> Self {
         self.runs_per_lock = runs;
         self
-    }
-
-    /// Connects a provider to one server and checks that it answers.
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] naming the bad setting (`url`, `key_prefix`, `holder`,
-    /// `timeout`, `runs_key_prefix`, `run_retention`, `runs_per_lock`); [`Error::Store`] when
-    /// the server cannot be reached or refuses the
-    /// credentials (the message never shows the password).
-    pub async fn connect(self, url: &str) -> Result<RedisLockProvider, Error> {
-        let settings = self.settings()?;
-        RedisLockProvider::connect_with(settings, url).await
-    }
-
-    /// Connects a RedLock provider to independent masters and checks that a majority answers.
-    ///
-    /// # Errors
-    /// As [`connect`](Self::connect); also [`Error::InvalidConfig`] (`urls`) for an empty
-    /// list or the same server twice, and (`clock_drift_factor`) outside `0..0.5`;
-    /// [`Error::Store`] when fewer than a majority of the masters answer.
-    pub async fn connect_redlock<I, S>(self, urls: I) -> Result<RedLockProvider, Error>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        if !(0.0..0.5).contains(&self.clock_drift_factor) {
-            return Err(Error::invalid_config(
-                "clock_drift_factor",
-                format!(
-                    "must be at least 0 and below 0.5, got {}",
-                    self.clock_drift_factor
-                ),
-            ));
-        }
-        let (drift, retries, retry_delay) =
-            (self.clock_drift_factor, self.retries, self.retry_delay);
-        let settings = self.settings()?;
-        let urls: Vec<String> = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
-        RedLockProvider::connect_with(settings, &urls, drift, retries, retry_delay).await
     }
 
     fn settings(self) -> Result<Settings, Error> {
@@ -224,5 +200,87 @@ impl RedisProviderBuilder {
             channel: channel.into(),
             timeout: self.timeout,
         })
+    }
+}
+
+impl RedisLockProviderBuilder<SingleServer> {
+    /// Connects a provider to one server and checks that it answers.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the bad setting (`url`, `key_prefix`, `holder`,
+    /// `timeout`, `runs_key_prefix`, `run_retention`, `runs_per_lock`); [`Error::Store`] when
+    /// the server cannot be reached or refuses the credentials (the message never shows the
+    /// password).
+    pub async fn connect(self, url: &str) -> Result<RedisLockProvider, Error> {
+        let settings = self.settings()?;
+        RedisLockProvider::connect_with(settings, url).await
+    }
+
+    /// The same settings for a [`RedLockProvider`], with the algorithm's defaults.
+    pub fn redlock(self) -> RedLockProviderBuilder {
+        RedisLockProviderBuilder {
+            key_prefix: self.key_prefix,
+            holder: self.holder,
+            timeout: self.timeout,
+            release_channel: self.release_channel,
+            hints: self.hints,
+            runs_key_prefix: self.runs_key_prefix,
+            run_retention: self.run_retention,
+            runs_per_lock: self.runs_per_lock,
+            kind: Majority::default(),
+        }
+    }
+}
+
+impl RedLockProviderBuilder {
+    /// The allowance for clock-rate differences between masters, as a fraction of the
+    /// lease (default 0.01, as published); 2 ms are added to it.
+    pub fn clock_drift_factor(mut self, factor: f64) -> Self {
+        self.kind.clock_drift_factor = factor;
+        self
+    }
+
+    /// How often an acquisition that won some masters but no majority (several
+    /// instances asking at the same moment split the votes) is retried: default 3. The
+    /// instances break the tie by holder order: the first retries after one round, the others
+    /// after two rounds and a random delay. A retry refuses a lock acquired since the call
+    /// began, so it never takes over work another instance did meanwhile.
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.kind.retries = retries;
+        self
+    }
+
+    /// The longest random delay before such a retry, for the instances that let
+    /// another go first: default 50 ms.
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.kind.retry_delay = delay;
+        self
+    }
+
+    /// Connects a RedLock provider to independent masters and checks that a majority answers.
+    ///
+    /// # Errors
+    /// As [`RedisLockProviderBuilder::connect`]; also [`Error::InvalidConfig`] (`urls`) for an
+    /// empty list or the same server twice, and (`clock_drift_factor`) outside `0..0.5`;
+    /// [`Error::Store`] when fewer than a majority of the masters answer.
+    pub async fn connect<I, S>(self, urls: I) -> Result<RedLockProvider, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let Majority {
+            clock_drift_factor: drift,
+            retries,
+            retry_delay,
+        } = self.kind;
+        if !(0.0..0.5).contains(&drift) {
+            return Err(Error::invalid_config(
+                "clock_drift_factor",
+                format!("must be at least 0 and below 0.5, got {drift}"),
+            ));
+        }
+        let settings = self.settings()?;
+        let urls: Vec<String> = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
+        RedLockProvider::connect_with(settings, &urls, drift, retries, retry_delay).await
     }
 }

@@ -27,7 +27,7 @@
 //! # Keys and Redis time
 //!
 //! A lock is one hash, `<key prefix><name>` (prefix `shedlock:` unless
-//! [configured](RedisProviderBuilder::key_prefix)), with fields `holder`, `token`, `locked_at`
+//! [configured](RedisLockProviderBuilder::key_prefix)), with fields `holder`, `token`, `locked_at`
 //! and `lock_until`, times in milliseconds of the server's `TIME`. Acquire, release and extend
 //! are Lua scripts (in `lua/` beside this crate) that read `TIME` and compare and write those
 //! fields atomically, so leases begin and end by the server's clock, never an instance's. The
@@ -86,13 +86,13 @@
 //! ([`RunLog`](shedlock_core::RunLog), returned by
 //! [`LockProvider::run_log`](shedlock_core::LockProvider::run_log)), in the same Redis beside
 //! the lock hashes, under keys of their own: `runs:<key prefix>` unless
-//! [configured](RedisProviderBuilder::runs_key_prefix), so `runs:shedlock:records:<lock>` (a
+//! [configured](RedisLockProviderBuilder::runs_key_prefix), so `runs:shedlock:records:<lock>` (a
 //! hash of the lock's records, JSON), `runs:shedlock:started:<lock>` (a sorted set of them by
 //! start) and `runs:shedlock:locks` (the locks with records). Starting and ending a run is
 //! one script each, one round trip, on Redis's `TIME`; the first end recorded stays (a run
 //! marked interrupted is not turned into a success by its stalled holder's late end); records
-//! older than [`run_retention`](RedisProviderBuilder::run_retention) (14 days) or beyond the
-//! newest [`runs_per_lock`](RedisProviderBuilder::runs_per_lock) (1000) are deleted by the
+//! older than [`run_retention`](RedisLockProviderBuilder::run_retention) (14 days) or beyond the
+//! newest [`runs_per_lock`](RedisLockProviderBuilder::runs_per_lock) (1000) are deleted by the
 //! same scripts. On RedLock every master keeps a copy, and a read keeps what a majority holds
 //! (see [`RedLockProvider`]).
 //!
@@ -135,7 +135,7 @@ mod runs;
 mod scripts;
 mod single;
 
-pub use builder::RedisProviderBuilder;
+pub use builder::{Majority, RedLockProviderBuilder, RedisLockProviderBuilder, SingleServer};
 pub use keys::DEFAULT_KEY_PREFIX;
 pub use redlock::RedLockProvider;
 pub use single::RedisLockProvider;

@@ -8,7 +8,7 @@ use shedlock_core::{
 };
 use tokio::sync::broadcast;
 
-use crate::RedisProviderBuilder;
+use crate::RedisLockProviderBuilder;
 use crate::builder::Settings;
 use crate::error::store_error;
 use crate::hints::ReleaseHints;
@@ -63,14 +63,14 @@ impl RedisLockProvider {
     /// with TLS when the `redis` crate is built with it) with the default settings.
     ///
     /// # Errors
-    /// See [`RedisProviderBuilder::connect`].
+    /// See [`RedisLockProviderBuilder::connect`].
     pub async fn connect(url: &str) -> Result<Self, Error> {
         Self::builder().connect(url).await
     }
 
-    /// Configures key prefix, holder, timeout and hints; see [`RedisProviderBuilder`].
-    pub fn builder() -> RedisProviderBuilder {
-        RedisProviderBuilder::default()
+    /// Configures key prefix, holder, timeout and hints; see [`RedisLockProviderBuilder`].
+    pub fn builder() -> RedisLockProviderBuilder {
+        RedisLockProviderBuilder::default()
     }
 
     pub(crate) async fn connect_with(settings: Settings, url: &str) -> Result<Self, Error> {
@@ -113,7 +113,7 @@ impl RedisLockProvider {
     }
 
     /// The channel on which releases publish the name of a lock that became free, unless built
-    /// [`without_release_hints`](RedisProviderBuilder::without_release_hints).
+    /// [`without_release_hints`](RedisLockProviderBuilder::without_release_hints).
     pub fn release_channel(&self) -> Option<&str> {
         Some(&*self.settings.channel).filter(|c| !c.is_empty())
     }

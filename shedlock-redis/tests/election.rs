@@ -53,7 +53,7 @@ impl Instance {
             .timeout(Duration::from_millis(250));
         let provider: Arc<dyn LockProvider> = match store {
             Store::Redis => Arc::new(builder.connect(&through[0]).await.unwrap()),
-            Store::RedLock => Arc::new(builder.connect_redlock(through).await.unwrap()),
+            Store::RedLock => Arc::new(builder.redlock().connect(through).await.unwrap()),
         };
         Some(Instance { provider, proxies })
     }

@@ -51,7 +51,7 @@ mod specifics {
         let provider = RedLockProvider::builder()
             .holder(holder)
             .timeout(Duration::from_millis(250))
-            .connect_redlock(servers.iter().map(RedisServer::url))
+            .connect(servers.iter().map(RedisServer::url))
             .await
             .unwrap();
         Some((servers, provider))
@@ -71,7 +71,7 @@ mod specifics {
         let b = RedLockProvider::builder()
             .key_prefix(a.key_prefix())
             .holder("b")
-            .connect_redlock(common::redlock_urls().unwrap())
+            .connect(common::redlock_urls().unwrap())
             .await
             .unwrap();
         let second = b.acquire(&lock).await.unwrap().unwrap();
@@ -164,7 +164,7 @@ mod specifics {
         // Another process: it knows no token, and one master knows none either.
         let b = RedLockProvider::builder()
             .holder("b")
-            .connect_redlock(servers.iter().map(RedisServer::url))
+            .connect(servers.iter().map(RedisServer::url))
             .await
             .unwrap();
         let lease = b.acquire(&lock).await.unwrap().unwrap();
@@ -201,7 +201,7 @@ mod specifics {
         servers[0].restart();
         let b = RedLockProvider::builder()
             .holder("b")
-            .connect_redlock(servers.iter().map(RedisServer::url))
+            .connect(servers.iter().map(RedisServer::url))
             .await
             .unwrap();
         let second = b.acquire(&lock).await.unwrap();
@@ -303,7 +303,7 @@ mod specifics {
             field(
                 RedLockProvider::builder()
                     .clock_drift_factor(0.7)
-                    .connect_redlock(["redis://127.0.0.1:1"])
+                    .connect(["redis://127.0.0.1:1"])
                     .await
             ),
             "clock_drift_factor"

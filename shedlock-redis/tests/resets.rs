@@ -207,7 +207,7 @@ mod redlock {
         let b = RedLockProvider::builder()
             .key_prefix(a.key_prefix())
             .holder("b")
-            .connect_redlock(&urls)
+            .connect(&urls)
             .await
             .unwrap();
         let fresh = b

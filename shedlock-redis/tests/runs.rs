@@ -12,19 +12,19 @@ use common::{connection, redis_url, redlock_urls, unique_key_prefix};
 use redis::AsyncCommands as _;
 use shedlock_core::conformance::unique_lock_name;
 use shedlock_core::{Error, LockProvider, RunEnd, RunOutcome, RunQuery, RunStart};
-use shedlock_redis::{RedLockProvider, RedisLockProvider, RedisProviderBuilder};
+use shedlock_redis::{RedLockProvider, RedisLockProvider, RedisLockProviderBuilder};
 use shedlock_test_support::runs::{
     assert_runs_error, end_runs, late_end_of_a_stalled_holder, run_tokens,
 };
 use shedlock_test_support::{RedisServer, ServerHarness};
 
-fn builder(holder: &str) -> RedisProviderBuilder {
+fn builder(holder: &str) -> RedisLockProviderBuilder {
     RedisLockProvider::builder()
         .key_prefix(unique_key_prefix("runs"))
         .holder(holder)
 }
 
-async fn redis_with(builder: RedisProviderBuilder) -> Option<RedisLockProvider> {
+async fn redis_with(builder: RedisLockProviderBuilder) -> Option<RedisLockProvider> {
     let url = redis_url()?;
     Some(
         builder
@@ -34,11 +34,12 @@ async fn redis_with(builder: RedisProviderBuilder) -> Option<RedisLockProvider> 
     )
 }
 
-async fn redlock_with(builder: RedisProviderBuilder) -> Option<RedLockProvider> {
+async fn redlock_with(builder: RedisLockProviderBuilder) -> Option<RedLockProvider> {
     let urls = redlock_urls()?;
     Some(
         builder
-            .connect_redlock(&urls)
+            .redlock()
+            .connect(&urls)
             .await
             .expect("connect to SHEDLOCK_TEST_REDLOCK_URLS"),
     )
@@ -219,7 +220,7 @@ mod single {
 mod redlock {
     use super::*;
 
-    fn builder(holder: &str) -> RedisProviderBuilder {
+    fn builder(holder: &str) -> RedisLockProviderBuilder {
         super::builder(holder).key_prefix(unique_key_prefix("redlock-runs"))
     }
 
@@ -275,7 +276,7 @@ mod redlock {
         let provider = RedLockProvider::builder()
             .holder("a")
             .timeout(Duration::from_millis(250))
-            .connect_redlock(servers.iter().map(RedisServer::url))
+            .connect(servers.iter().map(RedisServer::url))
             .await
             .unwrap();
         let log = provider.run_log().unwrap();

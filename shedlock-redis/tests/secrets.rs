@@ -83,13 +83,14 @@ mod secrets {
         let dead = |port: u16| format!("redis://alice:{SECRET}@127.0.0.1:{port}");
         let error = builder
             .clone()
-            .connect_redlock([right.clone(), dead(dead_1), dead(dead_2)])
+            .redlock()
+            .connect([right.clone(), dead(dead_1), dead(dead_2)])
             .await
             .unwrap_err();
         let shown = format!("{error} {error:?}");
         assert!(shown.contains(&format!("127.0.0.1:{dead_2}")), "{shown}");
         assert_hidden("a failed quorum", &shown);
-        let redlock = builder.connect_redlock([&right]).await.unwrap();
+        let redlock = builder.redlock().connect([&right]).await.unwrap();
         assert_hidden(
             "the RedLock provider",
             &format!("{redlock:?} {:?}", redlock.servers()),

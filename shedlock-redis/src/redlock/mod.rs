@@ -15,7 +15,7 @@ use shedlock_core::{
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-use crate::RedisProviderBuilder;
+use crate::RedLockProviderBuilder;
 use crate::builder::Settings;
 use crate::error::{QuorumError, ServerError};
 use crate::hints::ReleaseHints;
@@ -28,13 +28,13 @@ use round::agreed_lease;
 /// algorithm, as published by Redis's author, and fencing tokens agreed by a majority.
 ///
 /// - **acquire** runs the single-server acquire script on every master at once, each within
-///   the per-master [timeout](RedisProviderBuilder::timeout). It succeeds when a majority
+///   the per-master [timeout](RedLockProviderBuilder::timeout). It succeeds when a majority
 ///   (N/2 + 1) granted the lease and the validity left, `lock_at_most_for − elapsed − drift`
-///   (drift = `lock_at_most_for ×` [clock drift factor](RedisProviderBuilder::clock_drift_factor)
+///   (drift = `lock_at_most_for ×` [clock drift factor](RedLockProviderBuilder::clock_drift_factor)
 ///   `+ 2 ms`), is positive. Otherwise the masters that granted it take it back (the lease
 ///   before it is restored, so a failed attempt leaves no recent acquisition behind), and
 ///   when the attempt won some masters but no majority (instances asking at the same moment
-///   split the votes), it is retried a few [times](RedisProviderBuilder::retries): the
+///   split the votes), it is retried a few [times](RedLockProviderBuilder::retries): the
 ///   instance whose holder sorts first among those with the most grants after one round, the
 ///   others later.
 ///   A master that refuses because the lock was acquired within the
@@ -52,7 +52,7 @@ use round::agreed_lease;
 /// microseconds since the epoch (the highest clock a master answered with, moved on by its own
 /// monotonic clock), or more when it knows a higher token for the lock. A master grants the
 /// lease only if the proposal is above its stored token and at most the per-master
-/// [timeout](RedisProviderBuilder::timeout) behind its own clock, and stores it; a master that
+/// [timeout](RedLockProviderBuilder::timeout) behind its own clock, and stores it; a master that
 /// answers "behind" tells the lowest proposal it would take, and the instance retries at once
 /// with that. So a lease exists only with the same token on a majority, and:
 ///
@@ -121,19 +121,19 @@ impl RedLockProvider {
     /// Connects to the masters at `urls` with the default settings.
     ///
     /// # Errors
-    /// See [`RedisProviderBuilder::connect_redlock`].
+    /// See [`RedLockProviderBuilder::connect`].
     pub async fn connect<I, S>(urls: I) -> Result<Self, Error>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        Self::builder().connect_redlock(urls).await
+        Self::builder().connect(urls).await
     }
 
     /// Configures key prefix, holder, per-master timeout, drift and retries; see
-    /// [`RedisProviderBuilder`].
-    pub fn builder() -> RedisProviderBuilder {
-        RedisProviderBuilder::default()
+    /// [`RedLockProviderBuilder`].
+    pub fn builder() -> RedLockProviderBuilder {
+        RedLockProviderBuilder::default()
     }
 
     pub(crate) async fn connect_with(

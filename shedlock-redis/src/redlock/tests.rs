@@ -25,7 +25,7 @@ async fn token_knowledge_stays_bounded() {
     let provider = RedLockProvider::builder()
         .key_prefix(&prefix)
         .holder("bounded")
-        .connect_redlock(&urls)
+        .connect(&urls)
         .await
         .unwrap();
     for i in 0..MAX_NAMES + 100 {

@@ -40,7 +40,7 @@ pub(crate) async fn redlock(holder: &str) -> Option<RedLockProvider> {
             // The default per-master timeout (1 s): on a loaded machine a 250 ms one marks a
             // master down now and then, and a lock whose release missed another master is then
             // refused until a probe sees the first back.
-            .connect_redlock(&urls)
+            .connect(&urls)
             .await
             .expect("connect to SHEDLOCK_TEST_REDLOCK_URLS"),
     )
