@@ -55,9 +55,29 @@ pub struct EtcdElector {
 }
 
 impl EtcdElector {
+    /// Connects to the cluster (`http://host:2379`, several separated by commas) with key
+    /// prefix `shedlock/`, campaigning as [`default_holder()`](shedlock_core::default_holder).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`endpoints`) for an endpoint that is not a URL;
+    /// [`Error::Store`] when no member answers within the request timeout.
+    pub async fn connect(endpoints: &str) -> Result<Self, Error> {
+        Self::builder(endpoints).connect().await
+    }
+
     /// Configures endpoints, prefix, holder, credentials and TLS; see [`EtcdElectorBuilder`].
     pub fn builder(endpoints: impl Into<String>) -> EtcdElectorBuilder {
         EtcdElectorBuilder::new(endpoints.into())
+    }
+
+    /// The prefix of the candidates' keys of `election`: `<prefix>elections/<election>/`.
+    pub fn election_prefix(&self, election: &str) -> String {
+        String::from_utf8_lossy(&self.keys.election(election)).into_owned()
+    }
+
+    /// The identity written into this candidate's keys.
+    pub fn holder(&self) -> &str {
+        &self.holder
     }
 
     pub(crate) fn from_parts(client: Client, keys: Arc<Keys>, holder: Arc<str>) -> Self {
