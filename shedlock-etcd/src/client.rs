@@ -227,25 +227,39 @@ impl Client {
     }
 
     /// Renews a lease once; returns its TTL in seconds, 0 when the lease no longer exists.
+    /// Sent again to the next endpoint when a member does not answer (a renewal is
+    /// idempotent), all within the request timeout.
     pub(crate) async fn keep_alive_once(&self, id: i64) -> Result<i64, EtcdError> {
-        let attempt = async {
-            let request = tokio_stream::once(wire::LeaseKeepAliveRequest { id });
-            let mut stream = self
-                .streaming::<_, wire::LeaseKeepAliveResponse>(LEASE_KEEP_ALIVE, request)
-                .await?;
-            match stream.message().await {
-                Ok(Some(response)) => Ok(response.ttl),
-                Ok(None) => Err(EtcdError::Closed),
-                Err(status) => Err(EtcdError::from_status(status)),
+        let attempts = async {
+            let mut tried = 0;
+            loop {
+                let request = tokio_stream::once(wire::LeaseKeepAliveRequest { id });
+                let answer = match self
+                    .streaming::<_, wire::LeaseKeepAliveResponse>(LEASE_KEEP_ALIVE, request)
+                    .await
+                {
+                    Ok(mut stream) => match stream.message().await {
+                        Ok(Some(response)) => Ok(response.ttl),
+                        Ok(None) => Err(EtcdError::Closed),
+                        Err(status) => Err(EtcdError::from_status(status)),
+                    },
+                    Err(error) => Err(error),
+                };
+                match answer {
+                    Ok(ttl) => return Ok(ttl),
+                    Err(error) if error.is_unavailable() || matches!(error, EtcdError::Closed) => {
+                        self.next_endpoint();
+                        tried += 1;
+                        if tried >= self.inner.channels.len() {
+                            return Err(error);
+                        }
+                    }
+                    Err(error) => return Err(error),
+                }
             }
         };
-        match tokio::time::timeout(self.inner.timeout, attempt).await {
-            Ok(result) => {
-                if result.is_err() {
-                    self.next_endpoint();
-                }
-                result
-            }
+        match tokio::time::timeout(self.inner.timeout, attempts).await {
+            Ok(result) => result,
             Err(_) => {
                 self.next_endpoint();
                 Err(EtcdError::Timeout(self.inner.timeout))

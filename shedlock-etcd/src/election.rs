@@ -183,7 +183,8 @@ impl Campaign<'_> {
         let mut next_renewal = Instant::now() + self.config.retry_period;
         let (mut events, mut _keeper) = self.watch(&prefix, mine).await?;
         loop {
-            // Who leads: the lowest create revision under the election's prefix.
+            // Who leads: the lowest create revision under the election's prefix. A failed
+            // read is tried again at the next renewal; trust runs out by itself meanwhile.
             let range = client
                 .range(wire::RangeRequest {
                     key: prefix.clone(),
@@ -191,7 +192,25 @@ impl Campaign<'_> {
                     limit: 0,
                     keys_only: true,
                 })
-                .await?;
+                .await;
+            let range = match range {
+                Ok(range) => range,
+                Err(error) => {
+                    tracing::debug!(election = self.election, %error, "reading the candidates failed; trying again");
+                    tokio::select! {
+                        () = self.stop.cancelled() => return Ok(()),
+                        () = tokio::time::sleep(self.config.retry_period / 2) => {}
+                    }
+                    if Instant::now() >= next_renewal {
+                        match self.renew(lease, &mut renewed_at, &mut next_renewal).await {
+                            Ok(true) => {}
+                            Ok(false) => return Ok(()),
+                            Err(error) => tracing::debug!(election = self.election, %error, "renewing the campaign's lease failed; trying again"),
+                        }
+                    }
+                    continue;
+                }
+            };
             let Some(first) = range.kvs.iter().min_by_key(|kv| kv.create_revision) else {
                 return Ok(());
             };
@@ -214,30 +233,56 @@ impl Campaign<'_> {
                 message = events.message() => match message {
                     Ok(Some(response)) if !response.canceled => true,
                     _ => {
-                        // The watch ended: open it again; polling every renewal meanwhile.
-                        (events, _keeper) = self.watch(&prefix, 0).await?;
+                        // The watch ended: open it again (from now: the read that follows
+                        // sees what happened meanwhile).
+                        match self.watch(&prefix, 0).await {
+                            Ok(watch) => (events, _keeper) = watch,
+                            Err(error) => {
+                                tracing::debug!(election = self.election, %error, "watching the candidates failed; trying again");
+                                tokio::time::sleep(self.config.retry_period / 2).await;
+                            }
+                        }
                         true
                     }
                 },
             };
             if !deleted || Instant::now() >= next_renewal {
-                let sent = Instant::now();
-                let ttl = client.keep_alive_once(lease).await?;
-                if ttl <= 0 {
-                    tracing::info!(election = self.election, "the campaign's etcd lease ended; campaigning again");
-                    return Ok(());
-                }
-                renewed_at = sent;
-                next_renewal = sent + self.config.retry_period;
-                if self.candidacy.is_leader()
-                    && !self
-                        .candidacy
-                        .renewed(sent + self.config.renew_deadline)
-                {
-                    return Ok(());
+                match self.renew(lease, &mut renewed_at, &mut next_renewal).await {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(()),
+                    Err(error) => {
+                        // Tried again at the next renewal; a leader's trust runs out at its
+                        // deadline meanwhile, before etcd can end the lease.
+                        tracing::debug!(election = self.election, %error, "renewing the campaign's lease failed; trying again");
+                        next_renewal = Instant::now() + self.config.retry_period / 2;
+                    }
                 }
             }
         }
+    }
+
+    /// Renews the campaign's lease once. `Ok(false)`: the lease is gone or the leadership's
+    /// deadline passed before the renewal was confirmed; the candidacy starts over.
+    async fn renew(
+        &self,
+        lease: i64,
+        renewed_at: &mut Instant,
+        next_renewal: &mut Instant,
+    ) -> Result<bool, EtcdError> {
+        let sent = Instant::now();
+        let ttl = self.elector.client.keep_alive_once(lease).await?;
+        if ttl <= 0 {
+            tracing::info!(election = self.election, "the campaign's etcd lease ended; campaigning again");
+            return Ok(false);
+        }
+        *renewed_at = sent;
+        *next_renewal = sent + self.config.retry_period;
+        if self.candidacy.is_leader()
+            && !self.candidacy.renewed(sent + self.config.renew_deadline)
+        {
+            return Ok(false);
+        }
+        Ok(true)
     }
 
     /// Watches deletions under `prefix`, from revision `after` + 1 (0: from now).

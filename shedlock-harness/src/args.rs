@@ -29,6 +29,10 @@ pub enum Command {
     /// One ZooKeeper election candidate (spawned by the harness).
     #[command(hide = true)]
     ZkCandidate(ZkCandidateArgs),
+    /// One etcd election candidate (spawned by the harness): the same options, `--root` being
+    /// the key prefix.
+    #[command(hide = true)]
+    EtcdCandidate(ZkCandidateArgs),
 }
 
 #[cfg(test)]

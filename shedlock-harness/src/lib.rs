@@ -22,6 +22,7 @@
 
 mod args;
 mod checker;
+mod etcd;
 mod event;
 mod fleet;
 mod redis_store;
@@ -41,3 +42,4 @@ pub use store::{Backend, DEFAULT_ACQUIRE_TIMEOUT, JournalRow, Store, StoreConfig
 pub use stress::{StressArgs, StressOptions, run_stress};
 pub use worker::{LeaderWork, WorkerArgs, WorkerOptions, emit, run_worker};
 pub use zookeeper::{ZkCandidateArgs, ZkCandidateOptions, run_candidate};
+pub use etcd::run_etcd_candidate;

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use clap::Parser as _;
 use shedlock_harness::{
-    Cli, Command, StressOptions, WorkerOptions, ZkCandidateOptions, run_candidate, run_stress,
+    Cli, Command, StressOptions, WorkerOptions, ZkCandidateOptions, run_candidate, run_etcd_candidate, run_stress,
     run_worker,
 };
 
@@ -40,6 +40,11 @@ fn main() -> ExitCode {
             Command::ZkCandidate(args) => run_candidate(ZkCandidateOptions::from_args(args))
                 .await
                 .map(|()| true),
+            Command::EtcdCandidate(args) => {
+                run_etcd_candidate(ZkCandidateOptions::from_args(args))
+                    .await
+                    .map(|()| true)
+            }
         }
     });
     match result {

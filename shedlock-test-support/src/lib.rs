@@ -11,8 +11,11 @@
 //! - [`RedisServer`]: a private `redis-server` on a free port, to kill and restart.
 //! - [`Ensemble`]: the servers of the test ZooKeeper ensemble (`.ci/zookeeper.sh`), stopped
 //!   and started again.
+//! - [`EtcdCluster`]: the members of the test etcd cluster (`.ci/etcd.sh`), stopped and
+//!   started again.
 
 pub mod env;
+mod etcd;
 mod harness;
 pub mod names;
 mod proxy;
@@ -25,3 +28,4 @@ pub use names::{unique_key_prefix, unique_lock_name, unique_table, unique_zk_roo
 pub use proxy::{CutProxy, ProxyMode, upstream_of, url_at};
 pub use redis_server::RedisServer;
 pub use zookeeper::{Ensemble, ServerMode, StoppedServer};
+pub use etcd::{EtcdCluster, StoppedMember};
