@@ -91,7 +91,9 @@ impl Keys {
 /// An etcd lease TTL for `duration`: whole seconds, rounded up (etcd raises TTLs below its
 /// minimum, about 2 s with default cluster settings, to that minimum).
 pub(crate) fn ttl_seconds(duration: std::time::Duration) -> i64 {
-    let whole = duration.as_secs() + u64::from(duration.subsec_nanos() > 0);
+    let whole = duration
+        .as_secs()
+        .saturating_add(u64::from(duration.subsec_nanos() > 0));
     i64::try_from(whole.clamp(1, MAX_TTL_SECONDS)).unwrap_or(i64::MAX)
 }
 
