@@ -33,7 +33,11 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|| {
             "http://127.0.0.1:2379,http://127.0.0.1:22379,http://127.0.0.1:32379".to_owned()
         });
-    let run_for = args.next().map(|s| s.parse()).transpose()?.map(Duration::from_secs);
+    let run_for = args
+        .next()
+        .map(|s| s.parse())
+        .transpose()?
+        .map(Duration::from_secs);
 
     let provider = EtcdLockProvider::builder(&endpoints)
         .request_timeout(Duration::from_secs(2))

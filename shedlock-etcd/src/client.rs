@@ -167,7 +167,10 @@ impl Client {
         self.unary(KV_RANGE, request, Retry::Idempotent).await
     }
 
-    pub(crate) async fn txn(&self, request: wire::TxnRequest) -> Result<wire::TxnResponse, EtcdError> {
+    pub(crate) async fn txn(
+        &self,
+        request: wire::TxnRequest,
+    ) -> Result<wire::TxnResponse, EtcdError> {
         self.unary(KV_TXN, request, Retry::IfNotSent).await
     }
 
@@ -205,9 +208,7 @@ impl Client {
             .await
         {
             Ok(_) => Ok(()),
-            Err(EtcdError::Status { message, .. }) if message.contains("lease not found") => {
-                Ok(())
-            }
+            Err(EtcdError::Status { message, .. }) if message.contains("lease not found") => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -318,10 +319,14 @@ impl Client {
         grpc.ready()
             .await
             .map_err(|e| EtcdError::Transport(e.to_string()))?;
-        grpc.streaming(request, PathAndQuery::from_static(path), ProstCodec::default())
-            .await
-            .map(tonic::Response::into_inner)
-            .map_err(EtcdError::from_status)
+        grpc.streaming(
+            request,
+            PathAndQuery::from_static(path),
+            ProstCodec::default(),
+        )
+        .await
+        .map(tonic::Response::into_inner)
+        .map_err(EtcdError::from_status)
     }
 
     fn channel(&self) -> Channel {
@@ -398,10 +403,14 @@ impl Client {
         grpc.ready()
             .await
             .map_err(|e| EtcdError::Transport(e.to_string()))?;
-        grpc.unary(request, PathAndQuery::from_static(path), ProstCodec::default())
-            .await
-            .map(tonic::Response::into_inner)
-            .map_err(EtcdError::from_status)
+        grpc.unary(
+            request,
+            PathAndQuery::from_static(path),
+            ProstCodec::default(),
+        )
+        .await
+        .map(tonic::Response::into_inner)
+        .map_err(EtcdError::from_status)
     }
 
     /// Authenticates again, unless another task already replaced `stale`.
@@ -419,12 +428,10 @@ impl Client {
                 name: credentials.user.clone(),
                 password: credentials.password.clone(),
             };
-            let sent = tokio::time::timeout(
-                self.inner.timeout,
-                self.send(AUTHENTICATE, request, None),
-            )
-            .await
-            .unwrap_or(Err(EtcdError::Timeout(self.inner.timeout)));
+            let sent =
+                tokio::time::timeout(self.inner.timeout, self.send(AUTHENTICATE, request, None))
+                    .await
+                    .unwrap_or(Err(EtcdError::Timeout(self.inner.timeout)));
             match sent {
                 Ok(response) => break response,
                 Err(error) if error.is_unavailable() || matches!(error, EtcdError::Timeout(_)) => {

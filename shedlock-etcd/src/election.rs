@@ -2,9 +2,9 @@
 //! a key under `<prefix>elections/<election>/` on an etcd lease of its own; the candidate
 //! whose key has the lowest create revision leads, and that revision is its term.
 
-use std::sync::Arc;
 use shedlock_core::async_trait;
 use shedlock_core::{Candidacy, ElectionConfig, Elector, Error};
+use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -156,7 +156,9 @@ impl Campaign<'_> {
         // Trust counts from before the grant: etcd's lease starts later, so it ends no
         // earlier than the first deadline.
         let granted_at = Instant::now();
-        let grant = client.grant(ttl_seconds(self.config.lease_duration)).await?;
+        let grant = client
+            .grant(ttl_seconds(self.config.lease_duration))
+            .await?;
         let lease = grant.id;
         let result = self.on_lease(lease, granted_at).await;
         // Resign (or clean up): deleting the key through the lease hands over at once.
@@ -174,7 +176,11 @@ impl Campaign<'_> {
         let put = client
             .txn(wire::TxnRequest {
                 compare: vec![wire::created_at(&key, 0)],
-                success: vec![wire::put(&key, self.elector.holder.as_bytes().to_vec(), lease)],
+                success: vec![wire::put(
+                    &key,
+                    self.elector.holder.as_bytes().to_vec(),
+                    lease,
+                )],
                 failure: Vec::new(),
             })
             .await?;
@@ -205,7 +211,9 @@ impl Campaign<'_> {
                         match self.renew(lease, &mut renewed_at, &mut next_renewal).await {
                             Ok(true) => {}
                             Ok(false) => return Ok(()),
-                            Err(error) => tracing::debug!(election = self.election, %error, "renewing the campaign's lease failed; trying again"),
+                            Err(error) => {
+                                tracing::debug!(election = self.election, %error, "renewing the campaign's lease failed; trying again")
+                            }
                         }
                     }
                     continue;
@@ -215,7 +223,10 @@ impl Campaign<'_> {
                 return Ok(());
             };
             if !range.kvs.iter().any(|kv| kv.key == key) {
-                tracing::info!(election = self.election, "the candidate's key is gone; campaigning again");
+                tracing::info!(
+                    election = self.election,
+                    "the candidate's key is gone; campaigning again"
+                );
                 return Ok(());
             }
             let leads = first.key == key;
@@ -272,13 +283,15 @@ impl Campaign<'_> {
         let sent = Instant::now();
         let ttl = self.elector.client.keep_alive_once(lease).await?;
         if ttl <= 0 {
-            tracing::info!(election = self.election, "the campaign's etcd lease ended; campaigning again");
+            tracing::info!(
+                election = self.election,
+                "the campaign's etcd lease ended; campaigning again"
+            );
             return Ok(false);
         }
         *renewed_at = sent;
         *next_renewal = sent + self.config.retry_period;
-        if self.candidacy.is_leader()
-            && !self.candidacy.renewed(sent + self.config.renew_deadline)
+        if self.candidacy.is_leader() && !self.candidacy.renewed(sent + self.config.renew_deadline)
         {
             return Ok(false);
         }
@@ -290,7 +303,13 @@ impl Campaign<'_> {
         &self,
         prefix: &[u8],
         after: i64,
-    ) -> Result<(tonic::Streaming<wire::WatchResponse>, crate::client::WatchKeeper), EtcdError> {
+    ) -> Result<
+        (
+            tonic::Streaming<wire::WatchResponse>,
+            crate::client::WatchKeeper,
+        ),
+        EtcdError,
+    > {
         let create = wire::WatchCreateRequest {
             key: prefix.to_vec(),
             range_end: wire::prefix_end(prefix),
@@ -300,7 +319,9 @@ impl Campaign<'_> {
         let (mut stream, keeper) = self.elector.client.watch(create).await?;
         // The first response confirms the watch.
         match tokio::time::timeout(self.elector.client.request_timeout(), stream.message()).await {
-            Ok(Ok(Some(response))) if response.created && !response.canceled => Ok((stream, keeper)),
+            Ok(Ok(Some(response))) if response.created && !response.canceled => {
+                Ok((stream, keeper))
+            }
             Ok(Ok(Some(response))) => Err(EtcdError::Status {
                 code: tonic::Code::Aborted,
                 message: format!("watch not created: {}", response.cancel_reason),

@@ -42,7 +42,12 @@ impl Hints {
         let runtime = tokio::runtime::Handle::try_current().ok()?;
         let (sender, receiver) = broadcast::channel(CAPACITY);
         let (stop_sender, stop) = oneshot::channel();
-        runtime.spawn(watch(client.clone(), Arc::clone(keys), sender.clone(), stop));
+        runtime.spawn(watch(
+            client.clone(),
+            Arc::clone(keys),
+            sender.clone(),
+            stop,
+        ));
         *running = Some(Running {
             sender,
             _stop: stop_sender,
@@ -65,7 +70,11 @@ async fn watch(
             _ = &mut stop => return,
             ended = forward(&client, &keys, &sender) => ended,
         };
-        tracing::debug!(prefix = keys.prefix(), ended, "release hint watch ended; watching again");
+        tracing::debug!(
+            prefix = keys.prefix(),
+            ended,
+            "release hint watch ended; watching again"
+        );
         tokio::select! {
             _ = &mut stop => return,
             () = tokio::time::sleep(backoff) => {}

@@ -112,7 +112,10 @@ mod tests {
         assert_eq!(keys.held("x"), b"app/held/x".to_vec());
         assert_eq!(keys.name_in("held", b"app/held/x"), Some("x"));
         assert_eq!(keys.name_in("held", b"app/least/x"), None);
-        assert_eq!(keys.run("n", 7, 1), b"app/runs/n/00000000000000000007-0000000001".to_vec());
+        assert_eq!(
+            keys.run("n", 7, 1),
+            b"app/runs/n/00000000000000000007-0000000001".to_vec()
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ use shedlock_core::{
     Error, LockConfiguration, LockInspector, LockLease, LockProvider, Operation, RunLog,
 };
 
+use crate::EtcdElector;
 use crate::builder::EtcdLockProviderBuilder;
 use crate::client::Client;
 use crate::error::EtcdError;
@@ -16,7 +17,6 @@ use crate::keys::{Keys, ttl_seconds};
 use crate::record::{LockValue, from_ms, ms, now_ms};
 use crate::runs::Retention;
 use crate::wire::{self, KeyValue};
-use crate::EtcdElector;
 
 /// Locks as etcd keys held by etcd leases, with the cluster's revision as fencing token.
 ///
@@ -110,7 +110,11 @@ impl EtcdLockProvider {
     /// [`LeaderElection`](shedlock_core::LeaderElection) and leader-only jobs: candidates
     /// under `<prefix>elections/<election>/`, each on an etcd lease of its own.
     pub fn elector(&self) -> EtcdElector {
-        EtcdElector::from_parts(self.client.clone(), Arc::clone(&self.keys), Arc::clone(&self.holder))
+        EtcdElector::from_parts(
+            self.client.clone(),
+            Arc::clone(&self.keys),
+            Arc::clone(&self.holder),
+        )
     }
 
     fn fail(&self, operation: Operation, lock: &str) -> impl Fn(EtcdError) -> Error + '_ {
@@ -135,7 +139,12 @@ impl EtcdLockProvider {
     }
 
     /// Grants a lease of `duration` (rounded up to whole seconds).
-    async fn grant(&self, operation: Operation, lock: &str, duration: Duration) -> Result<i64, Error> {
+    async fn grant(
+        &self,
+        operation: Operation,
+        lock: &str,
+        duration: Duration,
+    ) -> Result<i64, Error> {
         let response = self
             .client
             .grant(ttl_seconds(duration))
@@ -150,9 +159,15 @@ impl LockProvider for EtcdLockProvider {
     async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
         let name = config.name();
         let fail = self.fail(Operation::Acquire, name);
-        let (lock_key, held_key, least_key) =
-            (self.keys.lock(name), self.keys.held(name), self.keys.least(name));
-        let mut compare = vec![wire::created_at(&held_key, 0), wire::created_at(&least_key, 0)];
+        let (lock_key, held_key, least_key) = (
+            self.keys.lock(name),
+            self.keys.held(name),
+            self.keys.least(name),
+        );
+        let mut compare = vec![
+            wire::created_at(&held_key, 0),
+            wire::created_at(&least_key, 0),
+        ];
         let window = config.acquired_within_window();
         if !window.is_zero() {
             // The window is the one decision on instance clocks: etcd has no clock to read.
@@ -181,20 +196,20 @@ impl LockProvider for EtcdLockProvider {
         let locked_at = now_ms();
         let at_most = config.lock_at_most_for();
         let at_least = config.lock_at_least_for();
-        let (lease, least) = tokio::join!(
-            self.grant(Operation::Acquire, name, at_most),
-            async {
-                if at_least.is_zero() {
-                    Ok(0)
-                } else {
-                    self.grant(Operation::Acquire, name, at_least).await
-                }
+        let (lease, least) = tokio::join!(self.grant(Operation::Acquire, name, at_most), async {
+            if at_least.is_zero() {
+                Ok(0)
+            } else {
+                self.grant(Operation::Acquire, name, at_least).await
             }
-        );
+        });
         let (lease, least) = match (lease, least) {
             (Ok(lease), Ok(least)) => (lease, least),
             (lease, least) => {
-                for id in [lease.as_ref().ok(), least.as_ref().ok()].into_iter().flatten() {
+                for id in [lease.as_ref().ok(), least.as_ref().ok()]
+                    .into_iter()
+                    .flatten()
+                {
                     self.client.revoke_later(*id);
                 }
                 return Err(lease.and(least).unwrap_err());
@@ -250,7 +265,8 @@ impl LockProvider for EtcdLockProvider {
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
         let name = lease.name();
         let now = now_ms();
-        let least_until = crate::record::to_ms(lease.locked_at()).saturating_add(ms(lease.lock_at_least_for()));
+        let least_until =
+            crate::record::to_ms(lease.locked_at()).saturating_add(ms(lease.lock_at_least_for()));
         let value = LockValue {
             holder: lease.holder().to_owned(),
             token: Some(lease.fencing_token()),
@@ -288,13 +304,20 @@ impl LockProvider for EtcdLockProvider {
     ) -> Result<Option<LockLease>, Error> {
         let name = lease.name();
         let now = now_ms();
-        let renewed = self.grant(Operation::Extend, name, lock_at_most_for).await?;
+        let renewed = self
+            .grant(Operation::Extend, name, lock_at_most_for)
+            .await?;
         // A longer lock_at_least_for than the acquisition's: a new minimum-hold key, to
         // locked_at + lock_at_least_for (as far as this instance's clock tells).
-        let least_until = crate::record::to_ms(lease.locked_at()).saturating_add(ms(lock_at_least_for));
+        let least_until =
+            crate::record::to_ms(lease.locked_at()).saturating_add(ms(lock_at_least_for));
         let least = if lock_at_least_for > lease.lock_at_least_for() && least_until > now {
             match self
-                .grant(Operation::Extend, name, Duration::from_millis(least_until - now))
+                .grant(
+                    Operation::Extend,
+                    name,
+                    Duration::from_millis(least_until - now),
+                )
                 .await
             {
                 Ok(id) => id,

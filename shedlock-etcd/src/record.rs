@@ -77,7 +77,14 @@ mod tests {
         let back = LockValue::decode(&bytes).unwrap();
         assert_eq!(back, value);
         assert_eq!(back.token_at(42), 42);
-        assert_eq!(LockValue { token: Some(7), ..back }.token_at(42), 7);
+        assert_eq!(
+            LockValue {
+                token: Some(7),
+                ..back
+            }
+            .token_at(42),
+            7
+        );
         assert!(LockValue::decode(b"not json").is_err());
         assert!(from_ms(u64::MAX) > from_ms(0), "no overflow panic");
     }

@@ -6,11 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use shedlock_core::async_trait;
 use serde::{Deserialize, Serialize};
-use shedlock_core::{
-    Error, Operation, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart,
-};
+use shedlock_core::async_trait;
+use shedlock_core::{Error, Operation, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart};
 
 use crate::EtcdLockProvider;
 use crate::error::EtcdError;
@@ -45,10 +43,7 @@ impl Retention {
             ));
         }
         if per_lock == 0 {
-            return Err(Error::invalid_config(
-                "runs_per_lock",
-                "must be at least 1",
-            ));
+            return Err(Error::invalid_config("runs_per_lock", "must be at least 1"));
         }
         Ok(Retention {
             keep_for,
@@ -140,7 +135,11 @@ fn decode(kv: &KeyValue) -> Result<RunRecord, EtcdError> {
 impl EtcdLockProvider {
     /// Writes `record` at `key` on a new retention lease if the key is absent; otherwise
     /// returns what is there.
-    async fn create_run(&self, key: &[u8], record: &RunRecord) -> Result<Option<KeyValue>, EtcdError> {
+    async fn create_run(
+        &self,
+        key: &[u8],
+        record: &RunRecord,
+    ) -> Result<Option<KeyValue>, EtcdError> {
         let lease = self
             .client
             .grant(ttl_seconds(self.retention.keep_for))
@@ -189,7 +188,10 @@ impl EtcdLockProvider {
         if excess == 0 {
             return Ok(());
         }
-        let success = own[..excess].iter().map(|kv| wire::delete(&kv.key)).collect();
+        let success = own[..excess]
+            .iter()
+            .map(|kv| wire::delete(&kv.key))
+            .collect();
         self.client
             .txn(wire::TxnRequest {
                 compare: Vec::new(),
@@ -205,7 +207,9 @@ impl EtcdLockProvider {
 impl RunLog for EtcdLockProvider {
     async fn run_started(&self, start: &RunStart) -> Result<RunRecord, Error> {
         let fail = |e: EtcdError| e.into_store(Operation::Runs, &start.lock);
-        let key = self.keys.run(&start.lock, start.fencing_token, start.attempt);
+        let key = self
+            .keys
+            .run(&start.lock, start.fencing_token, start.attempt);
         let record = RunRecord::started(start, from_ms(now_ms()));
         match self.create_run(&key, &record).await.map_err(fail)? {
             None => Ok(record),
@@ -215,7 +219,9 @@ impl RunLog for EtcdLockProvider {
 
     async fn run_finished(&self, start: &RunStart, end: &RunEnd) -> Result<(), Error> {
         let fail = |e: EtcdError| e.into_store(Operation::Runs, &start.lock);
-        let key = self.keys.run(&start.lock, start.fencing_token, start.attempt);
+        let key = self
+            .keys
+            .run(&start.lock, start.fencing_token, start.attempt);
         // A compare-and-set on the record; a concurrent first end wins, and a record that
         // appears meanwhile is read again.
         for _ in 0..3 {
@@ -253,10 +259,10 @@ impl RunLog for EtcdLockProvider {
                 break;
             }
         }
-        if self.retention.trim_due() {
-            if let Err(error) = self.trim_runs(&start.lock).await {
-                tracing::debug!(lock = %start.lock, %error, "trimming run records failed; the next trim retries");
-            }
+        if self.retention.trim_due()
+            && let Err(error) = self.trim_runs(&start.lock).await
+        {
+            tracing::debug!(lock = %start.lock, %error, "trimming run records failed; the next trim retries");
         }
         Ok(())
     }

@@ -370,7 +370,11 @@ impl TxnResponse {
 
     /// The key-values of the `index`-th operation, if it was a range.
     pub(crate) fn range(&self, index: usize) -> &[KeyValue] {
-        match self.responses.get(index).and_then(|op| op.response.as_ref()) {
+        match self
+            .responses
+            .get(index)
+            .and_then(|op| op.response.as_ref())
+        {
             Some(Response::Range(range)) => &range.kvs,
             _ => &[],
         }

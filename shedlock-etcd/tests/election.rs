@@ -24,7 +24,9 @@ const CONFIG: ElectionConfig = ElectionConfig {
 async fn proxies(url: &str) -> (Vec<CutProxy>, String) {
     let (mut proxies, mut through) = (Vec::new(), Vec::new());
     for endpoint in url.split(',') {
-        let proxy = CutProxy::start(&upstream_of(endpoint).unwrap()).await.unwrap();
+        let proxy = CutProxy::start(&upstream_of(endpoint).unwrap())
+            .await
+            .unwrap();
         through.push(proxy.url_through(endpoint).unwrap());
         proxies.push(proxy);
     }

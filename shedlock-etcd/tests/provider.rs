@@ -35,7 +35,11 @@ async fn tokens_stay_above_every_earlier_one_after_the_keys_are_deleted_by_hand(
         return;
     };
     let name = unique_lock_name("reset");
-    let first = provider.acquire(&config(&name)).await.unwrap().expect("acquired");
+    let first = provider
+        .acquire(&config(&name))
+        .await
+        .unwrap()
+        .expect("acquired");
     delete_all_by_hand(provider.prefix());
     assert_eq!(
         provider.lock_record(&name).await.unwrap(),
@@ -43,7 +47,11 @@ async fn tokens_stay_above_every_earlier_one_after_the_keys_are_deleted_by_hand(
         "the record is gone"
     );
     let other = provider.with_holder("other").unwrap();
-    let second = other.acquire(&config(&name)).await.unwrap().expect("free after the reset");
+    let second = other
+        .acquire(&config(&name))
+        .await
+        .unwrap()
+        .expect("free after the reset");
     assert!(
         second.fencing_token() > first.fencing_token(),
         "token {} after {}",
@@ -59,7 +67,10 @@ async fn tokens_stay_above_every_earlier_one_after_the_keys_are_deleted_by_hand(
             .unwrap(),
         None
     );
-    assert!(other.acquire(&config(&name)).await.unwrap().is_none(), "still held");
+    assert!(
+        other.acquire(&config(&name)).await.unwrap().is_none(),
+        "still held"
+    );
     assert!(other.release(&second).await.unwrap());
 }
 
@@ -97,8 +108,14 @@ async fn bad_configuration_is_refused_naming_the_field() {
     let cases = [
         (EtcdLockProvider::builder(" , "), "endpoints"),
         (EtcdLockProvider::builder("etcd1:2379"), "endpoints"),
-        (EtcdLockProvider::builder("http://127.0.0.1:2379").prefix(""), "prefix"),
-        (EtcdLockProvider::builder("http://127.0.0.1:2379").holder(""), "holder"),
+        (
+            EtcdLockProvider::builder("http://127.0.0.1:2379").prefix(""),
+            "prefix",
+        ),
+        (
+            EtcdLockProvider::builder("http://127.0.0.1:2379").holder(""),
+            "holder",
+        ),
         (
             EtcdLockProvider::builder("http://127.0.0.1:2379").credentials("", "pw"),
             "user",
@@ -135,5 +152,9 @@ async fn an_unreachable_cluster_is_a_store_error_within_the_request_timeout() {
         .await
         .unwrap_err();
     assert!(matches!(error, Error::Store { .. }), "{error}");
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 }

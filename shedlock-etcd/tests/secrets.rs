@@ -14,7 +14,10 @@ use shedlock_test_support::{on_ci, skip};
 const SECRET: &str = "pw-e7cd-not-for-output";
 
 fn assert_hidden(what: &str, shown: &str) {
-    assert!(!shown.contains(SECRET), "{what} shows the password: {shown}");
+    assert!(
+        !shown.contains(SECRET),
+        "{what} shows the password: {shown}"
+    );
 }
 
 /// A single-member etcd of this test's own, with user `root` (password [`SECRET`]) and auth
@@ -42,14 +45,28 @@ impl PrivateEtcd {
         };
         let (client, peer) = (free_port(), free_port());
         let url = format!("http://127.0.0.1:{client}");
-        let dir = std::env::temp_dir().join(format!("shedlock-etcd-auth-{}-{client}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "shedlock-etcd-auth-{}-{client}",
+            std::process::id()
+        ));
         let child = Command::new("etcd")
             .args(["--name", "auth", "--data-dir"])
             .arg(&dir)
-            .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
+            .args([
+                "--listen-client-urls",
+                &url,
+                "--advertise-client-urls",
+                &url,
+            ])
             .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}")])
-            .args(["--initial-advertise-peer-urls", &format!("http://127.0.0.1:{peer}")])
-            .args(["--initial-cluster", &format!("auth=http://127.0.0.1:{peer}")])
+            .args([
+                "--initial-advertise-peer-urls",
+                &format!("http://127.0.0.1:{peer}"),
+            ])
+            .args([
+                "--initial-cluster",
+                &format!("auth=http://127.0.0.1:{peer}"),
+            ])
             .args(["--logger", "zap", "--log-level", "error"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -61,7 +78,12 @@ impl PrivateEtcd {
             etcd.etcdctl(&["endpoint", "health"])
         });
         assert!(ready, "the private etcd did not come up");
-        assert!(etcd.etcdctl(&["user", "add", &format!("root:{SECRET}"), "--interactive=false"]));
+        assert!(etcd.etcdctl(&[
+            "user",
+            "add",
+            &format!("root:{SECRET}"),
+            "--interactive=false"
+        ]));
         assert!(etcd.etcdctl(&["auth", "enable"]));
         Some(etcd)
     }
@@ -143,6 +165,9 @@ async fn passwords_never_shown() {
     assert_hidden("the elector", &format!("{:?}", provider.elector()));
 
     let logged = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
-    assert!(!logged.is_empty(), "no log captured: the check would prove nothing");
+    assert!(
+        !logged.is_empty(),
+        "no log captured: the check would prove nothing"
+    );
     assert_hidden("the logs", &logged);
 }

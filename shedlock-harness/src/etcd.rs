@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use shedlock::EtcdElector;
 
-use crate::zookeeper::{fatal_on_error, lead};
 use crate::ZkCandidateOptions;
+use crate::zookeeper::{fatal_on_error, lead};
 
 /// How long an etcd request may take in a candidate: well below the renew deadline, so a
 /// member that does not answer is left for another within one renewal.

@@ -34,6 +34,7 @@ mod zookeeper;
 
 pub use args::{Cli, Command};
 pub use checker::{Expectations, Fault, Report, Takeover, check};
+pub use etcd::run_etcd_candidate;
 pub use event::{Counters, Event, WriteOutcome, now_us, unix_us};
 pub use fleet::{Fleet, Received, Signal};
 pub use redis_store::{RedisStore, redlock_url};
@@ -42,4 +43,3 @@ pub use store::{Backend, DEFAULT_ACQUIRE_TIMEOUT, JournalRow, Store, StoreConfig
 pub use stress::{StressArgs, StressOptions, run_stress};
 pub use worker::{LeaderWork, WorkerArgs, WorkerOptions, emit, run_worker};
 pub use zookeeper::{ZkCandidateArgs, ZkCandidateOptions, run_candidate};
-pub use etcd::run_etcd_candidate;

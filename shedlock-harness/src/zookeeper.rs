@@ -123,7 +123,10 @@ async fn campaign(options: &ZkCandidateOptions) -> anyhow::Result<()> {
 
 /// Campaigns through `elector` and acts as leader at the options' cadence until stopped, then
 /// resigns (any store's candidate process).
-pub(crate) async fn lead(options: &ZkCandidateOptions, elector: impl Elector) -> anyhow::Result<()> {
+pub(crate) async fn lead(
+    options: &ZkCandidateOptions,
+    elector: impl Elector,
+) -> anyhow::Result<()> {
     let election = LeaderElection::builder(options.election.clone(), elector)
         .config(options.config)
         .on_elected(|term| emit(&Event::Leader { term, at: now_us() }))

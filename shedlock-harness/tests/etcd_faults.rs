@@ -65,7 +65,10 @@ impl ElectionRun {
                 act_every: Duration::from_millis(50),
             };
             let args = std::iter::once("etcd-candidate".to_owned()).chain(options.to_args());
-            let worker = run.fleet.spawn_args(args.collect()).expect("spawn a candidate");
+            let worker = run
+                .fleet
+                .spawn_args(args.collect())
+                .expect("spawn a candidate");
             run.fleet
                 .wait_ready(&[worker], PATIENCE)
                 .await
@@ -110,7 +113,9 @@ impl ElectionRun {
     fn leader_work(&self, from: i64, to: i64) -> Vec<(usize, u64, i64)> {
         let events = self.fleet.events();
         let work = events.iter().filter_map(|r| match r.event {
-            Event::LeaderWork { term, at } if (from..to).contains(&at) => Some((r.worker, term, at)),
+            Event::LeaderWork { term, at } if (from..to).contains(&at) => {
+                Some((r.worker, term, at))
+            }
             _ => None,
         });
         work.collect()
@@ -122,9 +127,17 @@ impl ElectionRun {
             panic!("candidates did not stop cleanly: {error:#}");
         }
         let killed = self.fleet.killed();
-        let mut report = check(self.fleet.events(), &[], &killed, &self.faults, &Expectations::default());
+        let mut report = check(
+            self.fleet.events(),
+            &[],
+            &killed,
+            &self.faults,
+            &Expectations::default(),
+        );
         for (worker, line) in self.fleet.unparsed() {
-            report.violations.push(format!("worker {worker} printed an unparsable line: {line}"));
+            report.violations.push(format!(
+                "worker {worker} printed an unparsable line: {line}"
+            ));
         }
         println!("{report}");
         assert!(report.passed(), "the run broke the rules:\n{report}");
@@ -217,21 +230,37 @@ async fn work_goes_on_when_one_member_stops() {
             _ => None,
         })
         .await;
-    let config = LockConfiguration::new("one-member", Duration::from_secs(10), Duration::ZERO).unwrap();
+    let config =
+        LockConfiguration::new("one-member", Duration::from_secs(10), Duration::ZERO).unwrap();
     for _ in 0..5 {
-        let lease = provider.acquire(&config).await.expect("acquire with one member down");
+        let lease = provider
+            .acquire(&config)
+            .await
+            .expect("acquire with one member down");
         let lease = lease.expect("free");
-        assert!(provider.release(&lease).await.expect("release with one member down"));
+        assert!(
+            provider
+                .release(&lease)
+                .await
+                .expect("release with one member down")
+        );
     }
     let kept = !run.fleet.events()[from..]
         .iter()
         .any(|r| matches!(r.event, Event::Follower { .. }));
     println!(
         "etcd: member 1 stopped; leader worker {leader} {}; worker {actor} acts; locks work",
-        if kept { "kept leading" } else { "stepped down and a leader was elected again" }
+        if kept {
+            "kept leading"
+        } else {
+            "stepped down and a leader was elected again"
+        }
     );
     stopped.start().expect("start member 1 again");
-    run.cluster.wait_healthy(PATIENCE).await.expect("whole again");
+    run.cluster
+        .wait_healthy(PATIENCE)
+        .await
+        .expect("whole again");
     run.fleet.collect_for(TIMING.retry_period * 2).await;
     run.finish().await;
 }
@@ -277,13 +306,18 @@ async fn no_leader_anywhere_without_a_quorum() {
     // Hold the outage a while longer: nobody may lead meanwhile.
     run.fleet.collect_for(TIMING.lease_duration).await;
 
-    let config = LockConfiguration::new("during-outage", Duration::from_secs(10), Duration::ZERO).unwrap();
+    let config =
+        LockConfiguration::new("during-outage", Duration::from_secs(10), Duration::ZERO).unwrap();
     let asked = std::time::Instant::now();
     match provider.acquire(&config).await {
         Err(shedlock::Error::Store { .. }) => {}
         other => panic!("acquire without a quorum must fail with a store error, got {other:?}"),
     }
-    assert!(asked.elapsed() < Duration::from_secs(5), "the error took {:?}", asked.elapsed());
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "the error took {:?}",
+        asked.elapsed()
+    );
 
     let restart_at = now_us();
     let elected: Vec<_> = run.fleet.events()[outage_from..]
@@ -305,7 +339,10 @@ async fn no_leader_anywhere_without_a_quorum() {
         ms_between(stepped_down_at, restart_at),
         ms_between(restart_at, elected_at)
     );
-    run.cluster.wait_healthy(PATIENCE).await.expect("whole again");
+    run.cluster
+        .wait_healthy(PATIENCE)
+        .await
+        .expect("whole again");
     let lease = provider
         .acquire(&config)
         .await

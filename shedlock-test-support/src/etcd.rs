@@ -45,7 +45,11 @@ impl EtcdCluster {
             .env("SHEDLOCK_TEST_ETCD_DIR", &self.dir)
             .output()
             .context("run .ci/etcd.sh")?;
-        anyhow::ensure!(output.status.success(), "etcd.sh {args:?}: {}", output.status);
+        anyhow::ensure!(
+            output.status.success(),
+            "etcd.sh {args:?}: {}",
+            output.status
+        );
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
@@ -74,9 +78,9 @@ impl EtcdCluster {
         Self::MEMBERS
             .into_iter()
             .filter(|member| {
-                status
-                    .lines()
-                    .any(|line| line.starts_with(&format!("member {member} ")) && line.ends_with("healthy"))
+                status.lines().any(|line| {
+                    line.starts_with(&format!("member {member} ")) && line.ends_with("healthy")
+                })
             })
             .collect()
     }

@@ -23,9 +23,9 @@ mod redis_server;
 mod zookeeper;
 
 pub use env::{env_url, etcd_url, mysql_url, on_ci, pg_url, redis_url, redlock_urls, skip, zk_url};
+pub use etcd::{EtcdCluster, StoppedMember};
 pub use harness::ServerHarness;
 pub use names::{unique_key_prefix, unique_lock_name, unique_table, unique_zk_root};
 pub use proxy::{CutProxy, ProxyMode, upstream_of, url_at};
 pub use redis_server::RedisServer;
 pub use zookeeper::{Ensemble, ServerMode, StoppedServer};
-pub use etcd::{EtcdCluster, StoppedMember};
