@@ -174,6 +174,24 @@ impl Client {
         self.unary(KV_TXN, request, Retry::IfNotSent).await
     }
 
+    /// A transaction that writes keys on `leases` (granted for it; 0: none): when it fails or
+    /// its compares fail, the leases are revoked in the background. Whether a failed
+    /// transaction was applied is unknown, and the leases end its keys at the latest when
+    /// they run out; revoking them ends them at once.
+    pub(crate) async fn txn_on_leases(
+        &self,
+        request: wire::TxnRequest,
+        leases: &[i64],
+    ) -> Result<wire::TxnResponse, EtcdError> {
+        let response = self.txn(request).await;
+        if !matches!(&response, Ok(response) if response.succeeded) {
+            for &lease in leases {
+                self.revoke_later(lease);
+            }
+        }
+        response
+    }
+
     /// A read-only transaction (no compares, only ranges), sent again on failure.
     pub(crate) async fn read_txn(
         &self,
@@ -231,76 +249,47 @@ impl Client {
     /// Sent again to the next endpoint when a member does not answer (a renewal is
     /// idempotent), all within the request timeout.
     pub(crate) async fn keep_alive_once(&self, id: i64) -> Result<i64, EtcdError> {
-        let attempts = async {
-            let mut tried = 0;
-            loop {
-                let request = tokio_stream::once(wire::LeaseKeepAliveRequest { id });
-                let answer = match self
-                    .streaming::<_, wire::LeaseKeepAliveResponse>(LEASE_KEEP_ALIVE, request)
-                    .await
-                {
-                    Ok(mut stream) => match stream.message().await {
-                        Ok(Some(response)) => Ok(response.ttl),
-                        Ok(None) => Err(EtcdError::Closed),
-                        Err(status) => Err(EtcdError::from_status(status)),
-                    },
-                    Err(error) => Err(error),
-                };
-                match answer {
-                    Ok(ttl) => return Ok(ttl),
-                    Err(error) if error.is_unavailable() || matches!(error, EtcdError::Closed) => {
-                        self.next_endpoint();
-                        tried += 1;
-                        if tried >= self.inner.channels.len() {
-                            return Err(error);
-                        }
-                    }
-                    Err(error) => return Err(error),
-                }
+        self.with_failover(Retry::Idempotent, |token| async move {
+            let request = tokio_stream::once(wire::LeaseKeepAliveRequest { id });
+            let mut stream = self
+                .streaming::<_, wire::LeaseKeepAliveResponse>(LEASE_KEEP_ALIVE, request, token)
+                .await?;
+            match stream.message().await {
+                Ok(Some(response)) => Ok(response.ttl),
+                Ok(None) => Err(EtcdError::Closed),
+                Err(status) => Err(EtcdError::from_status(status)),
             }
-        };
-        match tokio::time::timeout(self.inner.timeout, attempts).await {
-            Ok(result) => result,
-            Err(_) => {
-                self.next_endpoint();
-                Err(EtcdError::Timeout(self.inner.timeout))
-            }
-        }
+        })
+        .await
     }
 
-    /// Opens a watch: the responses of `create` (the first says whether it was created).
+    /// Opens a watch: the responses of `create` (the first says whether it was created),
+    /// on the next endpoint when a member does not answer.
     pub(crate) async fn watch(
         &self,
         create: wire::WatchCreateRequest,
     ) -> Result<(tonic::Streaming<wire::WatchResponse>, WatchKeeper), EtcdError> {
-        let (sender, receiver) = tokio::sync::mpsc::channel(1);
-        let request = wire::WatchRequest {
-            request_union: Some(wire::WatchRequestUnion::Create(create)),
-        };
-        sender.send(request).await.map_err(|_| EtcdError::Closed)?;
-        let stream = tokio_stream::wrappers::ReceiverStream::new(receiver);
-        let opened = tokio::time::timeout(
-            self.inner.timeout,
-            self.streaming::<_, wire::WatchResponse>(WATCH, stream),
-        )
-        .await;
-        match opened {
-            Ok(Ok(stream)) => Ok((stream, WatchKeeper { _sender: sender })),
-            Ok(Err(e)) => {
-                self.next_endpoint();
-                Err(e)
+        self.with_failover(Retry::Idempotent, |token| {
+            let create = create.clone();
+            async move {
+                let (sender, receiver) = tokio::sync::mpsc::channel(1);
+                let request = wire::WatchRequest {
+                    request_union: Some(wire::WatchRequestUnion::Create(create)),
+                };
+                sender.send(request).await.map_err(|_| EtcdError::Closed)?;
+                let requests = tokio_stream::wrappers::ReceiverStream::new(receiver);
+                let stream = self.streaming(WATCH, requests, token).await?;
+                Ok((stream, WatchKeeper { _sender: sender }))
             }
-            Err(_) => {
-                self.next_endpoint();
-                Err(EtcdError::Timeout(self.inner.timeout))
-            }
-        }
+        })
+        .await
     }
 
     async fn streaming<Req, Resp>(
         &self,
         path: &'static str,
         request: impl tokio_stream::Stream<Item = Req> + Send + 'static,
+        token: Option<AsciiMetadataValue>,
     ) -> Result<tonic::Streaming<Resp>, EtcdError>
     where
         Req: prost::Message + Send + Sync + 'static,
@@ -312,7 +301,7 @@ impl Client {
         request
             .metadata_mut()
             .insert("hasleader", AsciiMetadataValue::from_static("true"));
-        if let Some(token) = self.inner.token.read().await.clone() {
+        if let Some(token) = token {
             request.metadata_mut().insert("token", token);
         }
         let mut grpc = tonic::client::Grpc::new(self.channel());
@@ -350,13 +339,24 @@ impl Client {
         Req: prost::Message + Clone + Send + Sync + 'static,
         Resp: prost::Message + Default + Send + Sync + 'static,
     {
+        self.with_failover(retry, |token| self.send(path, request.clone(), token))
+            .await
+    }
+
+    /// Runs `attempt` (given the current token) until it succeeds, within the request timeout:
+    /// on the next endpoint after a member did not answer, when `retry` allows; once more
+    /// after refreshing an expired token.
+    async fn with_failover<T, F, Fut>(&self, retry: Retry, mut attempt: F) -> Result<T, EtcdError>
+    where
+        F: FnMut(Option<AsciiMetadataValue>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, EtcdError>>,
+    {
         let attempts = async {
-            let mut refreshed = false;
-            let mut tried = 0;
+            let (mut refreshed, mut tried) = (false, 0);
             loop {
                 let token = self.inner.token.read().await.clone();
-                match self.send(path, request.clone(), token.clone()).await {
-                    Ok(response) => return Ok(response),
+                match attempt(token.clone()).await {
+                    Ok(value) => return Ok(value),
                     Err(error) if error.is_expired_token() && !refreshed => {
                         refreshed = true;
                         self.refresh_token(token).await?;

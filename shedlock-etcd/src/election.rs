@@ -192,12 +192,7 @@ impl Campaign<'_> {
             // Who leads: the lowest create revision under the election's prefix. A failed
             // read is tried again at the next renewal; trust runs out by itself meanwhile.
             let range = client
-                .range(wire::RangeRequest {
-                    key: prefix.clone(),
-                    range_end: wire::prefix_end(&prefix),
-                    limit: 0,
-                    keys_only: true,
-                })
+                .range(wire::RangeRequest::prefix(&prefix, true))
                 .await;
             let range = match range {
                 Ok(range) => range,

@@ -53,7 +53,7 @@ impl EtcdError {
             EtcdError::Status { code, .. } => {
                 matches!(code, tonic::Code::Unavailable | tonic::Code::Unknown)
             }
-            EtcdError::Transport(_) => true,
+            EtcdError::Transport(_) | EtcdError::Closed => true,
             _ => false,
         }
     }

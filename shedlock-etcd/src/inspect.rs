@@ -157,10 +157,7 @@ impl LockInspector for EtcdLockProvider {
         // was read.
         let read = self
             .client
-            .range(wire::RangeRequest {
-                key: lock_key.clone(),
-                ..Default::default()
-            })
+            .range(wire::RangeRequest::key(&lock_key))
             .await
             .map_err(fail)?;
         let Some(kv) = read.kvs.first() else {

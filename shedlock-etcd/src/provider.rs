@@ -173,10 +173,7 @@ impl LockProvider for EtcdLockProvider {
             // The window is the one decision on instance clocks: etcd has no clock to read.
             let response = self
                 .client
-                .range(wire::RangeRequest {
-                    key: lock_key.clone(),
-                    ..Default::default()
-                })
+                .range(wire::RangeRequest::key(&lock_key))
                 .await
                 .map_err(&fail)?;
             let last = match response.kvs.first() {
@@ -229,27 +226,17 @@ impl LockProvider for EtcdLockProvider {
         if least != 0 {
             success.push(wire::put(&least_key, Vec::new(), least));
         }
+        let request = wire::TxnRequest {
+            compare,
+            success,
+            failure: Vec::new(),
+        };
         let response = self
             .client
-            .txn(wire::TxnRequest {
-                compare,
-                success,
-                failure: Vec::new(),
-            })
-            .await;
-        let response = match response {
-            Ok(response) => response,
-            Err(error) => {
-                // Whether the transaction was applied is unknown: the leases end the keys
-                // at the latest when they run out; revoking them ends them at once.
-                self.client.revoke_later(lease);
-                self.client.revoke_later(least);
-                return Err(fail(error));
-            }
-        };
+            .txn_on_leases(request, &[lease, least])
+            .await
+            .map_err(fail)?;
         if !response.succeeded {
-            self.client.revoke_later(lease);
-            self.client.revoke_later(least);
             return Ok(None);
         }
         let token = u64::try_from(response.revision()).unwrap_or_default();
@@ -345,25 +332,17 @@ impl LockProvider for EtcdLockProvider {
         if least != 0 {
             success.push(wire::put(&self.keys.least(name), Vec::new(), least));
         }
+        let request = wire::TxnRequest {
+            compare: vec![wire::created_at(&held_key, token_revision(lease))],
+            success,
+            failure: Vec::new(),
+        };
         let response = self
             .client
-            .txn(wire::TxnRequest {
-                compare: vec![wire::created_at(&held_key, token_revision(lease))],
-                success,
-                failure: Vec::new(),
-            })
-            .await;
-        let response = match response {
-            Ok(response) => response,
-            Err(error) => {
-                self.client.revoke_later(renewed);
-                self.client.revoke_later(least);
-                return Err(error.into_store(Operation::Extend, name));
-            }
-        };
+            .txn_on_leases(request, &[renewed, least])
+            .await
+            .map_err(self.fail(Operation::Extend, name))?;
         if !response.succeeded {
-            self.client.revoke_later(renewed);
-            self.client.revoke_later(least);
             return Ok(None);
         }
         if let Some(kv) = response.range(0).first() {

@@ -145,25 +145,16 @@ impl EtcdLockProvider {
             .grant(ttl_seconds(self.retention.keep_for))
             .await?
             .id;
-        let response = self
-            .client
-            .txn(wire::TxnRequest {
-                compare: vec![wire::created_at(key, 0)],
-                success: vec![wire::put(key, encode(record), lease)],
-                failure: vec![wire::get(key)],
-            })
-            .await;
-        match response {
-            Ok(response) if response.succeeded => Ok(None),
-            Ok(response) => {
-                self.client.revoke_later(lease);
-                Ok(response.range(0).first().cloned())
-            }
-            Err(error) => {
-                self.client.revoke_later(lease);
-                Err(error)
-            }
+        let request = wire::TxnRequest {
+            compare: vec![wire::created_at(key, 0)],
+            success: vec![wire::put(key, encode(record), lease)],
+            failure: vec![wire::get(key)],
+        };
+        let response = self.client.txn_on_leases(request, &[lease]).await?;
+        if response.succeeded {
+            return Ok(None);
         }
+        Ok(response.range(0).first().cloned())
     }
 
     /// Deletes the oldest records of `lock` beyond `runs_per_lock`.
@@ -171,12 +162,7 @@ impl EtcdLockProvider {
         let start = self.keys.runs_of(Some(lock));
         let response = self
             .client
-            .range(wire::RangeRequest {
-                key: start.clone(),
-                range_end: wire::prefix_end(&start),
-                limit: 0,
-                keys_only: true,
-            })
+            .range(wire::RangeRequest::prefix(&start, true))
             .await?;
         // Keys of this lock only (a lock named "<lock>/x" shares the start), sorted by token.
         let own: Vec<&KeyValue> = response
@@ -227,10 +213,7 @@ impl RunLog for EtcdLockProvider {
         for _ in 0..3 {
             let read = self
                 .client
-                .range(wire::RangeRequest {
-                    key: key.clone(),
-                    ..Default::default()
-                })
+                .range(wire::RangeRequest::key(&key))
                 .await
                 .map_err(fail)?;
             let now = from_ms(now_ms());
@@ -273,12 +256,7 @@ impl RunLog for EtcdLockProvider {
         let start = self.keys.runs_of(query.lock.as_deref());
         let response = self
             .client
-            .range(wire::RangeRequest {
-                key: start.clone(),
-                range_end: wire::prefix_end(&start),
-                limit: 0,
-                keys_only: false,
-            })
+            .range(wire::RangeRequest::prefix(&start, false))
             .await
             .map_err(fail)?;
         let records = response

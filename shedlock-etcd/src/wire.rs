@@ -347,10 +347,7 @@ pub(crate) fn put(key: &[u8], value: Vec<u8>, lease: i64) -> RequestOp {
 
 pub(crate) fn get(key: &[u8]) -> RequestOp {
     RequestOp {
-        request: Some(Request::Range(RangeRequest {
-            key: key.to_vec(),
-            ..RangeRequest::default()
-        })),
+        request: Some(Request::Range(RangeRequest::key(key))),
     }
 }
 
@@ -360,6 +357,26 @@ pub(crate) fn delete(key: &[u8]) -> RequestOp {
             key: key.to_vec(),
             range_end: Vec::new(),
         })),
+    }
+}
+
+impl RangeRequest {
+    /// Every key starting with `prefix`, with values or without.
+    pub(crate) fn prefix(prefix: &[u8], keys_only: bool) -> Self {
+        RangeRequest {
+            key: prefix.to_vec(),
+            range_end: prefix_end(prefix),
+            limit: 0,
+            keys_only,
+        }
+    }
+
+    /// The one key `key`.
+    pub(crate) fn key(key: &[u8]) -> Self {
+        RangeRequest {
+            key: key.to_vec(),
+            ..RangeRequest::default()
+        }
     }
 }
 
