@@ -1,7 +1,8 @@
 //! Credentials: a private single-member etcd with auth enabled (started here, on free ports):
-//! the right password works, a wrong one is a store error, and no error, `Debug` output or
-//! log line (TRACE, every crate) shows the password. Needs `etcd` and `etcdctl` (Debian's
-//! `etcd-server` and `etcd-client`); skipped without them, failed without them when `CI=true`.
+//! the right password works (also after etcd's token expired), a wrong one is a store error,
+//! and no error, `Debug` output or log line (TRACE, every crate) shows the password. Needs
+//! `etcd` and `etcdctl` (Debian's `etcd-server` and `etcd-client`); skipped without them,
+//! failed without them when `CI=true`.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -67,6 +68,8 @@ impl PrivateEtcd {
                 "--initial-cluster",
                 &format!("auth=http://127.0.0.1:{peer}"),
             ])
+            // Tokens expire after 2 s (default 5 min), so the test sees one renewed.
+            .args(["--auth-token", "simple", "--auth-token-ttl", "2"])
             .args(["--logger", "zap", "--log-level", "error"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -163,6 +166,15 @@ async fn passwords_never_shown() {
     let lease = provider.acquire(&config).await.unwrap().expect("acquired");
     assert!(provider.release(&lease).await.unwrap());
     assert_hidden("the elector", &format!("{:?}", provider.elector()));
+
+    // The token expires; the next requests authenticate again by themselves.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let lease = provider
+        .acquire(&config)
+        .await
+        .expect("a new token after the first expired")
+        .expect("acquired");
+    assert!(provider.release(&lease).await.unwrap());
 
     let logged = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
     assert!(
