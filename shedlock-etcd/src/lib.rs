@@ -96,6 +96,8 @@ mod builder;
 mod client;
 mod election;
 mod error;
+#[cfg(test)]
+mod figures;
 mod hints;
 mod inspect;
 mod keys;
