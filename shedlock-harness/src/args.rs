@@ -33,6 +33,9 @@ pub enum Command {
     /// the key prefix.
     #[command(hide = true)]
     EtcdCandidate(ZkCandidateArgs),
+    /// The same on the lock provider's leases (spawned by the harness).
+    #[command(hide = true)]
+    EtcdLockCandidate(ZkCandidateArgs),
 }
 
 #[cfg(test)]

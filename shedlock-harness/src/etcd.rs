@@ -1,12 +1,13 @@
 //! etcd in the harness: a candidate process (`shedlock-harness etcd-candidate …`) that
 //! campaigns through `EtcdElector` and acts as leader at a fixed cadence, as the ZooKeeper
-//! candidate does. The test cluster's members are stopped and started with
+//! candidate does; `etcd-lock-candidate …` campaigns through the lock provider instead (a lease
+//! on the election's lock, extended while it leads): a lock holder to kill and pause. The test cluster's members are stopped and started with
 //! `shedlock_test_support::EtcdCluster`.
 
 use std::time::Duration;
 
 use anyhow::Context as _;
-use shedlock::EtcdElector;
+use shedlock::{EtcdElector, EtcdLockProvider};
 
 use crate::ZkCandidateOptions;
 use crate::zookeeper::{fatal_on_error, lead};
@@ -16,19 +17,30 @@ use crate::zookeeper::{fatal_on_error, lead};
 const REQUEST_TIMEOUT: Duration = Duration::from_millis(700);
 
 /// Runs a candidate (`url`: the endpoints; `root`: the key prefix) until its stdin closes or
-/// SIGTERM, then resigns.
+/// SIGTERM, then resigns: on `EtcdElector`, or with `on_locks` on `EtcdLockProvider`'s leases.
 ///
 /// # Errors
 /// When the cluster cannot be reached or the election does not start; a `fatal` line says why.
-pub async fn run_etcd_candidate(options: ZkCandidateOptions) -> anyhow::Result<()> {
+pub async fn run_etcd_candidate(options: ZkCandidateOptions, on_locks: bool) -> anyhow::Result<()> {
     let result = async {
+        let reach = || format!("cannot reach etcd at {}", options.url);
+        if on_locks {
+            let provider = EtcdLockProvider::builder(options.url.as_str())
+                .prefix(&options.root)
+                .holder(&options.holder)
+                .request_timeout(REQUEST_TIMEOUT)
+                .connect()
+                .await
+                .with_context(reach)?;
+            return lead(&options, provider).await;
+        }
         let elector = EtcdElector::builder(options.url.as_str())
             .prefix(&options.root)
             .holder(&options.holder)
             .request_timeout(REQUEST_TIMEOUT)
             .connect()
             .await
-            .with_context(|| format!("cannot reach etcd at {}", options.url))?;
+            .with_context(reach)?;
         lead(&options, elector).await
     }
     .await;

@@ -40,9 +40,16 @@ fn main() -> ExitCode {
             Command::ZkCandidate(args) => run_candidate(ZkCandidateOptions::from_args(args))
                 .await
                 .map(|()| true),
-            Command::EtcdCandidate(args) => run_etcd_candidate(ZkCandidateOptions::from_args(args))
-                .await
-                .map(|()| true),
+            Command::EtcdCandidate(args) => {
+                run_etcd_candidate(ZkCandidateOptions::from_args(args), false)
+                    .await
+                    .map(|()| true)
+            }
+            Command::EtcdLockCandidate(args) => {
+                run_etcd_candidate(ZkCandidateOptions::from_args(args), true)
+                    .await
+                    .map(|()| true)
+            }
         }
     });
     match result {

@@ -1,6 +1,6 @@
 //! Leader election on a real three-member etcd cluster, between separate processes
-//! (`etcd-candidate`), under faults: the leader SIGKILLed, the leader SIGSTOPped past its
-//! lease, one member stopped (work goes on), two members stopped (no leader anywhere, clean
+//! (`etcd-candidate` on `EtcdElector`, `etcd-lock-candidate` on the lock provider's leases),
+//! under faults: the leader or lock holder SIGKILLed, SIGSTOPped past its lease, one member stopped (work goes on), two members stopped (no leader anywhere, clean
 //! store errors, a leader again once they are back). Candidates act as leader every 50 ms,
 //! asking `is_leader()` at that moment; the checker fails the run on two leaders at once or on
 //! any leader action under a superseded term.
@@ -44,6 +44,11 @@ struct ElectionRun {
 impl ElectionRun {
     /// Three candidates under a fresh prefix, all ready; returns the one that leads.
     async fn start(name: &str) -> Option<(ElectionRun, usize)> {
+        Self::start_as("etcd-candidate", name).await
+    }
+
+    /// The same with candidates of `subcommand` (`etcd-lock-candidate`: on lock leases).
+    async fn start_as(subcommand: &str, name: &str) -> Option<(ElectionRun, usize)> {
         let cluster = EtcdCluster::from_env()?;
         cluster
             .wait_healthy(PATIENCE)
@@ -64,7 +69,7 @@ impl ElectionRun {
                 config: TIMING,
                 act_every: Duration::from_millis(50),
             };
-            let args = std::iter::once("etcd-candidate".to_owned()).chain(options.to_args());
+            let args = std::iter::once(subcommand.to_owned()).chain(options.to_args());
             let worker = run
                 .fleet
                 .spawn_args(args.collect())
@@ -154,8 +159,19 @@ fn ms_between(from: i64, to: i64) -> i64 {
 /// candidate leads then, never before; nobody acts on the dead leader's term.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_leader_is_replaced_when_its_lease_runs_out() {
+    killed_leader("etcd-candidate").await;
+}
+
+/// The same for a lock holder: candidates on `EtcdLockProvider` (a lease on the election's
+/// lock, extended while leading); the killed holder's lock is taken when etcd ended its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_lock_holder_is_replaced_when_its_lease_runs_out() {
+    killed_leader("etcd-lock-candidate").await;
+}
+
+async fn killed_leader(subcommand: &str) {
     let _turn = TURNS.lock().await;
-    let Some((mut run, leader)) = ElectionRun::start("etcd-killed").await else {
+    let Some((mut run, leader)) = ElectionRun::start_as(subcommand, "etcd-killed").await else {
         return;
     };
     let since = run.fleet.events().len();
@@ -163,7 +179,7 @@ async fn killed_leader_is_replaced_when_its_lease_runs_out() {
     let killed_at = now_us();
     let (successor, _, elected_at) = run.elected(since, Some(leader)).await;
     println!(
-        "etcd: leader killed; worker {successor} elected {} ms later (lease {} ms)",
+        "etcd ({subcommand}): leader killed; worker {successor} elected {} ms later (lease {} ms)",
         ms_between(killed_at, elected_at),
         TIMING.lease_duration.as_millis()
     );
@@ -175,8 +191,19 @@ async fn killed_leader_is_replaced_when_its_lease_runs_out() {
 /// former leader steps down before it acts again (its deadline passed while it was stopped).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_leader_does_not_act_after_resuming() {
+    paused_leader("etcd-candidate").await;
+}
+
+/// The same for a lock holder paused past its lease: another takes the lock meanwhile; the
+/// resumed holder's extension is refused and it does not act.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_lock_holder_does_not_act_after_resuming() {
+    paused_leader("etcd-lock-candidate").await;
+}
+
+async fn paused_leader(subcommand: &str) {
     let _turn = TURNS.lock().await;
-    let Some((mut run, leader)) = ElectionRun::start("etcd-paused").await else {
+    let Some((mut run, leader)) = ElectionRun::start_as(subcommand, "etcd-paused").await else {
         return;
     };
     let since = run.fleet.events().len();
@@ -199,7 +226,7 @@ async fn paused_leader_does_not_act_after_resuming() {
         .collect();
     assert!(stale.is_empty(), "the resumed leader acted: {stale:?}");
     println!(
-        "etcd: leader paused; worker {successor} elected {} ms after the pause; the old leader stepped down on resuming",
+        "etcd ({subcommand}): leader paused; worker {successor} elected {} ms after the pause; the old leader stepped down on resuming",
         ms_between(stopped_at, elected_at)
     );
     run.finish().await;
