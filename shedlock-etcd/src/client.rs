@@ -295,27 +295,27 @@ impl Client {
         Req: prost::Message + Send + Sync + 'static,
         Resp: prost::Message + Default + Send + Sync + 'static,
     {
-        let mut request = tonic::Request::new(request);
+        let mut request = with_token(request, token);
         // A member cut off from the cluster's leader refuses the stream instead of keeping
         // it open without events.
         request
             .metadata_mut()
             .insert("hasleader", AsciiMetadataValue::from_static("true"));
-        if let Some(token) = token {
-            request.metadata_mut().insert("token", token);
-        }
+        let mut grpc = self.ready_grpc().await?;
+        let path = PathAndQuery::from_static(path);
+        let response = grpc.streaming(request, path, ProstCodec::default()).await;
+        response
+            .map(tonic::Response::into_inner)
+            .map_err(EtcdError::from_status)
+    }
+
+    /// A gRPC client on the current endpoint's channel, ready to send.
+    async fn ready_grpc(&self) -> Result<tonic::client::Grpc<Channel>, EtcdError> {
         let mut grpc = tonic::client::Grpc::new(self.channel());
         grpc.ready()
             .await
             .map_err(|e| EtcdError::Transport(e.to_string()))?;
-        grpc.streaming(
-            request,
-            PathAndQuery::from_static(path),
-            ProstCodec::default(),
-        )
-        .await
-        .map(tonic::Response::into_inner)
-        .map_err(EtcdError::from_status)
+        Ok(grpc)
     }
 
     fn channel(&self) -> Channel {
@@ -395,22 +395,13 @@ impl Client {
         Req: prost::Message + Send + Sync + 'static,
         Resp: prost::Message + Default + Send + Sync + 'static,
     {
-        let mut request = tonic::Request::new(request);
-        if let Some(token) = token {
-            request.metadata_mut().insert("token", token);
-        }
-        let mut grpc = tonic::client::Grpc::new(self.channel());
-        grpc.ready()
-            .await
-            .map_err(|e| EtcdError::Transport(e.to_string()))?;
-        grpc.unary(
-            request,
-            PathAndQuery::from_static(path),
-            ProstCodec::default(),
-        )
-        .await
-        .map(tonic::Response::into_inner)
-        .map_err(EtcdError::from_status)
+        let request = with_token(request, token);
+        let mut grpc = self.ready_grpc().await?;
+        let path = PathAndQuery::from_static(path);
+        let response = grpc.unary(request, path, ProstCodec::default()).await;
+        response
+            .map(tonic::Response::into_inner)
+            .map_err(EtcdError::from_status)
     }
 
     /// Authenticates again, unless another task already replaced `stale`.
@@ -465,6 +456,15 @@ impl Client {
         *self.inner.token.write().await = Some(token);
         Ok(())
     }
+}
+
+/// `message` as a request carrying `token`, if any.
+fn with_token<T>(message: T, token: Option<AsciiMetadataValue>) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some(token) = token {
+        request.metadata_mut().insert("token", token);
+    }
+    request
 }
 
 /// Keeps a watch's request stream open: etcd ends the watch when it closes.

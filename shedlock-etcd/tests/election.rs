@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use shedlock_core::conformance::election::{Candidate, leader_handover};
 use shedlock_core::{ElectionConfig, Elector, LeaderElection};
-use shedlock_etcd::{EtcdElector, EtcdLockProvider};
+use shedlock_etcd::EtcdLockProvider;
 use shedlock_test_support::{CutProxy, ProxyMode, upstream_of};
 
 /// etcd's leases are whole seconds, 2 s at least.
@@ -59,25 +59,16 @@ async fn election(kind: Kind) {
     for who in 0..3 {
         let (proxies, through) = proxies(&url).await;
         let holder = format!("candidate-{who}");
+        let provider = EtcdLockProvider::builder(through)
+            .prefix(&prefix)
+            .holder(holder)
+            .request_timeout(Duration::from_millis(500))
+            .connect()
+            .await
+            .expect("connect");
         let elector: Arc<dyn Elector> = match kind {
-            Kind::Keys => Arc::new(
-                EtcdElector::builder(through)
-                    .prefix(&prefix)
-                    .holder(holder)
-                    .request_timeout(Duration::from_millis(500))
-                    .connect()
-                    .await
-                    .expect("connect"),
-            ),
-            Kind::Lease => Arc::new(
-                EtcdLockProvider::builder(through)
-                    .prefix(&prefix)
-                    .holder(holder)
-                    .request_timeout(Duration::from_millis(500))
-                    .connect()
-                    .await
-                    .expect("connect"),
-            ),
+            Kind::Keys => Arc::new(provider.elector()),
+            Kind::Lease => Arc::new(provider),
         };
         candidates.push(Candidate::new(elector, cut_all(proxies)));
     }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use shedlock::{EtcdElector, EtcdLockProvider};
+use shedlock::EtcdLockProvider;
 
 use crate::ZkCandidateOptions;
 use crate::zookeeper::{fatal_on_error, lead};
@@ -23,25 +23,18 @@ const REQUEST_TIMEOUT: Duration = Duration::from_millis(700);
 /// When the cluster cannot be reached or the election does not start; a `fatal` line says why.
 pub async fn run_etcd_candidate(options: ZkCandidateOptions, on_locks: bool) -> anyhow::Result<()> {
     let result = async {
-        let reach = || format!("cannot reach etcd at {}", options.url);
-        if on_locks {
-            let provider = EtcdLockProvider::builder(options.url.as_str())
-                .prefix(&options.root)
-                .holder(&options.holder)
-                .request_timeout(REQUEST_TIMEOUT)
-                .connect()
-                .await
-                .with_context(reach)?;
-            return lead(&options, provider).await;
-        }
-        let elector = EtcdElector::builder(options.url.as_str())
+        let provider = EtcdLockProvider::builder(options.url.as_str())
             .prefix(&options.root)
             .holder(&options.holder)
             .request_timeout(REQUEST_TIMEOUT)
             .connect()
             .await
-            .with_context(reach)?;
-        lead(&options, elector).await
+            .with_context(|| format!("cannot reach etcd at {}", options.url))?;
+        if on_locks {
+            lead(&options, provider).await
+        } else {
+            lead(&options, provider.elector()).await
+        }
     }
     .await;
     fatal_on_error(result)
