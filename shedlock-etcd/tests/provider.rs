@@ -157,4 +157,39 @@ async fn an_unreachable_cluster_is_a_store_error_within_the_request_timeout() {
         "{:?}",
         started.elapsed()
     );
+    let cause = std::error::Error::source(&error).map(ToString::to_string);
+    let cause = cause.unwrap_or_default();
+    assert!(
+        cause.contains("tcp connect error"),
+        "the cause is named: {cause}"
+    );
+}
+
+/// A member that refuses connections is left for the next endpoint: every operation succeeds.
+#[tokio::test]
+async fn a_dead_first_endpoint_is_left_for_the_next() {
+    let Some(url) = common::etcd_url() else {
+        return;
+    };
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let provider = EtcdLockProvider::builder(format!("http://{dead},{url}"))
+        .prefix(common::unique_key_prefix("dead-first"))
+        .request_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .expect("connect through the next endpoint");
+    let name = unique_lock_name("dead-first");
+    for _ in 0..4 {
+        let lease = provider
+            .acquire(&config(&name))
+            .await
+            .unwrap()
+            .expect("free");
+        let extended = provider.extend(&lease, Duration::from_secs(60), Duration::ZERO);
+        assert!(extended.await.unwrap().is_some());
+        assert!(provider.release(&lease).await.unwrap());
+    }
 }
