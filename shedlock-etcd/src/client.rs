@@ -245,6 +245,30 @@ impl Client {
         });
     }
 
+    /// Deletes `key` after `delay` if it was created at `revision`, revoking its lease: in the
+    /// background, best effort (the key's lease ends it otherwise).
+    pub(crate) fn delete_later(&self, key: Vec<u8>, revision: i64, delay: Duration) {
+        let client = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let request = wire::TxnRequest {
+                compare: vec![wire::created_at(&key, revision)],
+                success: vec![wire::get(&key), wire::delete(&key)],
+                failure: Vec::new(),
+            };
+            match client.txn(request).await {
+                Ok(response) => {
+                    if let Some(kv) = response.range(0).first() {
+                        client.revoke_later(kv.lease);
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "ending a minimum hold failed; its lease ends it");
+                }
+            }
+        });
+    }
+
     /// Renews a lease once; returns its TTL in seconds, 0 when the lease no longer exists.
     /// Sent again to the next endpoint when a member does not answer (a renewal is
     /// idempotent), all within the request timeout.

@@ -41,7 +41,9 @@
 //! whole second, and at least etcd's minimum TTL (about 2 s with the default heartbeat and
 //! election timeout); when etcd's own leader changes, the new leader gives every lease its
 //! full TTL again. Locks are therefore held at least as long as asked, sometimes longer,
-//! never shorter. The times a [`LockLease`](shedlock_core::LockLease) and a lock's record
+//! never shorter. `lock_at_least_for` ends on time (to the millisecond of the holder's clock)
+//! while the holder lives: its release deletes the minimum-hold key then, in the background;
+//! if the holder dies first, the key's lease (rounded up likewise) ends it. The times a [`LockLease`](shedlock_core::LockLease) and a lock's record
 //! report (`locked_at`, `lock_until`) are read from the clock of the instance that wrote them,
 //! for people; the one decision taken on them is
 //! [`unless_acquired_within`](shedlock_core::LockConfiguration::unless_acquired_within), which

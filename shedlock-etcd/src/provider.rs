@@ -25,8 +25,8 @@ use crate::wire::{self, KeyValue};
 /// in one transaction that requires the key to be absent, so the lease runs out on etcd's
 /// clock and etcd deletes the key then: whether a lock is free is etcd's judgement alone,
 /// never an instance's clock. `lock_at_least_for` is a second key, `<prefix>least/<name>`,
-/// on a lease of that length, which acquisitions require absent too and releases leave in
-/// place. The lock's record, `<prefix>locks/<name>`, keeps the last holder, token and times
+/// on a lease of that length, which acquisitions require absent too and a release deletes
+/// when the minimum hold has passed (at once, or in the background when that time comes). The lock's record, `<prefix>locks/<name>`, keeps the last holder, token and times
 /// after release, for inspection and for
 /// [`unless_acquired_within`](LockConfiguration::unless_acquired_within).
 ///
@@ -38,7 +38,7 @@ use crate::wire::{self, KeyValue};
 /// | operation | round trips |
 /// |---|---|
 /// | acquire | 2: lease grant, transaction (3 with `unless_acquired_within`: a read first; a refused acquire revokes its lease in the background) |
-/// | release | 1 transaction (the lease is revoked in the background) |
+/// | release | 1 transaction (the lease is revoked in the background; a `lock_at_least_for` still running is ended by a background transaction when it has passed) |
 /// | extend | 2: lease grant, transaction (the old lease revoked in the background) |
 ///
 /// Every request is bounded by the request timeout (default 5 s): without a quorum an
@@ -252,24 +252,30 @@ impl LockProvider for EtcdLockProvider {
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
         let name = lease.name();
         let now = now_ms();
-        let least_until =
-            crate::record::to_ms(lease.locked_at()).saturating_add(ms(lease.lock_at_least_for()));
+        let locked_at = crate::record::to_ms(lease.locked_at());
+        let least_until = locked_at.saturating_add(ms(lease.lock_at_least_for()));
         let value = LockValue {
             holder: lease.holder().to_owned(),
             token: Some(lease.fencing_token()),
-            locked_at_ms: crate::record::to_ms(lease.locked_at()),
+            locked_at_ms: locked_at,
             lock_until_ms: now.max(least_until),
         };
-        let held_key = self.keys.held(name);
+        let (held_key, least_key) = (self.keys.held(name), self.keys.least(name));
+        let mut success = vec![
+            wire::get(&held_key),
+            wire::delete(&held_key),
+            wire::put(&self.keys.lock(name), value.encode(), 0),
+        ];
+        // The minimum-hold key is this acquisition's (the held key still is): when the
+        // minimum hold has passed, it goes too, whatever its whole-second lease says.
+        if least_until <= now {
+            success.push(wire::delete(&least_key));
+        }
         let response = self
             .client
             .txn(wire::TxnRequest {
                 compare: vec![wire::created_at(&held_key, token_revision(lease))],
-                success: vec![
-                    wire::get(&held_key),
-                    wire::delete(&held_key),
-                    wire::put(&self.keys.lock(name), value.encode(), 0),
-                ],
+                success,
                 failure: Vec::new(),
             })
             .await
@@ -279,6 +285,15 @@ impl LockProvider for EtcdLockProvider {
         }
         if let Some(kv) = response.range(0).first() {
             self.client.revoke_later(kv.lease);
+        }
+        if least_until > now {
+            // Ended on time while this process lives; by its lease (rounded up to whole
+            // seconds) if it does not.
+            self.client.delete_later(
+                least_key,
+                token_revision(lease),
+                Duration::from_millis(least_until - now),
+            );
         }
         Ok(true)
     }

@@ -193,3 +193,45 @@ async fn a_dead_first_endpoint_is_left_for_the_next() {
         assert!(provider.release(&lease).await.unwrap());
     }
 }
+
+/// `lock_at_least_for` below etcd's shortest lease (about 2 s) is honoured to the
+/// millisecond while the holder lives: the lock is free again soon after
+/// `locked_at + lock_at_least_for`, not when a 2 s lease runs out (which would skip the next
+/// tick of a per-second job).
+#[tokio::test]
+async fn a_short_lock_at_least_for_ends_on_time() {
+    let Some(provider) = common::provider("short-least").await else {
+        return;
+    };
+    let (a, b) = (
+        provider.with_holder("a").unwrap(),
+        provider.with_holder("b").unwrap(),
+    );
+    let at_least = Duration::from_millis(400);
+    let config = LockConfiguration::new(
+        unique_lock_name("short-least"),
+        Duration::from_secs(60),
+        at_least,
+    )
+    .unwrap();
+    let lease = a.acquire(&config).await.unwrap().expect("free");
+    assert!(a.release(&lease).await.unwrap());
+    assert!(
+        b.acquire(&config).await.unwrap().is_none(),
+        "held for lock_at_least_for"
+    );
+    tokio::time::sleep(at_least + Duration::from_millis(600)).await;
+    let next = b.acquire(&config).await.unwrap();
+    assert!(
+        next.is_some(),
+        "still held 1 s after a lock_at_least_for of 400 ms"
+    );
+    // A job that ran longer than lock_at_least_for frees the lock at release.
+    let next = next.unwrap();
+    tokio::time::sleep(at_least).await;
+    assert!(b.release(&next).await.unwrap());
+    assert!(
+        a.acquire(&config).await.unwrap().is_some(),
+        "free at once after a long job"
+    );
+}
