@@ -245,14 +245,14 @@ impl Client {
         });
     }
 
-    /// Deletes `key` after `delay` if it was created at `revision`, revoking its lease: in the
-    /// background, best effort (the key's lease ends it otherwise).
+    /// Deletes `key` after `delay` if it was last written at `revision`, revoking its lease:
+    /// in the background, best effort (the key's lease ends it otherwise).
     pub(crate) fn delete_later(&self, key: Vec<u8>, revision: i64, delay: Duration) {
         let client = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
             let request = wire::TxnRequest {
-                compare: vec![wire::created_at(&key, revision)],
+                compare: vec![wire::modified_at(&key, revision)],
                 success: vec![wire::get(&key), wire::delete(&key)],
                 failure: Vec::new(),
             };

@@ -35,20 +35,23 @@
 //!
 //! # etcd's time
 //!
-//! etcd has no clock to read; it has leases, whose time-to-live its leader counts down. Every
-//! decision about who may hold a lock is made by etcd on those leases: a lease key exists or
-//! it does not. Leases are whole seconds, so a lease lasts `lock_at_most_for` rounded up to a
-//! whole second, and at least etcd's minimum TTL (about 2 s with the default heartbeat and
-//! election timeout); when etcd's own leader changes, the new leader gives every lease its
-//! full TTL again. Locks are therefore held at least as long as asked, sometimes longer,
-//! never shorter. `lock_at_least_for` ends on time (to the millisecond of the holder's clock)
-//! while the holder lives: its release deletes the minimum-hold key then, in the background;
-//! if the holder dies first, the key's lease (rounded up likewise) ends it. The times a [`LockLease`](shedlock_core::LockLease) and a lock's record
-//! report (`locked_at`, `lock_until`) are read from the clock of the instance that wrote them,
-//! for people; the one decision taken on them is
-//! [`unless_acquired_within`](shedlock_core::LockConfiguration::unless_acquired_within), which
-//! compares the record's `locked_at` with the acquiring instance's clock (keep the fleet's
-//! clocks in sync, as for any deployment).
+//! etcd has no clock to read; it has leases, whose time-to-live its leader counts down. Who
+//! may hold a lock is decided by etcd on those leases alone: a lease key exists or it does
+//! not. Leases are whole seconds, so a lease lasts `lock_at_most_for` rounded up to a whole
+//! second, and at least etcd's minimum TTL (about 2 s with the default heartbeat and election
+//! timeout); when etcd's own leader changes, the new leader gives every lease its full TTL
+//! again. A lock whose holder dies is therefore held at least as long as asked, sometimes
+//! longer, never shorter.
+//!
+//! The times a [`LockLease`](shedlock_core::LockLease) and a lock's record report
+//! (`locked_at`, `lock_until`) are read from the clock of the instance that wrote them. Two
+//! decisions are taken on them, both about a lock that is already free, never about a running
+//! lease: [`unless_acquired_within`](shedlock_core::LockConfiguration::unless_acquired_within)
+//! compares the record's `locked_at` with the acquiring instance's clock; and a
+//! `lock_at_least_for` that a release left running ends when the record's `lock_until` has
+//! passed: the releasing instance deletes the minimum-hold key then, and if it cannot (paused,
+//! gone), the next instance to acquire does. Keep the fleet's clocks in sync (NTP), as for
+//! any deployment.
 //!
 //! # Keys
 //!

@@ -138,6 +138,27 @@ impl EtcdLockProvider {
         })
     }
 
+    /// From a refused acquire's reads (held key, minimum-hold key, record): the minimum-hold
+    /// key and the record's revision when the lock is free but for a minimum hold that the
+    /// record says ended (its `lock_until`, written by the release, has passed on this
+    /// instance's clock) and that belongs to the acquisition the record describes.
+    fn ended_minimum_hold(
+        &self,
+        name: &str,
+        refused: &wire::TxnResponse,
+    ) -> Result<Option<(KeyValue, i64)>, Error> {
+        let (held, least, record) = (refused.range(0), refused.range(1), refused.range(2));
+        let (true, Some(least), Some(record)) = (held.is_empty(), least.first(), record.first())
+        else {
+            return Ok(None);
+        };
+        let value = self.decode(Operation::Acquire, name, record)?;
+        let same_acquisition =
+            i64::try_from(value.token_at(record.mod_revision)) == Ok(least.create_revision);
+        let over = value.lock_until_ms <= now_ms();
+        Ok((same_acquisition && over).then(|| (least.clone(), record.mod_revision)))
+    }
+
     /// Grants a lease of `duration` (rounded up to whole seconds).
     async fn grant(
         &self,
@@ -164,6 +185,7 @@ impl LockProvider for EtcdLockProvider {
             self.keys.held(name),
             self.keys.least(name),
         );
+        // Held key absent, minimum-hold key absent (and the record as the window read it).
         let mut compare = vec![
             wire::created_at(&held_key, 0),
             wire::created_at(&least_key, 0),
@@ -227,18 +249,46 @@ impl LockProvider for EtcdLockProvider {
             success.push(wire::put(&least_key, Vec::new(), least));
         }
         let request = wire::TxnRequest {
-            compare,
-            success,
-            failure: Vec::new(),
+            compare: compare.clone(),
+            success: success.clone(),
+            failure: vec![
+                wire::get(&held_key),
+                wire::get(&least_key),
+                wire::get(&lock_key),
+            ],
         };
-        let response = self
-            .client
-            .txn_on_leases(request, &[lease, least])
-            .await
-            .map_err(fail)?;
-        if !response.succeeded {
-            return Ok(None);
+        let mut response = self.client.txn(request).await;
+        if let Ok(refused) = &response
+            && !refused.succeeded
+            && let Some((ended, record)) = self.ended_minimum_hold(name, refused)?
+        {
+            // The lock is free but for a minimum hold its record says is over (its holder
+            // did not end it: paused or gone after release): taken in one transaction that
+            // checks both keys are as read.
+            compare[1] = wire::created_at(&least_key, ended.create_revision);
+            // Beside the window's compare, if any: both must hold.
+            compare.push(wire::modified_at(&lock_key, record));
+            if least == 0 {
+                success.push(wire::delete(&least_key));
+            }
+            let request = wire::TxnRequest {
+                compare,
+                success,
+                failure: Vec::new(),
+            };
+            response = self.client.txn(request).await;
+            if matches!(&response, Ok(taken) if taken.succeeded) {
+                self.client.revoke_later(ended.lease);
+            }
         }
+        let response = match response {
+            Ok(response) if response.succeeded => response,
+            other => {
+                self.client.revoke_later(lease);
+                self.client.revoke_later(least);
+                return other.map(|_| None).map_err(fail);
+            }
+        };
         let token = u64::try_from(response.revision()).unwrap_or_default();
         Ok(Some(LockLease::new(
             config,

@@ -38,6 +38,9 @@ pub enum Backend {
     Redis,
     /// RedLock over independent Redis masters.
     RedLock,
+    /// An etcd cluster (the journal on the Redis test server, guarded by the lock's state in
+    /// etcd and the resource's token rule).
+    Etcd,
 }
 
 impl Backend {
@@ -52,6 +55,7 @@ impl Backend {
             Backend::MySql => Some("SHEDLOCK_TEST_MYSQL_URL"),
             Backend::Redis => Some("SHEDLOCK_TEST_REDIS_URL"),
             Backend::RedLock => Some("SHEDLOCK_TEST_REDLOCK_URLS"),
+            Backend::Etcd => Some("SHEDLOCK_TEST_ETCD_URL"),
         }
     }
 
@@ -65,6 +69,7 @@ impl Backend {
             Backend::RedLock => {
                 "redis://127.0.0.1:6380,redis://127.0.0.1:6381,redis://127.0.0.1:6382"
             }
+            Backend::Etcd => "http://127.0.0.1:2379,http://127.0.0.1:22379,http://127.0.0.1:32379",
         }
     }
 }
@@ -77,6 +82,7 @@ impl fmt::Display for Backend {
             Backend::MySql => "mysql",
             Backend::Redis => "redis",
             Backend::RedLock => "redlock",
+            Backend::Etcd => "etcd",
         })
     }
 }
@@ -90,8 +96,9 @@ impl FromStr for Backend {
             "mysql" | "mariadb" => Ok(Backend::MySql),
             "redis" => Ok(Backend::Redis),
             "redlock" => Ok(Backend::RedLock),
+            "etcd" => Ok(Backend::Etcd),
             other => anyhow::bail!(
-                "unknown database {other:?}: expected sqlite, postgres, mysql, redis or redlock"
+                "unknown database {other:?}: expected sqlite, postgres, mysql, redis, redlock or etcd"
             ),
         }
     }
@@ -204,7 +211,7 @@ impl Store {
         let context = || format!("cannot connect to {} at {url}", config.backend);
         let timeout = config.acquire_timeout;
         let store = match config.backend {
-            Backend::Redis | Backend::RedLock => Store::Redis(Box::new(
+            Backend::Redis | Backend::RedLock | Backend::Etcd => Store::Redis(Box::new(
                 RedisStore::connect(config).await.with_context(context)?,
             )),
             Backend::Postgres => {
