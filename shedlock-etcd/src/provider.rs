@@ -166,12 +166,27 @@ impl EtcdLockProvider {
         lock: &str,
         duration: Duration,
     ) -> Result<i64, Error> {
+        Ok(self.grant_for(operation, lock, duration).await?.0)
+    }
+
+    /// Grants a lease of `duration` (rounded up to whole seconds); returns its id and its
+    /// length as etcd granted it (raised to etcd's minimum TTL), in milliseconds: what the
+    /// lease's `lock_until` counts, since etcd holds the lock that long.
+    async fn grant_for(
+        &self,
+        operation: Operation,
+        lock: &str,
+        duration: Duration,
+    ) -> Result<(i64, u64), Error> {
         let response = self
             .client
             .grant(ttl_seconds(duration))
             .await
             .map_err(self.fail(operation, lock))?;
-        Ok(response.id)
+        let granted = u64::try_from(response.ttl)
+            .unwrap_or_default()
+            .saturating_mul(1000);
+        Ok((response.id, granted.max(ms(duration))))
     }
 }
 
@@ -215,26 +230,28 @@ impl LockProvider for EtcdLockProvider {
         let locked_at = now_ms();
         let at_most = config.lock_at_most_for();
         let at_least = config.lock_at_least_for();
-        let (lease, least) = tokio::join!(self.grant(Operation::Acquire, name, at_most), async {
-            if at_least.is_zero() {
-                Ok(0)
-            } else {
-                self.grant(Operation::Acquire, name, at_least).await
-            }
-        });
-        let (lease, least) = match (lease, least) {
+        let (lease, least) =
+            tokio::join!(self.grant_for(Operation::Acquire, name, at_most), async {
+                if at_least.is_zero() {
+                    Ok(0)
+                } else {
+                    self.grant(Operation::Acquire, name, at_least).await
+                }
+            });
+        let ((lease, lease_ms), least) = match (lease, least) {
             (Ok(lease), Ok(least)) => (lease, least),
             (lease, least) => {
-                for id in [lease.as_ref().ok(), least.as_ref().ok()]
-                    .into_iter()
-                    .flatten()
-                {
-                    self.client.revoke_later(*id);
+                let granted = [
+                    lease.as_ref().ok().map(|l| l.0),
+                    least.as_ref().ok().copied(),
+                ];
+                for id in granted.into_iter().flatten() {
+                    self.client.revoke_later(id);
                 }
-                return Err(lease.and(least).unwrap_err());
+                return Err(lease.map(drop).and(least).unwrap_err());
             }
         };
-        let lock_until = locked_at.saturating_add(ms(at_most));
+        let lock_until = locked_at.saturating_add(lease_ms);
         let value = LockValue {
             holder: self.holder.to_string(),
             token: None,
@@ -356,8 +373,8 @@ impl LockProvider for EtcdLockProvider {
     ) -> Result<Option<LockLease>, Error> {
         let name = lease.name();
         let now = now_ms();
-        let renewed = self
-            .grant(Operation::Extend, name, lock_at_most_for)
+        let (renewed, renewed_ms) = self
+            .grant_for(Operation::Extend, name, lock_at_most_for)
             .await?;
         // A longer lock_at_least_for than the acquisition's: a new minimum-hold key, to
         // locked_at + lock_at_least_for (as far as this instance's clock tells).
@@ -381,7 +398,7 @@ impl LockProvider for EtcdLockProvider {
         } else {
             0
         };
-        let lock_until = now.saturating_add(ms(lock_at_most_for));
+        let lock_until = now.saturating_add(renewed_ms);
         let value = LockValue {
             holder: lease.holder().to_owned(),
             token: Some(lease.fencing_token()),
