@@ -82,6 +82,8 @@ etcd_health() {
 etcd_start_all() {
   if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >/dev/null
+    # Where the package's own service started (a machine with systemd), it holds port 2379.
+    systemctl stop etcd >/dev/null 2>&1 || true
   fi
   local id
   if [ -z "${SHEDLOCK_TEST_ETCD_DIR:-}" ]; then
