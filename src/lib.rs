@@ -68,7 +68,16 @@ pub use shedlock_redis as redis;
 #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
 pub use shedlock_zookeeper as zookeeper;
 
+/// Locks and leader election on etcd: leases, revision fencing tokens (`shedlock-etcd`).
+#[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
+pub use shedlock_etcd as etcd;
+
 // Each store's providers, also at the root by name.
+#[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
+#[doc(no_inline)]
+pub use shedlock_etcd::{EtcdElector, EtcdLockProvider};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 #[doc(no_inline)]

@@ -29,6 +29,13 @@ pub enum Command {
     /// One ZooKeeper election candidate (spawned by the harness).
     #[command(hide = true)]
     ZkCandidate(ZkCandidateArgs),
+    /// One etcd election candidate (spawned by the harness): the same options, `--root` being
+    /// the key prefix.
+    #[command(hide = true)]
+    EtcdCandidate(ZkCandidateArgs),
+    /// The same on the lock provider's leases (spawned by the harness).
+    #[command(hide = true)]
+    EtcdLockCandidate(ZkCandidateArgs),
 }
 
 #[cfg(test)]

@@ -18,6 +18,9 @@ pub enum Backend {
     Redis,
     /// RedLock over independent Redis masters.
     RedLock,
+    /// An etcd cluster (the journal on the Redis test server, guarded by the lock's state in
+    /// etcd and the resource's token rule).
+    Etcd,
 }
 
 impl Backend {
@@ -32,6 +35,7 @@ impl Backend {
             Backend::MySql => Some("SHEDLOCK_TEST_MYSQL_URL"),
             Backend::Redis => Some("SHEDLOCK_TEST_REDIS_URL"),
             Backend::RedLock => Some("SHEDLOCK_TEST_REDLOCK_URLS"),
+            Backend::Etcd => Some("SHEDLOCK_TEST_ETCD_URL"),
         }
     }
 
@@ -45,6 +49,7 @@ impl Backend {
             Backend::RedLock => {
                 "redis://127.0.0.1:6380,redis://127.0.0.1:6381,redis://127.0.0.1:6382"
             }
+            Backend::Etcd => "http://127.0.0.1:2379,http://127.0.0.1:22379,http://127.0.0.1:32379",
         }
     }
 }
@@ -57,6 +62,7 @@ impl fmt::Display for Backend {
             Backend::MySql => "mysql",
             Backend::Redis => "redis",
             Backend::RedLock => "redlock",
+            Backend::Etcd => "etcd",
         })
     }
 }
@@ -70,8 +76,9 @@ impl FromStr for Backend {
             "mysql" | "mariadb" => Ok(Backend::MySql),
             "redis" => Ok(Backend::Redis),
             "redlock" => Ok(Backend::RedLock),
+            "etcd" => Ok(Backend::Etcd),
             other => anyhow::bail!(
-                "unknown database {other:?}: expected sqlite, postgres, mysql, redis or redlock"
+                "unknown database {other:?}: expected sqlite, postgres, mysql, redis, redlock or etcd"
             ),
         }
     }

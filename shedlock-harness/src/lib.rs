@@ -23,6 +23,7 @@
 mod args;
 mod backend;
 mod checker;
+mod etcd;
 mod event;
 mod fleet;
 mod redis_store;
@@ -35,6 +36,7 @@ mod zookeeper;
 pub use args::{Cli, Command};
 pub use backend::{Backend, JournalRow, StoreConfig};
 pub use checker::{Expectations, Fault, Report, Takeover, check};
+pub use etcd::run_etcd_candidate;
 pub use event::{Counters, Event, WriteOutcome, now_us, unix_us};
 pub use fleet::{Fleet, Received, Signal};
 pub use redis_store::{RedisStore, redlock_url};

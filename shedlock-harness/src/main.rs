@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use clap::Parser as _;
 use shedlock_harness::{
-    Cli, Command, StressOptions, WorkerOptions, ZkCandidateOptions, run_candidate, run_stress,
-    run_worker,
+    Cli, Command, StressOptions, WorkerOptions, ZkCandidateOptions, run_candidate,
+    run_etcd_candidate, run_stress, run_worker,
 };
 
 fn main() -> ExitCode {
@@ -40,6 +40,16 @@ fn main() -> ExitCode {
             Command::ZkCandidate(args) => run_candidate(ZkCandidateOptions::from_args(args))
                 .await
                 .map(|()| true),
+            Command::EtcdCandidate(args) => {
+                run_etcd_candidate(ZkCandidateOptions::from_args(args), false)
+                    .await
+                    .map(|()| true)
+            }
+            Command::EtcdLockCandidate(args) => {
+                run_etcd_candidate(ZkCandidateOptions::from_args(args), true)
+                    .await
+                    .map(|()| true)
+            }
         }
     });
     match result {

@@ -1,5 +1,5 @@
-//! Redis and RedLock behind the harness's [`Store`](crate::Store): the lock provider, and the
-//! run's journal as a Redis list, appended behind a fencing guard.
+//! Redis, RedLock and etcd behind the harness's [`Store`](crate::Store): the lock provider, and
+//! the run's journal as a Redis list, appended behind a fencing guard.
 //!
 //! - **One server**: the journal lives in the same Redis as the locks, and a Lua script appends
 //!   a row only if the lease `(holder, token)` is live there (`lock_until > TIME`), in the same
@@ -10,6 +10,9 @@
 //!   token is above every token it accepted for that lock (Kleppmann's fencing rule). The row's
 //!   end time is taken before the check, so a write the check let through cannot overlap a
 //!   later lease in the journal, and a late write is caught by the token rule.
+//! - **etcd**: the journal lives on the Redis test server, as for RedLock: a row is appended
+//!   only if etcd holds the lease `(holder, token)` when the write is checked, and the
+//!   resource accepts it only if its token is above every token it accepted for that lock.
 
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -17,7 +20,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use redis::Script;
 use redis::aio::ConnectionManager;
-use shedlock::{LockInspector, LockProvider, RedLockProvider, RedisLockProvider};
+use shedlock::{EtcdLockProvider, LockInspector, LockProvider, RedLockProvider, RedisLockProvider};
 
 use crate::backend::{Backend, JournalRow, StoreConfig};
 use crate::event::WriteOutcome;
@@ -60,6 +63,7 @@ return 1
 enum Locks {
     Single(RedisLockProvider),
     RedLock(RedLockProvider),
+    Etcd(EtcdLockProvider),
 }
 
 /// A Redis or RedLock store of one worker (or the supervisor).
@@ -106,6 +110,19 @@ impl RedisStore {
                     .await?;
                 (Locks::RedLock(provider), journal)
             }
+            Backend::Etcd => {
+                let (journal, endpoints) = config
+                    .url
+                    .split_once(',')
+                    .context("etcd needs the journal's Redis server, then the endpoints")?;
+                let provider = EtcdLockProvider::builder(endpoints)
+                    .prefix(format!("{}/", config.lock_table))
+                    .holder(&config.holder)
+                    .request_timeout(config.acquire_timeout.min(Duration::from_secs(1)))
+                    .connect()
+                    .await?;
+                (Locks::Etcd(provider), journal)
+            }
             other => anyhow::bail!("{other} is not a Redis backend"),
         };
         let client = redis::Client::open(journal_url).context("the journal's Redis URL")?;
@@ -120,6 +137,7 @@ impl RedisStore {
         match &self.locks {
             Locks::Single(p) => Arc::new(p.clone()),
             Locks::RedLock(p) => Arc::new(p.clone()),
+            Locks::Etcd(p) => Arc::new(p.clone()),
         }
     }
 
@@ -166,14 +184,22 @@ impl RedisStore {
                 if !live {
                     return WriteOutcome::Rejected;
                 }
-                APPEND_IF_NEWER
-                    .key(journal)
-                    .key(format!("{journal}:highest"))
-                    .arg(&row.lock)
-                    .arg(row.token)
-                    .arg(line)
-                    .invoke_async(&mut connection)
-                    .await
+                append_if_newer(&mut connection, journal, row, line).await
+            }
+            Locks::Etcd(provider) => {
+                let live = match provider.lock_record(&row.lock).await {
+                    Ok(Some(record)) => {
+                        record.held
+                            && record.holder == provider.holder()
+                            && i64::try_from(record.fencing_token) == Ok(row.token)
+                    }
+                    Ok(None) => false,
+                    Err(error) => return WriteOutcome::Failed(format!("read the lock: {error}")),
+                };
+                if !live {
+                    return WriteOutcome::Rejected;
+                }
+                append_if_newer(&mut connection, journal, row, line).await
             }
         };
         match appended {
@@ -212,4 +238,21 @@ impl RedisStore {
             })
             .collect()
     }
+}
+
+/// Appends `line` to `journal` if `row`'s token is above every token accepted for its lock.
+async fn append_if_newer(
+    connection: &mut ConnectionManager,
+    journal: &str,
+    row: &JournalRow,
+    line: String,
+) -> redis::RedisResult<i64> {
+    APPEND_IF_NEWER
+        .key(journal)
+        .key(format!("{journal}:highest"))
+        .arg(&row.lock)
+        .arg(row.token)
+        .arg(line)
+        .invoke_async(connection)
+        .await
 }

@@ -23,8 +23,8 @@ pub fn database_url(backend: Backend) -> Option<String> {
         return Some(format!("sqlite://{}", file.display()));
     };
     let what = format!("the {backend} harness");
-    if backend == Backend::RedLock {
-        // The journal lives on the single test server, apart from the masters.
+    if matches!(backend, Backend::RedLock | Backend::Etcd) {
+        // The journal lives on the single Redis test server, apart from the locks.
         let journal = database_url(Backend::Redis)?;
         let masters = env_url(var, &what, backend.example_url())?;
         return Some(redlock_url(&journal, &masters));

@@ -101,7 +101,7 @@ impl Store {
         let context = || format!("cannot connect to {} at {url}", config.backend);
         let timeout = config.acquire_timeout;
         let store = match config.backend {
-            Backend::Redis | Backend::RedLock => Store::Redis(Box::new(
+            Backend::Redis | Backend::RedLock | Backend::Etcd => Store::Redis(Box::new(
                 RedisStore::connect(config).await.with_context(context)?,
             )),
             Backend::Postgres => {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use shedlock::{ElectionConfig, LeaderElection, LeaderState, ZkElector};
+use shedlock::{ElectionConfig, Elector, LeaderElection, LeaderState, ZkElector};
 
 use crate::event::{Counters, Event, now_us};
 use crate::worker::{emit, stop_requested};
@@ -98,7 +98,11 @@ pub struct ZkCandidateArgs {
 /// # Errors
 /// When the ensemble cannot be reached or the election does not start; a `fatal` line says why.
 pub async fn run_candidate(options: ZkCandidateOptions) -> anyhow::Result<()> {
-    let result = campaign(&options).await;
+    fatal_on_error(campaign(&options).await)
+}
+
+/// `result`, after a `fatal` line saying why when it is an error.
+pub(crate) fn fatal_on_error(result: anyhow::Result<()>) -> anyhow::Result<()> {
     if let Err(error) = &result {
         emit(&Event::Fatal {
             error: format!("{error:#}"),
@@ -114,6 +118,15 @@ async fn campaign(options: &ZkCandidateOptions) -> anyhow::Result<()> {
         .connect()
         .await
         .with_context(|| format!("cannot reach ZooKeeper at {}", options.url))?;
+    lead(options, elector).await
+}
+
+/// Campaigns through `elector` and acts as leader at the options' cadence until stopped, then
+/// resigns (any store's candidate process).
+pub(crate) async fn lead(
+    options: &ZkCandidateOptions,
+    elector: impl Elector,
+) -> anyhow::Result<()> {
     let election = LeaderElection::builder(options.election.clone(), elector)
         .config(options.config)
         .on_elected(|term| emit(&Event::Leader { term, at: now_us() }))

@@ -1,7 +1,9 @@
 //! A lock holder killed (SIGKILL) or paused past its lease (SIGSTOP) in the middle of a job,
 //! with three worker processes on each database. PostgreSQL and MariaDB need
 //! `SHEDLOCK_TEST_PG_URL` / `SHEDLOCK_TEST_MYSQL_URL`, Redis `SHEDLOCK_TEST_REDIS_URL`, RedLock
-//! both that (the journal) and `SHEDLOCK_TEST_REDLOCK_URLS` (skipped without, failed on CI).
+//! both that (the journal) and `SHEDLOCK_TEST_REDLOCK_URLS`, etcd (the pause only; its killed
+//! holder is in `etcd_faults.rs`) that journal and `SHEDLOCK_TEST_ETCD_URL` (skipped without,
+//! failed on CI).
 
 mod common;
 
@@ -161,4 +163,9 @@ async fn redis_holder_paused_beyond_its_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_holder_paused_beyond_its_lease() {
     holder_paused_beyond_its_lease(Backend::RedLock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_holder_paused_beyond_its_lease() {
+    holder_paused_beyond_its_lease(Backend::Etcd).await;
 }

@@ -27,7 +27,7 @@ fn timestamp(backend: Backend) -> &'static str {
         Backend::Postgres => "TIMESTAMP",
         Backend::MySql => "DATETIME(3)",
         Backend::Sqlite => "TEXT",
-        Backend::Redis | Backend::RedLock => unreachable!("SQL tables only"),
+        Backend::Redis | Backend::RedLock | Backend::Etcd => unreachable!("SQL tables only"),
     }
 }
 
@@ -275,7 +275,7 @@ async fn fencing_token_column_of_a_text_type() {
                     "written despite the error: held for its lease"
                 );
             }
-            Backend::Redis | Backend::RedLock => unreachable!("SQL tables only"),
+            Backend::Redis | Backend::RedLock | Backend::Etcd => unreachable!("SQL tables only"),
         }
         let word = h.acquire("word").await;
         assert!(
@@ -421,7 +421,7 @@ async fn times_out_of_range() {
             Backend::Postgres => ("'-infinity'", None),
             Backend::MySql => ("'0000-00-00 00:00:00'", Some("'0000-00-00 00:00:00'")),
             Backend::Sqlite => ("'2000-01-01 00:00:00'", Some("'99999-01-01 00:00:00'")),
-            Backend::Redis | Backend::RedLock => unreachable!("SQL tables only"),
+            Backend::Redis | Backend::RedLock | Backend::Etcd => unreachable!("SQL tables only"),
         };
         h.exec(&format!(
             "INSERT INTO {{t}} (name, lock_until, locked_at, locked_by, fencing_token) \
@@ -550,7 +550,9 @@ async fn users_without_write_or_schema_rights() {
                     with_user(&h.run.url, &user)
                 }
                 Backend::Sqlite => format!("{}?mode=ro", h.run.url),
-                Backend::Redis | Backend::RedLock => unreachable!("SQL tables only"),
+                Backend::Redis | Backend::RedLock | Backend::Etcd => {
+                    unreachable!("SQL tables only")
+                }
             };
             let store = Hostile::store_on(&h.run, &h.table, &url, "limited")
                 .await
@@ -569,7 +571,7 @@ async fn users_without_write_or_schema_rights() {
                     h.exec(&format!("DROP ROLE {user}")).await.unwrap();
                 }
                 Backend::MySql => h.exec(&format!("DROP USER '{user}'@'%'")).await.unwrap(),
-                Backend::Sqlite | Backend::Redis | Backend::RedLock => {}
+                Backend::Sqlite | Backend::Redis | Backend::RedLock | Backend::Etcd => {}
             }
             assert!(listed.is_ok(), "{backend} {rights}: {listed:?}");
             if can_write {

@@ -6,7 +6,7 @@
 //! which was skipped everywhere) and, as a deposed leader, ran its leader-only job once more
 //! while the new leader ran it.
 //!
-//! Asserted here, on SQLite, PostgreSQL, MariaDB, Redis and RedLock: no tick twice, every tick
+//! Asserted here, on SQLite, PostgreSQL, MariaDB, Redis, RedLock and etcd: no tick twice, every tick
 //! exactly once with no tick excused by the pause (the paused worker held no lease), every tick
 //! the paused worker passed over reported by its scheduler as missed, no leader work in a
 //! superseded term.
@@ -171,4 +171,9 @@ async fn redis_paused_leader_resumes_after_its_leases() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_paused_leader_resumes_after_its_leases() {
     paused_leader_resumes_after_its_leases(Backend::RedLock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_paused_leader_resumes_after_its_leases() {
+    paused_leader_resumes_after_its_leases(Backend::Etcd).await;
 }

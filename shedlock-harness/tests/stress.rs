@@ -126,3 +126,8 @@ async fn redis_bounded_stress() {
 async fn redlock_bounded_stress() {
     bounded_stress(Backend::RedLock).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_bounded_stress() {
+    bounded_stress(Backend::Etcd).await;
+}

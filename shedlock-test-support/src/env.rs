@@ -82,3 +82,12 @@ pub fn zk_url() -> Option<String> {
         "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183 (eval \"$(bash .ci/zookeeper.sh start)\")",
     )
 }
+
+/// `SHEDLOCK_TEST_ETCD_URL`: the etcd cluster's endpoints, comma-separated.
+pub fn etcd_url() -> Option<String> {
+    env_url(
+        "SHEDLOCK_TEST_ETCD_URL",
+        "etcd",
+        "http://127.0.0.1:2379,http://127.0.0.1:22379,http://127.0.0.1:32379 (eval \"$(bash .ci/etcd.sh start)\")",
+    )
+}

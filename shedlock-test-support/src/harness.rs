@@ -19,6 +19,7 @@ pub struct ServerHarness {
     provider_for: Box<ProviderFor>,
     inspector: Option<Arc<dyn LockInspector>>,
     run_log: Option<Arc<dyn RunLog>>,
+    short_lease: Option<Duration>,
 }
 
 impl ServerHarness {
@@ -30,6 +31,7 @@ impl ServerHarness {
             provider_for: Box::new(provider_for),
             inspector: None,
             run_log: None,
+            short_lease: None,
         }
     }
 
@@ -42,6 +44,13 @@ impl ServerHarness {
     /// The same, reading and writing run records through `run_log` (for `runs_tests!`).
     pub fn with_run_log(mut self, run_log: impl RunLog) -> Self {
         self.run_log = Some(Arc::new(run_log));
+        self
+    }
+
+    /// The same, with `lease` as the suite's short lease, for stores whose leases cannot be
+    /// as short as the default 800 ms (etcd's are whole seconds, 2 s at least).
+    pub fn with_short_lease(mut self, lease: Duration) -> Self {
+        self.short_lease = Some(lease);
         self
     }
 }
@@ -60,6 +69,10 @@ impl Harness for ServerHarness {
 
     async fn pass_time(&self, duration: Duration) {
         tokio::time::sleep(duration).await;
+    }
+
+    fn short_lease(&self) -> Duration {
+        self.short_lease.unwrap_or(Duration::from_millis(800))
     }
 }
 

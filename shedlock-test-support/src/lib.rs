@@ -12,8 +12,11 @@
 //! - [`runs`]: run-record scenarios beyond the conformance cases (a stalled holder's late end).
 //! - [`Ensemble`]: the servers of the test ZooKeeper ensemble (`.ci/zookeeper.sh`), stopped
 //!   and started again.
+//! - [`EtcdCluster`]: the members of the test etcd cluster (`.ci/etcd.sh`), stopped and
+//!   started again.
 
 pub mod env;
+mod etcd;
 mod harness;
 pub mod names;
 mod proxy;
@@ -21,7 +24,8 @@ mod redis_server;
 pub mod runs;
 mod zookeeper;
 
-pub use env::{env_url, mysql_url, on_ci, pg_url, redis_url, redlock_urls, skip, zk_url};
+pub use env::{env_url, etcd_url, mysql_url, on_ci, pg_url, redis_url, redlock_urls, skip, zk_url};
+pub use etcd::{EtcdCluster, StoppedMember};
 pub use harness::ServerHarness;
 pub use names::{unique_key_prefix, unique_lock_name, unique_table, unique_zk_root};
 pub use proxy::{CutProxy, ProxyMode, upstream_of, url_at};

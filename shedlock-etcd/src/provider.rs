@@ -1,0 +1,465 @@
+//! `EtcdLockProvider`: the lock contract on etcd leases and transactions.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use shedlock_core::async_trait;
+use shedlock_core::{
+    Error, LockConfiguration, LockInspector, LockLease, LockProvider, Operation, RunLog,
+};
+
+use crate::EtcdElector;
+use crate::builder::EtcdLockProviderBuilder;
+use crate::client::Client;
+use crate::error::EtcdError;
+use crate::hints::Hints;
+use crate::keys::{Keys, ttl_seconds};
+use crate::record::{LockValue, from_ms, ms, now_ms};
+use crate::runs::Retention;
+use crate::wire::{self, KeyValue};
+
+/// Locks as etcd keys held by etcd leases, with the cluster's revision as fencing token.
+///
+/// A lock is held while its key `<prefix>held/<name>` exists. Each acquisition grants an etcd
+/// lease of `lock_at_most_for` (whole seconds, rounded up) and creates that key with the lease
+/// in one transaction that requires the key to be absent, so the lease runs out on etcd's
+/// clock and etcd deletes the key then: whether a lock is free is etcd's judgement alone,
+/// never an instance's clock. `lock_at_least_for` is a second key, `<prefix>least/<name>`,
+/// on a lease of that length, which acquisitions require absent too and a release deletes
+/// when the minimum hold has passed (at once, or in the background when that time comes). The lock's record, `<prefix>locks/<name>`, keeps the last holder, token and times
+/// after release, for inspection and for
+/// [`unless_acquired_within`](LockConfiguration::unless_acquired_within).
+///
+/// The fencing token is the revision of the transaction that granted the lease: etcd's
+/// revision counts every write to the cluster and never goes back, so tokens strictly
+/// increase per lock (and across locks), also after a key is deleted by hand or compacted.
+/// Release and extend require the held key's create revision to be that token.
+///
+/// | operation | round trips |
+/// |---|---|
+/// | acquire | 2: lease grant, transaction (3 with `unless_acquired_within`: a read first; a refused acquire revokes its lease in the background) |
+/// | release | 1 transaction (the lease is revoked in the background; a `lock_at_least_for` still running is ended by a background transaction when it has passed) |
+/// | extend | 2: lease grant, transaction (the old lease revoked in the background) |
+///
+/// Every request is bounded by the request timeout (default 5 s): without a quorum an
+/// operation fails with [`Error::Store`] instead of waiting.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use shedlock_core::{LockConfiguration, LockProvider};
+/// use shedlock_etcd::EtcdLockProvider;
+///
+/// # async fn run() -> Result<(), shedlock_core::Error> {
+/// let provider = EtcdLockProvider::connect("http://etcd1:2379,http://etcd2:2379").await?;
+/// let config = LockConfiguration::new("nightly_report", Duration::from_secs(600), Duration::ZERO)?;
+/// if let Some(lease) = provider.acquire(&config).await? {
+///     println!("running with fencing token {}", lease.fencing_token());
+///     provider.release(&lease).await?;
+/// }
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Clones share the connection.
+#[derive(Debug, Clone)]
+pub struct EtcdLockProvider {
+    pub(crate) client: Client,
+    pub(crate) keys: Arc<Keys>,
+    pub(crate) holder: Arc<str>,
+    pub(crate) hints: Arc<Hints>,
+    pub(crate) retention: Retention,
+}
+
+impl EtcdLockProvider {
+    /// Connects to the cluster (`http://host:2379`, several separated by commas) with key
+    /// prefix `shedlock/`, holding as [`default_holder()`](shedlock_core::default_holder).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`endpoints`) for an endpoint that is not a URL;
+    /// [`Error::Store`] when no member answers within the request timeout.
+    pub async fn connect(endpoints: &str) -> Result<Self, Error> {
+        Self::builder(endpoints).connect().await
+    }
+
+    /// Configures prefix, holder, credentials, TLS, timeouts and run retention; see
+    /// [`EtcdLockProviderBuilder`].
+    pub fn builder(endpoints: impl Into<String>) -> EtcdLockProviderBuilder {
+        EtcdLockProviderBuilder::new(endpoints.into())
+    }
+
+    /// The same cluster and connection acting as another holder (another instance).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`holder`) when empty, longer than 255 characters or holding
+    /// control characters.
+    pub fn with_holder(&self, holder: impl Into<String>) -> Result<Self, Error> {
+        let holder = holder.into();
+        shedlock_core::validate_holder(&holder)?;
+        Ok(EtcdLockProvider {
+            holder: holder.into(),
+            ..self.clone()
+        })
+    }
+
+    /// The prefix of every key this provider writes.
+    pub fn prefix(&self) -> &str {
+        self.keys.prefix()
+    }
+
+    /// An elector on the same cluster, prefix and holder, for
+    /// [`LeaderElection`](shedlock_core::LeaderElection) and leader-only jobs: candidates
+    /// under `<prefix>elections/<election>/`, each on an etcd lease of its own.
+    pub fn elector(&self) -> EtcdElector {
+        EtcdElector::from_parts(
+            self.client.clone(),
+            Arc::clone(&self.keys),
+            Arc::clone(&self.holder),
+        )
+    }
+
+    fn fail(&self, operation: Operation, lock: &str) -> impl Fn(EtcdError) -> Error + '_ {
+        let lock = lock.to_owned();
+        move |error| error.into_store(operation, &lock)
+    }
+
+    /// Decodes a record key, or fails naming it.
+    pub(crate) fn decode(
+        &self,
+        operation: Operation,
+        lock: &str,
+        kv: &KeyValue,
+    ) -> Result<LockValue, Error> {
+        LockValue::decode(&kv.value).map_err(|reason| {
+            EtcdError::Unreadable {
+                key: String::from_utf8_lossy(&kv.key).into_owned(),
+                reason,
+            }
+            .into_store(operation, lock)
+        })
+    }
+
+    /// From a refused acquire's reads (held key, minimum-hold key, record): the minimum-hold
+    /// key and the record's revision when the lock is free but for a minimum hold that the
+    /// record says ended (its `lock_until`, written by the release, has passed on this
+    /// instance's clock) and that belongs to the acquisition the record describes.
+    fn ended_minimum_hold(
+        &self,
+        name: &str,
+        refused: &wire::TxnResponse,
+    ) -> Result<Option<(KeyValue, i64)>, Error> {
+        let (held, least, record) = (refused.range(0), refused.range(1), refused.range(2));
+        let (true, Some(least), Some(record)) = (held.is_empty(), least.first(), record.first())
+        else {
+            return Ok(None);
+        };
+        let value = self.decode(Operation::Acquire, name, record)?;
+        let same_acquisition =
+            i64::try_from(value.token_at(record.mod_revision)) == Ok(least.create_revision);
+        let over = value.lock_until_ms <= now_ms();
+        Ok((same_acquisition && over).then(|| (least.clone(), record.mod_revision)))
+    }
+
+    /// Grants a lease of `duration` (rounded up to whole seconds).
+    async fn grant(
+        &self,
+        operation: Operation,
+        lock: &str,
+        duration: Duration,
+    ) -> Result<i64, Error> {
+        Ok(self.grant_for(operation, lock, duration).await?.0)
+    }
+
+    /// Grants a lease of `duration` (rounded up to whole seconds); returns its id and its
+    /// length as etcd granted it (raised to etcd's minimum TTL), in milliseconds: what the
+    /// lease's `lock_until` counts, since etcd holds the lock that long.
+    async fn grant_for(
+        &self,
+        operation: Operation,
+        lock: &str,
+        duration: Duration,
+    ) -> Result<(i64, u64), Error> {
+        let response = self
+            .client
+            .grant(ttl_seconds(duration))
+            .await
+            .map_err(self.fail(operation, lock))?;
+        let granted = u64::try_from(response.ttl)
+            .unwrap_or_default()
+            .saturating_mul(1000);
+        Ok((response.id, granted.max(ms(duration))))
+    }
+}
+
+#[async_trait]
+impl LockProvider for EtcdLockProvider {
+    async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
+        let name = config.name();
+        let fail = self.fail(Operation::Acquire, name);
+        let (lock_key, held_key, least_key) = (
+            self.keys.lock(name),
+            self.keys.held(name),
+            self.keys.least(name),
+        );
+        // Held key absent, minimum-hold key absent (and the record as the window read it).
+        let mut compare = vec![
+            wire::created_at(&held_key, 0),
+            wire::created_at(&least_key, 0),
+        ];
+        let window = config.acquired_within_window();
+        if !window.is_zero() {
+            // The window is the one decision on instance clocks: etcd has no clock to read.
+            let response = self
+                .client
+                .range(wire::RangeRequest::key(&lock_key))
+                .await
+                .map_err(&fail)?;
+            let last = match response.kvs.first() {
+                Some(kv) => {
+                    let value = self.decode(Operation::Acquire, name, kv)?;
+                    if value.locked_at_ms.saturating_add(ms(window)) > now_ms() {
+                        return Ok(None);
+                    }
+                    kv.mod_revision
+                }
+                None => 0,
+            };
+            compare.push(wire::modified_at(&lock_key, last));
+        }
+        // Read before the grant: etcd's lease starts later, so it ends no earlier than this
+        // lease's lock_until.
+        let locked_at = now_ms();
+        let at_most = config.lock_at_most_for();
+        let at_least = config.lock_at_least_for();
+        let (lease, least) =
+            tokio::join!(self.grant_for(Operation::Acquire, name, at_most), async {
+                if at_least.is_zero() {
+                    Ok(0)
+                } else {
+                    self.grant(Operation::Acquire, name, at_least).await
+                }
+            });
+        let ((lease, lease_ms), least) = match (lease, least) {
+            (Ok(lease), Ok(least)) => (lease, least),
+            (lease, least) => {
+                let granted = [
+                    lease.as_ref().ok().map(|l| l.0),
+                    least.as_ref().ok().copied(),
+                ];
+                for id in granted.into_iter().flatten() {
+                    self.client.revoke_later(id);
+                }
+                return Err(lease.map(drop).and(least).unwrap_err());
+            }
+        };
+        let lock_until = locked_at.saturating_add(lease_ms);
+        let value = LockValue {
+            holder: self.holder.to_string(),
+            token: None,
+            locked_at_ms: locked_at,
+            lock_until_ms: lock_until,
+        };
+        let mut success = vec![
+            wire::put(&held_key, self.holder.as_bytes().to_vec(), lease),
+            wire::put(&lock_key, value.encode(), 0),
+        ];
+        if least != 0 {
+            success.push(wire::put(&least_key, Vec::new(), least));
+        }
+        let request = wire::TxnRequest {
+            compare: compare.clone(),
+            success: success.clone(),
+            failure: vec![
+                wire::get(&held_key),
+                wire::get(&least_key),
+                wire::get(&lock_key),
+            ],
+        };
+        let mut response = self.client.txn(request).await;
+        if let Ok(refused) = &response
+            && !refused.succeeded
+            && let Some((ended, record)) = self.ended_minimum_hold(name, refused)?
+        {
+            // The lock is free but for a minimum hold its record says is over (its holder
+            // did not end it: paused or gone after release): taken in one transaction that
+            // checks both keys are as read.
+            compare[1] = wire::created_at(&least_key, ended.create_revision);
+            // Beside the window's compare, if any: both must hold.
+            compare.push(wire::modified_at(&lock_key, record));
+            if least == 0 {
+                success.push(wire::delete(&least_key));
+            }
+            let request = wire::TxnRequest {
+                compare,
+                success,
+                failure: Vec::new(),
+            };
+            response = self.client.txn(request).await;
+            if matches!(&response, Ok(taken) if taken.succeeded) {
+                self.client.revoke_later(ended.lease);
+            }
+        }
+        let response = match response {
+            Ok(response) if response.succeeded => response,
+            other => {
+                self.client.revoke_later(lease);
+                self.client.revoke_later(least);
+                return other.map(|_| None).map_err(fail);
+            }
+        };
+        let token = u64::try_from(response.revision()).unwrap_or_default();
+        Ok(Some(LockLease::new(
+            config,
+            Arc::clone(&self.holder),
+            token,
+            from_ms(locked_at),
+            from_ms(lock_until),
+        )))
+    }
+
+    async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
+        let name = lease.name();
+        let now = now_ms();
+        let locked_at = crate::record::to_ms(lease.locked_at());
+        let least_until = locked_at.saturating_add(ms(lease.lock_at_least_for()));
+        let value = LockValue {
+            holder: lease.holder().to_owned(),
+            token: Some(lease.fencing_token()),
+            locked_at_ms: locked_at,
+            lock_until_ms: now.max(least_until),
+        };
+        let (held_key, least_key) = (self.keys.held(name), self.keys.least(name));
+        let mut success = vec![
+            wire::get(&held_key),
+            wire::delete(&held_key),
+            wire::put(&self.keys.lock(name), value.encode(), 0),
+        ];
+        // The minimum-hold key is this acquisition's (the held key still is): when the
+        // minimum hold has passed, it goes too, whatever its whole-second lease says.
+        if least_until <= now {
+            success.push(wire::delete(&least_key));
+        }
+        let response = self
+            .client
+            .txn(wire::TxnRequest {
+                compare: vec![wire::created_at(&held_key, token_revision(lease))],
+                success,
+                failure: Vec::new(),
+            })
+            .await
+            .map_err(self.fail(Operation::Release, name))?;
+        if !response.succeeded {
+            return Ok(false);
+        }
+        if let Some(kv) = response.range(0).first() {
+            self.client.revoke_later(kv.lease);
+        }
+        if least_until > now {
+            // Ended on time while this process lives; by its lease (rounded up to whole
+            // seconds) if it does not.
+            self.client.delete_later(
+                least_key,
+                token_revision(lease),
+                Duration::from_millis(least_until - now),
+            );
+        }
+        Ok(true)
+    }
+
+    async fn extend(
+        &self,
+        lease: &LockLease,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+    ) -> Result<Option<LockLease>, Error> {
+        let name = lease.name();
+        let now = now_ms();
+        let (renewed, renewed_ms) = self
+            .grant_for(Operation::Extend, name, lock_at_most_for)
+            .await?;
+        // A longer lock_at_least_for than the acquisition's: a new minimum-hold key, to
+        // locked_at + lock_at_least_for (as far as this instance's clock tells).
+        let least_until =
+            crate::record::to_ms(lease.locked_at()).saturating_add(ms(lock_at_least_for));
+        let least = if lock_at_least_for > lease.lock_at_least_for() && least_until > now {
+            match self
+                .grant(
+                    Operation::Extend,
+                    name,
+                    Duration::from_millis(least_until - now),
+                )
+                .await
+            {
+                Ok(id) => id,
+                Err(error) => {
+                    self.client.revoke_later(renewed);
+                    return Err(error);
+                }
+            }
+        } else {
+            0
+        };
+        let lock_until = now.saturating_add(renewed_ms);
+        let value = LockValue {
+            holder: lease.holder().to_owned(),
+            token: Some(lease.fencing_token()),
+            locked_at_ms: crate::record::to_ms(lease.locked_at()),
+            lock_until_ms: lock_until,
+        };
+        let held_key = self.keys.held(name);
+        let mut success = vec![
+            wire::get(&held_key),
+            wire::put(&held_key, lease.holder().as_bytes().to_vec(), renewed),
+            wire::put(&self.keys.lock(name), value.encode(), 0),
+        ];
+        if least != 0 {
+            success.push(wire::put(&self.keys.least(name), Vec::new(), least));
+        }
+        let request = wire::TxnRequest {
+            compare: vec![wire::created_at(&held_key, token_revision(lease))],
+            success,
+            failure: Vec::new(),
+        };
+        let response = self
+            .client
+            .txn_on_leases(request, &[renewed, least])
+            .await
+            .map_err(self.fail(Operation::Extend, name))?;
+        if !response.succeeded {
+            return Ok(None);
+        }
+        if let Some(kv) = response.range(0).first() {
+            self.client.revoke_later(kv.lease);
+        }
+        Ok(Some(lease.extended(
+            from_ms(lock_until),
+            lock_at_most_for,
+            lock_at_least_for,
+        )))
+    }
+
+    fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    fn release_hints(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
+        self.hints.subscribe(&self.client, &self.keys)
+    }
+
+    fn run_log(&self) -> Option<&dyn RunLog> {
+        Some(self)
+    }
+
+    fn inspector(&self) -> Option<&dyn LockInspector> {
+        Some(self)
+    }
+}
+
+/// The revision a lease's held key was created at: its fencing token.
+fn token_revision(lease: &LockLease) -> i64 {
+    // Tokens come from revisions (i64); a larger one never matches a key.
+    i64::try_from(lease.fencing_token()).unwrap_or(-1)
+}
+
+pub(crate) fn read_now() -> SystemTime {
+    from_ms(now_ms())
+}

@@ -1,0 +1,91 @@
+//! The value of a lock's record key (`<prefix>locks/<name>`): JSON, readable with etcdctl.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// What a lock record holds. Times are milliseconds since the epoch, read from the clock of
+/// the instance that wrote the record (etcd has none); they are for people and for
+/// `unless_acquired_within`, never for deciding whether the lock is held.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LockValue {
+    pub(crate) holder: String,
+    /// The acquisition's fencing token. Absent in the record an acquisition writes: the
+    /// token is then the record's own `mod_revision` (the revision of that transaction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) token: Option<u64>,
+    pub(crate) locked_at_ms: u64,
+    pub(crate) lock_until_ms: u64,
+}
+
+impl LockValue {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, String> {
+        serde_json::from_slice(bytes).map_err(|e| e.to_string())
+    }
+
+    /// The record's token, given the revision that last wrote it.
+    pub(crate) fn token_at(&self, mod_revision: i64) -> u64 {
+        self.token
+            .unwrap_or_else(|| u64::try_from(mod_revision).unwrap_or_default())
+    }
+}
+
+/// Now, on this instance's clock, in whole milliseconds (what records store).
+pub(crate) fn now_ms() -> u64 {
+    to_ms(SystemTime::now())
+}
+
+pub(crate) fn to_ms(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
+/// A time from milliseconds since the epoch; one past what `SystemTime` holds (a record
+/// edited by hand) reads as the largest whole second it holds near there, never a panic.
+pub(crate) fn from_ms(ms: u64) -> SystemTime {
+    UNIX_EPOCH
+        .checked_add(Duration::from_millis(ms))
+        .unwrap_or_else(|| UNIX_EPOCH + Duration::from_secs(i64::MAX as u64 / 2))
+}
+
+pub(crate) fn ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_reads_back_and_takes_its_token_from_the_revision_when_absent() {
+        let value = LockValue {
+            holder: "web-1".into(),
+            token: None,
+            locked_at_ms: 5,
+            lock_until_ms: 9,
+        };
+        let bytes = value.encode();
+        assert_eq!(
+            std::str::from_utf8(&bytes).unwrap(),
+            r#"{"holder":"web-1","locked_at_ms":5,"lock_until_ms":9}"#
+        );
+        let back = LockValue::decode(&bytes).unwrap();
+        assert_eq!(back, value);
+        assert_eq!(back.token_at(42), 42);
+        assert_eq!(
+            LockValue {
+                token: Some(7),
+                ..back
+            }
+            .token_at(42),
+            7
+        );
+        assert!(LockValue::decode(b"not json").is_err());
+        assert!(from_ms(u64::MAX) > from_ms(0), "no overflow panic");
+    }
+}

@@ -1,0 +1,237 @@
+//! What `EtcdLockProvider` guarantees beyond the conformance suite, against a real etcd
+//! cluster: tokens above every earlier one after the keys were deleted by hand (etcdctl, as an
+//! operator resets a lock), a stale holder refused after such a reset, release hints, and
+//! configuration errors naming the field. Needs `SHEDLOCK_TEST_ETCD_URL`; skipped without it,
+//! failed without it when `CI=true`.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use shedlock_core::{Error, LockConfiguration, LockInspector, LockProvider};
+use shedlock_etcd::EtcdLockProvider;
+use shedlock_test_support::unique_lock_name;
+
+fn config(name: &str) -> LockConfiguration {
+    LockConfiguration::new(name, Duration::from_secs(60), Duration::ZERO).unwrap()
+}
+
+/// `etcdctl del --prefix <prefix>` on the test cluster: every key the provider wrote.
+fn delete_all_by_hand(prefix: &str) {
+    let url = common::etcd_url().expect("SHEDLOCK_TEST_ETCD_URL");
+    let status = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", &url, "del", "--prefix", prefix])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("run etcdctl (Debian's etcd-client; .ci/etcd.sh installs it)");
+    assert!(status.success(), "etcdctl del failed");
+}
+
+#[tokio::test]
+async fn tokens_stay_above_every_earlier_one_after_the_keys_are_deleted_by_hand() {
+    let Some(provider) = common::provider("reset").await else {
+        return;
+    };
+    let name = unique_lock_name("reset");
+    let first = provider
+        .acquire(&config(&name))
+        .await
+        .unwrap()
+        .expect("acquired");
+    delete_all_by_hand(provider.prefix());
+    assert_eq!(
+        provider.lock_record(&name).await.unwrap(),
+        None,
+        "the record is gone"
+    );
+    let other = provider.with_holder("other").unwrap();
+    let second = other
+        .acquire(&config(&name))
+        .await
+        .unwrap()
+        .expect("free after the reset");
+    assert!(
+        second.fencing_token() > first.fencing_token(),
+        "token {} after {}",
+        second.fencing_token(),
+        first.fencing_token()
+    );
+    // The holder from before the reset can neither release nor extend the new lease.
+    assert!(!provider.release(&first).await.unwrap());
+    assert_eq!(
+        provider
+            .extend(&first, Duration::from_secs(60), Duration::ZERO)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(
+        other.acquire(&config(&name)).await.unwrap().is_none(),
+        "still held"
+    );
+    assert!(other.release(&second).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_release_wakes_the_hint_subscribers() {
+    let Some(provider) = common::provider("hints").await else {
+        return;
+    };
+    let mut hints = provider.release_hints().expect("etcd gives release hints");
+    let name = unique_lock_name("hints");
+    let holder = provider.with_holder("holder").unwrap();
+    // The watch starts in the background: acquire and release until a hint arrives.
+    let hinted = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let lease = holder.acquire(&config(&name)).await.unwrap().expect("free");
+            assert!(holder.release(&lease).await.unwrap());
+            match tokio::time::timeout(Duration::from_millis(500), hints.recv()).await {
+                Ok(Ok(released)) => return released,
+                Ok(Err(error)) => panic!("hint channel: {error}"),
+                Err(_) => continue,
+            }
+        }
+    })
+    .await
+    .expect("a hint within 10 s");
+    assert_eq!(&*hinted, name.as_str());
+}
+
+#[tokio::test]
+async fn bad_configuration_is_refused_naming_the_field() {
+    let field = |error: Error| match error {
+        Error::InvalidConfig { field, .. } => field,
+        other => panic!("not a configuration error: {other}"),
+    };
+    let cases = [
+        (EtcdLockProvider::builder(" , "), "endpoints"),
+        (EtcdLockProvider::builder("etcd1:2379"), "endpoints"),
+        (
+            EtcdLockProvider::builder("http://127.0.0.1:2379").prefix(""),
+            "prefix",
+        ),
+        (
+            EtcdLockProvider::builder("http://127.0.0.1:2379").holder(""),
+            "holder",
+        ),
+        (
+            EtcdLockProvider::builder("http://127.0.0.1:2379").credentials("", "pw"),
+            "user",
+        ),
+        (
+            EtcdLockProvider::builder("http://127.0.0.1:2379").credentials("app", ""),
+            "password",
+        ),
+        (
+            EtcdLockProvider::builder("http://127.0.0.1:2379").request_timeout(Duration::ZERO),
+            "request_timeout",
+        ),
+        (
+            EtcdLockProvider::builder("http://127.0.0.1:2379").run_retention(Duration::ZERO),
+            "run_retention",
+        ),
+        (
+            EtcdLockProvider::builder("http://127.0.0.1:2379").runs_per_lock(0),
+            "runs_per_lock",
+        ),
+    ];
+    for (builder, expected) in cases {
+        assert_eq!(field(builder.connect().await.unwrap_err()), expected);
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_cluster_is_a_store_error_within_the_request_timeout() {
+    // Nothing listens on port 1.
+    let started = std::time::Instant::now();
+    let error = EtcdLockProvider::builder("http://127.0.0.1:1")
+        .request_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::Store { .. }), "{error}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let cause = std::error::Error::source(&error).map(ToString::to_string);
+    let cause = cause.unwrap_or_default();
+    assert!(
+        cause.contains("tcp connect error"),
+        "the cause is named: {cause}"
+    );
+}
+
+/// A member that refuses connections is left for the next endpoint: every operation succeeds.
+#[tokio::test]
+async fn a_dead_first_endpoint_is_left_for_the_next() {
+    let Some(url) = common::etcd_url() else {
+        return;
+    };
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let provider = EtcdLockProvider::builder(format!("http://{dead},{url}"))
+        .prefix(common::unique_key_prefix("dead-first"))
+        .request_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .expect("connect through the next endpoint");
+    let name = unique_lock_name("dead-first");
+    for _ in 0..4 {
+        let lease = provider
+            .acquire(&config(&name))
+            .await
+            .unwrap()
+            .expect("free");
+        let extended = provider.extend(&lease, Duration::from_secs(60), Duration::ZERO);
+        assert!(extended.await.unwrap().is_some());
+        assert!(provider.release(&lease).await.unwrap());
+    }
+}
+
+/// `lock_at_least_for` below etcd's shortest lease (about 2 s) is honoured to the
+/// millisecond while the holder lives: the lock is free again soon after
+/// `locked_at + lock_at_least_for`, not when a 2 s lease runs out (which would skip the next
+/// tick of a per-second job).
+#[tokio::test]
+async fn a_short_lock_at_least_for_ends_on_time() {
+    let Some(provider) = common::provider("short-least").await else {
+        return;
+    };
+    let (a, b) = (
+        provider.with_holder("a").unwrap(),
+        provider.with_holder("b").unwrap(),
+    );
+    let at_least = Duration::from_millis(400);
+    let config = LockConfiguration::new(
+        unique_lock_name("short-least"),
+        Duration::from_secs(60),
+        at_least,
+    )
+    .unwrap();
+    let lease = a.acquire(&config).await.unwrap().expect("free");
+    assert!(a.release(&lease).await.unwrap());
+    assert!(
+        b.acquire(&config).await.unwrap().is_none(),
+        "held for lock_at_least_for"
+    );
+    tokio::time::sleep(at_least + Duration::from_millis(600)).await;
+    let next = b.acquire(&config).await.unwrap();
+    assert!(
+        next.is_some(),
+        "still held 1 s after a lock_at_least_for of 400 ms"
+    );
+    // A job that ran longer than lock_at_least_for frees the lock at release.
+    let next = next.unwrap();
+    tokio::time::sleep(at_least).await;
+    assert!(b.release(&next).await.unwrap());
+    assert!(
+        a.acquire(&config).await.unwrap().is_some(),
+        "free at once after a long job"
+    );
+}
