@@ -200,3 +200,13 @@ async fn redis_whole_fleet_killed_mid_run_is_rerun_at_start() {
 async fn redlock_whole_fleet_killed_mid_run_is_rerun_at_start() {
     whole_fleet_killed_mid_run_is_rerun_at_start(Backend::RedLock).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_holder_killed_mid_run_is_rerun() {
+    holder_killed_mid_run_is_rerun(Backend::Etcd).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_whole_fleet_killed_mid_run_is_rerun_at_start() {
+    whole_fleet_killed_mid_run_is_rerun_at_start(Backend::Etcd).await;
+}
