@@ -9,6 +9,7 @@ use shedlock_core::{
     Error, Operation, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart, async_trait,
 };
 
+use crate::dialect::RunDialect;
 use crate::provider::retry::run;
 use crate::{Dialect, SqlLockProvider, system_time, token_param};
 
@@ -141,7 +142,7 @@ impl<D: Dialect> RunLog for SqlLockProvider<D> {
     async fn run_started(&self, start: &RunStart) -> Result<RunRecord, Error> {
         let args = args(start)?;
         let sql = &*self.run_sql;
-        let row = run!(self, |c| D::run_started(c, sql, args))
+        let row = run!(self, |c| <D::Runs as RunDialect>::started(c, sql, args))
             .map_err(|e| self.operation_error(Operation::Runs, &start.lock, e))?;
         record(row)
     }
@@ -149,11 +150,11 @@ impl<D: Dialect> RunLog for SqlLockProvider<D> {
     async fn run_finished(&self, start: &RunStart, end: &RunEnd) -> Result<(), Error> {
         let args = args(start)?;
         let (sql, outcome, error) = (&*self.run_sql, end.outcome.as_str(), end.error.as_deref());
-        run!(self, |c| D::run_finished(c, sql, args, outcome, error))
+        run!(self, |c| <D::Runs as RunDialect>::finished(c, sql, args, outcome, error))
             .map_err(|e| self.operation_error(Operation::Runs, &start.lock, e))?;
         if self.run_ends.due() {
             // Housekeeping: a failure is logged, never the run's.
-            if let Err(error) = D::trim_runs(&self.pool, sql, &self.run_table, &start.lock).await {
+            if let Err(error) = <D::Runs as RunDialect>::trim(&self.pool, sql, &self.run_table, &start.lock).await {
                 tracing::warn!(%error, lock = %start.lock, "deleting old run records failed");
             }
         }
@@ -164,7 +165,7 @@ impl<D: Dialect> RunLog for SqlLockProvider<D> {
         let limit = query
             .limit
             .map_or(i64::MAX, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
-        let rows = D::runs(
+        let rows = <D::Runs as RunDialect>::list(
             &self.pool,
             &self.run_sql,
             query.lock.as_deref(),

@@ -168,13 +168,6 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
         table: &'a Table,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
 
-    /// Creates the run table (and its index) if missing.
-    #[doc(hidden)]
-    fn create_runs_table<'a>(
-        pool: &'a Pool<Self::Database>,
-        table: &'a RunTable,
-    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
-
     /// The database clock now, in UTC, as the lock statements read it.
     #[doc(hidden)]
     fn database_time(
@@ -193,54 +186,9 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
     #[doc(hidden)]
     fn type_fits(kind: ColumnKind, found: &str) -> bool;
 
-    /// The run-record statements, built once from the run table.
+    /// The run-record statements and queries of this dialect.
     #[doc(hidden)]
-    type RunStatements: Debug + Send + Sync;
-
-    #[doc(hidden)]
-    fn run_statements(table: &RunTable) -> Self::RunStatements;
-
-    /// `CREATE TABLE IF NOT EXISTS` (and its index) for the run table.
-    #[doc(hidden)]
-    fn create_runs_sql(table: &RunTable) -> String;
-
-    /// Records a run's start (nothing when it exists) and returns its row.
-    #[doc(hidden)]
-    fn run_started<'a>(
-        connection: &'a mut Connection<Self>,
-        sql: &'a Self::RunStatements,
-        args: RunArgs<'a>,
-    ) -> impl Future<Output = Result<RunRow, sqlx::Error>> + Send + 'a;
-
-    /// Records a run's end on its row if still running, or the whole run when it has none.
-    #[doc(hidden)]
-    fn run_finished<'a>(
-        connection: &'a mut Connection<Self>,
-        sql: &'a Self::RunStatements,
-        args: RunArgs<'a>,
-        outcome: &'a str,
-        error: Option<&'a str>,
-    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
-
-    /// The run rows of a query, newest first.
-    #[doc(hidden)]
-    fn runs<'a>(
-        pool: &'a Pool<Self::Database>,
-        sql: &'a Self::RunStatements,
-        lock: Option<&'a str>,
-        since: Option<NaiveDateTime>,
-        limit: i64,
-    ) -> impl Future<Output = Result<Vec<RunRow>, sqlx::Error>> + Send + 'a;
-
-    /// Deletes the run rows of `lock` past its newest `per_lock`, and every row older than the
-    /// retention.
-    #[doc(hidden)]
-    fn trim_runs<'a>(
-        pool: &'a Pool<Self::Database>,
-        sql: &'a Self::RunStatements,
-        table: &'a RunTable,
-        lock: &'a str,
-    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
+    type Runs: RunDialect<Database = Self::Database>;
 
     /// Whether an acquire that failed with this error means "not acquired this time" (SQLite
     /// busy), rather than a store error.
@@ -305,6 +253,63 @@ pub struct ColumnTypes {
     pub(crate) name: &'static str,
     pub(crate) time: &'static str,
     pub(crate) token: &'static str,
+}
+
+/// The run records of a dialect: a second table beside the lock table, one write to start a
+/// run and one to end it. Implemented once per dialect, in its `runs` module; not public API.
+#[doc(hidden)]
+pub trait RunDialect: Send + Sync + 'static {
+    /// The driver's database.
+    type Database: Database;
+
+    /// The run statements, built once from the run table.
+    type Statements: Debug + Send + Sync;
+
+    /// Builds the statements.
+    fn statements(table: &RunTable) -> Self::Statements;
+
+    /// `CREATE TABLE IF NOT EXISTS` (and its index) for the run table.
+    fn create_sql(table: &RunTable) -> String;
+
+    /// Creates the run table (and its index) if missing.
+    fn create<'a>(
+        pool: &'a Pool<Self::Database>,
+        table: &'a RunTable,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
+
+    /// Records a run's start (nothing when it exists) and returns its row.
+    fn started<'a>(
+        connection: &'a mut <Self::Database as Database>::Connection,
+        sql: &'a Self::Statements,
+        args: RunArgs<'a>,
+    ) -> impl Future<Output = Result<RunRow, sqlx::Error>> + Send + 'a;
+
+    /// Records a run's end on its row if still running, or the whole run when it has none.
+    fn finished<'a>(
+        connection: &'a mut <Self::Database as Database>::Connection,
+        sql: &'a Self::Statements,
+        args: RunArgs<'a>,
+        outcome: &'a str,
+        error: Option<&'a str>,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
+
+    /// The run rows of a query, newest first.
+    fn list<'a>(
+        pool: &'a Pool<Self::Database>,
+        sql: &'a Self::Statements,
+        lock: Option<&'a str>,
+        since: Option<NaiveDateTime>,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<RunRow>, sqlx::Error>> + Send + 'a;
+
+    /// Deletes the run rows of `lock` past its newest `per_lock`, and every row older than the
+    /// retention.
+    fn trim<'a>(
+        pool: &'a Pool<Self::Database>,
+        sql: &'a Self::Statements,
+        table: &'a RunTable,
+        lock: &'a str,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
 }
 
 /// A column as the database's catalog describes it: name and type in lower case, and whether

@@ -12,7 +12,6 @@ use shedlock_core::Error;
 use sqlx::mysql::{MySqlDatabaseError, MySqlPoolOptions};
 use sqlx::{Connection, MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
 
-use crate::runs::{RunArgs, RunRow, RunTable};
 use crate::{
     Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, RowParts,
     SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis, trusted_sql,
@@ -108,7 +107,7 @@ impl Dialect for MySql {
     type Statements = Statements;
     type Options = ();
     type State = ();
-    type RunStatements = runs::RunStatements;
+    type Runs = runs::MySqlRuns;
 
     /// Times in `DATETIME(3)` (UTC, independent of the session time zone) and a case-sensitive
     /// name.
@@ -341,55 +340,6 @@ impl Dialect for MySql {
         .await
     }
 
-    fn run_statements(table: &RunTable) -> runs::RunStatements {
-        runs::statements(table)
-    }
-
-    fn create_runs_sql(table: &RunTable) -> String {
-        runs::create_sql(table)
-    }
-
-    async fn run_started(
-        connection: &mut MySqlConnection,
-        sql: &runs::RunStatements,
-        args: RunArgs<'_>,
-    ) -> Result<RunRow, sqlx::Error> {
-        runs::started(connection, sql, args).await
-    }
-
-    async fn run_finished(
-        connection: &mut MySqlConnection,
-        sql: &runs::RunStatements,
-        args: RunArgs<'_>,
-        outcome: &str,
-        error: Option<&str>,
-    ) -> Result<(), sqlx::Error> {
-        runs::finished(connection, sql, args, outcome, error).await
-    }
-
-    async fn runs(
-        pool: &MySqlPool,
-        sql: &runs::RunStatements,
-        lock: Option<&str>,
-        since: Option<NaiveDateTime>,
-        limit: i64,
-    ) -> Result<Vec<RunRow>, sqlx::Error> {
-        runs::list(pool, sql, lock, since, limit).await
-    }
-
-    async fn trim_runs(
-        pool: &MySqlPool,
-        sql: &runs::RunStatements,
-        table: &RunTable,
-        lock: &str,
-    ) -> Result<(), sqlx::Error> {
-        runs::trim(pool, sql, table, lock).await
-    }
-
-    async fn create_runs_table(pool: &MySqlPool, table: &RunTable) -> Result<(), sqlx::Error> {
-        runs::create(pool, table).await
-    }
-
     async fn database_time(pool: &MySqlPool) -> Result<NaiveDateTime, sqlx::Error> {
         sqlx::query_scalar("SELECT UTC_TIMESTAMP(3)")
             .fetch_one(pool)
@@ -562,7 +512,7 @@ mod tests {
             retention: crate::runs::DEFAULT_RETENTION,
             per_lock: crate::runs::DEFAULT_RUNS_PER_LOCK,
         };
-        let generated = MySql::create_runs_sql(&runs);
+        let generated = <runs::MySqlRuns as crate::dialect::RunDialect>::create_sql(&runs);
         assert!(
             file.contains(&generated),
             "sql/mysql.sql differs from:\n{generated}"

@@ -22,7 +22,6 @@ use crate::{
     MAX_IDENTIFIER_LEN, RowParts, SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis,
     single, trusted_sql,
 };
-use crate::runs::{RunArgs, RunRow, RunTable};
 use hints::{ReleaseHints, is_unsupported};
 
 /// Locks in a PostgreSQL table, on the database's clock, with fencing tokens.
@@ -168,7 +167,7 @@ impl Dialect for Pg {
     type Statements = Statements;
     type Options = NotifyOptions;
     type State = NotifyState;
-    type RunStatements = runs::RunStatements;
+    type Runs = runs::PgRuns;
 
     const COLUMN_TYPES: ColumnTypes = ColumnTypes {
         name: "VARCHAR(64)",
@@ -544,55 +543,6 @@ impl Dialect for Pg {
         tx.commit().await
     }
 
-    fn run_statements(table: &RunTable) -> runs::RunStatements {
-        runs::statements(table)
-    }
-
-    fn create_runs_sql(table: &RunTable) -> String {
-        runs::create_sql(table)
-    }
-
-    async fn run_started(
-        connection: &mut PgConnection,
-        sql: &runs::RunStatements,
-        args: RunArgs<'_>,
-    ) -> Result<RunRow, sqlx::Error> {
-        runs::started(connection, sql, args).await
-    }
-
-    async fn run_finished(
-        connection: &mut PgConnection,
-        sql: &runs::RunStatements,
-        args: RunArgs<'_>,
-        outcome: &str,
-        error: Option<&str>,
-    ) -> Result<(), sqlx::Error> {
-        runs::finished(connection, sql, args, outcome, error).await
-    }
-
-    async fn runs(
-        pool: &PgPool,
-        sql: &runs::RunStatements,
-        lock: Option<&str>,
-        since: Option<NaiveDateTime>,
-        limit: i64,
-    ) -> Result<Vec<RunRow>, sqlx::Error> {
-        runs::list(pool, sql, lock, since, limit).await
-    }
-
-    async fn trim_runs(
-        pool: &PgPool,
-        sql: &runs::RunStatements,
-        table: &RunTable,
-        lock: &str,
-    ) -> Result<(), sqlx::Error> {
-        runs::trim(pool, sql, table, lock).await
-    }
-
-    async fn create_runs_table(pool: &PgPool, table: &RunTable) -> Result<(), sqlx::Error> {
-        runs::create(pool, table).await
-    }
-
     /// Names of released locks, from `LISTEN` on the release channel. The first call starts a
     /// listener task that holds one connection of the pool until the provider and all its
     /// clones are dropped, and from then on their releases notify. `None` without a channel,
@@ -662,7 +612,7 @@ mod tests {
             retention: crate::runs::DEFAULT_RETENTION,
             per_lock: crate::runs::DEFAULT_RUNS_PER_LOCK,
         };
-        let generated = Pg::create_runs_sql(&runs);
+        let generated = <runs::PgRuns as crate::dialect::RunDialect>::create_sql(&runs);
         assert!(
             file.contains(&generated),
             "sql/postgres.sql differs from:\n{generated}"

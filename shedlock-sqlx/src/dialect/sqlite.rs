@@ -18,7 +18,6 @@ use shedlock_core::Error;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{SqlStr, Sqlite as SqliteDb, SqliteConnection, SqlitePool};
 
-use crate::runs::{RunArgs, RunRow, RunTable};
 use crate::{
     Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, RowParts,
     SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis, single, trusted_sql,
@@ -119,7 +118,7 @@ impl Dialect for Sqlite {
     type Statements = Statements;
     type Options = ();
     type State = ();
-    type RunStatements = runs::RunStatements;
+    type Runs = runs::SqliteRuns;
 
     /// Times as TEXT in the format above.
     const COLUMN_TYPES: ColumnTypes = ColumnTypes {
@@ -332,55 +331,6 @@ impl Dialect for Sqlite {
         }
         .fetch_all(pool)
         .await
-    }
-
-    fn run_statements(table: &RunTable) -> runs::RunStatements {
-        runs::statements(table)
-    }
-
-    fn create_runs_sql(table: &RunTable) -> String {
-        runs::create_sql(table)
-    }
-
-    async fn run_started(
-        connection: &mut SqliteConnection,
-        sql: &runs::RunStatements,
-        args: RunArgs<'_>,
-    ) -> Result<RunRow, sqlx::Error> {
-        runs::started(connection, sql, args).await
-    }
-
-    async fn run_finished(
-        connection: &mut SqliteConnection,
-        sql: &runs::RunStatements,
-        args: RunArgs<'_>,
-        outcome: &str,
-        error: Option<&str>,
-    ) -> Result<(), sqlx::Error> {
-        runs::finished(connection, sql, args, outcome, error).await
-    }
-
-    async fn runs(
-        pool: &SqlitePool,
-        sql: &runs::RunStatements,
-        lock: Option<&str>,
-        since: Option<NaiveDateTime>,
-        limit: i64,
-    ) -> Result<Vec<RunRow>, sqlx::Error> {
-        runs::list(pool, sql, lock, since, limit).await
-    }
-
-    async fn trim_runs(
-        pool: &SqlitePool,
-        sql: &runs::RunStatements,
-        table: &RunTable,
-        lock: &str,
-    ) -> Result<(), sqlx::Error> {
-        runs::trim(pool, sql, table, lock).await
-    }
-
-    async fn create_runs_table(pool: &SqlitePool, table: &RunTable) -> Result<(), sqlx::Error> {
-        runs::create(pool, table).await
     }
 
     async fn database_time(pool: &SqlitePool) -> Result<NaiveDateTime, sqlx::Error> {

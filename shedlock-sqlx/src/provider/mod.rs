@@ -17,6 +17,7 @@ pub(crate) mod retry;
 
 pub(crate) use dedicated::DedicatedConnections;
 
+use crate::dialect::RunDialect;
 use crate::runs::{Ends, RunTable};
 use crate::schema_check::schema_issues;
 use batch::{AcquireQueue, Answer};
@@ -67,7 +68,7 @@ pub struct SqlLockProvider<D: Dialect> {
     pub(crate) sql: Arc<D::Statements>,
     pub(crate) state: Arc<D::State>,
     pub(crate) run_table: Arc<RunTable>,
-    pub(crate) run_sql: Arc<D::RunStatements>,
+    pub(crate) run_sql: Arc<<D::Runs as RunDialect>::Statements>,
     pub(crate) run_ends: Arc<Ends>,
 }
 
@@ -142,7 +143,7 @@ impl<D: Dialect> SqlLockProvider<D> {
             sql: Arc::new(D::statements(&table)),
             table: Arc::new(table),
             state: Arc::new(state),
-            run_sql: Arc::new(D::run_statements(&run_table)),
+            run_sql: Arc::new(<D::Runs as RunDialect>::statements(&run_table)),
             run_table: Arc::new(run_table),
             run_ends: Arc::default(),
         }
@@ -188,7 +189,7 @@ impl<D: Dialect> SqlLockProvider<D> {
         D::create_schema(&self.pool, &self.sql, &self.table)
             .await
             .map_err(|e| store_error(Operation::Schema, &self.table.name, &self.table, e))?;
-        D::create_runs_table(&self.pool, &self.run_table)
+        <D::Runs as RunDialect>::create(&self.pool, &self.run_table)
             .await
             .map_err(|e| store_error(Operation::Schema, &self.run_table.name, &self.table, e))
     }
@@ -205,7 +206,7 @@ impl<D: Dialect> SqlLockProvider<D> {
         format!(
             "{}\n\n{}",
             self.table.create_table_sql(&D::COLUMN_TYPES),
-            D::create_runs_sql(&self.run_table)
+            <D::Runs as RunDialect>::create_sql(&self.run_table)
         )
     }
 
