@@ -60,7 +60,7 @@ pub(crate) struct DatabaseArgs {
     /// The lock table, `table` or `schema.table` (SQL) [default: shedlock]
     #[arg(long, global = true)]
     pub(crate) table: Option<String>,
-    /// The prefix of the lock keys (Redis, RedLock) [default: shedlock:]
+    /// The prefix of the lock keys (Redis, RedLock [default: shedlock:]; etcd [default: shedlock/])
     #[arg(long, global = true, value_name = "PREFIX")]
     pub(crate) key_prefix: Option<String>,
     /// The root node of the locks (ZooKeeper) [default: /shedlock]

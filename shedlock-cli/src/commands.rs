@@ -67,7 +67,7 @@ pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
         StoreKind::Sql(DbKind::Postgres) => run_on::<Pg>(&cli, &target).await,
         StoreKind::Sql(DbKind::Mysql) => run_on::<MySql>(&cli, &target).await,
         StoreKind::Sql(DbKind::Sqlite) => run_on::<Sqlite>(&cli, &target).await,
-        StoreKind::Redis | StoreKind::RedLock | StoreKind::ZooKeeper => {
+        StoreKind::Redis | StoreKind::RedLock | StoreKind::ZooKeeper | StoreKind::Etcd => {
             stores::run(&cli, &target).await
         }
     }
@@ -103,6 +103,7 @@ fn check_options(args: &DatabaseArgs, kind: StoreKind) -> Result<(), Failure> {
         StoreKind::ZooKeeper => {
             given(&sql).or(given(&[("--key-prefix", args.key_prefix.is_some())]))
         }
+        StoreKind::Etcd => given(&sql).or(given(&[("--root", args.root.is_some())])),
     };
     match foreign {
         Some(option) => Err(Failure::new(

@@ -1,6 +1,7 @@
 //! Opening the stores other than SQL from the command line: the providers on the target, with
 //! its key prefix or root, timeout and credentials, and what to say when that fails.
 
+use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
 use shedlock_zookeeper::ZkLockProvider;
 
@@ -15,6 +16,7 @@ pub(crate) fn describe(kind: StoreKind) -> &'static str {
         StoreKind::Redis => "Redis",
         StoreKind::RedLock => "RedLock",
         StoreKind::ZooKeeper => "ZooKeeper",
+        StoreKind::Etcd => "etcd",
     }
 }
 
@@ -81,6 +83,26 @@ pub(crate) async fn zookeeper_provider(
     }
     if let Some((user, password)) = address.credentials {
         builder = builder.digest_auth(user, password);
+    }
+    builder
+        .connect()
+        .await
+        .map_err(|e| usage_or_unreachable(target, &e))
+}
+
+/// The etcd provider on the target's endpoints, with its credentials and key prefix.
+pub(crate) async fn etcd_provider(
+    args: &DatabaseArgs,
+    target: &Target,
+) -> Result<EtcdLockProvider, Failure> {
+    let address = target.etcd()?;
+    let mut builder =
+        EtcdLockProvider::builder(address.connect_string).request_timeout(args.connect_timeout);
+    if let Some(prefix) = &args.key_prefix {
+        builder = builder.prefix(prefix);
+    }
+    if let Some((user, password)) = address.credentials {
+        builder = builder.credentials(user, password);
     }
     builder
         .connect()

@@ -1,10 +1,12 @@
-//! The stores other than SQL: one Redis server, RedLock masters and ZooKeeper, opened from the
+//! The stores other than SQL: one Redis server, RedLock masters, ZooKeeper and etcd, opened from the
 //! target and run through their inspectors, with the same output and exit codes as SQL.
 
 use shedlock_core::{LockInspector, LockProvider};
 
 use crate::cli::{Cli, Command, SchemaArgs};
-use crate::connect::{redis_provider, redlock_provider, usage_or_unreachable, zookeeper_provider};
+use crate::connect::{
+    etcd_provider, redis_provider, redlock_provider, usage_or_unreachable, zookeeper_provider,
+};
 use crate::doctor;
 use crate::failure::{Exit, Failure};
 use crate::locks::{self, Place};
@@ -16,6 +18,9 @@ pub(crate) fn no_ddl(kind: StoreKind) -> Failure {
     let message = match kind {
         StoreKind::ZooKeeper => {
             "ZooKeeper has no DDL: `shedlock schema --apply` creates the root's nodes"
+        }
+        StoreKind::Etcd => {
+            "etcd needs no schema: a lock's key is created when it is first acquired"
         }
         _ => "Redis needs no schema: a lock's hash is created when it is first acquired",
     };
@@ -73,6 +78,17 @@ pub(crate) async fn run(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
                     );
                     Ok(Exit::Ok)
                 }
+                command => run_locks(&provider, &place, command).await,
+            }
+        }
+        StoreKind::Etcd => {
+            let provider = etcd_provider(&cli.database, target).await?;
+            let place = Place {
+                name: format!("key prefix `{}`", provider.prefix()),
+                record: "key",
+            };
+            match &cli.command {
+                Command::Doctor => doctor::etcd(&provider, target).await,
                 command => run_locks(&provider, &place, command).await,
             }
         }

@@ -8,6 +8,7 @@
 //! | one Redis server | `redis://[:password@]host:port[/db]` (`rediss://` with TLS) |
 //! | RedLock | the masters' Redis URLs separated by commas: `redis://h1:6379,redis://h2:6379,redis://h3:6379` |
 //! | ZooKeeper | `zookeeper://[user:password@]host:port,host:port[/chroot]` (`zk://` too; the credentials are digest ones) |
+//! | etcd | `etcd://[user:password@]host:port,host:port` (the cluster's client endpoints, plain HTTP) |
 
 use std::fmt;
 use std::str::FromStr;
@@ -32,7 +33,8 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the URLs may start with, for messages.
 const EXPECTED: &str = "expected postgres://…, mysql://…, sqlite:FILE, redis://… (one server), \
-                        redis://…,redis://…,… (RedLock masters) or zookeeper://host:port,…";
+                        redis://…,redis://…,… (RedLock masters), zookeeper://host:port,… or \
+                        etcd://host:port,…";
 
 /// The kind of store a URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +47,8 @@ pub(crate) enum StoreKind {
     RedLock,
     /// A ZooKeeper ensemble.
     ZooKeeper,
+    /// An etcd cluster.
+    Etcd,
 }
 
 /// A store's URL and what may be shown of it. Its `Debug` shows only the shown URL.
@@ -70,11 +74,14 @@ impl fmt::Debug for Target {
 
 /// ZooKeeper's connect string and digest credentials, from a `zookeeper://` URL.
 pub(crate) struct ZkAddress {
-    /// `host:port,host:port[/chroot]`.
+    /// `host:port,host:port[/chroot]` (ZooKeeper), `http://host:port,…` (etcd).
     pub(crate) connect_string: String,
     /// User and password, percent-decoded.
-    pub(crate) credentials: Option<(String, String)>,
+    pub(crate) credentials: Option<Credentials>,
 }
+
+/// A user and password from a URL, percent-decoded.
+pub(crate) type Credentials = (String, String);
 
 impl Target {
     /// Reads the store's kind from the URL's scheme, and what may be shown of it. Messages
@@ -85,6 +92,7 @@ impl Target {
         let scheme = url.trim().split_once("://").map(|(scheme, _)| scheme);
         let kind = match scheme {
             Some("zookeeper" | "zk") => StoreKind::ZooKeeper,
+            Some("etcd") => StoreKind::Etcd,
             Some("redis" | "rediss") => {
                 let urls = url_list(url);
                 for master in &urls {
@@ -104,8 +112,10 @@ impl Target {
             shown,
             user: None,
         };
-        if kind == StoreKind::ZooKeeper {
-            target.zookeeper()?;
+        match kind {
+            StoreKind::ZooKeeper => drop(target.zookeeper()?),
+            StoreKind::Etcd => drop(target.etcd()?),
+            _ => {}
         }
         Ok(target)
     }
@@ -144,13 +154,45 @@ impl Target {
 
     /// The connect string and credentials of a `zookeeper://` URL.
     pub(crate) fn zookeeper(&self) -> Result<ZkAddress, Failure> {
+        let (credentials, hosts) = self.hosts(
+            "ZooKeeper",
+            "zookeeper://[user:password@]host:port,host:port[/chroot]",
+        )?;
+        Ok(ZkAddress {
+            connect_string: hosts.to_owned(),
+            credentials,
+        })
+    }
+
+    /// The endpoints (`http://host:port,…`) and credentials of an `etcd://` URL.
+    pub(crate) fn etcd(&self) -> Result<ZkAddress, Failure> {
+        let form = "etcd://[user:password@]host:port,host:port";
+        let (credentials, hosts) = self.hosts("etcd", form)?;
+        if hosts.contains('/') {
+            return Err(Failure::new(
+                Exit::Usage,
+                format!(
+                    "the etcd URL has a path (give the key prefix with --key-prefix); expected {form}"
+                ),
+            ));
+        }
+        let endpoints: Vec<String> = hosts
+            .split(',')
+            .map(|host| format!("http://{host}"))
+            .collect();
+        Ok(ZkAddress {
+            connect_string: endpoints.join(","),
+            credentials,
+        })
+    }
+
+    /// The credentials (percent-decoded) and the hosts of a multi-host URL such as
+    /// `zookeeper://user:password@h1:2181,h2:2181/chroot`.
+    fn hosts(&self, store: &str, form: &str) -> Result<(Option<Credentials>, &str), Failure> {
         let usage = |what: &str| {
             Failure::new(
                 Exit::Usage,
-                format!(
-                    "the ZooKeeper URL {what}; expected zookeeper://[user:password@]host:port,\
-                     host:port[/chroot]"
-                ),
+                format!("the {store} URL {what}; expected {form}"),
             )
         };
         let (_, rest) = self.url.split_once("://").unwrap_or_default();
@@ -170,10 +212,7 @@ impl Target {
         if hosts.is_empty() || hosts.starts_with('/') {
             return Err(usage("names no server"));
         }
-        Ok(ZkAddress {
-            connect_string: hosts.to_owned(),
-            credentials,
-        })
+        Ok((credentials, hosts))
     }
 
     /// Opens a connection (failing at once if the database cannot be reached, rather than

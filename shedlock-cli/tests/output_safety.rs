@@ -16,7 +16,7 @@ use std::process::{Command, Output};
 use percent_encoding::{NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde_json::Value;
 use shedlock_test_support::{
-    mysql_url, pg_url, redis_url, redlock_urls, unique_table, unique_zk_root, zk_url,
+    etcd_url, mysql_url, pg_url, redis_url, redlock_urls, unique_table, unique_zk_root, zk_url,
 };
 use url::Url;
 
@@ -222,6 +222,34 @@ fn no_form_of_a_password_is_printed_by_zookeeper_commands() {
     let root = unique_zk_root("safety");
     for command in [&["doctor"][..], &["locks", "list"], &["locks", "show", "x"]] {
         let mut args = vec!["--url", &url, "--root", &root];
+        args.extend(command);
+        let output = shedlock(&args, &[]);
+        password.assert_never_printed(&output, &format!("{command:?}"));
+        if command == ["doctor"] {
+            assert!(
+                printed(&output).contains("app:***@"),
+                "{}",
+                printed(&output)
+            );
+        }
+    }
+}
+
+/// etcd: credentials in the URL are used (the test cluster has auth off and ignores them),
+/// never printed.
+#[test]
+fn no_form_of_a_password_is_printed_by_etcd_commands() {
+    let Some(endpoints) = etcd_url() else {
+        return;
+    };
+    let hosts: Vec<&str> = endpoints
+        .split(',')
+        .map(|endpoint| endpoint.trim_start_matches("http://"))
+        .collect();
+    let password = Password::new("EtZebra2", "%40p%2Fs%23w%2Bd");
+    let url = format!("etcd://app:{}@{}", password.written, hosts.join(","));
+    for command in [&["doctor"][..], &["locks", "list"], &["locks", "show", "x"]] {
+        let mut args = vec!["--url", &url, "--key-prefix", "shedlock-safety/"];
         args.extend(command);
         let output = shedlock(&args, &[]);
         password.assert_never_printed(&output, &format!("{command:?}"));

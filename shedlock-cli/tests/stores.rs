@@ -1,7 +1,8 @@
 //! The `shedlock` binary on the stores other than SQL, against the real servers: one Redis
 //! server (`SHEDLOCK_TEST_REDIS_URL`), the RedLock masters (`SHEDLOCK_TEST_REDLOCK_URLS`, given
 //! to the tool as one comma-separated `--url`) and the ZooKeeper ensemble
-//! (`SHEDLOCK_TEST_ZK_URL`, as `zookeeper://<connect string>`). Skipped without their URL;
+//! (`SHEDLOCK_TEST_ZK_URL`, as `zookeeper://<connect string>`) and the etcd cluster
+//! (`SHEDLOCK_TEST_ETCD_URL`, as `etcd://host:port,…`). Skipped without their URL;
 //! failed without it when `CI=true`.
 //!
 //! Every case is written once and runs on each store; locks are taken and checked with the
@@ -15,8 +16,11 @@ use std::time::Duration;
 
 use common::{Run, assert_held_and_free_listed, assert_runs_listed, find, record_two_runs};
 use shedlock_core::{LockConfiguration, LockInspector, LockProvider, LockRecord};
+use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
-use shedlock_test_support::{redis_url, redlock_urls, unique_key_prefix, unique_zk_root, zk_url};
+use shedlock_test_support::{
+    etcd_url, redis_url, redlock_urls, unique_key_prefix, unique_zk_root, zk_url,
+};
 use shedlock_zookeeper::ZkLockProvider;
 
 /// One store, under a key prefix or root of this test's own.
@@ -34,6 +38,7 @@ enum Provider {
     Redis(RedisLockProvider),
     RedLock(RedLockProvider),
     ZooKeeper(ZkLockProvider),
+    Etcd(EtcdLockProvider),
 }
 
 impl Provider {
@@ -42,6 +47,7 @@ impl Provider {
             Provider::Redis(p) => Arc::new(p.with_holder(holder).unwrap()),
             Provider::RedLock(p) => Arc::new(p.with_holder(holder).unwrap()),
             Provider::ZooKeeper(p) => Arc::new(p.with_holder(holder).unwrap()),
+            Provider::Etcd(p) => Arc::new(p.with_holder(holder).unwrap()),
         }
     }
 
@@ -50,6 +56,7 @@ impl Provider {
             Provider::Redis(p) => p,
             Provider::RedLock(p) => p,
             Provider::ZooKeeper(p) => p,
+            Provider::Etcd(p) => p,
         }
     }
 }
@@ -98,6 +105,26 @@ impl Store {
             url: format!("zookeeper://{connect_string}"),
             place: ["--root".into(), root],
             provider: Provider::ZooKeeper(provider),
+        })
+    }
+
+    async fn etcd(base: &str) -> Option<Store> {
+        let endpoints = etcd_url()?;
+        // Key prefixes of etcd end in `/`, not `:`.
+        let prefix = format!("{}/", unique_key_prefix(base).trim_end_matches(':'));
+        let provider = EtcdLockProvider::builder(&endpoints)
+            .prefix(&prefix)
+            .connect()
+            .await
+            .expect("connect to SHEDLOCK_TEST_ETCD_URL");
+        let hosts: Vec<&str> = endpoints
+            .split(',')
+            .map(|endpoint| endpoint.trim_start_matches("http://"))
+            .collect();
+        Some(Store {
+            url: format!("etcd://{}", hosts.join(",")),
+            place: ["--key-prefix".into(), prefix],
+            provider: Provider::Etcd(provider),
         })
     }
 
@@ -293,3 +320,4 @@ macro_rules! store_tests {
 store_tests!(redis, Store::redis);
 store_tests!(redlock, Store::redlock);
 store_tests!(zookeeper, Store::zookeeper);
+store_tests!(etcd, Store::etcd);

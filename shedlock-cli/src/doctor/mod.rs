@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use shedlock_core::{LockInspector, LockQuery};
 
-pub(crate) use redis::{redis, redlock};
+pub(crate) use redis::{etcd, redis, redlock};
 pub(crate) use sql::run;
 pub(crate) use zookeeper::zookeeper;
 

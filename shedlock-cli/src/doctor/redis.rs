@@ -1,5 +1,5 @@
-//! `doctor` on Redis: the server, or each RedLock master, reachable and its clock; then the
-//! locks, as the provider reads them.
+//! `doctor` on Redis and etcd: the server, each RedLock master or the etcd cluster reachable
+//! and its clock; then the locks, as the provider reads them.
 
 use std::time::{Duration, SystemTime};
 
@@ -14,6 +14,17 @@ use crate::target::Target;
 pub(crate) async fn redis(provider: &RedisLockProvider, target: &Target) -> Result<Exit, Failure> {
     out!("ok       Redis {} is reachable", target.shown);
     clock(provider, "Redis").await?;
+    count_locks(provider).await?;
+    Ok(Exit::Ok)
+}
+
+/// etcd: the cluster reachable (checked when the provider connected), its clock, its locks.
+pub(crate) async fn etcd(
+    provider: &shedlock_etcd::EtcdLockProvider,
+    target: &Target,
+) -> Result<Exit, Failure> {
+    out!("ok       etcd cluster {} is reachable", target.shown);
+    clock(provider, "etcd").await?;
     count_locks(provider).await?;
     Ok(Exit::Ok)
 }
