@@ -151,6 +151,72 @@ async fn whole_fleet_killed_mid_run_is_rerun_at_start(backend: Backend) {
     );
 }
 
+/// A holder frozen (SIGSTOP) inside a run past its heartbeat lease: another process reruns the
+/// tick meanwhile; when the frozen one resumes, its write under the old token is refused by the
+/// fencing guard, and its late end cannot undo the takeover. Every tick exactly once.
+async fn holder_paused_mid_run_is_rerun_and_fenced(backend: Backend) {
+    let Some(mut s) = Scenario::start(backend, 3, &["report"], recovering).await else {
+        return;
+    };
+    s.committed_after("report", 0, PATIENCE).await;
+    let (paused, token, _) = s.next_start("report").await;
+    let tick = tick_of_start(&s, paused, "report", token);
+    s.inject(paused, Signal::Stop);
+    let paused_at = now_us();
+    s.committed_after("report", token, PATIENCE).await;
+    let (rerun_by, rerun_token, rerun_tick, _) =
+        accepted_write(&s, "report", token).expect("the rerun's write");
+    assert_ne!(rerun_by, paused);
+    assert_eq!(rerun_tick, tick, "the interrupted tick ran again");
+
+    let resumed_from = s.fleet.events().len();
+    s.inject(paused, Signal::Cont);
+    let outcome = s
+        .wait(
+            resumed_from,
+            PATIENCE,
+            "the resumed worker's write",
+            |r| match &r.event {
+                Event::Write {
+                    lock,
+                    token: t,
+                    outcome,
+                    ..
+                } if r.worker == paused && lock == "report" && *t == token => Some(outcome.clone()),
+                _ => None,
+            },
+        )
+        .await;
+    assert_eq!(
+        outcome,
+        WriteOutcome::Rejected,
+        "the stale write was not refused"
+    );
+    s.outages.push(paused_at - s.tick_us..now_us() + s.tick_us);
+    s.committed_after("report", rerun_token, PATIENCE).await;
+    let report = s.finish().await;
+    assert_passed(&report);
+    assert_eq!(
+        (
+            report.missed_ticks,
+            report.duplicate_ticks,
+            report.stale_accepted
+        ),
+        (0, 0, 0),
+        "no tick lost or doubled, no stale write accepted:\n{report}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_holder_paused_mid_run_is_rerun_and_fenced() {
+    holder_paused_mid_run_is_rerun_and_fenced(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_holder_paused_mid_run_is_rerun_and_fenced() {
+    holder_paused_mid_run_is_rerun_and_fenced(Backend::Redis).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_holder_killed_mid_run_is_rerun() {
     holder_killed_mid_run_is_rerun(Backend::Sqlite).await;
