@@ -11,7 +11,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
-use shedlock::{Job, JobLock, JobRegistry, Schedule, Scheduler, SchedulerConfig, SqliteLockProvider};
+use shedlock::{
+    Job, JobLock, JobRegistry, Schedule, Scheduler, SchedulerConfig, SqliteLockProvider,
+};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -28,13 +30,17 @@ async fn main() -> anyhow::Result<()> {
 
     let provider = SqliteLockProvider::connect("sqlite::memory:").await?;
     provider.create_schema().await?;
-    let report = Job::new("report", Schedule::fixed_rate(Duration::from_secs(1))?, |()| async {
-        Ok::<_, std::io::Error>(())
-    })
+    let report = Job::new(
+        "report",
+        Schedule::fixed_rate(Duration::from_secs(1))?,
+        |()| async { Ok::<_, std::io::Error>(()) },
+    )
     .with_lock(JobLock::new("report")?);
-    let import = Job::new("import", Schedule::fixed_rate(Duration::from_secs(2))?, |()| async {
-        Err::<(), _>(std::io::Error::other("upstream returned 503"))
-    })
+    let import = Job::new(
+        "import",
+        Schedule::fixed_rate(Duration::from_secs(2))?,
+        |()| async { Err::<(), _>(std::io::Error::other("upstream returned 503")) },
+    )
     .with_lock(JobLock::new("import")?);
     let scheduler = Scheduler::builder()
         .provider(provider)

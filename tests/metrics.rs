@@ -5,7 +5,9 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
-use shedlock::{Job, JobLock, JobRegistry, Schedule, Scheduler, SchedulerConfig, SqliteLockProvider};
+use shedlock::{
+    Job, JobLock, JobRegistry, Schedule, Scheduler, SchedulerConfig, SqliteLockProvider,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
@@ -21,7 +23,10 @@ async fn scrape(address: SocketAddr) -> String {
     let mut response = String::new();
     stream.read_to_string(&mut response).await.unwrap();
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    assert!(head.starts_with("HTTP/1.") && head.contains(" 200 "), "{head}");
+    assert!(
+        head.starts_with("HTTP/1.") && head.contains(" 200 "),
+        "{head}"
+    );
     body.to_owned()
 }
 
@@ -46,7 +51,9 @@ async fn a_scrape_after_a_few_runs_shows_every_run() {
         .unwrap();
     shedlock::metrics::describe();
 
-    let provider = SqliteLockProvider::connect("sqlite::memory:").await.unwrap();
+    let provider = SqliteLockProvider::connect("sqlite::memory:")
+        .await
+        .unwrap();
     provider.create_schema().await.unwrap();
     let (ran, mut runs) = mpsc::unbounded_channel();
     let every = Schedule::fixed_rate(Duration::from_millis(50)).unwrap();

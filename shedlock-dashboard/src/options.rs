@@ -11,10 +11,12 @@ pub struct DashboardOptions {
     pub(crate) page_size: usize,
     pub(crate) refresh: Duration,
     pub(crate) runs_per_job: usize,
+    pub(crate) timeline: Duration,
 }
 
 impl DashboardOptions {
-    /// Read-only; 50 locks a page, reloaded every 5 s, 10 runs a job.
+    /// Read-only; 50 locks a page, reloaded every 5 s, 10 runs a job, a timeline of the last
+    /// hour.
     pub fn new() -> Self {
         DashboardOptions {
             release_token: None,
@@ -22,6 +24,7 @@ impl DashboardOptions {
             page_size: 50,
             refresh: Duration::from_secs(5),
             runs_per_job: 10,
+            timeline: Duration::from_secs(3600),
         }
     }
 
@@ -62,6 +65,12 @@ impl DashboardOptions {
         self
     }
 
+    /// How far back the timeline reaches (at least a minute).
+    pub fn timeline(mut self, span: Duration) -> Self {
+        self.timeline = span.max(Duration::from_secs(60));
+        self
+    }
+
     pub(crate) fn release_allowed(&self) -> bool {
         self.release_token.is_some()
     }
@@ -94,6 +103,7 @@ impl fmt::Debug for DashboardOptions {
             .field("page_size", &self.page_size)
             .field("refresh", &self.refresh)
             .field("runs_per_job", &self.runs_per_job)
+            .field("timeline", &self.timeline)
             .finish()
     }
 }

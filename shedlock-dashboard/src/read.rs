@@ -3,14 +3,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use shedlock_core::{
-    Error, LockProvider, LockQuery, LockRecord, RunOutcome, RunQuery, RunRecord,
-};
+use shedlock_core::{Error, LockProvider, LockQuery, LockRecord, RunOutcome, RunQuery, RunRecord};
 
 use crate::DashboardOptions;
 
-/// The timeline's span.
-pub(crate) const TIMELINE: Duration = Duration::from_secs(3600);
 /// Most run records read for one page (the timeline's hour and the per-job lists).
 const MAX_RUNS: usize = 5000;
 
@@ -29,6 +25,8 @@ pub(crate) struct PageQuery {
 #[derive(Debug)]
 pub(crate) struct Snapshot {
     pub(crate) store_time: SystemTime,
+    /// How far back the timeline reaches.
+    pub(crate) timeline: Duration,
     pub(crate) locks: Vec<LockRecord>,
     /// The last name of a full page: there may be more after it.
     pub(crate) next_page: Option<String>,
@@ -80,7 +78,9 @@ pub(crate) async fn snapshot(
     let runs = match provider.run_log() {
         None => None,
         Some(log) => {
-            let since = store_time.checked_sub(TIMELINE).unwrap_or(store_time);
+            let since = store_time
+                .checked_sub(options.timeline)
+                .unwrap_or(store_time);
             let mut per_job: BTreeMap<String, Vec<RunRecord>> = BTreeMap::new();
             for run in log.runs(&RunQuery::all().limit(MAX_RUNS)).await? {
                 let list = per_job.entry(run.job.clone()).or_default();
@@ -101,6 +101,7 @@ pub(crate) async fn snapshot(
     }
     Ok(Snapshot {
         store_time,
+        timeline: options.timeline,
         locks,
         next_page,
         elections,

@@ -92,7 +92,10 @@ async fn release(
             StatusCode::OK,
             view::message(
                 "Released",
-                &format!("The lease of `{}` (token {}) has ended.", form.name, form.token),
+                &format!(
+                    "The lease of `{}` (token {}) has ended.",
+                    form.name, form.token
+                ),
             ),
         ),
         Ok(false) => html(

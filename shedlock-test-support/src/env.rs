@@ -82,3 +82,13 @@ pub fn zk_url() -> Option<String> {
         "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183 (eval \"$(bash .ci/zookeeper.sh start)\")",
     )
 }
+
+/// `SHEDLOCK_TEST_WEBDRIVER_URL`: a WebDriver server driving a browser, for the dashboard's
+/// browser tests (`.ci/run` starts Debian's `chromedriver` for Chromium).
+pub fn webdriver_url() -> Option<String> {
+    env_url(
+        "SHEDLOCK_TEST_WEBDRIVER_URL",
+        "browser (dashboard)",
+        "http://127.0.0.1:4444 (apt-get install chromium chromium-driver; chromedriver --port=4444)",
+    )
+}

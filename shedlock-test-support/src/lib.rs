@@ -19,7 +19,9 @@ mod proxy;
 mod redis_server;
 mod zookeeper;
 
-pub use env::{env_url, mysql_url, on_ci, pg_url, redis_url, redlock_urls, skip, zk_url};
+pub use env::{
+    env_url, mysql_url, on_ci, pg_url, redis_url, redlock_urls, skip, webdriver_url, zk_url,
+};
 pub use harness::ServerHarness;
 pub use names::{unique_key_prefix, unique_lock_name, unique_table, unique_zk_root};
 pub use proxy::{CutProxy, ProxyMode, upstream_of, url_at};

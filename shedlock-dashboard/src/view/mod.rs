@@ -75,7 +75,7 @@ pub(crate) fn message(title: &str, text: &str) -> Markup {
 pub(crate) fn confirm_release(form: &ReleaseForm) -> Markup {
     let body = html! {
         h1 { "Release this lock?" }
-        p #message {
+        p #confirm-message {
             "Release " code { (form.name) } " held by " code { (form.holder) }
             " (token " (form.token) ")? Its lease ends now; a job still running under it is not \
              stopped, and another instance may start it."

@@ -1,4 +1,4 @@
-//! The last hour as an SVG picture, drawn here so the page needs no script to show it: a row
+//! The last hour (or the span configured) as an SVG picture, drawn here so the page needs no script to show it: a row
 //! per job, a bar per run from its start to its end, coloured by the instance that ran it;
 //! failed runs marked red, interrupted ones orange.
 
@@ -9,7 +9,7 @@ use maud::{Markup, html};
 use shedlock_core::{RunOutcome, RunRecord};
 
 use super::{duration, time};
-use crate::read::{Snapshot, TIMELINE};
+use crate::read::Snapshot;
 
 const WIDTH: f64 = 1000.0;
 const LABEL: f64 = 170.0;
@@ -27,10 +27,13 @@ pub(super) fn timeline(snapshot: &Snapshot) -> Markup {
         return html! {};
     };
     let end = snapshot.store_time;
-    let start = end.checked_sub(TIMELINE).unwrap_or(end);
-    let span = TIMELINE.as_secs_f64();
+    let start = end.checked_sub(snapshot.timeline).unwrap_or(end);
+    let span = snapshot.timeline.as_secs_f64();
     let x = |at: SystemTime| {
-        let offset = at.duration_since(start).unwrap_or(Duration::ZERO).as_secs_f64();
+        let offset = at
+            .duration_since(start)
+            .unwrap_or(Duration::ZERO)
+            .as_secs_f64();
         LABEL + (WIDTH - LABEL) * (offset / span).min(1.0)
     };
     let mut instances: BTreeMap<&str, &str> = BTreeMap::new();
@@ -39,10 +42,10 @@ pub(super) fn timeline(snapshot: &Snapshot) -> Markup {
         instances.entry(run.holder.as_str()).or_insert(next);
     }
     let height = AXIS + ROW * jobs.len().max(1) as f64;
-    let ticks = (0..=6).map(|i| (i, start + TIMELINE / 6 * i));
+    let ticks = (0..=6).map(|i| (i, start + snapshot.timeline / 6 * i));
     html! {
         section #timeline {
-            h2 { "Last hour" }
+            h2 { "Last " (duration(snapshot.timeline)) }
             svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {WIDTH} {height}")) role="img" aria-label="Runs of the last hour per job" {
                 @for (i, at) in ticks {
                     line x1=(x(at)) x2=(x(at)) y1="0" y2=(height) stroke="#e3e6eb" {}
@@ -109,7 +112,10 @@ fn describe(run: &RunRecord, outcome: RunOutcome) -> String {
 
 fn minutes_ago(end: SystemTime, at: SystemTime) -> String {
     match end.duration_since(at).unwrap_or(Duration::ZERO).as_secs() / 60 {
-        0 => "now".to_owned(),
+        0 => match end.duration_since(at).unwrap_or(Duration::ZERO).as_secs() {
+            0 => "now".to_owned(),
+            seconds => format!("−{seconds} s"),
+        },
         minutes => format!("−{minutes} min"),
     }
 }
