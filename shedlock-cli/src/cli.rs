@@ -122,6 +122,8 @@ pub(crate) enum Command {
     /// Check the database: reachable, table and column types, privileges, clock.
     #[command(after_help = EXIT_CODES)]
     Doctor,
+    /// Serve a page of every lock, election and recent run (read-only unless --allow-release).
+    Dashboard(crate::dashboard::DashboardArgs),
 }
 
 /// The `locks` subcommands.

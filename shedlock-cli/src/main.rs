@@ -11,6 +11,7 @@ macro_rules! out {
 
 mod cli;
 mod commands;
+mod dashboard;
 mod doctor;
 mod failure;
 mod locks;
