@@ -2,7 +2,7 @@
 
 use std::sync::Mutex;
 
-use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
+use metrics::{counter, gauge, histogram};
 use tokio::time::Instant;
 
 use super::lock_label;
@@ -57,24 +57,19 @@ fn store_error(lock: &str, error: &Error) {
     .increment(1);
 }
 
-/// One job's metrics, kept with its status.
+/// One job's metrics, kept with its status. Each call looks its series up in the recorder of
+/// the moment (ticks are rare), so a recorder installed after the scheduler started still gets
+/// them.
 #[derive(Debug)]
 pub(crate) struct JobMetrics {
     job: String,
-    running: Gauge,
-    duration: Histogram,
-    missed: Counter,
     started: Mutex<Option<Instant>>,
 }
 
 impl JobMetrics {
     pub(crate) fn new(job: &str) -> Self {
-        let label = job.to_owned();
         JobMetrics {
-            running: gauge!(JOB_RUNNING, "job" => label.clone()),
-            duration: histogram!(JOB_RUN_DURATION, "job" => label.clone()),
-            missed: counter!(JOB_MISSED_TICKS, "job" => label.clone()),
-            job: label,
+            job: job.to_owned(),
             started: Mutex::new(None),
         }
     }
@@ -84,11 +79,11 @@ impl JobMetrics {
         if running {
             *self.started.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         }
-        self.running.set(if running { 1.0 } else { 0.0 });
+        gauge!(JOB_RUNNING, "job" => self.job.clone()).set(if running { 1.0 } else { 0.0 });
     }
 
     pub(crate) fn missed(&self, ticks: u32) {
-        self.missed.increment(u64::from(ticks));
+        counter!(JOB_MISSED_TICKS, "job" => self.job.clone()).increment(u64::from(ticks));
     }
 
     /// How a tick ended; for a run, also how long it took.
@@ -107,7 +102,8 @@ impl JobMetrics {
                 | JobOutcome::Aborted
         );
         if let (true, Some(started)) = (ran, started) {
-            self.duration.record(started.elapsed().as_secs_f64());
+            histogram!(JOB_RUN_DURATION, "job" => self.job.clone())
+                .record(started.elapsed().as_secs_f64());
         }
         let outcome = match outcome {
             JobOutcome::Executed { .. } => "succeeded",
@@ -124,31 +120,26 @@ impl JobMetrics {
     }
 }
 
-/// One candidacy's metrics.
+/// One candidacy's metrics (looked up at each change, as a job's).
 #[derive(Debug)]
 pub(crate) struct ElectionMetrics {
-    leader: Gauge,
-    terms: Counter,
-    handovers: Counter,
+    election: String,
 }
 
 impl ElectionMetrics {
     pub(crate) fn new(election: &str) -> Self {
-        let label = election.to_owned();
         ElectionMetrics {
-            leader: gauge!(ELECTION_LEADER, "election" => label.clone()),
-            terms: counter!(ELECTION_TERMS, "election" => label.clone()),
-            handovers: counter!(ELECTION_HANDOVERS, "election" => label),
+            election: election.to_owned(),
         }
     }
 
     pub(crate) fn elected(&self) {
-        self.terms.increment(1);
-        self.leader.set(1.0);
+        counter!(ELECTION_TERMS, "election" => self.election.clone()).increment(1);
+        gauge!(ELECTION_LEADER, "election" => self.election.clone()).set(1.0);
     }
 
     pub(crate) fn stepped_down(&self) {
-        self.handovers.increment(1);
-        self.leader.set(0.0);
+        counter!(ELECTION_HANDOVERS, "election" => self.election.clone()).increment(1);
+        gauge!(ELECTION_LEADER, "election" => self.election.clone()).set(0.0);
     }
 }
