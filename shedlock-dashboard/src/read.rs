@@ -51,14 +51,38 @@ impl Snapshot {
     }
 }
 
+/// Why a page could not be read.
+#[derive(Debug)]
+pub(crate) enum Unreadable {
+    /// The provider offers no inspection.
+    NoInspector,
+    /// The store failed.
+    Store(Error),
+}
+
+impl From<Error> for Unreadable {
+    fn from(error: Error) -> Self {
+        Unreadable::Store(error)
+    }
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unreadable::NoInspector => f.write_str("this lock store offers no inspection"),
+            Unreadable::Store(error) => error.fmt(f),
+        }
+    }
+}
+
 pub(crate) async fn snapshot(
     provider: &dyn LockProvider,
     options: &DashboardOptions,
     page: &PageQuery,
-) -> Result<Snapshot, Error> {
-    let inspector = provider.inspector().ok_or_else(|| {
-        Error::Scheduler("this lock store offers no inspection (LockProvider::inspector)".into())
-    })?;
+) -> Result<Snapshot, Unreadable> {
+    let Some(inspector) = provider.inspector() else {
+        return Err(Unreadable::NoInspector);
+    };
     let store_time = inspector.store_time().await?;
     let mut query = LockQuery::all().limit(options.page_size);
     if !page.prefix.is_empty() {
