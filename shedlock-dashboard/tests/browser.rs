@@ -11,7 +11,8 @@ use shedlock_core::{
     Scheduler, SchedulerConfig,
 };
 use shedlock_dashboard::{DashboardOptions, router};
-use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, SqliteLockProvider};
+use shedlock_sqlx::dialect::Dialect;
+use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, SqlLockProvider, SqliteLockProvider};
 use shedlock_test_support::{mysql_url, pg_url, unique_lock_name, webdriver_url};
 
 /// One browser session at a time: the machine is small, and each test is quick.
@@ -48,18 +49,8 @@ async fn sqlite() {
     let file = std::env::temp_dir().join(format!("{}.db", unique_lock_name("dashboard")));
     let url = format!("sqlite://{}?mode=rwc", file.display());
     let provider = SqliteLockProvider::connect(&url).await.unwrap();
-    provider.create_schema().await.unwrap();
-    let instances = [
-        provider.with_holder("web-1").unwrap(),
-        provider.with_holder("web-2").unwrap(),
-    ];
-    check(
-        &webdriver,
-        instances.map(|p| Arc::new(p) as _),
-        Names::plain(),
-        true,
-    )
-    .await;
+    // A private file: plain names, as in the screenshot.
+    on_sql(&webdriver, &provider, Names::plain(), true).await;
     provider.pool().close().await;
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", file.display()));
@@ -73,18 +64,7 @@ async fn postgres() {
     };
     let Some(url) = pg_url() else { return };
     let provider = PgLockProvider::connect(&url).await.unwrap();
-    provider.create_schema().await.unwrap();
-    let instances = [
-        provider.with_holder("web-1").unwrap(),
-        provider.with_holder("web-2").unwrap(),
-    ];
-    check(
-        &webdriver,
-        instances.map(|p| Arc::new(p) as _),
-        Names::unique(),
-        false,
-    )
-    .await;
+    on_sql(&webdriver, &provider, Names::unique(), false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,18 +74,20 @@ async fn mariadb() {
     };
     let Some(url) = mysql_url() else { return };
     let provider = MySqlLockProvider::connect(&url).await.unwrap();
+    on_sql(&webdriver, &provider, Names::unique(), false).await;
+}
+
+/// The checks on an SQL store (its default tables), with two holders of it.
+async fn on_sql<D: Dialect>(
+    webdriver: &str,
+    provider: &SqlLockProvider<D>,
+    names: Names,
+    screenshot: bool,
+) {
     provider.create_schema().await.unwrap();
-    let instances = [
-        provider.with_holder("web-1").unwrap(),
-        provider.with_holder("web-2").unwrap(),
-    ];
-    check(
-        &webdriver,
-        instances.map(|p| Arc::new(p) as _),
-        Names::unique(),
-        false,
-    )
-    .await;
+    let instance = |holder: &str| Arc::new(provider.with_holder(holder).unwrap()) as _;
+    let instances = [instance("web-1"), instance("web-2")];
+    check(webdriver, instances, names, screenshot).await;
 }
 
 /// Serves `router` on a free port of 127.0.0.1; its base URL.
