@@ -54,15 +54,14 @@ pub(crate) async fn run(
                 format!("cannot listen on {}: {e}", args.listen),
             )
         })?;
+    // The address bound, not the one asked for: port 0 picks a free one.
+    let address = listener.local_addr().unwrap_or(args.listen);
     let mode = if args.allow_release {
         "release enabled"
     } else {
         "read-only"
     };
-    out!(
-        "dashboard of {shown_url} at http://{}/ ({mode}); ctrl-c to stop",
-        args.listen
-    );
+    out!("dashboard of {shown_url} at http://{address}/ ({mode}); ctrl-c to stop");
     axum::serve(listener, router(provider, options))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
