@@ -7,8 +7,8 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use shedlock_core::{
-    InMemoryLockProvider, LockConfiguration, LockInspector, LockingTaskExecutor, RunEnd, RunLog,
-    RunOutcome, RunStart,
+    InMemoryLockProvider, LeaderElection, LeaderState, LockConfiguration, LockInspector,
+    LockingTaskExecutor, RunEnd, RunLog, RunOutcome, RunStart,
 };
 use shedlock_dashboard::{DashboardOptions, router};
 use tower::ServiceExt;
@@ -169,4 +169,38 @@ async fn it_mounts_under_a_path() {
     let (status, page) = get(&app, "/ops/shedlock").await;
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains("<h2>Locks</h2>"));
+}
+
+#[tokio::test]
+async fn elections_runs_and_the_timeline() {
+    let provider = InMemoryLockProvider::new().with_holder("web-1");
+    let election = LeaderElection::builder("batch", provider.clone())
+        .start()
+        .unwrap();
+    election
+        .subscribe()
+        .wait_for(|state| matches!(state, LeaderState::Leader { .. }))
+        .await
+        .unwrap();
+    // A run that failed, and one whose instance died: still marked running, its lock free.
+    let failed = RunStart::new("import", "import", None, "web-2", 3);
+    provider.run_started(&failed).await.unwrap();
+    let end = RunEnd::with_error(RunOutcome::Failed, "upstream said 503");
+    provider.run_finished(&failed, &end).await.unwrap();
+    let died = RunStart::new("report", "report", None, "web-3", 4);
+    provider.run_started(&died).await.unwrap();
+
+    let options = DashboardOptions::new().elections(["batch", "nobody-runs"]);
+    let (_, page) = get(&router(provider, options), "/").await;
+    assert!(page.contains(
+        r#"<tr class="election" data-name="batch"><td class="name">batch</td><td class="holder">web-1</td>"#
+    ));
+    assert!(page.contains(r#"data-name="nobody-runs"><td class="name">nobody-runs</td><td class="meta" colspan="3">no leader</td>"#));
+    assert!(page.contains(r#"<tr class="run failed" data-lock="import">"#));
+    assert!(page.contains(r#"<tr class="run interrupted" data-lock="report">"#));
+    assert_eq!(page.matches("<rect").count(), 2, "a bar per run");
+    assert!(
+        page.contains(r#"data-outcome="failed""#) && page.contains(r#"data-outcome="interrupted""#)
+    );
+    election.resign().await;
 }
