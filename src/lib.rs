@@ -39,6 +39,11 @@ pub mod provider {
 #[doc(inline)]
 pub use shedlock_core::{conformance, conformance_tests, inspection_tests, runs_tests};
 
+/// Metrics of locks, runs and elections (the `metrics` facade).
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use shedlock_core::metrics;
+
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 #[doc(inline)]

@@ -134,6 +134,8 @@ pub(crate) enum Command {
     /// each master; ZooKeeper: the root's nodes and access to them.
     #[command(after_help = EXIT_CODES)]
     Doctor,
+    /// Serve a page of every lock, election and recent run (read-only unless --allow-release).
+    Dashboard(crate::dashboard::DashboardArgs),
 }
 
 /// The `locks` subcommands.

@@ -10,7 +10,7 @@ use crate::cli::{Cli, Command, DatabaseArgs, DbKind, SchemaArgs};
 use crate::failure::{Exit, Failure};
 use crate::locks::Place;
 use crate::target::{OpenPool, StoreKind, Target};
-use crate::{connect, doctor, locks, runs, stores};
+use crate::{connect, dashboard, doctor, locks, runs, stores};
 
 /// Runs the command line's command: the exit status, or the failure to print.
 pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
@@ -156,6 +156,7 @@ async fn run_on<D: OpenPool>(cli: &Cli, target: &Target) -> Result<Exit, Failure
                 Ok(Exit::Problems)
             }
         }
+        Command::Dashboard(args) => dashboard::run(provider.clone(), &target.shown, args).await,
         Command::Doctor => {
             let token_column = cli.database.fencing_token_column.as_deref();
             doctor::run(&provider, target, token_column.unwrap_or("fencing_token")).await

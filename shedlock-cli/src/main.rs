@@ -13,6 +13,7 @@ macro_rules! out {
 mod cli;
 mod commands;
 mod connect;
+mod dashboard;
 mod doctor;
 mod failure;
 mod locks;

@@ -7,11 +7,11 @@ use crate::cli::{Cli, Command, SchemaArgs};
 use crate::connect::{
     etcd_provider, redis_provider, redlock_provider, usage_or_unreachable, zookeeper_provider,
 };
-use crate::doctor;
 use crate::failure::{Exit, Failure};
 use crate::locks::{self, Place};
 use crate::runs;
 use crate::target::{StoreKind, Target};
+use crate::{dashboard, doctor};
 
 /// Why `schema` without `--apply` has nothing to print for this store.
 pub(crate) fn no_ddl(kind: StoreKind) -> Failure {
@@ -46,7 +46,7 @@ pub(crate) async fn run(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
             };
             match &cli.command {
                 Command::Doctor => doctor::redis(&provider, target).await,
-                command => run_locks(&provider, &place, command).await,
+                command => run_locks(&provider, &place, command, target).await,
             }
         }
         StoreKind::RedLock => {
@@ -58,7 +58,7 @@ pub(crate) async fn run(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
                 name: format!("key prefix `{}`", provider.key_prefix()),
                 record: "hash on each master",
             };
-            run_locks(&provider, &place, &cli.command).await
+            run_locks(&provider, &place, &cli.command, target).await
         }
         StoreKind::ZooKeeper => {
             let provider = zookeeper_provider(&cli.database, target).await?;
@@ -78,7 +78,7 @@ pub(crate) async fn run(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
                     );
                     Ok(Exit::Ok)
                 }
-                command => run_locks(&provider, &place, command).await,
+                command => run_locks(&provider, &place, command, target).await,
             }
         }
         StoreKind::Etcd => {
@@ -89,19 +89,21 @@ pub(crate) async fn run(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
             };
             match &cli.command {
                 Command::Doctor => doctor::etcd(&provider, target).await,
-                command => run_locks(&provider, &place, command).await,
+                command => run_locks(&provider, &place, command, target).await,
             }
         }
         StoreKind::Sql(_) => unreachable!("SQL is run by `commands`"),
     }
 }
 
-async fn run_locks<P: LockInspector + LockProvider>(
+async fn run_locks<P: LockInspector + LockProvider + Clone>(
     provider: &P,
     place: &Place,
     command: &Command,
+    target: &Target,
 ) -> Result<Exit, Failure> {
     match command {
+        Command::Dashboard(args) => dashboard::run(provider.clone(), &target.shown, args).await,
         Command::Locks(command) => locks::run(provider, place, command).await,
         Command::Runs(command) => runs::run(provider.run_log(), place, command).await,
         _ => unreachable!("doctor and schema are dispatched before"),

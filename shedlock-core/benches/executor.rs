@@ -1,7 +1,8 @@
 //! Overhead of one locked execution of an empty job through the executor and the in-memory
 //! provider, against the same empty future run without a lock.
 //!
-//! Run with: `cargo bench -p shedlock-core --bench executor`
+//! Run with: `cargo bench -p shedlock-core --bench executor`; add `--features metrics` for the
+//! same with every event recorded into a Prometheus recorder (the cost of metrics).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -11,6 +12,11 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use shedlock_core::{InMemoryLockProvider, LockConfiguration, LockingTaskExecutor};
 
 fn bench(c: &mut Criterion) {
+    #[cfg(feature = "metrics")]
+    metrics::set_global_recorder(
+        metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
+    )
+    .unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

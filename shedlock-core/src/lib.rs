@@ -31,6 +31,12 @@
 mod election;
 mod error;
 mod lock;
+#[cfg(feature = "metrics")]
+pub mod metrics;
+// With the feature off: the same recording calls, empty.
+#[cfg(not(feature = "metrics"))]
+#[path = "metrics/off.rs"]
+mod metrics;
 mod runs;
 mod scheduler;
 

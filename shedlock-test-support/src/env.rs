@@ -91,3 +91,13 @@ pub fn etcd_url() -> Option<String> {
         "http://127.0.0.1:2379,http://127.0.0.1:22379,http://127.0.0.1:32379 (eval \"$(bash .ci/etcd.sh start)\")",
     )
 }
+
+/// `SHEDLOCK_TEST_WEBDRIVER_URL`: a WebDriver server driving a browser, for the dashboard's
+/// browser tests (`.ci/run` starts Debian's `chromedriver` for Chromium).
+pub fn webdriver_url() -> Option<String> {
+    env_url(
+        "SHEDLOCK_TEST_WEBDRIVER_URL",
+        "browser (dashboard)",
+        "http://127.0.0.1:4444 (apt-get install chromium chromium-driver; chromedriver --port=4444)",
+    )
+}

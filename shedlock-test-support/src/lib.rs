@@ -24,7 +24,10 @@ mod redis_server;
 pub mod runs;
 mod zookeeper;
 
-pub use env::{env_url, etcd_url, mysql_url, on_ci, pg_url, redis_url, redlock_urls, skip, zk_url};
+pub use env::{
+    env_url, etcd_url, mysql_url, on_ci, pg_url, redis_url, redlock_urls, skip, webdriver_url,
+    zk_url,
+};
 pub use etcd::{EtcdCluster, StoppedMember};
 pub use harness::ServerHarness;
 pub use names::{unique_key_prefix, unique_lock_name, unique_table, unique_zk_root};

@@ -8,6 +8,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::LeaderState;
+use crate::metrics::ElectionMetrics;
 
 pub(super) type ElectedFn = Arc<dyn Fn(u64) + Send + Sync>;
 pub(super) type RevokedFn = Arc<dyn Fn() + Send + Sync>;
@@ -36,6 +37,7 @@ struct Inner {
     watch: watch::Sender<LeaderState>,
     on_elected: Option<ElectedFn>,
     on_revoked: Option<RevokedFn>,
+    metrics: ElectionMetrics,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +59,7 @@ impl Candidacy {
                 watch: watch::channel(LeaderState::Follower).0,
                 on_elected,
                 on_revoked,
+                metrics: ElectionMetrics::new(election),
             }),
         }
     }
@@ -93,6 +96,7 @@ impl Candidacy {
         }
         *self.standing() = Standing::Leader { term, valid_until };
         tracing::info!(election = self.election(), term, "elected leader");
+        self.inner.metrics.elected();
         self.inner.watch.send_replace(LeaderState::Leader { term });
         if let Some(on_elected) = &self.inner.on_elected {
             on_elected(term);
@@ -136,6 +140,7 @@ impl Candidacy {
         };
         let Some(term) = ended else { return false };
         self.inner.watch.send_replace(LeaderState::Follower);
+        self.inner.metrics.stepped_down();
         tracing::info!(
             election = self.election(),
             term,

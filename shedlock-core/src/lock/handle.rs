@@ -25,6 +25,7 @@ impl LockService {
     }
 
     pub(crate) fn emit(&self, event: LockEvent<'_>) {
+        crate::metrics::lock_event(&event);
         match &event {
             LockEvent::Attempt { lock_name } => tracing::trace!(lock = lock_name, "acquiring"),
             LockEvent::Acquired(lease) => tracing::debug!(

@@ -4,6 +4,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
+use crate::metrics::JobMetrics;
+
 /// How a job's last tick ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -94,11 +96,13 @@ pub(crate) struct JobState {
     overlapped_ticks: AtomicU64,
     missed_ticks: AtomicU64,
     store_errors: AtomicU64,
+    metrics: JobMetrics,
 }
 
 impl JobState {
     pub(crate) fn new(name: String, schedule: String, lock_name: Option<String>) -> Self {
         JobState {
+            metrics: JobMetrics::new(&name),
             name,
             schedule,
             lock_name,
@@ -119,21 +123,25 @@ impl JobState {
 
     pub(crate) fn set_running(&self, running: bool) {
         self.running.store(running, Ordering::Release);
+        self.metrics.running(running);
     }
 
     /// Ticks missed while the previous run went on; the run's own outcome stays recorded.
     pub(crate) fn record_overlap(&self, missed: u32) {
         self.overlapped_ticks
             .fetch_add(u64::from(missed), Ordering::Relaxed);
+        self.metrics.missed(missed);
     }
 
     /// Fire times passed over without a run (a pause carried the scheduler past them).
     pub(crate) fn record_missed(&self, missed: u32) {
         self.missed_ticks
             .fetch_add(u64::from(missed), Ordering::Relaxed);
+        self.metrics.missed(missed);
     }
 
     pub(crate) fn record(&self, outcome: JobOutcome) {
+        self.metrics.outcome(&outcome);
         match outcome {
             JobOutcome::Skipped => {
                 self.skips.fetch_add(1, Ordering::Relaxed);

@@ -1,0 +1,430 @@
+//! The dashboard in a real browser (Chromium through chromedriver, `SHEDLOCK_TEST_WEBDRIVER_URL`)
+//! against real stores: one test function per store, all running the same checks. Without a
+//! WebDriver URL (or a store's URL) a test prints `skipped: …`; under `CI=true` it fails.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use shedlock_core::{
+    Job, JobLock, JobRegistry, LockConfiguration, LockProvider, LockingTaskExecutor, Schedule,
+    Scheduler, SchedulerConfig,
+};
+use shedlock_dashboard::{DashboardOptions, router};
+use shedlock_etcd::EtcdLockProvider;
+use shedlock_redis::{RedLockProvider, RedisLockProvider};
+use shedlock_sqlx::dialect::Dialect;
+use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, SqlLockProvider, SqliteLockProvider};
+use shedlock_test_support::{
+    etcd_url, mysql_url, pg_url, redis_url, redlock_urls, unique_key_prefix, unique_lock_name,
+    unique_zk_root, webdriver_url, zk_url,
+};
+use shedlock_zookeeper::ZkLockProvider;
+
+/// One browser session at a time: the machine is small, and each test is quick.
+static BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const RELEASE_TOKEN: &str = "correct horse battery";
+
+/// The names one store's checks use: plain on a private SQLite file, unique on a shared server.
+struct Names {
+    prefix: String,
+}
+
+impl Names {
+    fn plain() -> Self {
+        Names {
+            prefix: String::new(),
+        }
+    }
+    fn unique() -> Self {
+        Names {
+            prefix: format!("{}-", unique_lock_name("dash")),
+        }
+    }
+    fn of(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite() {
+    let Some(webdriver) = webdriver_url() else {
+        return;
+    };
+    let file = std::env::temp_dir().join(format!("{}.db", unique_lock_name("dashboard")));
+    let url = format!("sqlite://{}?mode=rwc", file.display());
+    let provider = SqliteLockProvider::connect(&url).await.unwrap();
+    // A private file: plain names, as in the screenshot.
+    on_sql(&webdriver, &provider, Names::plain(), true).await;
+    provider.pool().close().await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", file.display()));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    let Some(webdriver) = webdriver_url() else {
+        return;
+    };
+    let Some(url) = pg_url() else { return };
+    let provider = PgLockProvider::connect(&url).await.unwrap();
+    on_sql(&webdriver, &provider, Names::unique(), false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb() {
+    let Some(webdriver) = webdriver_url() else {
+        return;
+    };
+    let Some(url) = mysql_url() else { return };
+    let provider = MySqlLockProvider::connect(&url).await.unwrap();
+    on_sql(&webdriver, &provider, Names::unique(), false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis() {
+    let Some(webdriver) = webdriver_url() else {
+        return;
+    };
+    let Some(url) = redis_url() else { return };
+    let provider = RedisLockProvider::builder()
+        .key_prefix(unique_key_prefix("dash"))
+        .connect(&url)
+        .await
+        .unwrap();
+    let instance = |holder: &str| Arc::new(provider.with_holder(holder).unwrap()) as _;
+    check(
+        &webdriver,
+        [instance("web-1"), instance("web-2")],
+        Names::plain(),
+        false,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock() {
+    let Some(webdriver) = webdriver_url() else {
+        return;
+    };
+    let Some(urls) = redlock_urls() else { return };
+    let provider = RedLockProvider::builder()
+        .key_prefix(unique_key_prefix("dash"))
+        .connect(&urls)
+        .await
+        .unwrap();
+    let instance = |holder: &str| Arc::new(provider.with_holder(holder).unwrap()) as _;
+    check(
+        &webdriver,
+        [instance("web-1"), instance("web-2")],
+        Names::plain(),
+        false,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper() {
+    let Some(webdriver) = webdriver_url() else {
+        return;
+    };
+    let Some(url) = zk_url() else { return };
+    let provider = ZkLockProvider::builder(&url)
+        .root(unique_zk_root("dash"))
+        .connect()
+        .await
+        .unwrap();
+    provider.create_schema().await.unwrap();
+    let instance = |holder: &str| Arc::new(provider.with_holder(holder).unwrap()) as _;
+    check(
+        &webdriver,
+        [instance("web-1"), instance("web-2")],
+        Names::plain(),
+        false,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd() {
+    let Some(webdriver) = webdriver_url() else {
+        return;
+    };
+    let Some(url) = etcd_url() else { return };
+    let prefix = format!("{}/", unique_key_prefix("dash").trim_end_matches(':'));
+    let provider = EtcdLockProvider::builder(&url)
+        .prefix(prefix)
+        .connect()
+        .await
+        .unwrap();
+    let instance = |holder: &str| Arc::new(provider.with_holder(holder).unwrap()) as _;
+    check(
+        &webdriver,
+        [instance("web-1"), instance("web-2")],
+        Names::plain(),
+        false,
+    )
+    .await;
+}
+
+/// The checks on an SQL store (its default tables), with two holders of it.
+async fn on_sql<D: Dialect>(
+    webdriver: &str,
+    provider: &SqlLockProvider<D>,
+    names: Names,
+    screenshot: bool,
+) {
+    provider.create_schema().await.unwrap();
+    let instance = |holder: &str| Arc::new(provider.with_holder(holder).unwrap()) as _;
+    let instances = [instance("web-1"), instance("web-2")];
+    check(webdriver, instances, names, screenshot).await;
+}
+
+/// Serves `router` on a free port of 127.0.0.1; its base URL.
+async fn serve(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    format!("http://{address}/")
+}
+
+async fn browser(webdriver: &str) -> Client {
+    let capabilities = serde_json::json!({
+        "goog:chromeOptions": {
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,1100"]
+        }
+    });
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    ClientBuilder::new(connector)
+        .capabilities(capabilities.as_object().unwrap().clone())
+        .connect(webdriver)
+        .await
+        .unwrap_or_else(|e| panic!("no browser session at {webdriver}: {e}"))
+}
+
+fn lock(name: &str) -> LockConfiguration {
+    LockConfiguration::new(name, Duration::from_secs(120), Duration::ZERO).unwrap()
+}
+
+/// The text of an element, once the page shows it (a click's navigation may still be loading).
+async fn text(client: &Client, css: &str) -> String {
+    client
+        .wait()
+        .at_most(Duration::from_secs(30))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no `{css}` on the page: {e}"))
+        .text()
+        .await
+        .unwrap()
+}
+
+/// The lock row's CSS selector.
+fn row(name: &str) -> String {
+    format!(r#"tr.lock[data-name="{name}"]"#)
+}
+
+/// Every check, on one store: `instances` are two holders of it.
+async fn check(
+    webdriver: &str,
+    instances: [Arc<dyn LockProvider>; 2],
+    names: Names,
+    screenshot: bool,
+) {
+    let [web1, web2] = instances;
+    // Runs: a job that succeeds on each instance, and one that fails on the second.
+    let (report, import) = (names.of("send_report"), names.of("import_orders"));
+    for (instance, fails) in [(&web1, false), (&web2, false), (&web2, true)] {
+        let name = if fails { &import } else { &report };
+        let (started, mut run) = tokio::sync::mpsc::unbounded_channel();
+        // The first tick fires at start; the next is an hour away.
+        let every = Schedule::fixed_rate(Duration::from_secs(3600)).unwrap();
+        let job = Job::new(name.clone(), every, move |()| {
+            let _ = started.send(());
+            async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                match fails {
+                    true => Err(std::io::Error::other("upstream said <b>503</b>")),
+                    false => Ok(()),
+                }
+            }
+        })
+        .with_lock(JobLock::new(name.clone()).unwrap());
+        let scheduler = Scheduler::builder()
+            .shared_provider(Arc::clone(instance))
+            .config(SchedulerConfig::default())
+            .registry(JobRegistry::new(()).add(job))
+            .start()
+            .await
+            .unwrap();
+        run.recv().await.unwrap();
+        // Waits for the run to end (and its record to be written).
+        scheduler.shutdown().await;
+    }
+    // Locks held by this process, one with markup in its name.
+    let web1_executor = LockingTaskExecutor::from_shared(Arc::clone(&web1));
+    let (held, released, script) = (
+        names.of("nightly_billing"),
+        names.of("rebuild_index"),
+        names.of("<script>window.pwned=1</script>"),
+    );
+    let held_lock = web1_executor.try_lock(&lock(&held)).await.unwrap().unwrap();
+    let released_lock = web1_executor
+        .try_lock(&lock(&released))
+        .await
+        .unwrap()
+        .unwrap();
+    let script_lock = LockingTaskExecutor::from_shared(Arc::clone(&web2))
+        .try_lock(&lock(&script))
+        .await
+        .unwrap()
+        .unwrap();
+
+    let options = DashboardOptions::new()
+        .refresh(Duration::from_secs(3600))
+        .timeline(Duration::from_secs(60));
+    let read_only = serve(router(Arc::clone(&web1), options.clone())).await;
+    let releasing = serve(router(
+        Arc::clone(&web1),
+        options.allow_release(RELEASE_TOKEN),
+    ))
+    .await;
+    let filter = format!("?prefix={}", names.prefix);
+
+    let _one_at_a_time = BROWSER.lock().await;
+    let client = browser(webdriver).await;
+    client.goto(&format!("{read_only}{filter}")).await.unwrap();
+
+    // A held lock: held, by its holder, with its token.
+    let held_row = row(&held);
+    assert_eq!(text(&client, &format!("{held_row} .state")).await, "held");
+    assert_eq!(text(&client, &format!("{held_row} .holder")).await, "web-1");
+    assert_eq!(
+        text(&client, &format!("{held_row} .token")).await,
+        held_lock.fencing_token().to_string()
+    );
+    // Markup in a name is text.
+    assert_eq!(
+        text(&client, &format!("{} .name", row(&script))).await,
+        script
+    );
+    let pwned = client
+        .execute("return window.pwned === undefined;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(
+        pwned,
+        serde_json::Value::Bool(true),
+        "the name's script ran"
+    );
+    // The failing job: red, with its error as text.
+    let failed = format!(r#"table.runs[data-job="{import}"] tr.run.failed"#);
+    assert_eq!(text(&client, &format!("{failed} .outcome")).await, "failed");
+    let red = client
+        .find(Locator::Css(&format!("{failed} .outcome")))
+        .await
+        .unwrap()
+        .css_value("background-color")
+        .await
+        .unwrap();
+    assert_eq!(red, "rgba(198, 40, 40, 1)");
+    assert_eq!(
+        text(&client, &format!("{failed} .error")).await,
+        "upstream said <b>503</b>"
+    );
+    assert_eq!(text(&client, &format!("{failed} .holder")).await, "web-2");
+    // The succeeding job ran once on each instance.
+    let succeeded = format!(r#"table.runs[data-job="{report}"] tr.run.succeeded .holder"#);
+    let mut holders = Vec::new();
+    for cell in client.find_all(Locator::Css(&succeeded)).await.unwrap() {
+        holders.push(cell.text().await.unwrap());
+    }
+    holders.sort();
+    assert_eq!(holders, ["web-1", "web-2"]);
+
+    if screenshot {
+        let png = client.screenshot().await.unwrap();
+        let path = std::env::var("SHEDLOCK_DASHBOARD_SCREENSHOT")
+            .unwrap_or_else(|_| format!("{}/dashboard.png", env!("CARGO_TARGET_TMPDIR")));
+        std::fs::write(&path, png).unwrap();
+        eprintln!("screenshot: {path}");
+    }
+
+    // Released by its holder: no longer held.
+    released_lock.release().await.unwrap();
+    client.refresh().await.unwrap();
+    assert_eq!(
+        text(&client, &format!("{} .state", row(&released))).await,
+        "free"
+    );
+
+    // Read-only: no release button, and a release posted anyway is refused.
+    assert!(
+        client
+            .find_all(Locator::Css("button.release"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let status = client
+        .execute(
+            "const [name, holder, token] = arguments;
+             const body = new URLSearchParams({name, holder, token, release_token: 'x'});
+             return fetch('', {method: 'POST', body}).then(r => r.status);",
+            vec![
+                held.clone().into(),
+                "web-1".into(),
+                held_lock.fencing_token().to_string().into(),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, serde_json::json!(403));
+
+    // With the flag: a release asks for confirmation and the token; a wrong one is refused.
+    let release = |token: &'static str| {
+        let (client, releasing, filter, held_row) = (&client, &releasing, &filter, &held_row);
+        async move {
+            client.goto(&format!("{releasing}{filter}")).await.unwrap();
+            client
+                .find(Locator::Css(&format!("{held_row} button.release")))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+            assert!(text(client, "#confirm-message").await.contains("Release"));
+            client
+                .find(Locator::Css("#release-token"))
+                .await
+                .unwrap()
+                .send_keys(token)
+                .await
+                .unwrap();
+            client
+                .find(Locator::Css("#confirm-release"))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+            text(client, "#message").await
+        }
+    };
+    assert_eq!(release("wrong").await, "Wrong release token.");
+    let inspector = web1.inspector().unwrap();
+    assert!(inspector.lock_record(&held).await.unwrap().unwrap().held);
+    assert!(!client.source().await.unwrap().contains(RELEASE_TOKEN));
+    let released_message = release(RELEASE_TOKEN).await;
+    assert!(released_message.contains("has ended"), "{released_message}");
+    assert!(!inspector.lock_record(&held).await.unwrap().unwrap().held);
+    client.goto(&format!("{read_only}{filter}")).await.unwrap();
+    assert_eq!(text(&client, &format!("{held_row} .state")).await, "free");
+
+    client.close().await.unwrap();
+    drop(held_lock);
+    script_lock.release().await.unwrap();
+}

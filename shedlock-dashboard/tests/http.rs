@@ -1,0 +1,206 @@
+//! The dashboard over HTTP without a browser (so a newcomer's `cargo test` checks it too):
+//! escaping, the release rules, paging, and mounting under a path.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use shedlock_core::{
+    InMemoryLockProvider, LeaderElection, LeaderState, LockConfiguration, LockInspector,
+    LockingTaskExecutor, RunEnd, RunLog, RunOutcome, RunStart,
+};
+use shedlock_dashboard::{DashboardOptions, router};
+use tower::ServiceExt;
+
+const TOKEN: &str = "tr0ub4dor&3";
+
+async fn call(app: &Router, request: Request<Body>) -> (StatusCode, String) {
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, String::from_utf8(body.to_vec()).unwrap())
+}
+
+async fn get(app: &Router, uri: &str) -> (StatusCode, String) {
+    call(app, Request::get(uri).body(Body::empty()).unwrap()).await
+}
+
+async fn post(app: &Router, form: &[(&str, &str)]) -> (StatusCode, String) {
+    let body = form
+        .iter()
+        .map(|(k, v)| format!("{k}={}", encode(v)))
+        .collect::<Vec<_>>()
+        .join("&");
+    let request = Request::post("/")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(body))
+        .unwrap();
+    call(app, request).await
+}
+
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' => char::from(b).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn lock(name: &str) -> LockConfiguration {
+    LockConfiguration::new(name, Duration::from_secs(60), Duration::ZERO).unwrap()
+}
+
+#[tokio::test]
+async fn names_holders_and_errors_are_text() {
+    let provider = InMemoryLockProvider::new().with_holder(r#""><img src=x onerror=alert(1)>"#);
+    let name = "<script>alert(1)</script>";
+    let _held = LockingTaskExecutor::new(provider.clone())
+        .try_lock(&lock(name))
+        .await
+        .unwrap()
+        .unwrap();
+    let start = RunStart::new(name, "<b>job</b>", None, "web-1", 1);
+    provider.run_started(&start).await.unwrap();
+    let failed = RunEnd::with_error(RunOutcome::Failed, "<iframe src=evil>");
+    provider.run_finished(&start, &failed).await.unwrap();
+
+    let (status, page) = get(&router(provider, DashboardOptions::new()), "/").await;
+    assert_eq!(status, StatusCode::OK);
+    for raw in ["<script>alert", "<img src=x", "<b>job", "<iframe"] {
+        assert!(!page.contains(raw), "`{raw}` written raw");
+    }
+    for escaped in [
+        "&lt;script&gt;alert(1)&lt;/script&gt;",
+        "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;",
+        "&lt;b&gt;job&lt;/b&gt;",
+        "&lt;iframe src=evil&gt;",
+    ] {
+        assert!(page.contains(escaped), "`{escaped}` not on the page");
+    }
+}
+
+#[tokio::test]
+async fn release_needs_the_flag_the_confirmation_and_the_token() {
+    let provider = InMemoryLockProvider::new().with_holder("web-1");
+    let held = LockingTaskExecutor::new(provider.clone())
+        .try_lock(&lock("nightly"))
+        .await
+        .unwrap()
+        .unwrap();
+    let token = held.fencing_token().to_string();
+    let form = |release_token: Option<&'static str>| {
+        let mut form = vec![
+            ("name", "nightly"),
+            ("holder", "web-1"),
+            ("token", token.as_str()),
+        ];
+        form.extend(release_token.map(|t| ("release_token", t)));
+        form
+    };
+    let is_held = || async { provider.lock_record("nightly").await.unwrap().unwrap().held };
+
+    // Read-only: no button, and a POST is refused even with the right token.
+    let read_only = router(provider.clone(), DashboardOptions::new());
+    assert!(!get(&read_only, "/").await.1.contains("Release…"));
+    let (status, _) = post(&read_only, &form(Some(TOKEN))).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(is_held().await);
+
+    let releasing = router(
+        provider.clone(),
+        DashboardOptions::new().allow_release(TOKEN),
+    );
+    assert!(get(&releasing, "/").await.1.contains("Release…"));
+    // The first step only asks: what, and the token.
+    let (status, page) = post(&releasing, &form(None)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("Release this lock?") && page.contains(r#"name="release_token""#));
+    assert!(is_held().await);
+    let (status, _) = post(&releasing, &form(Some("tr0ub4dor&4"))).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(is_held().await);
+    let (status, page) = post(&releasing, &form(Some(TOKEN))).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(!is_held().await);
+    assert!(!page.contains("tr0ub4dor"), "the token is never rendered");
+    // That lease is over: a second release changes nothing.
+    let (status, _) = post(&releasing, &form(Some(TOKEN))).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+}
+
+#[tokio::test]
+async fn thousands_of_locks_are_paged_and_filtered() {
+    let provider = InMemoryLockProvider::new();
+    let executor = LockingTaskExecutor::new(provider.clone());
+    let mut held = Vec::new();
+    for i in 0..1200 {
+        let family = if i % 2 == 0 { "billing" } else { "reports" };
+        let name = format!("{family}-{i:04}");
+        held.push(executor.try_lock(&lock(&name)).await.unwrap().unwrap());
+    }
+    let app = router(provider, DashboardOptions::new().page_size(100));
+    let rows = |page: &str| page.matches(r#"<tr class="lock""#).count();
+
+    let (_, first) = get(&app, "/").await;
+    assert_eq!(rows(&first), 100);
+    assert!(first.contains(r#"href="?prefix=&amp;after=billing-0198""#));
+    let (_, filtered) = get(&app, "/?prefix=reports-").await;
+    assert_eq!(rows(&filtered), 100);
+    assert!(!filtered.contains(r#"data-name="billing-"#));
+    let (_, last) = get(&app, "/?prefix=reports-&after=reports-1099").await;
+    assert_eq!(rows(&last), 50);
+    assert!(
+        !last.contains("next-page"),
+        "the last page links no further"
+    );
+}
+
+#[tokio::test]
+async fn it_mounts_under_a_path() {
+    let app = Router::new().nest(
+        "/ops/shedlock",
+        router(InMemoryLockProvider::new(), DashboardOptions::new()),
+    );
+    let (status, page) = get(&app, "/ops/shedlock").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("<h2>Locks</h2>"));
+}
+
+#[tokio::test]
+async fn elections_runs_and_the_timeline() {
+    let provider = InMemoryLockProvider::new().with_holder("web-1");
+    let election = LeaderElection::builder("batch", provider.clone())
+        .start()
+        .unwrap();
+    election
+        .subscribe()
+        .wait_for(|state| matches!(state, LeaderState::Leader { .. }))
+        .await
+        .unwrap();
+    // A run that failed, and one whose instance died: still marked running, its lock free.
+    let failed = RunStart::new("import", "import", None, "web-2", 3);
+    provider.run_started(&failed).await.unwrap();
+    let end = RunEnd::with_error(RunOutcome::Failed, "upstream said 503");
+    provider.run_finished(&failed, &end).await.unwrap();
+    let died = RunStart::new("report", "report", None, "web-3", 4);
+    provider.run_started(&died).await.unwrap();
+
+    let options = DashboardOptions::new().elections(["batch", "nobody-runs"]);
+    let (_, page) = get(&router(provider, options), "/").await;
+    assert!(page.contains(
+        r#"<tr class="election" data-name="batch"><td class="name">batch</td><td class="holder">web-1</td>"#
+    ));
+    assert!(page.contains(r#"data-name="nobody-runs"><td class="name">nobody-runs</td><td class="meta" colspan="3">no leader</td>"#));
+    assert!(page.contains(r#"<tr class="run failed" data-lock="import">"#));
+    assert!(page.contains(r#"<tr class="run interrupted" data-lock="report">"#));
+    assert_eq!(page.matches("<rect").count(), 2, "a bar per run");
+    assert!(
+        page.contains(r#"data-outcome="failed""#) && page.contains(r#"data-outcome="interrupted""#)
+    );
+    election.resign().await;
+}
