@@ -648,3 +648,28 @@ async fn a_running_job_renews_its_lease_six_times_a_minute_by_default() {
     println!("heartbeat: {extensions} extensions in a 10-minute run (run_lease 30 s)");
     assert_eq!(extensions, 60, "one per 10 s of the run");
 }
+
+/// `run_now` (like `Job::run_once` and `Job::run_latest_tick`) leaves records too, with the
+/// job's retries: a run by hand has no tick.
+#[tokio::test(start_paused = true)]
+async fn runs_by_hand_leave_records_too() {
+    let fleet = Fleet::new(at(ORIGIN));
+    let (job, calls) = flaky_job(&fleet, 1, 1);
+    let scheduler = fleet.start("a", &job, config(), at(ORIGIN)).await;
+    let outcome = scheduler.run_now("report").await.unwrap();
+    scheduler.shutdown().await;
+    assert_eq!(outcome, shedlock_core::TaskResult::Executed(Ok(())));
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "retried once");
+    let runs = fleet.runs().await;
+    let seen: Vec<_> = runs
+        .iter()
+        .map(|r| (r.tick, r.attempt, r.outcome))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (None, 1, RunOutcome::Retried),
+            (None, 2, RunOutcome::Succeeded)
+        ]
+    );
+}

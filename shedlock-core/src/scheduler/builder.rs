@@ -329,7 +329,7 @@ fn run_now_fn<S: Clone + Send + Sync + 'static>(
             may_start()?;
             match &runtime.executor {
                 Some(executor) => {
-                    job.run_locked(executor, &config, state, None, Some(may_start))
+                    job.run_locked(executor, &config, state, (None, None), Some(may_start))
                         .await
                 }
                 None => Ok(TaskResult::Executed(job.start_lazily(state).await)),

@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::run::{RunPlan, run_recorded};
 use crate::lock::config::{validate_durations, validate_keep_alive_interval, validate_lock_name};
 use crate::lock::executor::{ExecuteOptions, StartGate};
 use crate::{
@@ -137,6 +138,18 @@ impl<S> Job<S> {
         Ok(Some((lock, keep_alive)))
     }
 
+    /// The job's run, calling its closure only when first polled: a closure may work before
+    /// it returns its future, and that work belongs under the lock, after every check.
+    pub(crate) fn start_lazily(
+        &self,
+        state: S,
+    ) -> impl Future<Output = Result<(), String>> + use<S> {
+        let run = Arc::clone(&self.run);
+        async move { run(state).await }
+    }
+}
+
+impl<S: Clone + Send + 'static> Job<S> {
     /// Runs the job once, now, under its lock if it has one (durations not set on the lock come
     /// from `config`), extending the lease while it runs when keep-alive is on for it.
     /// `Skipped` when another instance holds the lock; the inner `Err` is the job's own error
@@ -154,7 +167,8 @@ impl<S> Job<S> {
         config: &SchedulerConfig,
         state: S,
     ) -> Result<TaskResult<Result<(), String>>, Error> {
-        self.run_locked(executor, config, state, None, None).await
+        self.run_locked(executor, config, state, (None, None), None)
+            .await
     }
 
     /// Runs the job for its schedule's latest tick, for a runner other than shedlock's own
@@ -177,23 +191,28 @@ impl<S> Job<S> {
     ) -> Result<TaskResult<Result<(), String>>, Error> {
         let zone = config.zone()?;
         let since = self.schedule.latest_tick_since(zone);
-        self.run_locked(executor, config, state, since, None).await
+        let tick = self
+            .schedule
+            .latest_fire(chrono::Utc::now(), zone)
+            .map(Into::into);
+        self.run_locked(executor, config, state, (since, tick), None)
+            .await
     }
 
-    /// Runs the job under its lock; `since` as in `run_latest_tick`, `may_start` as in
-    /// [`ExecuteOptions`].
+    /// Runs the job under its lock, recorded in the store's run log with its retries;
+    /// `since` as in `run_latest_tick` with the tick it stands for (`None`: a run by hand),
+    /// `may_start` as in [`ExecuteOptions`].
     pub(crate) async fn run_locked(
         &self,
         executor: &LockingTaskExecutor,
         config: &SchedulerConfig,
         state: S,
-        since: Option<tokio::time::Instant>,
+        (since, tick): (Option<tokio::time::Instant>, Option<std::time::SystemTime>),
         may_start: Option<StartGate>,
     ) -> Result<TaskResult<Result<(), String>>, Error> {
         let resolved = self.resolve_lock(config)?;
-        let run = self.start_lazily(state);
-        match resolved {
-            Some((lock, keep_alive)) => {
+        match (resolved, &self.lock) {
+            (Some((lock, keep_alive)), Some(job_lock)) => {
                 let lock = match since {
                     Some(since) => lock.unless_acquired_since(since),
                     None => lock,
@@ -203,25 +222,24 @@ impl<S> Job<S> {
                     may_start,
                     ..ExecuteOptions::default()
                 };
+                let plan = RunPlan {
+                    job: Arc::from(&*self.name),
+                    tick,
+                    retries: job_lock.retries,
+                    backoff: job_lock.retry_backoff,
+                    rerun: None,
+                };
+                let provider = Arc::clone(executor.provider());
+                let run = run_recorded(self.clone(), state, provider, plan, Arc::default());
                 executor.execute_with(&lock, options, run).await
             }
-            None => {
+            _ => {
                 if let Some(may_start) = may_start {
                     may_start()?;
                 }
-                Ok(TaskResult::Executed(run.await))
+                Ok(TaskResult::Executed(self.start_lazily(state).await))
             }
         }
-    }
-
-    /// The job's run, calling its closure only when first polled: a closure may work before
-    /// it returns its future, and that work belongs under the lock, after every check.
-    pub(crate) fn start_lazily(
-        &self,
-        state: S,
-    ) -> impl Future<Output = Result<(), String>> + use<S> {
-        let run = Arc::clone(&self.run);
-        async move { run(state).await }
     }
 }
 
