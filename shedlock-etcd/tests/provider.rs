@@ -235,3 +235,61 @@ async fn a_short_lock_at_least_for_ends_on_time() {
         "free at once after a long job"
     );
 }
+
+/// The connection to the member in use cut while a lease is held — silently (a partition:
+/// nothing forwarded, nothing reset), then with resets: at most the call in flight fails, as a
+/// store error within the request timeout; the provider moves to the next member, extends and
+/// releases the held lease there, and goes on working.
+#[tokio::test]
+async fn a_member_cut_off_mid_use_is_left_for_the_next() {
+    let Some(url) = common::etcd_url() else {
+        return;
+    };
+    let mut endpoints: Vec<&str> = url.split(',').collect();
+    let first = endpoints.remove(0);
+    let proxy = shedlock_test_support::CutProxy::start(first.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    let through = format!("http://{},{}", proxy.addr(), endpoints.join(","));
+    let provider = EtcdLockProvider::builder(through)
+        .prefix(common::unique_key_prefix("cut-member"))
+        .request_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .expect("connect through the proxy");
+    let name = unique_lock_name("cut-member");
+    for mode in [
+        shedlock_test_support::ProxyMode::Blackhole,
+        shedlock_test_support::ProxyMode::Reset,
+    ] {
+        proxy.set(shedlock_test_support::ProxyMode::Open);
+        let lease = provider
+            .acquire(&config(&name))
+            .await
+            .unwrap()
+            .expect("free");
+        proxy.set(mode);
+        // The call in flight when the member went silent may fail (within the request
+        // timeout, as a store error, never a hang); the next one goes to another member.
+        let mut failures = Vec::new();
+        let extended = loop {
+            match provider
+                .extend(&lease, Duration::from_secs(60), Duration::ZERO)
+                .await
+            {
+                Ok(extended) => break extended.expect("still held"),
+                Err(error) if failures.is_empty() => failures.push(error.to_string()),
+                Err(error) => panic!("{mode:?}: failed twice: {failures:?}, then {error}"),
+            }
+        };
+        assert_eq!(extended.fencing_token(), lease.fencing_token());
+        assert!(provider.release(&extended).await.unwrap(), "{mode:?}");
+        let again = provider
+            .acquire(&config(&name))
+            .await
+            .unwrap()
+            .expect("free again");
+        assert!(again.fencing_token() > lease.fencing_token(), "{mode:?}");
+        assert!(provider.release(&again).await.unwrap(), "{mode:?}");
+    }
+}
