@@ -72,8 +72,9 @@ impl fmt::Debug for Target {
     }
 }
 
-/// ZooKeeper's connect string and digest credentials, from a `zookeeper://` URL.
-pub(crate) struct ZkAddress {
+/// The servers and credentials of a multi-host URL: ZooKeeper's connect string and digest
+/// credentials from `zookeeper://`, etcd's endpoints and user from `etcd://`.
+pub(crate) struct ClusterAddress {
     /// `host:port,host:port[/chroot]` (ZooKeeper), `http://host:port,…` (etcd).
     pub(crate) connect_string: String,
     /// User and password, percent-decoded.
@@ -153,19 +154,19 @@ impl Target {
     }
 
     /// The connect string and credentials of a `zookeeper://` URL.
-    pub(crate) fn zookeeper(&self) -> Result<ZkAddress, Failure> {
+    pub(crate) fn zookeeper(&self) -> Result<ClusterAddress, Failure> {
         let (credentials, hosts) = self.hosts(
             "ZooKeeper",
             "zookeeper://[user:password@]host:port,host:port[/chroot]",
         )?;
-        Ok(ZkAddress {
+        Ok(ClusterAddress {
             connect_string: hosts.to_owned(),
             credentials,
         })
     }
 
     /// The endpoints (`http://host:port,…`) and credentials of an `etcd://` URL.
-    pub(crate) fn etcd(&self) -> Result<ZkAddress, Failure> {
+    pub(crate) fn etcd(&self) -> Result<ClusterAddress, Failure> {
         let form = "etcd://[user:password@]host:port,host:port";
         let (credentials, hosts) = self.hosts("etcd", form)?;
         if hosts.contains('/') {
@@ -180,7 +181,7 @@ impl Target {
             .split(',')
             .map(|host| format!("http://{host}"))
             .collect();
-        Ok(ZkAddress {
+        Ok(ClusterAddress {
             connect_string: endpoints.join(","),
             credentials,
         })

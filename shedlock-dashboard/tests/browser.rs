@@ -94,13 +94,9 @@ async fn redis() {
         .connect(&url)
         .await
         .unwrap();
-    let instance = |holder: &str| Arc::new(provider.with_holder(holder).unwrap()) as _;
-    check(
-        &webdriver,
-        [instance("web-1"), instance("web-2")],
-        Names::plain(),
-        false,
-    )
+    on_store(&webdriver, |holder| {
+        Arc::new(provider.with_holder(holder).unwrap())
+    })
     .await;
 }
 
@@ -115,13 +111,9 @@ async fn redlock() {
         .connect(&urls)
         .await
         .unwrap();
-    let instance = |holder: &str| Arc::new(provider.with_holder(holder).unwrap()) as _;
-    check(
-        &webdriver,
-        [instance("web-1"), instance("web-2")],
-        Names::plain(),
-        false,
-    )
+    on_store(&webdriver, |holder| {
+        Arc::new(provider.with_holder(holder).unwrap())
+    })
     .await;
 }
 
@@ -137,13 +129,9 @@ async fn zookeeper() {
         .await
         .unwrap();
     provider.create_schema().await.unwrap();
-    let instance = |holder: &str| Arc::new(provider.with_holder(holder).unwrap()) as _;
-    check(
-        &webdriver,
-        [instance("web-1"), instance("web-2")],
-        Names::plain(),
-        false,
-    )
+    on_store(&webdriver, |holder| {
+        Arc::new(provider.with_holder(holder).unwrap())
+    })
     .await;
 }
 
@@ -159,9 +147,17 @@ async fn etcd() {
         .connect()
         .await
         .unwrap();
-    let instance = |holder: &str| Arc::new(provider.with_holder(holder).unwrap()) as _;
+    on_store(&webdriver, |holder| {
+        Arc::new(provider.with_holder(holder).unwrap())
+    })
+    .await;
+}
+
+/// The checks on a store of a server's own (under a prefix or root of this test), with two
+/// holders of it.
+async fn on_store(webdriver: &str, instance: impl Fn(&str) -> Arc<dyn LockProvider>) {
     check(
-        &webdriver,
+        webdriver,
         [instance("web-1"), instance("web-2")],
         Names::plain(),
         false,

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::recovery::Follow;
-use super::run::{RunPlan, run_recorded};
+use super::run::{RunPlan, panic_text, run_recorded};
 use super::runtime::{Due, PreparedJob, Runtime, shutdown_gate};
 use super::status::{JobOutcome, JobState};
 use crate::lock::executor::{ExecuteOptions, StartGate, TickWindow};
@@ -110,7 +110,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                 JobOutcome::StoreError(error.to_string())
             }
             Err(join) if join.is_panic() => {
-                let message = panic_message(join.into_panic());
+                let message = panic_text(join.into_panic().as_ref());
                 span.in_scope(
                     || tracing::error!(panic = %message, "job panicked; its lock was released"),
                 );
@@ -299,14 +299,4 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
 
 fn round_to_millis(duration: Duration) -> Duration {
     Duration::from_millis(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
-}
-
-fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
-    match panic.downcast::<String>() {
-        Ok(message) => *message,
-        Err(panic) => panic.downcast_ref::<&str>().map_or_else(
-            || "non-string panic payload".to_owned(),
-            |s| (*s).to_owned(),
-        ),
-    }
 }
