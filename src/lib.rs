@@ -27,9 +27,9 @@ pub mod provider {
     #[doc(inline)]
     pub use shedlock_core::{
         BoxError, DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, Elector, LockInspector, LockLease,
-        LockProvider, LockQuery, LockRecord, MAX_ERROR_LEN, MAX_HOLDER_LEN, Operation, RunEnd,
-        RunLog, RunQuery, RunRecord, RunStart, async_trait, default_holder, validate_holder,
-        validate_run_retention,
+        LockProvider, LockQuery, LockRecord, MAX_ERROR_LEN, MAX_HOLDER_LEN, Operation,
+        ReleaseHintFanOut, ReleaseHintSource, RunEnd, RunLog, RunQuery, RunRecord, RunStart,
+        async_trait, default_holder, validate_holder, validate_run_retention,
     };
 }
 

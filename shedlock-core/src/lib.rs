@@ -56,6 +56,7 @@ pub use lock::config::LockConfiguration;
 pub use lock::context::LockContext;
 pub use lock::executor::{LockingTaskExecutor, TaskResult};
 pub use lock::handle::Lock;
+pub use lock::hints::{ReleaseHintFanOut, ReleaseHintSource};
 pub use lock::holder::{MAX_HOLDER_LEN, default_holder, validate_holder};
 pub use lock::listener::{LockEvent, LockListener};
 pub use lock::memory::InMemoryLockProvider;

@@ -327,10 +327,7 @@ impl Client {
             .insert("hasleader", AsciiMetadataValue::from_static("true"));
         let mut grpc = self.ready_grpc().await?;
         let path = PathAndQuery::from_static(path);
-        let response = grpc.streaming(request, path, ProstCodec::default()).await;
-        response
-            .map(tonic::Response::into_inner)
-            .map_err(EtcdError::from_status)
+        into_inner(grpc.streaming(request, path, ProstCodec::default()).await)
     }
 
     /// A gRPC client on the current endpoint's channel, ready to send.
@@ -422,10 +419,7 @@ impl Client {
         let request = with_token(request, token);
         let mut grpc = self.ready_grpc().await?;
         let path = PathAndQuery::from_static(path);
-        let response = grpc.unary(request, path, ProstCodec::default()).await;
-        response
-            .map(tonic::Response::into_inner)
-            .map_err(EtcdError::from_status)
+        into_inner(grpc.unary(request, path, ProstCodec::default()).await)
     }
 
     /// Authenticates again, unless another task already replaced `stale`.
@@ -489,6 +483,13 @@ fn with_token<T>(message: T, token: Option<AsciiMetadataValue>) -> tonic::Reques
         request.metadata_mut().insert("token", token);
     }
     request
+}
+
+/// The message (or message stream) of a gRPC response, or etcd's error.
+fn into_inner<T>(response: Result<tonic::Response<T>, tonic::Status>) -> Result<T, EtcdError> {
+    response
+        .map(tonic::Response::into_inner)
+        .map_err(EtcdError::from_status)
 }
 
 /// Keeps a watch's request stream open: etcd ends the watch when it closes.

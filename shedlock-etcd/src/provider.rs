@@ -14,7 +14,7 @@ use crate::client::Client;
 use crate::error::EtcdError;
 use crate::hints::Hints;
 use crate::keys::{Keys, ttl_seconds};
-use crate::record::{LockValue, from_ms, ms, now_ms};
+use crate::record::{LockValue, from_ms, ms, now_ms, to_ms};
 use crate::runs::Retention;
 use crate::wire::{self, KeyValue};
 
@@ -188,6 +188,39 @@ impl EtcdLockProvider {
             .saturating_mul(1000);
         Ok((response.id, granted.max(ms(duration))))
     }
+
+    /// Applies `ops` in one transaction if `lease` still holds its lock (its held key was
+    /// created at its fencing token), with `leases` granted for them (revoked if it fails);
+    /// then revokes the held key's lease as it was before, in the background. `Ok(false)`:
+    /// the lease no longer holds the lock, and nothing changed.
+    async fn while_held(
+        &self,
+        operation: Operation,
+        lease: &LockLease,
+        ops: Vec<wire::RequestOp>,
+        leases: &[i64],
+    ) -> Result<bool, Error> {
+        let held_key = self.keys.held(lease.name());
+        let mut success = vec![wire::get(&held_key)];
+        success.extend(ops);
+        let request = wire::TxnRequest {
+            compare: vec![wire::created_at(&held_key, token_revision(lease))],
+            success,
+            failure: Vec::new(),
+        };
+        let response = self
+            .client
+            .txn_on_leases(request, leases)
+            .await
+            .map_err(self.fail(operation, lease.name()))?;
+        if !response.succeeded {
+            return Ok(false);
+        }
+        if let Some(kv) = response.range(0).first() {
+            self.client.revoke_later(kv.lease);
+        }
+        Ok(true)
+    }
 }
 
 #[async_trait]
@@ -319,39 +352,20 @@ impl LockProvider for EtcdLockProvider {
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
         let name = lease.name();
         let now = now_ms();
-        let locked_at = crate::record::to_ms(lease.locked_at());
-        let least_until = locked_at.saturating_add(ms(lease.lock_at_least_for()));
-        let value = LockValue {
-            holder: lease.holder().to_owned(),
-            token: Some(lease.fencing_token()),
-            locked_at_ms: locked_at,
-            lock_until_ms: now.max(least_until),
-        };
-        let (held_key, least_key) = (self.keys.held(name), self.keys.least(name));
-        let mut success = vec![
-            wire::get(&held_key),
-            wire::delete(&held_key),
+        let least_until = to_ms(lease.locked_at()).saturating_add(ms(lease.lock_at_least_for()));
+        let value = LockValue::of_lease(lease, now.max(least_until));
+        let least_key = self.keys.least(name);
+        let mut ops = vec![
+            wire::delete(&self.keys.held(name)),
             wire::put(&self.keys.lock(name), value.encode(), 0),
         ];
         // The minimum-hold key is this acquisition's (the held key still is): when the
         // minimum hold has passed, it goes too, whatever its whole-second lease says.
         if least_until <= now {
-            success.push(wire::delete(&least_key));
+            ops.push(wire::delete(&least_key));
         }
-        let response = self
-            .client
-            .txn(wire::TxnRequest {
-                compare: vec![wire::created_at(&held_key, token_revision(lease))],
-                success,
-                failure: Vec::new(),
-            })
-            .await
-            .map_err(self.fail(Operation::Release, name))?;
-        if !response.succeeded {
+        if !self.while_held(Operation::Release, lease, ops, &[]).await? {
             return Ok(false);
-        }
-        if let Some(kv) = response.range(0).first() {
-            self.client.revoke_later(kv.lease);
         }
         if least_until > now {
             // Ended on time while this process lives; by its lease (rounded up to whole
@@ -378,8 +392,7 @@ impl LockProvider for EtcdLockProvider {
             .await?;
         // A longer lock_at_least_for than the acquisition's: a new minimum-hold key, to
         // locked_at + lock_at_least_for (as far as this instance's clock tells).
-        let least_until =
-            crate::record::to_ms(lease.locked_at()).saturating_add(ms(lock_at_least_for));
+        let least_until = to_ms(lease.locked_at()).saturating_add(ms(lock_at_least_for));
         let least = if lock_at_least_for > lease.lock_at_least_for() && least_until > now {
             match self
                 .grant(
@@ -399,36 +412,23 @@ impl LockProvider for EtcdLockProvider {
             0
         };
         let lock_until = now.saturating_add(renewed_ms);
-        let value = LockValue {
-            holder: lease.holder().to_owned(),
-            token: Some(lease.fencing_token()),
-            locked_at_ms: crate::record::to_ms(lease.locked_at()),
-            lock_until_ms: lock_until,
-        };
-        let held_key = self.keys.held(name);
-        let mut success = vec![
-            wire::get(&held_key),
-            wire::put(&held_key, lease.holder().as_bytes().to_vec(), renewed),
+        let value = LockValue::of_lease(lease, lock_until);
+        let mut ops = vec![
+            wire::put(
+                &self.keys.held(name),
+                lease.holder().as_bytes().to_vec(),
+                renewed,
+            ),
             wire::put(&self.keys.lock(name), value.encode(), 0),
         ];
         if least != 0 {
-            success.push(wire::put(&self.keys.least(name), Vec::new(), least));
+            ops.push(wire::put(&self.keys.least(name), Vec::new(), least));
         }
-        let request = wire::TxnRequest {
-            compare: vec![wire::created_at(&held_key, token_revision(lease))],
-            success,
-            failure: Vec::new(),
-        };
-        let response = self
-            .client
-            .txn_on_leases(request, &[renewed, least])
-            .await
-            .map_err(self.fail(Operation::Extend, name))?;
-        if !response.succeeded {
+        if !self
+            .while_held(Operation::Extend, lease, ops, &[renewed, least])
+            .await?
+        {
             return Ok(None);
-        }
-        if let Some(kv) = response.range(0).first() {
-            self.client.revoke_later(kv.lease);
         }
         Ok(Some(lease.extended(
             from_ms(lock_until),

@@ -3,6 +3,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
+use shedlock_core::LockLease;
 
 /// What a lock record holds. Times are milliseconds since the epoch, read from the clock of
 /// the instance that wrote the record (etcd has none); they are for people and for
@@ -19,6 +20,17 @@ pub(crate) struct LockValue {
 }
 
 impl LockValue {
+    /// The record of `lease` (with its token, as release and extend write it), held until
+    /// `lock_until_ms`.
+    pub(crate) fn of_lease(lease: &LockLease, lock_until_ms: u64) -> Self {
+        LockValue {
+            holder: lease.holder().to_owned(),
+            token: Some(lease.fencing_token()),
+            locked_at_ms: to_ms(lease.locked_at()),
+            lock_until_ms,
+        }
+    }
+
     pub(crate) fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
     }

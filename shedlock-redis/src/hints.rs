@@ -1,28 +1,20 @@
 //! Release hints: `SUBSCRIBE` to the release channel on each server, forwarded to in-process
 //! subscribers.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use futures_util::StreamExt as _;
-use tokio::sync::{broadcast, oneshot};
+use shedlock_core::{ReleaseHintFanOut, ReleaseHintSource};
+use tokio::sync::broadcast;
 
 use crate::node::Node;
 
-/// Room for hints not yet read by a slow subscriber; it then sees `Lagged` and retries at once.
-const CAPACITY: usize = 64;
-
 /// The listener tasks of one provider and its clones (one per server): started on the first
-/// subscription, stopped when the last clone is dropped (the `stop` senders go with it).
+/// subscription, stopped when the last clone is dropped.
 #[derive(Debug, Default)]
 pub(crate) struct ReleaseHints {
-    running: Mutex<Option<Running>>,
-}
-
-#[derive(Debug)]
-struct Running {
-    sender: broadcast::Sender<Arc<str>>,
-    _stop: Vec<oneshot::Sender<()>>,
+    fan_out: ReleaseHintFanOut,
 }
 
 impl ReleaseHints {
@@ -33,74 +25,50 @@ impl ReleaseHints {
         nodes: &[Node],
         channel: &Arc<str>,
     ) -> Option<broadcast::Receiver<Arc<str>>> {
-        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(running) = running.as_ref() {
-            return Some(running.sender.subscribe());
-        }
-        let runtime = tokio::runtime::Handle::try_current().ok()?;
-        let (sender, receiver) = broadcast::channel(CAPACITY);
-        let mut stops = Vec::with_capacity(nodes.len());
-        for node in nodes {
-            let (stop_sender, stop) = oneshot::channel();
-            runtime.spawn(listen(
-                node.clone(),
-                Arc::clone(channel),
-                sender.clone(),
-                stop,
-            ));
-            stops.push(stop_sender);
-        }
-        *running = Some(Running {
-            sender,
-            _stop: stops,
-        });
-        Some(receiver)
+        self.fan_out
+            .subscribe(nodes.iter().map(|node| Subscription {
+                node: node.clone(),
+                channel: Arc::clone(channel),
+            }))
     }
 }
 
-/// Forwards messages until the provider is gone, resubscribing after errors (hints published
-/// meanwhile are lost, which subscribers tolerate by polling).
-async fn listen(
+/// The release channel on one server, subscribed again after errors.
+struct Subscription {
     node: Node,
     channel: Arc<str>,
-    sender: broadcast::Sender<Arc<str>>,
-    mut stop: oneshot::Receiver<()>,
-) {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        let error = tokio::select! {
-            _ = &mut stop => return,
-            error = forward(&node, &channel, &sender) => error,
-        };
+}
+
+impl ReleaseHintSource for Subscription {
+    async fn forward(&self, hints: &broadcast::Sender<Arc<str>>) -> ControlFlow<()> {
+        let error = self.listen(hints).await;
         tracing::debug!(
-            server = node.server(),
-            channel = &*channel,
+            server = self.node.server(),
+            channel = &*self.channel,
             error,
             "release hint subscription ended; resubscribing"
         );
-        tokio::select! {
-            _ = &mut stop => return,
-            () = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
+        ControlFlow::Continue(())
     }
 }
 
-/// Subscribes and forwards; returns only with what ended it.
-async fn forward(node: &Node, channel: &str, sender: &broadcast::Sender<Arc<str>>) -> String {
-    let mut pubsub = match node.client().get_async_pubsub().await {
-        Ok(pubsub) => pubsub,
-        Err(error) => return error.to_string(),
-    };
-    if let Err(error) = pubsub.subscribe(channel).await {
-        return error.to_string();
-    }
-    let mut messages = pubsub.into_on_message();
-    while let Some(message) = messages.next().await {
-        if let Ok(name) = message.get_payload::<String>() {
-            // Nobody subscribed right now is fine: hints are best effort.
-            drop(sender.send(Arc::from(name)));
+impl Subscription {
+    /// Subscribes and forwards; returns only with what ended it.
+    async fn listen(&self, hints: &broadcast::Sender<Arc<str>>) -> String {
+        let mut pubsub = match self.node.client().get_async_pubsub().await {
+            Ok(pubsub) => pubsub,
+            Err(error) => return error.to_string(),
+        };
+        if let Err(error) = pubsub.subscribe(&*self.channel).await {
+            return error.to_string();
         }
+        let mut messages = pubsub.into_on_message();
+        while let Some(message) = messages.next().await {
+            if let Ok(name) = message.get_payload::<String>() {
+                // Nobody subscribed right now is fine: hints are best effort.
+                drop(hints.send(Arc::from(name)));
+            }
+        }
+        "connection closed".to_owned()
     }
-    "connection closed".to_owned()
 }

@@ -1,32 +1,25 @@
 //! Release hints: `LISTEN` on the release channel, forwarded to in-process subscribers.
 
+use std::ops::ControlFlow;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
+use shedlock_core::{ReleaseHintFanOut, ReleaseHintSource};
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
-use tokio::sync::{broadcast, oneshot};
-
-/// Room for hints not yet read by a slow subscriber; it then sees `Lagged` and retries at once.
-const CAPACITY: usize = 64;
+use tokio::sync::broadcast;
 
 /// The listener task of one provider and its clones: started on the first subscription,
-/// stopped when the last clone is dropped (the `stop` sender goes with it).
+/// stopped when the last clone is dropped.
 #[derive(Debug, Default)]
 pub(crate) struct ReleaseHints {
-    running: Mutex<Option<Running>>,
-    /// Set once the listener started: read on every release, so kept outside the mutex.
+    fan_out: ReleaseHintFanOut,
+    /// Set once the listener started: read on every release, so kept outside the fan-out's
+    /// mutex.
     started: AtomicBool,
     /// Set when the database refused `LISTEN` or `pg_notify` (CockroachDB): no hints, no
     /// notifications from then on.
     unsupported: Arc<AtomicBool>,
-}
-
-#[derive(Debug)]
-struct Running {
-    sender: broadcast::Sender<Arc<str>>,
-    _stop: oneshot::Sender<()>,
 }
 
 impl ReleaseHints {
@@ -46,10 +39,7 @@ impl ReleaseHints {
         if !self.unsupported.swap(true, Ordering::Relaxed) {
             tracing::info!(%error, "the database does not support LISTEN/NOTIFY: release hints are off, followers rely on polling");
         }
-        self.running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        self.fan_out.stop();
     }
 
     /// A receiver of released lock names. `None` outside a tokio runtime, where no listener
@@ -62,80 +52,57 @@ impl ReleaseHints {
         if self.unsupported() {
             return None;
         }
-        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(running) = running.as_ref() {
-            return Some(running.sender.subscribe());
-        }
-        let runtime = tokio::runtime::Handle::try_current().ok()?;
-        let (sender, receiver) = broadcast::channel(CAPACITY);
-        let (stop_sender, stop) = oneshot::channel();
-        runtime.spawn(listen(
-            pool.clone(),
-            Arc::clone(channel),
-            sender.clone(),
-            stop,
-            Arc::clone(&self.unsupported),
-        ));
-        *running = Some(Running {
-            sender,
-            _stop: stop_sender,
-        });
+        let receiver = self.fan_out.subscribe(std::iter::once_with(|| Listener {
+            pool: pool.clone(),
+            channel: Arc::clone(channel),
+            unsupported: Arc::clone(&self.unsupported),
+        }))?;
         self.started.store(true, Ordering::Relaxed);
         Some(receiver)
     }
 }
 
-/// Forwards notifications until the provider is gone, the pool is closed or the database
-/// turns out not to support `LISTEN`, reconnecting after errors (hints sent meanwhile are lost,
-/// which subscribers tolerate by polling). Subscribers see the channel close when it ends.
-async fn listen(
+/// `LISTEN` on the release channel, connected again after errors, until the pool is closed or
+/// the database turns out not to support it.
+struct Listener {
     pool: PgPool,
     channel: Arc<str>,
-    sender: broadcast::Sender<Arc<str>>,
-    mut stop: oneshot::Receiver<()>,
     unsupported: Arc<AtomicBool>,
-) {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        let error = tokio::select! {
-            _ = &mut stop => return,
-            error = forward(&pool, &channel, &sender) => error,
-        };
+}
+
+impl ReleaseHintSource for Listener {
+    async fn forward(&self, hints: &broadcast::Sender<Arc<str>>) -> ControlFlow<()> {
+        let error = self.listen(hints).await;
         if matches!(error, sqlx::Error::PoolClosed) {
-            return;
+            return ControlFlow::Break(());
         }
+        let channel = &*self.channel;
         if is_unsupported(&error) {
-            tracing::info!(channel = &*channel, %error, "the database does not support LISTEN: release hints are off, followers rely on polling");
-            unsupported.store(true, Ordering::Relaxed);
-            return;
+            tracing::info!(channel, %error, "the database does not support LISTEN: release hints are off, followers rely on polling");
+            self.unsupported.store(true, Ordering::Relaxed);
+            return ControlFlow::Break(());
         }
-        tracing::debug!(channel = &*channel, %error, "release hint listener failed; reconnecting");
-        tokio::select! {
-            _ = &mut stop => return,
-            () = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
+        tracing::debug!(channel, %error, "release hint listener failed; reconnecting");
+        ControlFlow::Continue(())
     }
 }
 
-/// Listens and forwards; returns only with the error that ended it.
-async fn forward(
-    pool: &PgPool,
-    channel: &str,
-    sender: &broadcast::Sender<Arc<str>>,
-) -> sqlx::Error {
-    let mut listener = match PgListener::connect_with(pool).await {
-        Ok(listener) => listener,
-        Err(error) => return error,
-    };
-    if let Err(error) = listener.listen(channel).await {
-        return error;
-    }
-    loop {
-        match listener.recv().await {
-            // Nobody subscribed right now is fine: hints are best effort.
-            Ok(notification) => drop(sender.send(Arc::from(notification.payload()))),
+impl Listener {
+    /// Listens and forwards; returns only with the error that ended it.
+    async fn listen(&self, hints: &broadcast::Sender<Arc<str>>) -> sqlx::Error {
+        let mut listener = match PgListener::connect_with(&self.pool).await {
+            Ok(listener) => listener,
             Err(error) => return error,
+        };
+        if let Err(error) = listener.listen(&self.channel).await {
+            return error;
+        }
+        loop {
+            match listener.recv().await {
+                // Nobody subscribed right now is fine: hints are best effort.
+                Ok(notification) => drop(hints.send(Arc::from(notification.payload()))),
+                Err(error) => return error,
+            }
         }
     }
 }
