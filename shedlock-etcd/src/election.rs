@@ -105,13 +105,8 @@ impl Elector for EtcdElector {
         Ok(())
     }
 
-    async fn campaign(
-        &self,
-        election: &str,
-        config: &ElectionConfig,
-        candidacy: &Candidacy,
-        stop: &CancellationToken,
-    ) {
+    async fn campaign(&self, candidacy: &Candidacy, stop: &CancellationToken) {
+        let (election, config) = (candidacy.election(), candidacy.config());
         let mut backoff = config.retry_period;
         while !stop.is_cancelled() {
             let outcome = Campaign {

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::LeaderState;
+use super::{ElectionConfig, LeaderState};
 use crate::metrics::ElectionMetrics;
 
 pub(super) type ElectedFn = Arc<dyn Fn(u64) + Send + Sync>;
@@ -33,6 +33,7 @@ pub struct Candidacy {
 
 struct Inner {
     election: Arc<str>,
+    config: ElectionConfig,
     standing: Mutex<Standing>,
     watch: watch::Sender<LeaderState>,
     on_elected: Option<ElectedFn>,
@@ -49,12 +50,14 @@ enum Standing {
 impl Candidacy {
     pub(super) fn new(
         election: &str,
+        config: ElectionConfig,
         on_elected: Option<ElectedFn>,
         on_revoked: Option<RevokedFn>,
     ) -> Self {
         Candidacy {
             inner: Arc::new(Inner {
                 election: election.into(),
+                config,
                 standing: Mutex::new(Standing::Follower),
                 watch: watch::channel(LeaderState::Follower).0,
                 on_elected,
@@ -74,6 +77,11 @@ impl Candidacy {
     /// The election's name.
     pub fn election(&self) -> &str {
         &self.inner.election
+    }
+
+    /// The election's timing, as the [`Elector`](super::Elector) checked it before campaigning.
+    pub fn config(&self) -> &ElectionConfig {
+        &self.inner.config
     }
 
     /// Reports that this candidate now leads with `term` (strictly greater than every earlier
@@ -233,6 +241,7 @@ mod tests {
         let (e, r) = (Arc::clone(&elected), Arc::clone(&revoked));
         let candidacy = Candidacy::new(
             "batch",
+            ElectionConfig::default(),
             Some(Arc::new(move |_| {
                 e.fetch_add(1, Ordering::SeqCst);
             })),

@@ -22,13 +22,8 @@ impl<P: LockProvider + ?Sized> Elector for P {
         LockConfiguration::new(election, config.lease_duration, Duration::ZERO).map(drop)
     }
 
-    async fn campaign(
-        &self,
-        election: &str,
-        config: &ElectionConfig,
-        candidacy: &Candidacy,
-        stop: &CancellationToken,
-    ) {
+    async fn campaign(&self, candidacy: &Candidacy, stop: &CancellationToken) {
+        let (election, config) = (candidacy.election(), candidacy.config());
         let Ok(lock) = LockConfiguration::new(election, config.lease_duration, Duration::ZERO)
         else {
             tracing::error!(election, "invalid election name; not campaigning");

@@ -53,16 +53,12 @@ pub trait Elector: Send + Sync + fmt::Debug + 'static {
     /// [`Error::InvalidConfig`] naming what is wrong.
     fn check(&self, election: &str, config: &ElectionConfig) -> Result<(), Error>;
 
-    /// Campaigns in `election` for this candidate until `stop` is cancelled, reporting through
-    /// `candidacy`. When `stop` fires, a leader steps down first, then gives up its leadership in
-    /// the store (so that another candidate can take over at once), then returns.
-    async fn campaign(
-        &self,
-        election: &str,
-        config: &ElectionConfig,
-        candidacy: &Candidacy,
-        stop: &CancellationToken,
-    );
+    /// Campaigns for this candidate in its election ([`Candidacy::election`], with the timing
+    /// [`Candidacy::config`] that [`check`](Self::check) accepted) until `stop` is cancelled,
+    /// reporting through `candidacy`. When `stop` fires, a leader steps down first, then gives
+    /// up its leadership in the store (so that another candidate can take over at once), then
+    /// returns.
+    async fn campaign(&self, candidacy: &Candidacy, stop: &CancellationToken);
 }
 
 /// Builds a [`LeaderElection`]; see [`LeaderElection::builder`].
@@ -102,15 +98,9 @@ impl LeaderElectionBuilder {
     /// [`Error::InvalidConfig`] for an invalid name or timing.
     pub fn start(self) -> Result<LeaderElection, Error> {
         self.elector.check(&self.name, &self.config)?;
-        let candidacy = Candidacy::new(&self.name, self.on_elected, self.on_revoked);
+        let candidacy = Candidacy::new(&self.name, self.config, self.on_elected, self.on_revoked);
         let stop = CancellationToken::new();
-        let task = tokio::spawn(campaign(
-            self.name.clone(),
-            self.elector,
-            self.config,
-            candidacy.clone(),
-            stop.clone(),
-        ));
+        let task = tokio::spawn(campaign(self.elector, candidacy.clone(), stop.clone()));
         Ok(LeaderElection {
             name: self.name,
             candidacy,
@@ -122,13 +112,7 @@ impl LeaderElectionBuilder {
 
 /// The election's task: the elector's campaign, and a watchdog that steps down at the deadline
 /// even while the campaign waits on its store.
-async fn campaign(
-    name: String,
-    elector: Arc<dyn Elector>,
-    config: ElectionConfig,
-    candidacy: Candidacy,
-    stop: CancellationToken,
-) {
+async fn campaign(elector: Arc<dyn Elector>, candidacy: Candidacy, stop: CancellationToken) {
     let watchdog = async {
         let mut changes = candidacy.subscribe();
         loop {
@@ -139,7 +123,7 @@ async fn campaign(
         }
     };
     tokio::select! {
-        () = elector.campaign(&name, &config, &candidacy, &stop) => {}
+        () = elector.campaign(&candidacy, &stop) => {}
         never = watchdog => never,
     }
     candidacy.step_down("campaign ended");

@@ -120,19 +120,13 @@ impl Elector for ZkElector {
         LockConfiguration::new(election, config.lease_duration, Duration::ZERO).map(drop)
     }
 
-    async fn campaign(
-        &self,
-        election: &str,
-        config: &ElectionConfig,
-        candidacy: &Candidacy,
-        stop: &CancellationToken,
-    ) {
+    async fn campaign(&self, candidacy: &Candidacy, stop: &CancellationToken) {
         campaign::Campaign {
             connect_string: &self.connect_string,
             access: &self.access,
-            dir: self.paths.election(election),
+            dir: self.paths.election(candidacy.election()),
             holder: &self.holder,
-            config,
+            config: candidacy.config(),
             candidacy,
             stop,
         }
