@@ -15,6 +15,9 @@
 #   bash .ci/etcd.sh start-member 2
 #   bash .ci/etcd.sh stop                # all three, and removes the directory
 
+# shellcheck source=.ci/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 etcd_members=(1 2 3)
 
 # Member 1 on etcd's usual ports, members 2 and 3 on the same ports with a leading 2 and 3.
@@ -37,7 +40,7 @@ etcd_initial_cluster() {
 # again after a stop rejoins with its data dir.
 etcd_start_member() {
   local id=$1 dir=$SHEDLOCK_TEST_ETCD_DIR/m$1 state=new
-  if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then return 0; fi
+  if ci_node_running "$dir"; then return 0; fi
   [ -d "$dir/data/member" ] && state=existing
   mkdir -p "$dir"
   # Heartbeat 100 ms and election timeout 1 s (etcd's defaults) give leases a minimum TTL
@@ -57,16 +60,7 @@ etcd_start_member() {
 
 # Stops member $1 (SIGTERM, then SIGKILL after 10 s) and waits until it is gone.
 etcd_stop_member() {
-  local id=$1 dir=$SHEDLOCK_TEST_ETCD_DIR/m$1 pid
-  [ -f "$dir/pid" ] || return 0
-  pid=$(cat "$dir/pid")
-  kill "$pid" 2>/dev/null || { rm -f "$dir/pid"; return 0; }
-  for _ in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || { rm -f "$dir/pid"; return 0; }
-    sleep 0.1
-  done
-  kill -9 "$pid" 2>/dev/null || true
-  rm -f "$dir/pid"
+  ci_node_stop "$SHEDLOCK_TEST_ETCD_DIR/m$1"
 }
 
 # "healthy" or "down" for member $1 (a member without a quorum is not healthy).
@@ -77,6 +71,18 @@ etcd_health() {
   else
     echo down
   fi
+}
+
+# True once every member is healthy.
+etcd_all_healthy() {
+  local id
+  for id in "${etcd_members[@]}"; do [ "$(etcd_health "$id")" = healthy ] || return 1; done
+}
+
+etcd_status() {
+  ci_need_dir SHEDLOCK_TEST_ETCD_DIR cluster
+  local id
+  for id in "${etcd_members[@]}"; do echo "member $id ($(etcd_client_port "$id")): $(etcd_health "$id")"; done
 }
 
 etcd_start_all() {
@@ -97,23 +103,17 @@ etcd_start_all() {
   SHEDLOCK_TEST_ETCD_DIR=${SHEDLOCK_TEST_ETCD_DIR:-$(mktemp -d /tmp/shedlock-etcd.XXXXXX)}
   export SHEDLOCK_TEST_ETCD_DIR
   for id in "${etcd_members[@]}"; do etcd_start_member "$id"; done
-  for _ in $(seq 1 120); do
-    if [ "$(etcd_health 1)" = healthy ] && [ "$(etcd_health 2)" = healthy ] && [ "$(etcd_health 3)" = healthy ]; then
-      export SHEDLOCK_TEST_ETCD_URL
-      SHEDLOCK_TEST_ETCD_URL=$(etcd_endpoints)
-      return 0
-    fi
-    sleep 0.5
-  done
+  if ci_wait_until etcd_all_healthy; then
+    export SHEDLOCK_TEST_ETCD_URL
+    SHEDLOCK_TEST_ETCD_URL=$(etcd_endpoints)
+    return 0
+  fi
   echo "the etcd cluster did not come up; logs in $SHEDLOCK_TEST_ETCD_DIR/m*/server.log" >&2
   return 1
 }
 
 etcd_stop_all() {
-  local id
-  [ -n "${SHEDLOCK_TEST_ETCD_DIR:-}" ] || return 0
-  for id in "${etcd_members[@]}"; do etcd_stop_member "$id"; done
-  rm -rf "$SHEDLOCK_TEST_ETCD_DIR"
+  ci_stop_all "${SHEDLOCK_TEST_ETCD_DIR:-}" etcd_stop_member "${etcd_members[@]}"
 }
 
 # For .ci/run: start, wait, export, and stop at exit.
@@ -126,21 +126,5 @@ ensure_etcd() {
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
   set -euo pipefail
-  need_dir() {
-    : "${SHEDLOCK_TEST_ETCD_DIR:?set SHEDLOCK_TEST_ETCD_DIR to the cluster directory}"
-  }
-  case ${1:-} in
-    start)
-      etcd_start_all >&2
-      echo "export SHEDLOCK_TEST_ETCD_URL=$SHEDLOCK_TEST_ETCD_URL SHEDLOCK_TEST_ETCD_DIR=$SHEDLOCK_TEST_ETCD_DIR"
-      ;;
-    stop) need_dir; etcd_stop_all ;;
-    start-member) need_dir; etcd_start_member "${2:?member number}" ;;
-    stop-member) need_dir; etcd_stop_member "${2:?member number}" ;;
-    status)
-      need_dir
-      for id in "${etcd_members[@]}"; do echo "member $id ($(etcd_client_port "$id")): $(etcd_health "$id")"; done
-      ;;
-    *) echo "usage: $0 start | stop | status | start-member N | stop-member N" >&2; exit 2 ;;
-  esac
+  ci_main etcd member SHEDLOCK_TEST_ETCD_URL SHEDLOCK_TEST_ETCD_DIR cluster "$@"
 fi

@@ -14,6 +14,9 @@
 #   bash .ci/zookeeper.sh start-server 2
 #   bash .ci/zookeeper.sh stop              # all three, and removes the directory
 
+# shellcheck source=.ci/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 zk_servers=(1 2 3)
 
 zk_port() { echo $((2180 + $1)); }
@@ -51,7 +54,7 @@ zk_configure() {
 # Starts server $1 in the background (its pid in zk$1/pid), unless it runs.
 zk_start_server() {
   local id=$1 dir=$SHEDLOCK_TEST_ZK_DIR/zk$1
-  if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then return 0; fi
+  if ci_node_running "$dir"; then return 0; fi
   # Small heaps: three JVMs share the machine with the builds and the tests.
   nohup java -Xms32m -Xmx192m -XX:+UseSerialGC -Xss512k \
     -Dorg.slf4j.simpleLogger.showDateTime=true \
@@ -64,16 +67,7 @@ zk_start_server() {
 
 # Stops server $1 (SIGTERM, then SIGKILL after 10 s) and waits until it is gone.
 zk_stop_server() {
-  local id=$1 dir=$SHEDLOCK_TEST_ZK_DIR/zk$1 pid
-  [ -f "$dir/pid" ] || return 0
-  pid=$(cat "$dir/pid")
-  kill "$pid" 2>/dev/null || { rm -f "$dir/pid"; return 0; }
-  for _ in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || { rm -f "$dir/pid"; return 0; }
-    sleep 0.1
-  done
-  kill -9 "$pid" 2>/dev/null || true
-  rm -f "$dir/pid"
+  ci_node_stop "$SHEDLOCK_TEST_ZK_DIR/zk$1"
 }
 
 # Prints "leader", "follower", "standalone" or "down" for server $1.
@@ -91,6 +85,11 @@ zk_serving() {
   local modes="" id
   for id in "${zk_servers[@]}"; do modes+=" $(zk_mode "$id")"; done
   [[ $modes == *leader* && $modes == *follower* ]]
+}
+
+zk_status() {
+  local id
+  for id in "${zk_servers[@]}"; do echo "server $id ($(zk_port "$id")): $(zk_mode "$id")"; done
 }
 
 zk_start_all() {
@@ -112,22 +111,16 @@ zk_start_all() {
     zk_configure "$id"
     zk_start_server "$id"
   done
-  for _ in $(seq 1 120); do
-    if zk_serving; then
-      export SHEDLOCK_TEST_ZK_URL=127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183
-      return 0
-    fi
-    sleep 0.5
-  done
+  if ci_wait_until zk_serving; then
+    export SHEDLOCK_TEST_ZK_URL=127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183
+    return 0
+  fi
   echo "the ZooKeeper ensemble did not come up; logs in $SHEDLOCK_TEST_ZK_DIR/zk*/server.log" >&2
   return 1
 }
 
 zk_stop_all() {
-  local id
-  [ -n "${SHEDLOCK_TEST_ZK_DIR:-}" ] || return 0
-  for id in "${zk_servers[@]}"; do zk_stop_server "$id"; done
-  rm -rf "$SHEDLOCK_TEST_ZK_DIR"
+  ci_stop_all "${SHEDLOCK_TEST_ZK_DIR:-}" zk_stop_server "${zk_servers[@]}"
 }
 
 # For .ci/run: start, wait, export, and stop at exit.
@@ -140,18 +133,5 @@ ensure_zookeeper() {
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
   set -euo pipefail
-  need_dir() {
-    : "${SHEDLOCK_TEST_ZK_DIR:?set SHEDLOCK_TEST_ZK_DIR to the ensemble directory}"
-  }
-  case ${1:-} in
-    start)
-      zk_start_all >&2
-      echo "export SHEDLOCK_TEST_ZK_URL=$SHEDLOCK_TEST_ZK_URL SHEDLOCK_TEST_ZK_DIR=$SHEDLOCK_TEST_ZK_DIR"
-      ;;
-    stop) need_dir; zk_stop_all ;;
-    start-server) need_dir; zk_start_server "${2:?server number}" ;;
-    stop-server) need_dir; zk_stop_server "${2:?server number}" ;;
-    status) for id in "${zk_servers[@]}"; do echo "server $id ($(zk_port "$id")): $(zk_mode "$id")"; done ;;
-    *) echo "usage: $0 start | stop | status | start-server N | stop-server N" >&2; exit 2 ;;
-  esac
+  ci_main zk server SHEDLOCK_TEST_ZK_URL SHEDLOCK_TEST_ZK_DIR ensemble "$@"
 fi

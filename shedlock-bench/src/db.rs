@@ -5,10 +5,14 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shedlock::provider::default_holder;
+use shedlock::sql::SqlLockProvider;
+use shedlock::sql::dialect::{Dialect, MySql, Pg, Sqlite};
 use shedlock::{LockProvider, MySqlLockProvider, PgLockProvider, SqliteLockProvider};
-use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sqlx::mysql::MySqlConnectOptions;
+use sqlx::pool::PoolOptions;
+use sqlx::postgres::PgConnectOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 use sqlx::{ConnectOptions, Connection, MySqlConnection, PgConnection, SqliteConnection};
 
 /// A database under test.
@@ -79,6 +83,40 @@ pub(crate) struct Databases {
     pub(crate) sqlite_file: PathBuf,
 }
 
+/// The options of a [`PoolKind::Tuned`] pool of `size` connections.
+fn tuned<DB: sqlx::Database>(size: u32) -> PoolOptions<DB> {
+    PoolOptions::new()
+        .max_connections(size)
+        .test_before_acquire(false)
+}
+
+/// `D`'s provider on `pool` for `table`, acquiring as `holder`, keeping `dedicated` connections
+/// of its own (`None`: the default, the pool's `max_connections`).
+pub(crate) fn sql_provider<D: Dialect>(
+    pool: &sqlx::Pool<D::Database>,
+    table: &str,
+    holder: &str,
+    dedicated: Option<usize>,
+) -> anyhow::Result<SqlLockProvider<D>> {
+    let builder = SqlLockProvider::<D>::builder(pool.clone())
+        .table(table)
+        .holder(holder);
+    let builder = match dedicated {
+        Some(n) => builder.dedicated_connections(n),
+        None => builder,
+    };
+    Ok(builder.build()?)
+}
+
+/// Creates `table` on `pool` (with `D`'s provider) if needed.
+async fn create_schema<D: Dialect>(
+    pool: &sqlx::Pool<D::Database>,
+    table: &str,
+) -> anyhow::Result<()> {
+    let provider = sql_provider::<D>(pool, table, default_holder(), None)?;
+    Ok(provider.create_schema().await?)
+}
+
 /// How long SQLite statements wait for the write lock (as `SqliteLockProvider::connect`).
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -132,24 +170,10 @@ impl Databases {
     ) -> anyhow::Result<Pool> {
         let size = u32::try_from(workers)?.max(1);
         Ok(match (db, kind) {
-            (Db::Postgres, PoolKind::Tuned) => Pool::Pg(
-                PgPoolOptions::new()
-                    .max_connections(size)
-                    .test_before_acquire(false)
-                    .connect(&self.postgres)
-                    .await?,
-            ),
-            (Db::Mysql, PoolKind::Tuned) => Pool::My(
-                MySqlPoolOptions::new()
-                    .max_connections(size)
-                    .test_before_acquire(false)
-                    .connect(&self.mysql)
-                    .await?,
-            ),
+            (Db::Postgres, PoolKind::Tuned) => Pool::Pg(tuned(size).connect(&self.postgres).await?),
+            (Db::Mysql, PoolKind::Tuned) => Pool::My(tuned(size).connect(&self.mysql).await?),
             (Db::Sqlite, PoolKind::Tuned) => Pool::Lite(
-                SqlitePoolOptions::new()
-                    .max_connections(size.min(4))
-                    .test_before_acquire(false)
+                tuned(size.min(4))
                     .connect_with(self.sqlite_options())
                     .await?,
             ),
@@ -193,63 +217,20 @@ impl Pool {
         holder: &str,
         dedicated: Option<usize>,
     ) -> anyhow::Result<Arc<dyn LockProvider>> {
-        fn dedicated_connections<D: shedlock::sql::dialect::Dialect>(
-            builder: shedlock::sql::SqlLockProviderBuilder<D>,
-            connections: Option<usize>,
-        ) -> shedlock::sql::SqlLockProviderBuilder<D> {
-            match connections {
-                Some(n) => builder.dedicated_connections(n),
-                None => builder,
-            }
-        }
         Ok(match self {
-            Pool::Pg(pool) => Arc::new(
-                dedicated_connections(PgLockProvider::builder(pool.clone()), dedicated)
-                    .table(table)
-                    .holder(holder)
-                    .build()?,
-            ),
-            Pool::My(pool) => Arc::new(
-                dedicated_connections(MySqlLockProvider::builder(pool.clone()), dedicated)
-                    .table(table)
-                    .holder(holder)
-                    .build()?,
-            ),
-            Pool::Lite(pool) => Arc::new(
-                dedicated_connections(SqliteLockProvider::builder(pool.clone()), dedicated)
-                    .table(table)
-                    .holder(holder)
-                    .build()?,
-            ),
+            Pool::Pg(pool) => Arc::new(sql_provider::<Pg>(pool, table, holder, dedicated)?),
+            Pool::My(pool) => Arc::new(sql_provider::<MySql>(pool, table, holder, dedicated)?),
+            Pool::Lite(pool) => Arc::new(sql_provider::<Sqlite>(pool, table, holder, dedicated)?),
         })
     }
 
     /// Creates `table` if needed.
     pub(crate) async fn create_schema(&self, table: &str) -> anyhow::Result<()> {
         match self {
-            Pool::Pg(pool) => {
-                PgLockProvider::builder(pool.clone())
-                    .table(table)
-                    .build()?
-                    .create_schema()
-                    .await?
-            }
-            Pool::My(pool) => {
-                MySqlLockProvider::builder(pool.clone())
-                    .table(table)
-                    .build()?
-                    .create_schema()
-                    .await?
-            }
-            Pool::Lite(pool) => {
-                SqliteLockProvider::builder(pool.clone())
-                    .table(table)
-                    .build()?
-                    .create_schema()
-                    .await?
-            }
+            Pool::Pg(pool) => create_schema::<Pg>(pool, table).await,
+            Pool::My(pool) => create_schema::<MySql>(pool, table).await,
+            Pool::Lite(pool) => create_schema::<Sqlite>(pool, table).await,
         }
-        Ok(())
     }
 
     /// Runs one statement (SQL built by the benchmarks themselves, never from input).

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shedlock::provider::default_holder;
-use shedlock::{ElectionConfig, LeaderElection, LockProvider, PgLockProvider, SqliteLockProvider};
+use shedlock::sql::dialect::{Dialect, Pg, Sqlite};
+use shedlock::{ElectionConfig, LeaderElection, LockProvider, SqliteLockProvider};
 use sqlx::postgres::PgPoolOptions;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 
-use crate::db::{Databases, Db};
+use crate::db::{Databases, Db, sql_provider};
 use crate::stats::{median, percentile};
 
 const TABLE: &str = "shedlock_bench_election";
@@ -39,28 +40,28 @@ fn describe(config: &ElectionConfig) -> String {
 
 /// A provider on a pool of its own, as one instance of a service has.
 async fn provider(db: Db, url: &str, holder: String) -> anyhow::Result<Arc<dyn LockProvider>> {
-    Ok(match db {
+    match db {
         Db::Postgres => {
             // One connection for the lock statements, one for the release-hint listener.
             let pool = PgPoolOptions::new().max_connections(2).connect(url).await?;
-            let provider = PgLockProvider::builder(pool)
-                .table(TABLE)
-                .holder(holder)
-                .build()?;
-            provider.create_schema().await?;
-            Arc::new(provider)
+            on_table::<Pg>(&pool, &holder).await
         }
         Db::Sqlite => {
             let pool = SqliteLockProvider::connect(url).await?.pool().clone();
-            let provider = SqliteLockProvider::builder(pool)
-                .table(TABLE)
-                .holder(holder)
-                .build()?;
-            provider.create_schema().await?;
-            Arc::new(provider)
+            on_table::<Sqlite>(&pool, &holder).await
         }
         Db::Mysql => anyhow::bail!("the handover benchmark covers postgres and sqlite"),
-    })
+    }
+}
+
+/// `D`'s provider on `pool` for the benchmark's table, created if needed.
+async fn on_table<D: Dialect>(
+    pool: &sqlx::Pool<D::Database>,
+    holder: &str,
+) -> anyhow::Result<Arc<dyn LockProvider>> {
+    let provider = sql_provider::<D>(pool, TABLE, holder, None)?;
+    provider.create_schema().await?;
+    Ok(Arc::new(provider))
 }
 
 type Elected = mpsc::UnboundedSender<(usize, Instant)>;

@@ -380,6 +380,17 @@ async fn next(
         .ok_or_else(|| anyhow::anyhow!("election events ended"))
 }
 
+/// Two providers from `connect`, acquiring as `a` and `b`: the handover's candidates.
+async fn two<P, F>(
+    connect: impl Fn(&'static str) -> F,
+) -> anyhow::Result<[Arc<dyn LockProvider>; 2]>
+where
+    P: LockProvider + 'static,
+    F: Future<Output = Result<P, shedlock::Error>>,
+{
+    Ok([Arc::new(connect("a").await?), Arc::new(connect("b").await?)])
+}
+
 /// Graceful handovers between two candidates (each on connections of its own): the time from
 /// `resign()` on the leader to `on_elected` on the other; the resigned one campaigns again.
 async fn handover(
@@ -474,12 +485,7 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<()> {
             .holder(holder)
             .connect(&servers.single)
     };
-    handover(
-        "redis",
-        [Arc::new(single("a").await?), Arc::new(single("b").await?)],
-        settings.handovers,
-    )
-    .await?;
+    handover("redis", two(single).await?, settings.handovers).await?;
     let redlock = |holder: &str| {
         RedLockProvider::builder()
             .key_prefix(prefix(Client::RedLock))
@@ -487,12 +493,7 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<()> {
             .timeout(Duration::from_millis(250))
             .connect(&servers.masters)
     };
-    handover(
-        "redlock-3",
-        [Arc::new(redlock("a").await?), Arc::new(redlock("b").await?)],
-        settings.handovers,
-    )
-    .await?;
+    handover("redlock-3", two(redlock).await?, settings.handovers).await?;
     cleanup(&servers.single).await?;
     for master in &servers.masters {
         cleanup(master).await?;

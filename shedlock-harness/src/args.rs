@@ -106,6 +106,15 @@ mod tests {
         }
     }
 
+    /// Election timing of 3 s leases, renewed within 2 s, retried every `retry_ms`.
+    fn timing(retry_ms: u64) -> shedlock::ElectionConfig {
+        shedlock::ElectionConfig {
+            lease_duration: Duration::from_millis(3000),
+            renew_deadline: Duration::from_millis(2000),
+            retry_period: Duration::from_millis(retry_ms),
+        }
+    }
+
     #[test]
     fn a_worker_reads_back_what_the_supervisor_wrote() {
         let run = crate::StoreConfig {
@@ -120,11 +129,7 @@ mod tests {
         let mut options = WorkerOptions::new(run, vec!["a".into(), "b".into()]);
         options.keep_alive = true;
         options.connect_retries = 2;
-        options.election = Some(shedlock::ElectionConfig {
-            lease_duration: Duration::from_millis(3000),
-            renew_deadline: Duration::from_millis(2000),
-            retry_period: Duration::from_millis(500),
-        });
+        options.election = Some(timing(500));
         let line = std::iter::once("worker".to_owned()).chain(options.to_args());
         let Command::Worker(args) = parse_words(line).unwrap() else {
             panic!("not a worker");
@@ -140,11 +145,7 @@ mod tests {
             root: "/r".into(),
             election: "e".into(),
             holder: "c1".into(),
-            config: shedlock::ElectionConfig {
-                lease_duration: Duration::from_millis(3000),
-                renew_deadline: Duration::from_millis(2000),
-                retry_period: Duration::from_millis(400),
-            },
+            config: timing(400),
             act_every: Duration::from_millis(50),
         };
         let line = std::iter::once("zk-candidate".to_owned()).chain(options.to_args());

@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -121,22 +121,8 @@ impl Fleet {
         let pid = child.id().context("worker has a pid")?;
         let stdout = child.stdout.take().context("piped stdout")?;
         let stderr = child.stderr.take().context("piped stderr")?;
-        let tx = self.lines_tx.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let _ = tx.send((index, Line::Stdout(line)));
-            }
-            let _ = tx.send((index, Line::Closed));
-        });
-        let tx = self.lines_tx.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let _ = tx.send((index, Line::Stderr(line)));
-            }
-            let _ = tx.send((index, Line::Closed));
-        });
+        self.forward(index, stdout, Line::Stdout);
+        self.forward(index, stderr, Line::Stderr);
         self.open_streams += 2;
         self.stderr.push(Vec::new());
         self.workers.push(Worker {
@@ -146,6 +132,24 @@ impl Fleet {
             killed: false,
         });
         Ok(index)
+    }
+
+    /// Sends each line `worker` writes to `stream` to the fleet's channel (as `line`), then
+    /// that the stream closed.
+    fn forward(
+        &self,
+        worker: usize,
+        stream: impl AsyncRead + Unpin + Send + 'static,
+        line: fn(String) -> Line,
+    ) {
+        let tx = self.lines_tx.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stream).lines();
+            while let Ok(Some(text)) = lines.next_line().await {
+                let _ = tx.send((worker, line(text)));
+            }
+            let _ = tx.send((worker, Line::Closed));
+        });
     }
 
     /// How many workers were spawned.

@@ -31,9 +31,28 @@ fn catch<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
 
 const S: fn(u64) -> Duration = Duration::from_secs;
 
+/// Starts a scheduler with `config` and one job under `lock` (its fire-every-second schedule is
+/// valid), on a task of its own: what the start returned, or that it panicked.
+async fn start(config: SchedulerConfig, lock: JobLock) -> Outcome {
+    let job = Job::new("j", Schedule::fixed_rate(S(1)).unwrap(), |()| async {}).with_lock(lock);
+    tokio::spawn(async move {
+        Scheduler::builder()
+            .provider(InMemoryLockProvider::new())
+            .config(config)
+            .registry(JobRegistry::new(()).add(job))
+            .start()
+            .await
+            .map(drop)
+    })
+    .await
+    .map_err(|e| Box::new(e.to_string()) as Box<dyn std::any::Any + Send>)
+}
+
 #[test]
 fn invalid_values_name_their_field() {
     let scheduler_config = |config: SchedulerConfig| catch(move || config.validate());
+    let job_lock = |name: String| catch(move || JobLock::new(name).map(drop));
+    let cron = |expression: &'static str| catch(move || Schedule::cron(expression).map(drop));
     let base = SchedulerConfig::default;
     let cases: Vec<(&str, &str, Outcome)> = vec![
         (
@@ -78,16 +97,8 @@ fn invalid_values_name_their_field() {
                 LockConfiguration::new("x", S(101 * 366 * 24 * 3600), Duration::ZERO).map(drop)
             }),
         ),
-        (
-            "JobLock name of 65 bytes",
-            "name",
-            catch(|| JobLock::new("j".repeat(65)).map(drop)),
-        ),
-        (
-            "JobLock name with a tab",
-            "name",
-            catch(|| JobLock::new("a\tb").map(drop)),
-        ),
+        ("JobLock name of 65 bytes", "name", job_lock("j".repeat(65))),
+        ("JobLock name with a tab", "name", job_lock("a\tb".into())),
         (
             "JobLock lock_at_least_for > lock_at_most_for",
             "lock_at_least_for",
@@ -98,21 +109,9 @@ fn invalid_values_name_their_field() {
                     .map(drop)
             }),
         ),
-        (
-            "cron with 5 fields",
-            "cron",
-            catch(|| Schedule::cron("*/5 * * * *").map(drop)),
-        ),
-        (
-            "cron day 32",
-            "cron",
-            catch(|| Schedule::cron("0 0 0 32 * *").map(drop)),
-        ),
-        (
-            "cron of SQL",
-            "cron",
-            catch(|| Schedule::cron("'; DROP TABLE shedlock; --").map(drop)),
-        ),
+        ("cron with 5 fields", "cron", cron("*/5 * * * *")),
+        ("cron day 32", "cron", cron("0 0 0 32 * *")),
+        ("cron of SQL", "cron", cron("'; DROP TABLE shedlock; --")),
         (
             "unknown zone",
             "zone",
@@ -185,21 +184,9 @@ async fn invalid_values_found_at_start_name_their_field() {
         keep_alive_interval: Some(S(5)),
         ..SchedulerConfig::default()
     };
-    let job = Job::new("j", Schedule::fixed_rate(S(1)).unwrap(), |()| async {})
-        .with_lock(JobLock::new("j").unwrap().lock_at_most_for(S(5)).unwrap());
-    let start = tokio::spawn(async move {
-        Scheduler::builder()
-            .provider(InMemoryLockProvider::new())
-            .config(config)
-            .registry(JobRegistry::new(()).add(job))
-            .start()
-            .await
-            .map(drop)
-    })
-    .await
-    .map_err(|e| Box::new(e.to_string()) as Box<dyn std::any::Any + Send>);
+    let lock = JobLock::new("j").unwrap().lock_at_most_for(S(5)).unwrap();
     assert_eq!(
-        field("per-job keep_alive_interval", start),
+        field("per-job keep_alive_interval", start(config, lock).await),
         "keep_alive_interval"
     );
 
@@ -258,20 +245,8 @@ async fn huge_durations_are_errors_not_panics() {
         default_lock_at_most_for: Duration::MAX,
         ..SchedulerConfig::default()
     };
-    let job = Job::new("j", Schedule::fixed_rate(S(1)).unwrap(), |()| async {})
-        .with_lock(JobLock::new("j").unwrap());
-    let start = tokio::spawn(async move {
-        Scheduler::builder()
-            .provider(InMemoryLockProvider::new())
-            .config(config)
-            .registry(JobRegistry::new(()).add(job))
-            .start()
-            .await
-            .map(drop)
-    })
-    .await
-    .map_err(|e| Box::new(e.to_string()) as Box<dyn std::any::Any + Send>);
-    let named = field("default_lock_at_most_for of Duration::MAX", start);
+    let started = start(config, JobLock::new("j").unwrap()).await;
+    let named = field("default_lock_at_most_for of Duration::MAX", started);
     assert!(
         ["default_lock_at_most_for", "lock_at_most_for"].contains(&named),
         "{named}"

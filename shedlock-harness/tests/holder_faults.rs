@@ -24,9 +24,7 @@ async fn holder_killed_mid_job(backend: Backend) {
     else {
         return;
     };
-    s.committed_after("victim", 0, PATIENCE).await;
-    let (killed, token, _) = s.next_start("victim").await;
-    s.inject(killed, Signal::Kill);
+    let (killed, token, _) = s.fault_mid_job("victim", Signal::Kill).await;
     let until = s.lease_until(killed, "victim", token);
 
     let (next, next_token, next_start) = s.committed_after("victim", token, PATIENCE).await;
@@ -66,34 +64,11 @@ async fn holder_paused_beyond_its_lease(backend: Backend) {
     let Some(mut s) = Scenario::start(backend, 3, &["victim"], lease_between_ticks).await else {
         return;
     };
-    s.committed_after("victim", 0, PATIENCE).await;
-    let (paused, token, _) = s.next_start("victim").await;
-    s.inject(paused, Signal::Stop);
-    let paused_at = now_us();
+    let (paused, token, paused_at) = s.fault_mid_job("victim", Signal::Stop).await;
     let (next, _, _) = s.committed_after("victim", token, PATIENCE).await;
     assert_ne!(next, paused);
 
-    let resumed_from = s.fleet.events().len();
-    s.inject(paused, Signal::Cont);
-    let (lost, outcome) = s
-        .wait(
-            resumed_from,
-            PATIENCE,
-            "the resumed worker's write",
-            |r| match &r.event {
-                Event::Write {
-                    lock,
-                    token: t,
-                    lost,
-                    outcome,
-                    ..
-                } if r.worker == paused && lock == "victim" && *t == token => {
-                    Some((*lost, outcome.clone()))
-                }
-                _ => None,
-            },
-        )
-        .await;
+    let (resumed_from, lost, outcome) = s.resume_until_write(paused, "victim", token).await;
     assert!(lost, "the job's LockContext did not report the lease lost");
     assert_eq!(
         outcome,
@@ -105,7 +80,7 @@ async fn holder_paused_beyond_its_lease(backend: Backend) {
             && matches!(&r.event, Event::Lost { lock, token: t, .. } if lock == "victim" && *t == token)),
         "no lost-lock event for the paused lease"
     );
-    s.outages.push(paused_at - s.tick_us..now_us() + s.tick_us);
+    s.excuse_around(paused_at, now_us());
     s.committed_after("victim", token + 2, PATIENCE).await;
     let report = s.finish().await;
     assert_passed(&report);

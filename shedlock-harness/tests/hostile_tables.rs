@@ -20,6 +20,8 @@ struct Hostile {
     run: Run,
     table: String,
     store: Store,
+    /// The bystander's row as inserted: [`end`](Self::end) checks that nothing changed it.
+    bystander: Vec<Option<String>>,
 }
 
 fn timestamp(backend: Backend) -> &'static str {
@@ -58,11 +60,26 @@ fn is_store_error<T>(result: &Result<T, Error>, operation: Operation) -> bool {
     matches!(result, Err(Error::Store { operation: op, .. }) if *op == operation)
 }
 
+/// Panics, with `context` and the result, unless `result` is a store error of `operation`.
+#[track_caller]
+fn assert_store_error<T: std::fmt::Debug>(
+    result: &Result<T, Error>,
+    operation: Operation,
+    context: impl std::fmt::Display,
+) {
+    assert!(is_store_error(result, operation), "{context}: {result:?}");
+}
+
 impl Hostile {
     /// A table with `columns` holding the bystander row (`BYSTANDER`, or `bystander` SQL when
     /// the columns need other values); `None` when the database is not configured (skipped).
     async fn new(backend: Backend, columns: &str) -> Option<Hostile> {
         Hostile::with_bystander(backend, columns, BYSTANDER).await
+    }
+
+    /// The same with ShedLock's own columns ([`standard_columns`]).
+    async fn standard(backend: Backend) -> Option<Hostile> {
+        Hostile::new(backend, &standard_columns(backend)).await
     }
 
     async fn with_bystander(backend: Backend, columns: &str, bystander: &str) -> Option<Hostile> {
@@ -74,13 +91,15 @@ impl Hostile {
             .await
             .unwrap();
         let store = Hostile::store_on(&run, &table, &url, "a").await.unwrap();
-        let hostile = Hostile {
+        let mut hostile = Hostile {
             backend,
             run,
             table,
             store,
+            bystander: Vec::new(),
         };
         hostile.exec(bystander).await.unwrap();
+        hostile.bystander = hostile.raw_row("bystander").await;
         Some(hostile)
     }
 
@@ -130,10 +149,10 @@ impl Hostile {
     }
 
     /// Checks the bystander's row is as inserted, then drops everything.
-    async fn end(self, bystander_before: Vec<Option<String>>) {
+    async fn end(self) {
         assert_eq!(
             self.raw_row("bystander").await,
-            bystander_before,
+            self.bystander,
             "{}: the bystander's row changed",
             self.backend
         );
@@ -155,7 +174,6 @@ async fn names_longer_than_64_bytes_inserted_by_hand() {
         let Some(h) = Hostile::new(backend, &columns).await else {
             continue;
         };
-        let bystander = h.raw_row("bystander").await;
         let long = "n".repeat(100);
         h.exec(&format!(
             "INSERT INTO {{t}} (name, lock_until, locked_at, locked_by, fencing_token) \
@@ -181,7 +199,7 @@ async fn names_longer_than_64_bytes_inserted_by_hand() {
             h.acquire(&"m".repeat(64)).await.unwrap().is_some(),
             "{backend}"
         );
-        h.end(bystander).await;
+        h.end().await;
     }
 }
 
@@ -199,24 +217,17 @@ async fn time_column_of_an_integer_type() {
         let Some(h) = Hostile::with_bystander(backend, &columns, &numeric).await else {
             continue;
         };
-        let bystander = h.raw_row("bystander").await;
         let fresh = h.acquire("fresh").await;
         let list = h.store.list_locks().await;
         match backend {
             Backend::Sqlite => assert!(fresh.unwrap().is_some()),
-            _ => assert!(
-                is_store_error(&fresh, Operation::Acquire),
-                "{backend}: {fresh:?}"
-            ),
+            _ => assert_store_error(&fresh, Operation::Acquire, backend),
         }
         // The bystander's number is not a time to any of them.
-        assert!(
-            is_store_error(&list, Operation::Read),
-            "{backend}: {list:?}"
-        );
+        assert_store_error(&list, Operation::Read, backend);
         let raw = h.raw_row("bystander").await;
         assert_eq!(
-            raw, bystander,
+            raw, h.bystander,
             "{backend}: acquiring another lock touched the bystander"
         );
         let taken = h.acquire("bystander").await;
@@ -225,12 +236,9 @@ async fn time_column_of_an_integer_type() {
                 taken.unwrap().is_none(),
                 "granted on a time SQLite cannot read"
             ),
-            _ => assert!(
-                is_store_error(&taken, Operation::Acquire),
-                "{backend}: {taken:?}"
-            ),
+            _ => assert_store_error(&taken, Operation::Acquire, backend),
         }
-        h.end(bystander).await;
+        h.end().await;
     }
 }
 
@@ -248,7 +256,6 @@ async fn fencing_token_column_of_a_text_type() {
         let Some(h) = Hostile::new(backend, &columns).await else {
             continue;
         };
-        let bystander = h.raw_row("bystander").await;
         h.exec(
             "INSERT INTO {t} (name, lock_until, locked_at, locked_by, fencing_token) \
              VALUES ('word', '2020-01-01 00:00:00', '2020-01-01 00:00:00', 'x', 'seven')",
@@ -278,16 +285,10 @@ async fn fencing_token_column_of_a_text_type() {
             Backend::Redis | Backend::RedLock | Backend::Etcd => unreachable!("SQL tables only"),
         }
         let word = h.acquire("word").await;
-        assert!(
-            is_store_error(&word, Operation::Acquire),
-            "{backend}: {word:?}"
-        );
+        assert_store_error(&word, Operation::Acquire, backend);
         let list = h.store.list_locks().await;
-        assert!(
-            is_store_error(&list, Operation::Read),
-            "{backend}: {list:?}"
-        );
-        h.end(bystander).await;
+        assert_store_error(&list, Operation::Read, backend);
+        h.end().await;
     }
 }
 
@@ -306,7 +307,6 @@ async fn time_columns_with_second_precision() {
         let Some(h) = Hostile::new(backend, &columns).await else {
             continue;
         };
-        let bystander = h.raw_row("bystander").await;
         let mut shortest = i64::MAX;
         for i in 0..6 {
             let requested = SystemTime::now();
@@ -330,7 +330,7 @@ async fn time_columns_with_second_precision() {
             (59_000..=61_000).contains(&shortest),
             "{backend}: {shortest}"
         );
-        h.end(bystander).await;
+        h.end().await;
     }
 }
 
@@ -343,15 +343,11 @@ async fn date_columns() {
         let Some(h) = Hostile::new(backend, &columns).await else {
             continue;
         };
-        let bystander = h.raw_row("bystander").await;
         for _ in 0..2 {
             let result = h.acquire("dated").await;
-            assert!(
-                is_store_error(&result, Operation::Acquire),
-                "{backend}: {result:?}"
-            );
+            assert_store_error(&result, Operation::Acquire, backend);
         }
-        h.end(bystander).await;
+        h.end().await;
     }
 }
 
@@ -370,7 +366,6 @@ async fn null_values_in_a_nullable_table() {
         let Some(h) = Hostile::new(backend, &columns).await else {
             continue;
         };
-        let bystander = h.raw_row("bystander").await;
         h.exec(
             "INSERT INTO {t} (name, lock_until, locked_at, locked_by, fencing_token) VALUES \
              ('null-until', NULL, '2020-01-01 00:00:00', 'x', 1), \
@@ -384,15 +379,9 @@ async fn null_values_in_a_nullable_table() {
         let state = h.store.lock_record("null-until").await;
         // Never granted on a NULL end, and inspection says the row is unreadable.
         assert!(until.unwrap().is_none(), "{backend}: never granted");
-        assert!(
-            is_store_error(&state, Operation::Read),
-            "{backend}: {state:?}"
-        );
+        assert_store_error(&state, Operation::Read, backend);
         let list = h.store.list_locks().await;
-        assert!(
-            is_store_error(&list, Operation::Read),
-            "{backend}: {list:?}"
-        );
+        assert_store_error(&list, Operation::Read, backend);
         for (name, before) in [("null-at", 1), ("null-holder", 1), ("null-token", 0)] {
             let lease = h
                 .acquire(name)
@@ -401,7 +390,7 @@ async fn null_values_in_a_nullable_table() {
                 .unwrap_or_else(|| panic!("{backend}: {name}"));
             assert!(lease.fencing_token() > before, "{backend}: {name}");
         }
-        h.end(bystander).await;
+        h.end().await;
     }
 }
 
@@ -413,10 +402,9 @@ async fn null_values_in_a_nullable_table() {
 #[tokio::test]
 async fn times_out_of_range() {
     for backend in Backend::ALL {
-        let Some(h) = Hostile::new(backend, &standard_columns(backend)).await else {
+        let Some(h) = Hostile::standard(backend).await else {
             continue;
         };
-        let bystander = h.raw_row("bystander").await;
         let (past, unreadable) = match backend {
             Backend::Postgres => ("'-infinity'", None),
             Backend::MySql => ("'0000-00-00 00:00:00'", Some("'0000-00-00 00:00:00'")),
@@ -437,10 +425,7 @@ async fn times_out_of_range() {
             .await
             .unwrap();
             let state = h.store.lock_record("odd").await;
-            assert!(
-                is_store_error(&state, Operation::Read),
-                "{backend}: {state:?}"
-            );
+            assert_store_error(&state, Operation::Read, backend);
             if backend == Backend::Sqlite {
                 assert!(
                     h.acquire("odd").await.unwrap().is_none(),
@@ -468,7 +453,7 @@ async fn times_out_of_range() {
                 .await
                 .unwrap();
         }
-        h.end(bystander).await;
+        h.end().await;
     }
 }
 
@@ -477,11 +462,9 @@ async fn times_out_of_range() {
 /// `lock_state` and `list_locks`. Inspection now shows such times clamped to year 9999.
 #[tokio::test]
 async fn postgres_inspection_of_unrepresentable_times_does_not_panic() {
-    let Some(h) = Hostile::new(Backend::Postgres, &standard_columns(Backend::Postgres)).await
-    else {
+    let Some(h) = Hostile::standard(Backend::Postgres).await else {
         return;
     };
-    let bystander = h.raw_row("bystander").await;
     for time in ["infinity", "294276-01-01 00:00:00"] {
         h.exec(&format!(
             "INSERT INTO {{t}} (name, lock_until, locked_at, locked_by, fencing_token) \
@@ -514,7 +497,7 @@ async fn postgres_inspection_of_unrepresentable_times_does_not_panic() {
         );
         h.exec("DELETE FROM {t} WHERE name = 'far'").await.unwrap();
     }
-    h.end(bystander).await;
+    h.end().await;
 }
 
 /// A database user that may only read the table, and one that may read and write rows but not
@@ -525,10 +508,9 @@ async fn postgres_inspection_of_unrepresentable_times_does_not_panic() {
 #[tokio::test]
 async fn users_without_write_or_schema_rights() {
     for backend in Backend::ALL {
-        let Some(h) = Hostile::new(backend, &standard_columns(backend)).await else {
+        let Some(h) = Hostile::standard(backend).await else {
             continue;
         };
-        let bystander = h.raw_row("bystander").await;
         for (rights, can_write) in [("SELECT", false), ("SELECT, INSERT, UPDATE", true)] {
             if backend == Backend::Sqlite && can_write {
                 continue;
@@ -580,22 +562,17 @@ async fn users_without_write_or_schema_rights() {
                     "{backend}"
                 );
             } else {
-                assert!(
-                    is_store_error(&acquired, Operation::Acquire),
-                    "{backend}: {acquired:?}"
-                );
-                assert!(
-                    is_store_error(&executed, Operation::Acquire),
-                    "{backend}: {executed:?}"
-                );
+                assert_store_error(&acquired, Operation::Acquire, backend);
+                assert_store_error(&executed, Operation::Acquire, backend);
             }
             // The run table beside the lock table is missing: creating it needs rights these
             // users lack (SQLite: a read-only file).
-            assert!(
-                is_store_error(&schema, Operation::Schema),
-                "{backend} {rights}: {schema:?}"
+            assert_store_error(
+                &schema,
+                Operation::Schema,
+                format_args!("{backend} {rights}"),
             );
         }
-        h.end(bystander).await;
+        h.end().await;
     }
 }

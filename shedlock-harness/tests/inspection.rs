@@ -47,27 +47,22 @@ async fn a_held_lock_is_listed_and_read(backend: Backend) {
     store.drop_tables(&format!("{table}_journal")).await;
 }
 
-#[tokio::test]
-async fn sqlite() {
-    a_held_lock_is_listed_and_read(Backend::Sqlite).await;
+/// One test per backend, named after it.
+macro_rules! on_each_backend {
+    ($($name:ident: $backend:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                a_held_lock_is_listed_and_read(Backend::$backend).await;
+            }
+        )*
+    };
 }
 
-#[tokio::test]
-async fn postgres() {
-    a_held_lock_is_listed_and_read(Backend::Postgres).await;
-}
-
-#[tokio::test]
-async fn mysql() {
-    a_held_lock_is_listed_and_read(Backend::MySql).await;
-}
-
-#[tokio::test]
-async fn redis() {
-    a_held_lock_is_listed_and_read(Backend::Redis).await;
-}
-
-#[tokio::test]
-async fn redlock() {
-    a_held_lock_is_listed_and_read(Backend::RedLock).await;
+on_each_backend! {
+    sqlite: Sqlite,
+    postgres: Postgres,
+    mysql: MySql,
+    redis: Redis,
+    redlock: RedLock,
 }

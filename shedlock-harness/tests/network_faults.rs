@@ -234,6 +234,19 @@ async fn scheduler_rides_out_an_unreachable_database() {
     run.cleanup().await;
 }
 
+/// A run on `backend` without workers yet (not checked tick by tick), and a cut-proxy in front
+/// of its database with the URL through it, for the worker whose network fails; `None` when the
+/// database is not configured.
+async fn behind_a_proxy(backend: Backend) -> Option<(Scenario, CutProxy, String)> {
+    let mut s = Scenario::new(backend).await?;
+    s.check_ticks = false;
+    let proxy = CutProxy::start(&upstream_of(&s.run.url).unwrap())
+        .await
+        .unwrap();
+    let through = proxy.url_through(&s.run.url).unwrap();
+    Some((s, proxy, through))
+}
+
 /// Election timing short enough for a test: lease 3 s, renew deadline 2 s, retry 500 ms.
 const TIMING: ElectionConfig = ElectionConfig {
     lease_duration: Duration::from_secs(3),
@@ -244,14 +257,9 @@ const TIMING: ElectionConfig = ElectionConfig {
 /// The leader's connections go silent (no resets: statements just hang). It must step down at
 /// its renew deadline, before its lease can expire and another candidate be elected.
 async fn leader_cut_off_steps_down_before_another_is_elected(backend: Backend) {
-    let Some(mut s) = Scenario::new(backend).await else {
+    let Some((mut s, proxy, through)) = behind_a_proxy(backend).await else {
         return;
     };
-    s.check_ticks = false;
-    let proxy = CutProxy::start(&upstream_of(&s.run.url).unwrap())
-        .await
-        .unwrap();
-    let through = proxy.url_through(&s.run.url).unwrap();
     let election = &["harness_leader"];
     let a = s
         .spawn(election, |o| {
@@ -314,14 +322,9 @@ async fn leader_cut_off_steps_down_before_another_is_elected(backend: Backend) {
 /// fail, its lost-lock signal fires at its local deadline, which comes before the store lets
 /// another instance take the lock; the others continue; its late write is not accepted.
 async fn keep_alive_holder_cut_off_is_told_before_takeover(backend: Backend) {
-    let Some(mut s) = Scenario::new(backend).await else {
+    let Some((mut s, proxy, through)) = behind_a_proxy(backend).await else {
         return;
     };
-    s.check_ticks = false;
-    let proxy = CutProxy::start(&upstream_of(&s.run.url).unwrap())
-        .await
-        .unwrap();
-    let through = proxy.url_through(&s.run.url).unwrap();
     let long_job = |o: &mut WorkerOptions| {
         o.job = Duration::from_secs(6);
         o.lease = Duration::from_secs(2);

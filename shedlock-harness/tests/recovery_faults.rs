@@ -67,11 +67,7 @@ async fn holder_killed_mid_run_is_rerun(backend: Backend) {
     let Some(mut s) = Scenario::start(backend, 3, &["report"], recovering).await else {
         return;
     };
-    // A first full run, so the fleet is past its start.
-    s.committed_after("report", 0, PATIENCE).await;
-    let (killed, token, _) = s.next_start("report").await;
-    s.inject(killed, Signal::Kill);
-    let killed_at = now_us();
+    let (killed, token, killed_at) = s.fault_mid_job("report", Signal::Kill).await;
     let tick = tick_of_start(&s, killed, "report", token);
     let until = s.lease_until(killed, "report", token);
 
@@ -117,8 +113,7 @@ async fn whole_fleet_killed_mid_run_is_rerun_at_start(backend: Backend) {
     let Some(mut s) = Scenario::start(backend, 2, &["report"], recovering).await else {
         return;
     };
-    s.committed_after("report", 0, PATIENCE).await;
-    let (holder, token, _) = s.next_start("report").await;
+    let (holder, token, _) = s.start_after_first_commit("report").await;
     let tick = tick_of_start(&s, holder, "report", token);
     for worker in 0..2 {
         s.inject(worker, Signal::Kill);
@@ -158,41 +153,21 @@ async fn holder_paused_mid_run_is_rerun_and_fenced(backend: Backend) {
     let Some(mut s) = Scenario::start(backend, 3, &["report"], recovering).await else {
         return;
     };
-    s.committed_after("report", 0, PATIENCE).await;
-    let (paused, token, _) = s.next_start("report").await;
+    let (paused, token, paused_at) = s.fault_mid_job("report", Signal::Stop).await;
     let tick = tick_of_start(&s, paused, "report", token);
-    s.inject(paused, Signal::Stop);
-    let paused_at = now_us();
     s.committed_after("report", token, PATIENCE).await;
     let (rerun_by, rerun_token, rerun_tick, _) =
         accepted_write(&s, "report", token).expect("the rerun's write");
     assert_ne!(rerun_by, paused);
     assert_eq!(rerun_tick, tick, "the interrupted tick ran again");
 
-    let resumed_from = s.fleet.events().len();
-    s.inject(paused, Signal::Cont);
-    let outcome = s
-        .wait(
-            resumed_from,
-            PATIENCE,
-            "the resumed worker's write",
-            |r| match &r.event {
-                Event::Write {
-                    lock,
-                    token: t,
-                    outcome,
-                    ..
-                } if r.worker == paused && lock == "report" && *t == token => Some(outcome.clone()),
-                _ => None,
-            },
-        )
-        .await;
+    let (_, _, outcome) = s.resume_until_write(paused, "report", token).await;
     assert_eq!(
         outcome,
         WriteOutcome::Rejected,
         "the stale write was not refused"
     );
-    s.outages.push(paused_at - s.tick_us..now_us() + s.tick_us);
+    s.excuse_around(paused_at, now_us());
     s.committed_after("report", rerun_token, PATIENCE).await;
     let report = s.finish().await;
     assert_passed(&report);

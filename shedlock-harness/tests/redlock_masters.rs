@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::ops::Range;
 use std::time::Duration;
 
 use shedlock_harness::{Backend, Event, database_url, now_us, redlock_url};
@@ -45,20 +46,15 @@ fn last_token(s: &Scenario, lock: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Ticks around a master fault may miss a run (an operation in flight when it died); that
-/// is excused, a duplicate never is.
-fn excuse(s: &mut Scenario, from: i64, until: i64) {
-    s.outages.push(from - s.tick_us..until + s.tick_us);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_master_killed_the_other_two_go_on() {
+/// One master fails while the workers contend: `fault` acts on the masters and returns when
+/// the fault began and ended (its ticks are excused). Every lock goes on, two runs more after its
+/// next one, and no tick runs twice.
+async fn the_other_masters_go_on(fault: impl FnOnce(&mut [RedisServer]) -> Range<i64>) {
     let Some((mut masters, mut s)) = contending().await else {
         return;
     };
-    let killed_at = now_us();
-    masters[0].kill();
-    excuse(&mut s, killed_at, killed_at);
+    let fault = fault(&mut masters);
+    s.excuse_around(fault.start, fault.end);
     for lock in LOCKS {
         let token = last_token(&s, lock);
         let (_, after, _) = s.committed_after(lock, token, PATIENCE).await;
@@ -68,6 +64,16 @@ async fn one_master_killed_the_other_two_go_on() {
     assert_passed(&report);
     assert_eq!(report.duplicate_ticks, 0);
     drop(masters);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_master_killed_the_other_two_go_on() {
+    the_other_masters_go_on(|masters| {
+        let killed_at = now_us();
+        masters[0].kill();
+        killed_at..killed_at
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,7 +102,7 @@ async fn two_masters_killed_fail_cleanly_then_recover() {
     masters[0].restart();
     masters[1].restart();
     let back_at = now_us();
-    excuse(&mut s, killed_at, back_at);
+    s.excuse_around(killed_at, back_at);
     for lock in LOCKS {
         let token = last_token(&s, lock);
         s.committed_after(lock, token, PATIENCE).await;
@@ -108,17 +114,10 @@ async fn two_masters_killed_fail_cleanly_then_recover() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn master_restarted_empty_at_once() {
-    let Some((mut masters, mut s)) = contending().await else {
-        return;
-    };
-    let restarted_at = now_us();
-    masters[2].restart();
-    excuse(&mut s, restarted_at, now_us());
-    for lock in LOCKS {
-        let token = last_token(&s, lock);
-        let (_, after, _) = s.committed_after(lock, token, PATIENCE).await;
-        s.committed_after(lock, after + 2, PATIENCE).await;
-    }
-    let report = s.finish().await;
-    assert_passed(&report);
+    the_other_masters_go_on(|masters| {
+        let restarted_at = now_us();
+        masters[2].restart();
+        restarted_at..now_us()
+    })
+    .await;
 }

@@ -15,6 +15,7 @@
 //! - [`EtcdCluster`]: the members of the test etcd cluster (`.ci/etcd.sh`), stopped and
 //!   started again.
 
+mod ci_script;
 pub mod env;
 mod etcd;
 mod harness;

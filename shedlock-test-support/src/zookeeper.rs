@@ -2,11 +2,11 @@
 //! started through the same script, with a guard that starts a stopped server again even when
 //! a test fails.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::ci_script::{CiScript, StoppedNode};
 
 /// A server's role, as its `srvr` command reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,7 +24,7 @@ pub enum ServerMode {
 pub struct Ensemble {
     /// The connect string (`SHEDLOCK_TEST_ZK_URL`).
     pub url: String,
-    dir: String,
+    script: CiScript,
 }
 
 impl Ensemble {
@@ -37,34 +37,13 @@ impl Ensemble {
     /// # Panics
     /// When either is missing and `CI=true`.
     pub fn from_env() -> Option<Ensemble> {
-        let url = std::env::var("SHEDLOCK_TEST_ZK_URL").unwrap_or_default();
-        let dir = std::env::var("SHEDLOCK_TEST_ZK_DIR").unwrap_or_default();
-        if !url.is_empty() && !dir.is_empty() {
-            return Some(Ensemble { url, dir });
-        }
-        crate::skip(
-            "SHEDLOCK_TEST_ZK_URL and SHEDLOCK_TEST_ZK_DIR not set (set them to run the ZooKeeper \
-             ensemble tests: eval \"$(bash .ci/zookeeper.sh start)\")",
-        );
-        None
-    }
-
-    fn script() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.ci/zookeeper.sh")
-    }
-
-    fn control(&self, command: &str, server: u8) -> anyhow::Result<()> {
-        let status = std::process::Command::new("bash")
-            .arg(Self::script())
-            .args([command, &server.to_string()])
-            .env("SHEDLOCK_TEST_ZK_DIR", &self.dir)
-            .status()
-            .context("run .ci/zookeeper.sh")?;
-        anyhow::ensure!(
-            status.success(),
-            "zookeeper.sh {command} {server}: {status}"
-        );
-        Ok(())
+        let (url, script) = CiScript::from_env(
+            "zookeeper.sh",
+            "SHEDLOCK_TEST_ZK_URL",
+            "SHEDLOCK_TEST_ZK_DIR",
+            "ZooKeeper ensemble",
+        )?;
+        Some(Ensemble { url, script })
     }
 
     /// Stops `server` (SIGTERM, waits until it is gone). The guard starts it again when dropped.
@@ -72,12 +51,7 @@ impl Ensemble {
     /// # Errors
     /// When the script fails.
     pub fn stop(&self, server: u8) -> anyhow::Result<StoppedServer> {
-        self.control("stop-server", server)?;
-        Ok(StoppedServer {
-            ensemble: self.clone(),
-            server,
-            started: false,
-        })
+        self.script.stop("server", server).map(StoppedServer)
     }
 
     /// The role `server` reports now.
@@ -112,18 +86,44 @@ impl Ensemble {
     /// # Errors
     /// When they do not in time.
     pub async fn wait_quorum(&self, timeout: Duration) -> anyhow::Result<()> {
+        self.wait_modes(timeout, "no quorum", |modes| {
+            modes.contains(&ServerMode::Leader) && modes.contains(&ServerMode::Follower)
+        })
+        .await
+    }
+
+    /// Waits until all three servers serve (after a stopped one was started again), for at
+    /// most `timeout`.
+    ///
+    /// # Errors
+    /// When they do not in time.
+    pub async fn wait_serving(&self, timeout: Duration) -> anyhow::Result<()> {
+        self.wait_modes(timeout, "the ensemble is not whole", |modes| {
+            !modes.contains(&ServerMode::Down)
+        })
+        .await
+    }
+
+    /// Polls the servers' modes until `enough` accepts them; after `timeout`, the error says
+    /// `failure` and shows them.
+    async fn wait_modes(
+        &self,
+        timeout: Duration,
+        failure: &str,
+        enough: impl Fn(&[ServerMode]) -> bool,
+    ) -> anyhow::Result<()> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let mut modes = Vec::new();
             for server in Self::SERVERS {
                 modes.push(self.mode(server).await);
             }
-            if modes.contains(&ServerMode::Leader) && modes.contains(&ServerMode::Follower) {
+            if enough(&modes) {
                 return Ok(());
             }
             anyhow::ensure!(
                 tokio::time::Instant::now() < deadline,
-                "no quorum within {timeout:?}: {modes:?}"
+                "{failure} within {timeout:?}: {modes:?}"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -133,32 +133,14 @@ impl Ensemble {
 /// A server stopped by [`Ensemble::stop`]; started again by [`start`](Self::start) or on drop
 /// (so that a failing test leaves the ensemble whole for the next).
 #[derive(Debug)]
-pub struct StoppedServer {
-    ensemble: Ensemble,
-    server: u8,
-    started: bool,
-}
+pub struct StoppedServer(StoppedNode);
 
 impl StoppedServer {
     /// Starts the server again (it rejoins the ensemble on its own).
     ///
     /// # Errors
     /// When the script fails.
-    pub fn start(mut self) -> anyhow::Result<()> {
-        self.started = true;
-        self.ensemble.control("start-server", self.server)
-    }
-}
-
-impl Drop for StoppedServer {
-    fn drop(&mut self) {
-        if !self.started
-            && let Err(error) = self.ensemble.control("start-server", self.server)
-        {
-            eprintln!(
-                "could not start ZooKeeper server {} again: {error:#}",
-                self.server
-            );
-        }
+    pub fn start(self) -> anyhow::Result<()> {
+        self.0.start()
     }
 }

@@ -222,24 +222,18 @@ pub fn check(
         rows_by_lock.entry(&row.lock).or_default().push(row);
     }
     for (lock, rows) in &mut rows_by_lock {
-        for pair in rows.windows(2) {
-            if pair[1].token <= pair[0].token {
-                report.token_regressions += 1;
-                v.push(format!(
-                    "{lock}: committed token {} after token {}",
-                    pair[1].token, pair[0].token
-                ));
-            }
+        for (earlier, later) in falling_tokens(rows) {
+            report.token_regressions += 1;
+            v.push(format!(
+                "{lock}: committed token {later} after token {earlier}"
+            ));
         }
         rows.sort_by_key(|r| (r.start, r.id));
-        for pair in rows.windows(2) {
-            if pair[1].token <= pair[0].token {
-                report.token_regressions += 1;
-                v.push(format!(
-                    "{lock}: token {} started after token {}",
-                    pair[1].token, pair[0].token
-                ));
-            }
+        for (earlier, later) in falling_tokens(rows) {
+            report.token_regressions += 1;
+            v.push(format!(
+                "{lock}: token {later} started after token {earlier}"
+            ));
         }
         // Compared with the latest end so far, not just the previous row's.
         let mut latest: Option<&JournalRow> = None;
@@ -396,6 +390,13 @@ pub fn check(
     check_unattempted_ticks(events, killed, &mut report);
     report.locks = locks.len();
     report
+}
+
+/// The tokens of consecutive `rows` where the later is not above the earlier: (earlier, later).
+fn falling_tokens(rows: &[&JournalRow]) -> impl Iterator<Item = (i64, i64)> {
+    rows.windows(2)
+        .filter(|pair| pair[1].token <= pair[0].token)
+        .map(|pair| (pair[0].token, pair[1].token))
 }
 
 #[cfg(test)]

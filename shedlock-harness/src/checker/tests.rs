@@ -43,27 +43,37 @@ impl Run {
         });
     }
 
+    /// Worker `w`'s tick `tick` of `lock` fired at `at`.
+    fn attempt(&mut self, w: usize, lock: &str, tick: i64, at: i64) {
+        self.ev(
+            w,
+            Event::Attempt {
+                lock: lock.into(),
+                tick,
+                at,
+            },
+        );
+    }
+
+    /// Worker `w` found `lock` held elsewhere at `at`.
+    fn skip(&mut self, w: usize, lock: &str, at: i64) {
+        self.ev(
+            w,
+            Event::Skipped {
+                lock: lock.into(),
+                at,
+            },
+        );
+    }
+
     /// Worker `w` runs `lock` at `tick` with `token` from `start` to `end` (µs after the tick);
     /// the other workers skip it.
     fn execute(&mut self, w: usize, lock: &str, tick: i64, token: u64, start: i64, end: i64) {
         let fire = tick * TICK;
         let silent = self.silent.clone();
         for other in (0..self.workers).filter(|&other| other != w && !silent.contains(&other)) {
-            self.ev(
-                other,
-                Event::Attempt {
-                    lock: lock.into(),
-                    tick,
-                    at: fire,
-                },
-            );
-            self.ev(
-                other,
-                Event::Skipped {
-                    lock: lock.into(),
-                    at: fire + 10,
-                },
-            );
+            self.attempt(other, lock, tick, fire);
+            self.skip(other, lock, fire + 10);
         }
         self.acquire(w, lock, token, fire + 1, fire + 3 * TICK);
         self.write(
@@ -88,14 +98,7 @@ impl Run {
 
     /// Worker `w` attempts and acquires `lock`.
     fn acquire(&mut self, w: usize, lock: &str, token: u64, at: i64, until: i64) {
-        self.ev(
-            w,
-            Event::Attempt {
-                lock: lock.into(),
-                tick: at / TICK,
-                at,
-            },
-        );
+        self.attempt(w, lock, at / TICK, at);
         self.ev(
             w,
             Event::Acquired {
@@ -379,14 +382,7 @@ fn detects_a_takeover_before_the_lease_ended() {
 #[test]
 fn detects_counts_that_do_not_add_up() {
     let mut run = clean_run();
-    run.ev(
-        1,
-        Event::Attempt {
-            lock: "a".into(),
-            tick: 9,
-            at: 9 * TICK,
-        },
-    );
+    run.attempt(1, "a", 9, 9 * TICK);
     run.finish();
     only_violation(&run.check(0..5, &[], &[]), "attempts but");
 
@@ -398,14 +394,7 @@ fn detects_counts_that_do_not_add_up() {
     let mut run = clean_run();
     only_violation(&run.check(0..5, &[], &[]), "without a summary");
     // A killed worker needs no summary and may die between attempt and outcome.
-    run.ev(
-        0,
-        Event::Attempt {
-            lock: "a".into(),
-            tick: 9,
-            at: 9 * TICK,
-        },
-    );
+    run.attempt(0, "a", 9, 9 * TICK);
     let events: Vec<_> = run
         .events
         .iter()
@@ -451,31 +440,11 @@ fn an_attempt_without_an_answer_is_an_acquisition_nobody_reported() {
     let mut run = clean_run();
     // Worker 0 asked for `a` at tick 5 and printed nothing more (killed): it may have held a
     // lease nobody reported, until worker 1 took the lock at tick 8.
-    run.ev(
-        0,
-        Event::Attempt {
-            lock: "a".into(),
-            tick: 5,
-            at: 5 * TICK,
-        },
-    );
+    run.attempt(0, "a", 5, 5 * TICK);
     run.silent.insert(0);
     for tick in 5..8 {
-        run.ev(
-            1,
-            Event::Attempt {
-                lock: "a".into(),
-                tick,
-                at: tick * TICK,
-            },
-        );
-        run.ev(
-            1,
-            Event::Skipped {
-                lock: "a".into(),
-                at: tick * TICK + 10,
-            },
-        );
+        run.attempt(1, "a", tick, tick * TICK);
+        run.skip(1, "a", tick * TICK + 10);
     }
     run.execute(1, "a", 8, 7, 100, 600_000);
     for tick in 5..9 {
@@ -510,14 +479,7 @@ fn a_late_answer_given_back_reports_its_token() {
     let mut run = clean_run();
     // Token 6 of `a` was answered after its local deadline (a database restart): the worker
     // reported it lost and gave it back, then token 7 ran.
-    run.ev(
-        1,
-        Event::Attempt {
-            lock: "a".into(),
-            tick: 5,
-            at: 5 * TICK,
-        },
-    );
+    run.attempt(1, "a", 5, 5 * TICK);
     run.ev(
         1,
         Event::Lost {
@@ -526,13 +488,7 @@ fn a_late_answer_given_back_reports_its_token() {
             at: 7 * TICK + 10,
         },
     );
-    run.ev(
-        1,
-        Event::Skipped {
-            lock: "a".into(),
-            at: 7 * TICK + 10,
-        },
-    );
+    run.skip(1, "a", 7 * TICK + 10);
     run.execute(2, "a", 8, 7, 100, 600_000);
     for tick in 5..9 {
         run.execute(2, "b", tick, tick as u64 + 1, 100, 600_000);
@@ -614,11 +570,23 @@ fn detects_ticks_neither_attempted_nor_reported_missed() {
     assert_eq!(report.reported_missed, 1);
 }
 
-#[test]
-fn detects_leader_work_in_a_superseded_term() {
+/// Two workers; worker 0 is elected in term 1 at 100 µs and does leader work at `work_at`.
+fn leader_at_work(work_at: i64) -> Run {
     let mut run = Run::new(2);
     run.ev(0, Event::Leader { term: 1, at: 100 });
-    run.ev(0, Event::LeaderWork { term: 1, at: 120 });
+    run.ev(
+        0,
+        Event::LeaderWork {
+            term: 1,
+            at: work_at,
+        },
+    );
+    run
+}
+
+#[test]
+fn detects_leader_work_in_a_superseded_term() {
+    let mut run = leader_at_work(120);
     // Worker 0 is stopped at 150; worker 1 is elected while it is, and works.
     run.ev(1, Event::Leader { term: 2, at: 300 });
     run.ev(1, Event::LeaderWork { term: 2, at: 310 });
@@ -656,9 +624,7 @@ fn detects_leader_work_in_a_superseded_term() {
 
 #[test]
 fn detects_two_workers_working_in_one_term() {
-    let mut run = Run::new(2);
-    run.ev(0, Event::Leader { term: 1, at: 100 });
-    run.ev(0, Event::LeaderWork { term: 1, at: 150 });
+    let mut run = leader_at_work(150);
     run.ev(1, Event::LeaderWork { term: 1, at: 160 });
     run.finish();
     let report = check(&run.events, &[], &[], &[], &Expectations::default());
@@ -671,14 +637,7 @@ fn a_tick_skipped_while_the_lock_was_free_is_a_violation_unless_a_late_run_held_
     let run_with = |at_least_us: i64| {
         let mut run = Run::new(2);
         for w in 0..2 {
-            run.ev(
-                w,
-                Event::Attempt {
-                    lock: "a".into(),
-                    tick: 0,
-                    at: 700_000,
-                },
-            );
+            run.attempt(w, "a", 0, 700_000);
         }
         run.ev(
             0,
@@ -690,13 +649,7 @@ fn a_tick_skipped_while_the_lock_was_free_is_a_violation_unless_a_late_run_held_
                 until: 3 * TICK,
             },
         );
-        run.ev(
-            1,
-            Event::Skipped {
-                lock: "a".into(),
-                at: 702_000,
-            },
-        );
+        run.skip(1, "a", 702_000);
         run.write(0, "a", 0, 1, 701_000, 880_000, WriteOutcome::Accepted);
         run.journal.push(JournalRow {
             id: 1,
@@ -716,21 +669,8 @@ fn a_tick_skipped_while_the_lock_was_free_is_a_violation_unless_a_late_run_held_
             },
         );
         for w in 0..2 {
-            run.ev(
-                w,
-                Event::Attempt {
-                    lock: "a".into(),
-                    tick: 1,
-                    at: TICK + 10_000,
-                },
-            );
-            run.ev(
-                w,
-                Event::Skipped {
-                    lock: "a".into(),
-                    at: TICK + 20_000,
-                },
-            );
+            run.attempt(w, "a", 1, TICK + 10_000);
+            run.skip(w, "a", TICK + 20_000);
         }
         run.finish();
         let expect = Expectations {

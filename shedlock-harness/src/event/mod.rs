@@ -345,51 +345,25 @@ impl FromStr for Event {
     fn from_str(line: &str) -> Result<Self, String> {
         let (kind, rest) = line.split_once(' ').unwrap_or((line, ""));
         let f = Fields::parse(rest)?;
+        // `$path { field: f.read("field")?, … }`: each field from the key of its name, read
+        // as `str` or as `num`.
+        macro_rules! read {
+            ($($path:ident)::+; $($field:ident: $read:ident),* $(,)?) => {
+                $($path)::+ { $($field: f.$read(stringify!($field))?),* }
+            };
+        }
         Ok(match kind {
-            "ready" => Event::Ready {
-                holder: f.str("holder")?,
-                pid: f.num("pid")?,
-            },
-            "connect_failed" => Event::ConnectFailed {
-                attempt: f.num("attempt")?,
-                error: f.str("error")?,
-            },
-            "attempt" => Event::Attempt {
-                lock: f.str("lock")?,
-                tick: f.num("tick")?,
-                at: f.num("at")?,
-            },
-            "acquired" => Event::Acquired {
-                lock: f.str("lock")?,
-                token: f.num("token")?,
-                at: f.num("at")?,
-                since: f.num("since")?,
-                until: f.num("until")?,
-            },
-            "skipped" => Event::Skipped {
-                lock: f.str("lock")?,
-                at: f.num("at")?,
-            },
-            "acquire_failed" => Event::AcquireFailed {
-                lock: f.str("lock")?,
-                at: f.num("at")?,
-                error: f.str("error")?,
-            },
-            "start" => Event::Start {
-                lock: f.str("lock")?,
-                token: f.num("token")?,
-                at: f.num("at")?,
-            },
-            "lost" => Event::Lost {
-                lock: f.str("lock")?,
-                token: f.num("token")?,
-                at: f.num("at")?,
-            },
-            "released" => Event::Released {
-                lock: f.str("lock")?,
-                token: f.num("token")?,
-                at: f.num("at")?,
-            },
+            "ready" => read!(Event::Ready; holder: str, pid: num),
+            "connect_failed" => read!(Event::ConnectFailed; attempt: num, error: str),
+            "attempt" => read!(Event::Attempt; lock: str, tick: num, at: num),
+            "acquired" => {
+                read!(Event::Acquired; lock: str, token: num, at: num, since: num, until: num)
+            }
+            "skipped" => read!(Event::Skipped; lock: str, at: num),
+            "acquire_failed" => read!(Event::AcquireFailed; lock: str, at: num, error: str),
+            "start" => read!(Event::Start; lock: str, token: num, at: num),
+            "lost" => read!(Event::Lost; lock: str, token: num, at: num),
+            "released" => read!(Event::Released; lock: str, token: num, at: num),
             "write" => Event::Write {
                 lock: f.str("lock")?,
                 token: f.num("token")?,
@@ -404,39 +378,16 @@ impl FromStr for Event {
                     other => return Err(format!("unknown result {other}")),
                 },
             },
-            "leader" => Event::Leader {
-                term: f.num("term")?,
-                at: f.num("at")?,
-            },
-            "follower" => Event::Follower { at: f.num("at")? },
-            "leader_work" => Event::LeaderWork {
-                term: f.num("term")?,
-                at: f.num("at")?,
-            },
-            "missed" => Event::Missed {
-                lock: f.str("lock")?,
-                count: f.num("count")?,
-                at: f.num("at")?,
-            },
-            "overlapped" => Event::Overlapped {
-                lock: f.str("lock")?,
-                count: f.num("count")?,
-                at: f.num("at")?,
-            },
-            "summary" => Event::Summary(Counters {
-                attempts: f.num("attempts")?,
-                acquired: f.num("acquired")?,
-                skipped: f.num("skipped")?,
-                errors: f.num("errors")?,
-                accepted: f.num("accepted")?,
-                rejected: f.num("rejected")?,
-                failed: f.num("failed")?,
-                missed: f.num("missed")?,
-                overlapped: f.num("overlapped")?,
-            }),
-            "fatal" => Event::Fatal {
-                error: f.str("error")?,
-            },
+            "leader" => read!(Event::Leader; term: num, at: num),
+            "follower" => read!(Event::Follower; at: num),
+            "leader_work" => read!(Event::LeaderWork; term: num, at: num),
+            "missed" => read!(Event::Missed; lock: str, count: num, at: num),
+            "overlapped" => read!(Event::Overlapped; lock: str, count: num, at: num),
+            "summary" => Event::Summary(read!(Counters;
+                attempts: num, acquired: num, skipped: num, errors: num, accepted: num,
+                rejected: num, failed: num, missed: num, overlapped: num,
+            )),
+            "fatal" => read!(Event::Fatal; error: str),
             other => return Err(format!("unknown event kind {other:?}")),
         })
     }

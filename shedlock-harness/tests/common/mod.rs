@@ -3,11 +3,13 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
+pub(crate) mod election;
+
 use std::time::Duration;
 
 use shedlock_harness::{
-    Backend, Event, Expectations, Fault, Fleet, Received, Report, Run, Signal, WorkerOptions,
-    WriteOutcome, check, database_url, now_us,
+    Backend, Event, Expectations, Fault, Fleet, JournalRow, Received, Report, Run, Signal,
+    WorkerOptions, WriteOutcome, check, database_url, now_us,
 };
 
 /// The harness binary, spawned as workers.
@@ -94,16 +96,7 @@ impl Scenario {
 
     /// Sends `signal` to `worker` and records it as a fault.
     pub(crate) fn inject(&mut self, worker: usize, signal: Signal) {
-        self.fleet
-            .signal(worker, signal)
-            .expect("signal the worker");
-        if signal != Signal::Cont {
-            self.faults.push(Fault {
-                worker,
-                signal,
-                at: now_us(),
-            });
-        }
+        inject(&mut self.fleet, &mut self.faults, worker, signal);
     }
 
     /// Stops `worker` (SIGSTOP) at a moment it holds no database lock. On SQLite a process
@@ -146,6 +139,21 @@ impl Scenario {
         }
     }
 
+    /// The start of a run of `lock` after its first committed one (the fleet is past its start,
+    /// so a fault then hits a worker in the middle of a job): (worker, token, at).
+    pub(crate) async fn start_after_first_commit(&mut self, lock: &str) -> (usize, u64, i64) {
+        self.committed_after(lock, 0, PATIENCE).await;
+        self.next_start(lock).await
+    }
+
+    /// Sends `signal` to the worker running `lock` after its first committed run, in the middle
+    /// of its job: (worker, token, when the signal was sent).
+    pub(crate) async fn fault_mid_job(&mut self, lock: &str, signal: Signal) -> (usize, u64, i64) {
+        let (worker, token, _) = self.start_after_first_commit(lock).await;
+        self.inject(worker, signal);
+        (worker, token, now_us())
+    }
+
     /// The next job start of `lock`: (worker, token, at).
     pub(crate) async fn next_start(&mut self, lock: &str) -> (usize, u64, i64) {
         let since = self.fleet.events().len();
@@ -186,6 +194,42 @@ impl Scenario {
         .await
     }
 
+    /// Resumes the stopped `worker` (SIGCONT) and waits for its fenced write under `token` of
+    /// `lock`: the index of the first event after the resume, whether the job saw its lease
+    /// lost, and how the write ended.
+    pub(crate) async fn resume_until_write(
+        &mut self,
+        worker: usize,
+        lock: &str,
+        token: u64,
+    ) -> (usize, bool, WriteOutcome) {
+        let resumed_from = self.fleet.events().len();
+        self.inject(worker, Signal::Cont);
+        let what = "the resumed worker's write";
+        let (lost, outcome) = self
+            .wait(resumed_from, PATIENCE, what, |r| match &r.event {
+                Event::Write {
+                    lock: l,
+                    token: t,
+                    lost,
+                    outcome,
+                    ..
+                } if r.worker == worker && l == lock && *t == token => {
+                    Some((*lost, outcome.clone()))
+                }
+                _ => None,
+            })
+            .await;
+        (resumed_from, lost, outcome)
+    }
+
+    /// Ticks around a fault from `from` to `until` may miss a run (an operation in flight, a
+    /// lease that had to run out): excused, a tick before and after included. A duplicate never
+    /// is.
+    pub(crate) fn excuse_around(&mut self, from: i64, until: i64) {
+        self.outages.push(from - self.tick_us..until + self.tick_us);
+    }
+
     /// The `acquired` line of `worker` for `lock` with `token`: its lease end (µs).
     pub(crate) fn lease_until(&self, worker: usize, lock: &str, token: u64) -> i64 {
         self.fleet
@@ -217,19 +261,7 @@ impl Scenario {
             ticks: self.check_ticks.then_some(self.first_tick..last_tick),
             outages: self.outages.clone(),
         };
-        let mut report = check(
-            self.fleet.events(),
-            &journal,
-            &self.fleet.killed(),
-            &self.faults,
-            &expect,
-        );
-        for (worker, line) in self.fleet.unparsed() {
-            report.violations.push(format!(
-                "worker {worker} printed an unparsable line: {line}"
-            ));
-        }
-        println!("{report}");
+        let report = report(&self.fleet, &journal, &self.faults, &expect);
         if report.passed() {
             self.run.cleanup().await;
         } else {
@@ -250,6 +282,37 @@ impl Scenario {
         }
         report
     }
+}
+
+/// Sends `signal` to `worker` of `fleet` and records it in `faults` (a SIGCONT ends a fault, it
+/// is not one).
+pub(crate) fn inject(fleet: &mut Fleet, faults: &mut Vec<Fault>, worker: usize, signal: Signal) {
+    fleet.signal(worker, signal).expect("signal the worker");
+    if signal != Signal::Cont {
+        faults.push(Fault {
+            worker,
+            signal,
+            at: now_us(),
+        });
+    }
+}
+
+/// The checker's report on what `fleet` reported (a line that is no event is a violation too),
+/// printed.
+pub(crate) fn report(
+    fleet: &Fleet,
+    journal: &[JournalRow],
+    faults: &[Fault],
+    expect: &Expectations,
+) -> Report {
+    let mut report = check(fleet.events(), journal, &fleet.killed(), faults, expect);
+    for (worker, line) in fleet.unparsed() {
+        report.violations.push(format!(
+            "worker {worker} printed an unparsable line: {line}"
+        ));
+    }
+    println!("{report}");
+    report
 }
 
 /// Panics with the report unless it passed.
