@@ -67,6 +67,9 @@ pub(crate) type RunRow = (
     Option<String>,
 );
 
+/// The run table's key, as every dialect's statements name it.
+pub(crate) const RUN_KEY: &str = "lock_name, fencing_token, attempt";
+
 /// The column list every dialect selects, in [`RunRow`] order.
 pub(crate) const RUN_COLUMNS: &str = "lock_name, fencing_token, attempt, job, tick, holder, \
      started_at, finished_at, outcome, error";

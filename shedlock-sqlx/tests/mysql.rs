@@ -4,9 +4,8 @@
 
 mod common;
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use chrono::NaiveDateTime;
 use shedlock_core::LockProvider;
 #[allow(unused_imports)]
 use shedlock_core::{LockInspector as _, LockQuery, LockRecord};
@@ -14,7 +13,8 @@ use shedlock_sqlx::MySqlLockProvider;
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{AssertSqlSafe, Executor, MySqlPool};
 
-use common::{lease_config, unique_table};
+use common::lease_config;
+use common::scenarios::{ProviderExt, drop_table, fresh};
 use shedlock_test_support::mysql_url;
 
 /// A pool whose connections run `setting` (a `SET …` statement) when they open.
@@ -67,17 +67,9 @@ test_db!(MySql(MySqlPool) for MySqlLockProvider {
     }),
     enforces_varchar: true,
     statements: [3, 2, 1, 1, 2],
-    now: db_now,
+    clock_query: "SELECT UTC_TIMESTAMP(3)",
     schema_query: "SELECT DATABASE()",
 });
-
-async fn db_now(pool: &MySqlPool) -> SystemTime {
-    let now: NaiveDateTime = sqlx::query_scalar("SELECT UTC_TIMESTAMP(3)")
-        .fetch_one(pool)
-        .await
-        .expect("read the database clock");
-    now.and_utc().into()
-}
 
 sql_provider_tests!(MySql, pool());
 
@@ -113,12 +105,8 @@ mod sql_modes {
 #[tokio::test]
 async fn lock_names_are_case_sensitive() {
     let Some(pool) = pool().await else { return };
-    let table = unique_table("shedlock_case");
-    let provider = MySqlLockProvider::builder(pool.clone())
-        .table(&table)
-        .build()
-        .unwrap();
-    provider.create_schema().await.unwrap();
+    let db = MySql { pool };
+    let provider = fresh(&db, "case").await;
     for name in ["Report", "report", "REPORT"] {
         assert!(
             provider
@@ -129,9 +117,7 @@ async fn lock_names_are_case_sensitive() {
             "{name}"
         );
     }
-    pool.execute(AssertSqlSafe(format!("DROP TABLE {table}")))
-        .await
-        .unwrap();
+    drop_table(&db, provider.table_name()).await;
 }
 
 /// `LAST_INSERT_ID` is per connection: a connection whose last acquisition set it must still
@@ -146,14 +132,11 @@ async fn held_lock_is_held_on_the_connection_that_took_it() {
         .connect(&url)
         .await
         .unwrap();
-    let table = unique_table("shedlock_one_conn");
-    let a = MySqlLockProvider::builder(one_connection.clone())
-        .table(&table)
-        .holder("a")
-        .build()
-        .unwrap();
-    let b = a.with_holder("b").unwrap();
-    a.create_schema().await.unwrap();
+    let db = MySql {
+        pool: one_connection,
+    };
+    let a = fresh(&db, "a").await;
+    let b = a.clone_as("b");
     let c = lease_config("one-connection", Duration::from_secs(60));
     let first = a.acquire(&c).await.unwrap().expect("first use");
     assert!(a.release(&first).await.unwrap());
@@ -164,24 +147,11 @@ async fn held_lock_is_held_on_the_connection_that_took_it() {
         "a stale LAST_INSERT_ID acquired a held lock"
     );
     assert!(a.acquire(&c).await.unwrap().is_none());
-    one_connection
-        .execute(AssertSqlSafe(format!("DROP TABLE {table}")))
-        .await
-        .unwrap();
+    drop_table(&db, a.table_name()).await;
 }
 
-session_time_zones_case!(
-    MySqlLockProvider,
-    pool_in_time_zone,
-    "+13:00",
-    "-12:00",
-    db_now
-);
+session_time_zones_case!(MySql, pool_in_time_zone, "+13:00", "-12:00");
 
-lost_answer_case!(
-    MySqlLockProvider,
-    ::sqlx::mysql::MySqlPoolOptions,
-    ::shedlock_test_support::mysql_url
-);
+lost_answer_case!(MySql, MySqlPoolOptions, mysql_url);
 
-fencing_guard_case!(MySqlLockProvider, pool, "?");
+fencing_guard_case!(MySql, pool, "?");

@@ -8,9 +8,8 @@ mod common;
 #[path = "postgres/edges.rs"]
 mod edges;
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use chrono::NaiveDateTime;
 use shedlock_core::{Error, LockContext, LockProvider};
 #[allow(unused_imports)]
 use shedlock_core::{LockInspector as _, LockQuery, LockRecord};
@@ -18,6 +17,7 @@ use shedlock_sqlx::PgLockProvider;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Executor, PgPool, Postgres};
 
+use common::scenarios::{ProviderExt, drop_table, fresh};
 use common::{lease_config, unique_table};
 use shedlock_test_support::pg_url;
 
@@ -44,17 +44,34 @@ async fn pool() -> Option<PgPool> {
     pool_in_time_zone(None).await
 }
 
+/// `pool`'s database, and a provider on a new table of it (created), holding as `holder`;
+/// `None` (skip) without a pool.
+async fn fresh_on(pool: Option<PgPool>, holder: &str) -> Option<(Pg, PgLockProvider)> {
+    let db = Pg { pool: pool? };
+    let provider = fresh(&db, holder).await;
+    Some((db, provider))
+}
+
 /// A transaction that has updated (and so row-locks) lock `name` of `table`, without changing
 /// it: a concurrent writer of that row waits for it.
 async fn hold_row(pool: &PgPool, table: &str, name: &str) -> sqlx::Transaction<'static, Postgres> {
+    let update = format!("UPDATE {table} SET locked_by = locked_by WHERE name = $1");
+    transaction_after(pool, update, name).await
+}
+
+/// A transaction that has run `statement` with `$1` bound to `name`, and holds the row locks it
+/// took.
+async fn transaction_after(
+    pool: &PgPool,
+    statement: String,
+    name: &str,
+) -> sqlx::Transaction<'static, Postgres> {
     let mut tx = pool.begin().await.unwrap();
-    sqlx::query(AssertSqlSafe(format!(
-        "UPDATE {table} SET locked_by = locked_by WHERE name = $1"
-    )))
-    .bind(name)
-    .execute(&mut *tx)
-    .await
-    .unwrap();
+    sqlx::query(AssertSqlSafe(statement))
+        .bind(name)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
     tx
 }
 
@@ -96,17 +113,9 @@ test_db!(Pg(PgPool) for PgLockProvider {
     }),
     enforces_varchar: true,
     statements: [1, 1, 1, 1, 1],
-    now: db_now,
+    clock_query: "SELECT timezone('utc', clock_timestamp())",
     schema_query: "SELECT current_schema()::text",
 });
-
-async fn db_now(pool: &PgPool) -> SystemTime {
-    let now: NaiveDateTime = sqlx::query_scalar("SELECT timezone('utc', clock_timestamp())")
-        .fetch_one(pool)
-        .await
-        .expect("read the database clock");
-    now.and_utc().into()
-}
 
 sql_provider_tests!(Pg, pool());
 
@@ -121,19 +130,16 @@ async fn quiet_for(listener: &mut PgListener, millis: u64) -> bool {
 /// hints (or always, if so built), and `release_hints` delivers the lock name.
 #[tokio::test]
 async fn release_notifies_listeners() {
-    let Some(pool) = pool().await else { return };
-    let table = unique_table("shedlock_notify");
-    let provider = PgLockProvider::builder(pool.clone())
-        .table(&table)
-        .build()
-        .unwrap();
-    provider.create_schema().await.unwrap();
+    let Some((db, provider)) = fresh_on(pool().await, "notifier").await else {
+        return;
+    };
+    let (pool, table) = (&db.pool, provider.table_name());
     let channel = provider
         .release_channel()
         .expect("a channel by default")
         .to_owned();
     assert_eq!(channel, format!("{table}_released"));
-    let mut listener = PgListener::connect_with(&pool).await.unwrap();
+    let mut listener = PgListener::connect_with(pool).await.unwrap();
     listener.listen(&channel).await.unwrap();
     let c = lease_config("notified", Duration::from_secs(60));
 
@@ -170,7 +176,7 @@ async fn release_notifies_listeners() {
     );
 
     let always = PgLockProvider::builder(pool.clone())
-        .table(&table)
+        .table(table)
         .release_channel("Jobs Freed")
         .hint_every_release()
         .build()
@@ -189,14 +195,14 @@ async fn release_notifies_listeners() {
     );
 
     let never = PgLockProvider::builder(pool.clone())
-        .table(&table)
+        .table(table)
         .without_release_hints()
         .build()
         .unwrap();
     assert!(never.release_channel().is_none() && never.release_hints().is_none());
 
     let bad = PgLockProvider::builder(pool.clone())
-        .table(&table)
+        .table(table)
         .release_channel("c".repeat(64))
         .build();
     assert!(
@@ -219,26 +225,19 @@ async fn release_notifies_listeners() {
         channel.len() <= 63 && channel.ends_with("_released"),
         "{channel}"
     );
-    pool.execute(AssertSqlSafe(format!("DROP TABLE {table}")))
-        .await
-        .unwrap();
+    drop_table(&db, table).await;
 }
 
 session_time_zones_case!(
-    PgLockProvider,
+    Pg,
     pool_in_time_zone,
     "Pacific/Kiritimati",
-    "Pacific/Pago_Pago",
-    db_now
+    "Pacific/Pago_Pago"
 );
 
-lost_answer_case!(
-    PgLockProvider,
-    ::sqlx::postgres::PgPoolOptions,
-    ::shedlock_test_support::pg_url
-);
+lost_answer_case!(Pg, PgPoolOptions, pg_url);
 
-fencing_guard_case!(PgLockProvider, pool, "$1");
+fencing_guard_case!(Pg, pool, "$1");
 
 /// The provider on a database whose every transaction runs at `SERIALIZABLE`, as CockroachDB's
 /// do: the conformance suite, the SQL provider cases, serialization failures retried and never
@@ -311,25 +310,22 @@ mod serializable {
     /// only the outcome.
     #[tokio::test]
     async fn serialization_failure_is_retried_not_reported() {
-        let Some(pool) = pool().await else { return };
-        let table = unique_table("shedlock_retry");
-        let provider = PgLockProvider::builder(pool.clone())
-            .table(&table)
-            .build()
-            .unwrap();
-        provider.create_schema().await.unwrap();
+        let Some((db, provider)) = fresh_on(pool().await, "retried").await else {
+            return;
+        };
+        let (pool, table) = (&db.pool, provider.table_name());
         let c = lease_config("conflict", Duration::from_secs(60));
         let first = provider.acquire(&c).await.unwrap().expect("free");
         assert!(provider.release(&first).await.unwrap());
 
-        let other = hold_row(&pool, &table, "conflict").await;
+        let other = hold_row(pool, table, "conflict").await;
         let acquiring = {
             let provider = provider.clone();
             let c = c.clone();
             tokio::spawn(async move { provider.acquire(&c).await })
         };
         // The acquire now waits for the row; without a retry it would fail at the commit.
-        wait_for_lock_waits(&pool, &table, 1).await;
+        wait_for_lock_waits(pool, table, 1).await;
         other.commit().await.unwrap();
         let lease = acquiring
             .await
@@ -337,9 +333,7 @@ mod serializable {
             .expect("no error: the serialization failure was retried")
             .expect("the lock was free");
         assert!(lease.fencing_token() > first.fencing_token());
-        pool.execute(AssertSqlSafe(format!("DROP TABLE {table}")))
-            .await
-            .unwrap();
+        drop_table(&db, table).await;
     }
 
     /// 8 workers on 2 lock names at `SERIALIZABLE`: no update lost, and not one error reported
@@ -348,13 +342,9 @@ mod serializable {
     async fn contended_fuzz_reports_no_error() {
         const WORKERS: usize = 8;
         const QUOTA: u64 = 15;
-        let Some(pool) = pool().await else { return };
-        let table = unique_table("shedlock_fuzz");
-        let provider = PgLockProvider::builder(pool.clone())
-            .table(&table)
-            .build()
-            .unwrap();
-        provider.create_schema().await.unwrap();
+        let Some((db, provider)) = fresh_on(pool().await, "fuzzer").await else {
+            return;
+        };
         let counters: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
         // The token of each execution, in the order they ran (the lock serialises them).
         let tokens: Arc<[std::sync::Mutex<Vec<u64>>; 2]> = Arc::default();
@@ -421,8 +411,6 @@ mod serializable {
                 "an acquisition committed without running the job"
             );
         }
-        pool.execute(AssertSqlSafe(format!("DROP TABLE {table}")))
-            .await
-            .unwrap();
+        drop_table(&db, provider.table_name()).await;
     }
 }

@@ -7,9 +7,8 @@ mod common;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use chrono::NaiveDateTime;
 use shedlock_core::{Error, LockProvider, LockingTaskExecutor, Operation, TaskResult};
 #[allow(unused_imports)]
 use shedlock_core::{LockInspector as _, LockQuery, LockRecord};
@@ -18,7 +17,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, Connection, Executor, SqliteConnection, SqlitePool};
 
 use common::scenarios::ProviderExt;
-use common::{harness_over, lease_config, unique_table};
+use common::{harness_over, lease_config, takeover_waits_for_commit, unique_table};
 
 /// A fresh database file under Cargo's scratch directory for integration tests.
 fn database_url() -> String {
@@ -58,16 +57,19 @@ mod conformance_memory {
     }
 }
 
-/// A provider on a file in `journal_mode`, with another program's connections on the same
-/// file for as long as the test runs: one reading in short transactions (which, in
-/// rollback-journal mode, makes commits wait and can make them fail), one writing a table of
-/// its own (which takes the file's write lock between the provider's statements).
-async fn busy_file_provider(journal_mode: SqliteJournalMode) -> SqliteLockProvider {
-    let options = SqliteConnectOptions::from_str(&database_url())
+/// A provider (its table created) on a pool of 4 connections to the database file at `url`,
+/// in `journal_mode` and with `busy_timeout`, as a user might build it; and the options, for
+/// other programs' connections to the file.
+async fn provider_in_mode(
+    url: &str,
+    journal_mode: SqliteJournalMode,
+    busy_timeout: Duration,
+) -> (SqliteLockProvider, SqliteConnectOptions) {
+    let options = SqliteConnectOptions::from_str(url)
         .unwrap()
         .create_if_missing(true)
         .journal_mode(journal_mode)
-        .busy_timeout(Duration::from_secs(5));
+        .busy_timeout(busy_timeout);
     let pool = SqlitePoolOptions::new()
         .max_connections(4)
         .connect_with(options.clone())
@@ -75,6 +77,16 @@ async fn busy_file_provider(journal_mode: SqliteJournalMode) -> SqliteLockProvid
         .unwrap();
     let provider = SqliteLockProvider::new(pool);
     provider.create_schema().await.unwrap();
+    (provider, options)
+}
+
+/// A provider on a file in `journal_mode`, with another program's connections on the same
+/// file for as long as the test runs: one reading in short transactions (which, in
+/// rollback-journal mode, makes commits wait and can make them fail), one writing a table of
+/// its own (which takes the file's write lock between the provider's statements).
+async fn busy_file_provider(journal_mode: SqliteJournalMode) -> SqliteLockProvider {
+    let (provider, options) =
+        provider_in_mode(&database_url(), journal_mode, Duration::from_secs(5)).await;
     let table = provider.table().to_owned();
     tokio::spawn(async move {
         let mut reader = SqliteConnection::connect_with(&options).await.unwrap();
@@ -125,17 +137,9 @@ test_db!(Sqlite(SqlitePool) for SqliteLockProvider {
     java: None,
     enforces_varchar: false,
     statements: [1, 1, 1, 1, 1],
-    now: db_now,
+    clock_query: "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
     schema_query: "SELECT 'main'",
 });
-
-async fn db_now(pool: &SqlitePool) -> SystemTime {
-    let now: NaiveDateTime = sqlx::query_scalar("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
-        .fetch_one(pool)
-        .await
-        .expect("read the database clock");
-    now.and_utc().into()
-}
 
 sql_provider_tests!(Sqlite, async { Some(file_provider().await.pool().clone()) });
 
@@ -189,19 +193,7 @@ async fn busy_database_means_not_acquired() {
 /// A pool in rollback-journal mode (`journal_mode=DELETE`, SQLite's default for a pool the
 /// user builds), with a short busy timeout.
 async fn rollback_journal_provider(url: &str) -> (SqliteLockProvider, SqliteConnectOptions) {
-    let options = SqliteConnectOptions::from_str(url)
-        .unwrap()
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Delete)
-        .busy_timeout(Duration::from_millis(200));
-    let pool = SqlitePoolOptions::new()
-        .max_connections(4)
-        .connect_with(options.clone())
-        .await
-        .unwrap();
-    let provider = SqliteLockProvider::new(pool);
-    provider.create_schema().await.unwrap();
-    (provider, options)
+    provider_in_mode(url, SqliteJournalMode::Delete, Duration::from_millis(200)).await
 }
 
 /// Another connection (another process) with an open read transaction, as any reader of the
@@ -451,18 +443,6 @@ async fn fencing_guard_orders_writes() {
         .await
         .expect("live lease");
     tokio::time::sleep(lease_len + Duration::from_millis(100)).await;
-    let (a2, c2) = (a.clone(), c.clone());
-    let takeover = tokio::spawn(async move { a2.acquire(&c2).await });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(
-        !takeover.is_finished(),
-        "took over during a guarded transaction"
-    );
-    tx.commit().await.unwrap();
-    let next = takeover
-        .await
-        .unwrap()
-        .unwrap()
-        .expect("taken over after the commit");
-    assert!(next.fencing_token() > current.fencing_token());
+    let commit = async { tx.commit().await.unwrap() };
+    takeover_waits_for_commit(&a, &c, &current, Duration::from_millis(200), commit).await;
 }

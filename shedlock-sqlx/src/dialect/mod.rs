@@ -13,16 +13,17 @@ use std::time::Duration;
 
 use chrono::NaiveDateTime;
 use shedlock_core::{Error, LockConfiguration};
-use sqlx::{Database, Pool};
+use sqlx::{Database, Pool, SqlStr};
 use tokio::sync::broadcast;
 
-use crate::runs::{RunArgs, RunRow, RunTable};
-use crate::{RowParts, Table};
+use crate::{RowParts, Table, trusted_sql};
 
+mod driver;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
+mod runs;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 
@@ -32,6 +33,9 @@ pub use mysql::MySql;
 pub use postgres::Pg;
 #[cfg(feature = "sqlite")]
 pub use sqlite::Sqlite;
+
+pub(crate) use driver::{Driver, Param};
+pub use runs::{RunDialect, RunStatements};
 
 /// Connections of its own a provider on a database server may open by default: enough for 32
 /// lock statements at the same moment, which is where the server's throughput stops growing
@@ -47,13 +51,14 @@ pub(crate) type Connection<D> = <<D as Dialect>::Database as Database>::Connecti
 ///
 /// Every method runs statements prepared once by [`statements`](Self::statements) and returns
 /// sqlx's error untouched; the provider maps errors, retries serialization failures and decides
-/// what a connection failure means.
+/// what a connection failure means. Where the dialects run a statement the same way, the method
+/// is written once, here.
 pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
     /// The sqlx database driver.
-    type Database: Database;
-    /// The statements of one provider, built once from its table.
+    type Database: Driver;
+    /// The statements of one provider only this dialect has.
     #[doc(hidden)]
-    type Statements: Debug + Send + Sync;
+    type OwnStatements: Debug + Send + Sync;
     /// Builder settings only this dialect has.
     #[doc(hidden)]
     type Options: Debug + Default + Clone + Send + Sync;
@@ -65,17 +70,25 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
     #[doc(hidden)]
     const COLUMN_TYPES: ColumnTypes;
 
+    /// The database clock now, in UTC, as the statements read it: an SQL expression.
     #[doc(hidden)]
-    fn statements(table: &Table) -> Self::Statements;
+    const NOW: &'static str;
+
+    #[doc(hidden)]
+    fn statements(table: &Table) -> Statements<Self::OwnStatements>;
 
     /// Checks the dialect's builder settings and sets up its state.
     #[doc(hidden)]
     fn state(options: Self::Options, table: &Table) -> Result<Self::State, Error>;
 
-    /// The pool `connect(url)` opens: set up for lock statements.
+    /// The pool `connect(url)` opens: set up for lock statements (on a server, one that does
+    /// not ping the connections it hands out).
     #[doc(hidden)]
-    fn connect(url: &str)
-    -> impl Future<Output = Result<Pool<Self::Database>, sqlx::Error>> + Send;
+    fn connect(
+        url: &str,
+    ) -> impl Future<Output = Result<Pool<Self::Database>, sqlx::Error>> + Send {
+        <Self::Database as Driver>::connect(url)
+    }
 
     /// How many connections of its own a provider may open by default on `pool`.
     #[doc(hidden)]
@@ -87,7 +100,7 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
     #[doc(hidden)]
     fn acquire<'a>(
         connection: &'a mut Connection<Self>,
-        sql: &'a Self::Statements,
+        sql: &'a Statements<Self::OwnStatements>,
         args: Acquire<'a>,
     ) -> impl Future<Output = Result<Option<Acquired>, sqlx::Error>> + Send + 'a;
 
@@ -102,7 +115,7 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
     #[doc(hidden)]
     fn acquire_batch<'a>(
         connection: &'a mut Connection<Self>,
-        sql: &'a Self::Statements,
+        sql: &'a Statements<Self::OwnStatements>,
         holder: &'a str,
         configs: impl Iterator<Item = &'a LockConfiguration> + Send + 'a,
     ) -> impl Future<Output = Result<Vec<(String, Acquired)>, sqlx::Error>> + Send + 'a {
@@ -127,7 +140,7 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
     #[doc(hidden)]
     fn release<'a>(
         connection: &'a mut Connection<Self>,
-        sql: &'a Self::Statements,
+        sql: &'a Statements<Self::OwnStatements>,
         state: &'a Self::State,
         args: Lease<'a>,
     ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'a;
@@ -136,7 +149,7 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
     #[doc(hidden)]
     fn extend<'a>(
         connection: &'a mut Connection<Self>,
-        sql: &'a Self::Statements,
+        sql: &'a Statements<Self::OwnStatements>,
         args: Lease<'a>,
     ) -> impl Future<Output = Result<Option<NaiveDateTime>, sqlx::Error>> + Send + 'a;
 
@@ -145,26 +158,34 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
     #[doc(hidden)]
     fn verify<'a>(
         connection: &'a mut Connection<Self>,
-        sql: &'a Self::Statements,
+        sql: &'a Statements<Self::OwnStatements>,
         name: &'a str,
         holder: &'a str,
         token: i64,
-    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'a;
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'a {
+        <Self::Database as Driver>::returns_row(connection, &sql.verify, name, holder, token)
+    }
 
     /// Rows of the lock table: one lock's, or all by name.
     #[doc(hidden)]
     fn read_rows<'a>(
         pool: &'a Pool<Self::Database>,
-        sql: &'a Self::Statements,
+        sql: &'a Statements<Self::OwnStatements>,
         name: Option<&'a str>,
-    ) -> impl Future<Output = Result<Vec<RowParts>, sqlx::Error>> + Send + 'a;
+    ) -> impl Future<Output = Result<Vec<RowParts>, sqlx::Error>> + Send + 'a {
+        let rows = if name.is_some() {
+            &sql.lock_state
+        } else {
+            &sql.list_locks
+        };
+        <Self::Database as Driver>::lock_rows(pool, rows, name)
+    }
 
     /// Creates the table if missing and adds the fencing token column if missing; idempotent
     /// and safe to run concurrently.
     #[doc(hidden)]
     fn create_schema<'a>(
         pool: &'a Pool<Self::Database>,
-        sql: &'a Self::Statements,
         table: &'a Table,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
 
@@ -172,7 +193,9 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
     #[doc(hidden)]
     fn database_time(
         pool: &Pool<Self::Database>,
-    ) -> impl Future<Output = Result<NaiveDateTime, sqlx::Error>> + Send + '_;
+    ) -> impl Future<Output = Result<NaiveDateTime, sqlx::Error>> + Send + '_ {
+        <Self::Database as Driver>::time(pool, trusted_sql(format!("SELECT {}", Self::NOW)))
+    }
 
     /// The table's columns as the catalog describes them; none when the table does not exist.
     #[doc(hidden)]
@@ -246,6 +269,67 @@ pub struct Acquired {
     pub(crate) lock_until: NaiveDateTime,
 }
 
+/// The row an acquire statement returns: token, `locked_at`, `lock_until`.
+pub(crate) type AcquiredRow = (i64, NaiveDateTime, NaiveDateTime);
+
+impl From<AcquiredRow> for Acquired {
+    fn from((token, locked_at, lock_until): AcquiredRow) -> Self {
+        Self {
+            token,
+            locked_at,
+            lock_until,
+        }
+    }
+}
+
+/// One statement per provider operation, built once per provider from the validated table:
+/// those every dialect has, and `own`, those only its dialect has. Each dialect's
+/// `statements` says what its statements bind and return.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Statements<Own = ()> {
+    /// Takes the lock if it is free (and not acquired within the window).
+    acquire: SqlStr,
+    /// Ends a lease, keeping it for `lock_at_least_for`.
+    release: SqlStr,
+    /// Moves a lease's end.
+    extend: SqlStr,
+    /// The fencing guard: name, holder, token; whether that lease is live, locking its row
+    /// until the caller's transaction ends.
+    verify: SqlStr,
+    /// The name: that lock's row, as [`RowParts`].
+    lock_state: SqlStr,
+    /// Every row, by name, as [`RowParts`].
+    list_locks: SqlStr,
+    /// The dialect's own.
+    #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+    own: Own,
+}
+
+/// The table's name and its columns' (lock name, `lock_until`, `locked_at`, `locked_by`,
+/// fencing token): the identifiers the statements are written with.
+pub(crate) fn identifiers(table: &Table) -> [&str; 6] {
+    let c = &table.columns;
+    [
+        &table.name,
+        &c.name,
+        &c.lock_until,
+        &c.locked_at,
+        &c.locked_by,
+        &c.fencing_token,
+    ]
+}
+
+/// `ALTER TABLE` adding the fencing token column to a table made without it (ShedLock's), by
+/// `add_column` (`ADD COLUMN`, or `ADD COLUMN IF NOT EXISTS` where the database has it).
+pub(crate) fn add_token_column(table: &Table, types: &ColumnTypes, add_column: &str) -> SqlStr {
+    let (t, token) = (&table.name, &table.columns.fencing_token);
+    trusted_sql(format!(
+        "ALTER TABLE {t} {add_column} {token} {} NOT NULL DEFAULT 0",
+        types.token
+    ))
+}
+
 /// A dialect's column types for the lock table.
 #[doc(hidden)]
 #[derive(Debug)]
@@ -253,63 +337,6 @@ pub struct ColumnTypes {
     pub(crate) name: &'static str,
     pub(crate) time: &'static str,
     pub(crate) token: &'static str,
-}
-
-/// The run records of a dialect: a second table beside the lock table, one write to start a
-/// run and one to end it. Implemented once per dialect, in its `runs` module; not public API.
-#[doc(hidden)]
-pub trait RunDialect: Send + Sync + 'static {
-    /// The driver's database.
-    type Database: Database;
-
-    /// The run statements, built once from the run table.
-    type Statements: Debug + Send + Sync;
-
-    /// Builds the statements.
-    fn statements(table: &RunTable) -> Self::Statements;
-
-    /// `CREATE TABLE IF NOT EXISTS` (and its index) for the run table.
-    fn create_sql(table: &RunTable) -> String;
-
-    /// Creates the run table (and its index) if missing.
-    fn create<'a>(
-        pool: &'a Pool<Self::Database>,
-        table: &'a RunTable,
-    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
-
-    /// Records a run's start (nothing when it exists) and returns its row.
-    fn started<'a>(
-        connection: &'a mut <Self::Database as Database>::Connection,
-        sql: &'a Self::Statements,
-        args: RunArgs<'a>,
-    ) -> impl Future<Output = Result<RunRow, sqlx::Error>> + Send + 'a;
-
-    /// Records a run's end on its row if still running, or the whole run when it has none.
-    fn finished<'a>(
-        connection: &'a mut <Self::Database as Database>::Connection,
-        sql: &'a Self::Statements,
-        args: RunArgs<'a>,
-        outcome: &'a str,
-        error: Option<&'a str>,
-    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
-
-    /// The run rows of a query, newest first.
-    fn list<'a>(
-        pool: &'a Pool<Self::Database>,
-        sql: &'a Self::Statements,
-        lock: Option<&'a str>,
-        since: Option<NaiveDateTime>,
-        limit: i64,
-    ) -> impl Future<Output = Result<Vec<RunRow>, sqlx::Error>> + Send + 'a;
-
-    /// Deletes the run rows of `lock` past its newest `per_lock`, and every row older than the
-    /// retention.
-    fn trim<'a>(
-        pool: &'a Pool<Self::Database>,
-        sql: &'a Self::Statements,
-        table: &'a RunTable,
-        lock: &'a str,
-    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
 }
 
 /// A column as the database's catalog describes it: name and type in lower case, and whether
@@ -332,4 +359,44 @@ pub enum ColumnKind {
 pub(crate) mod sealed {
     /// Only this crate's dialects implement [`Dialect`](super::Dialect).
     pub trait Sealed {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ColumnNames;
+    use crate::runs::{DEFAULT_RETENTION, DEFAULT_RUNS_PER_LOCK, RunTable};
+
+    /// `sql/<dialect>.sql` holds what `create_schema` creates for the default names: the lock
+    /// table and the run table.
+    fn assert_sql_file_holds<D: Dialect>(file: &str) {
+        let table = Table {
+            name: "shedlock".into(),
+            columns: ColumnNames::default(),
+        };
+        let runs = RunTable {
+            name: "shedlock_runs".into(),
+            retention: DEFAULT_RETENTION,
+            per_lock: DEFAULT_RUNS_PER_LOCK,
+        };
+        for generated in [
+            table.create_table_sql(&D::COLUMN_TYPES),
+            <D::Runs as RunDialect>::create_sql(&runs),
+        ] {
+            assert!(
+                file.contains(&generated),
+                "{file}\ndiffers from:\n{generated}"
+            );
+        }
+    }
+
+    #[test]
+    fn sql_files_match_the_generated_tables() {
+        #[cfg(feature = "postgres")]
+        assert_sql_file_holds::<Pg>(include_str!("../../sql/postgres.sql"));
+        #[cfg(feature = "mysql")]
+        assert_sql_file_holds::<MySql>(include_str!("../../sql/mysql.sql"));
+        #[cfg(feature = "sqlite")]
+        assert_sql_file_holds::<Sqlite>(include_str!("../../sql/sqlite.sql"));
+    }
 }

@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use chrono::NaiveDateTime;
 use shedlock_core::Error;
-use sqlx::mysql::{MySqlDatabaseError, MySqlPoolOptions};
+use sqlx::mysql::MySqlDatabaseError;
 use sqlx::{Connection, MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
 
+use crate::dialect::{Statements, add_token_column, identifiers, sealed::Sealed};
 use crate::{
-    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, RowParts,
-    SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis, trusted_sql,
+    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, SqlLockProvider,
+    Table, lease_millis, trusted_sql,
 };
 
 /// MySQL's error number for "Duplicate column name".
@@ -72,39 +73,25 @@ impl Sealed for MySql {}
 
 const NOW: &str = "UTC_TIMESTAMP(3)";
 
-/// The statements of each provider operation, built once per provider from the validated table.
+/// The statements only MySQL has: neither MySQL nor MariaDB can return values from an
+/// `UPDATE`.
 #[doc(hidden)]
 #[derive(Debug)]
-pub struct Statements {
-    /// `?` window µs, `?` holder, `?` window µs, `?` window µs, `?` lease µs, `?` window µs,
-    /// `?` window µs, `?` lease µs, `?` name (the window: refused if acquired more recently). Takes an expired
-    /// lock in place, reporting the new token through `LAST_INSERT_ID` (0: held). Matches 1 row
-    /// whenever the lock's row exists.
-    acquire: SqlStr,
+pub struct MySqlStatements {
     /// `?` name, `?` lease µs, `?` holder: first use of a lock name, its token through
     /// `LAST_INSERT_ID`.
     insert: SqlStr,
     /// `?` name, `?` holder, `?` token: (locked_at, lock_until) of that lease.
     lease_times: SqlStr,
-    /// `?` lock_at_least_for µs, `?` name, `?` holder, `?` token: matches 1 row if released.
-    release: SqlStr,
-    /// `?` lease µs, `?` name, `?` holder, `?` token: matches 1 row if extended.
-    extend: SqlStr,
-    /// `?` name, `?` holder, `?` token: one row if that lease is live; share-locks the row.
-    verify: SqlStr,
-    /// `?` name: the row.
-    lock_state: SqlStr,
-    /// Every row, by name.
-    list_locks: SqlStr,
-    create_table: SqlStr,
-    /// `?` schema or NULL, `?` table, `?` column: whether the fencing token column exists.
-    has_token_column: SqlStr,
-    add_token_column: SqlStr,
 }
+
+/// `?` schema or NULL, `?` table, `?` column: whether the fencing token column exists.
+const HAS_TOKEN_COLUMN: &str = "SELECT COUNT(*) FROM information_schema.columns \
+     WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ? AND column_name = ?";
 
 impl Dialect for MySql {
     type Database = MySqlDb;
-    type Statements = Statements;
+    type OwnStatements = MySqlStatements;
     type Options = ();
     type State = ();
     type Runs = runs::MySqlRuns;
@@ -117,16 +104,18 @@ impl Dialect for MySql {
         token: "BIGINT",
     };
 
-    fn statements(table: &Table) -> Statements {
-        let t = &table.name;
-        let c = &table.columns;
-        let (name, until, at, by, token) = (
-            &c.name,
-            &c.lock_until,
-            &c.locked_at,
-            &c.locked_by,
-            &c.fencing_token,
-        );
+    const NOW: &'static str = NOW;
+
+    /// `acquire`: `?` window µs, `?` holder, `?` window µs, `?` window µs, `?` lease µs, `?`
+    /// window µs, `?` window µs, `?` lease µs, `?` name (the window: refused if acquired more
+    /// recently). Takes an expired lock in place, reporting the new token through
+    /// `LAST_INSERT_ID` (0: held). Matches 1 row whenever the lock's row exists. `release`:
+    /// `?` lock_at_least_for µs, `?` name, `?` holder, `?` token: matches 1 row if released.
+    /// `extend`: the same with the lease: matches 1 row if extended. `verify`: `?` name, `?`
+    /// holder, `?` token: one row if that lease is live; share-locks the row. `lock_state`:
+    /// `?` name.
+    fn statements(table: &Table) -> Statements<MySqlStatements> {
+        let [t, name, until, at, by, token] = identifiers(table);
         // sqlx sets CLIENT_FOUND_ROWS, so an UPDATE reports the rows its WHERE matched, changed
         // or not. Matching on the name alone and deciding per column with IF() lets one
         // statement tell "held" (1 row, no LAST_INSERT_ID) from "missing" (0 rows) and from
@@ -181,24 +170,15 @@ impl Dialect for MySql {
         );
         Statements {
             acquire: trusted_sql(acquire),
-            insert: trusted_sql(insert),
-            lease_times: trusted_sql(lease_times),
             release: trusted_sql(release),
             extend: trusted_sql(extend),
             verify: trusted_sql(verify),
             lock_state: trusted_sql(format!("{select_rows} WHERE l.{name} = ?")),
             list_locks: trusted_sql(format!("{select_rows} ORDER BY l.{name}")),
-            create_table: trusted_sql(table.create_table_sql(&Self::COLUMN_TYPES)),
-            has_token_column: trusted_sql(
-                "SELECT COUNT(*) FROM information_schema.columns \
-                 WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ? \
-                 AND column_name = ?"
-                    .to_owned(),
-            ),
-            add_token_column: trusted_sql(format!(
-                "ALTER TABLE {t} ADD COLUMN {token} {} NOT NULL DEFAULT 0",
-                Self::COLUMN_TYPES.token
-            )),
+            own: MySqlStatements {
+                insert: trusted_sql(insert),
+                lease_times: trusted_sql(lease_times),
+            },
         }
     }
 
@@ -206,16 +186,9 @@ impl Dialect for MySql {
         Ok(())
     }
 
-    async fn connect(url: &str) -> Result<MySqlPool, sqlx::Error> {
-        MySqlPoolOptions::new()
-            .test_before_acquire(false)
-            .connect(url)
-            .await
-    }
-
     async fn acquire(
         connection: &mut MySqlConnection,
-        sql: &Statements,
+        sql: &Statements<MySqlStatements>,
         args: Acquire<'_>,
     ) -> Result<Option<Acquired>, sqlx::Error> {
         let (name, holder) = (args.name, args.holder);
@@ -235,7 +208,7 @@ impl Dialect for MySql {
             .await?;
         let token = if updated.rows_affected() == 0 {
             // No row yet (or deleted by hand): create it.
-            let inserted = sqlx::query(sql.insert.clone())
+            let inserted = sqlx::query(sql.own.insert.clone())
                 .bind(name)
                 .bind(lease)
                 .bind(holder)
@@ -278,7 +251,7 @@ impl Dialect for MySql {
 
     async fn release(
         connection: &mut MySqlConnection,
-        sql: &Statements,
+        sql: &Statements<MySqlStatements>,
         (): &(),
         args: Lease<'_>,
     ) -> Result<bool, sqlx::Error> {
@@ -294,7 +267,7 @@ impl Dialect for MySql {
 
     async fn extend(
         connection: &mut MySqlConnection,
-        sql: &Statements,
+        sql: &Statements<MySqlStatements>,
         args: Lease<'_>,
     ) -> Result<Option<NaiveDateTime>, sqlx::Error> {
         let extended = sqlx::query(sql.extend.clone())
@@ -311,49 +284,11 @@ impl Dialect for MySql {
         Ok(times.map(|(_, until)| until))
     }
 
-    async fn verify(
-        connection: &mut MySqlConnection,
-        sql: &Statements,
-        name: &str,
-        holder: &str,
-        token: i64,
-    ) -> Result<bool, sqlx::Error> {
-        let row = sqlx::query(sql.verify.clone())
-            .bind(name)
-            .bind(holder)
-            .bind(token)
-            .fetch_optional(connection)
-            .await?;
-        Ok(row.is_some())
-    }
-
-    async fn read_rows(
-        pool: &MySqlPool,
-        sql: &Statements,
-        name: Option<&str>,
-    ) -> Result<Vec<RowParts>, sqlx::Error> {
-        match name {
-            Some(name) => sqlx::query_as(sql.lock_state.clone()).bind(name),
-            None => sqlx::query_as(sql.list_locks.clone()),
-        }
-        .fetch_all(pool)
-        .await
-    }
-
-    async fn database_time(pool: &MySqlPool) -> Result<NaiveDateTime, sqlx::Error> {
-        sqlx::query_scalar("SELECT UTC_TIMESTAMP(3)")
-            .fetch_one(pool)
-            .await
-    }
-
     async fn table_columns(
         pool: &MySqlPool,
         table: &Table,
     ) -> Result<Vec<CatalogColumn>, sqlx::Error> {
-        let (schema, name) = match table.name.split_once('.') {
-            Some((schema, name)) => (Some(schema), name),
-            None => (None, table.name.as_str()),
-        };
+        let (schema, name) = schema_and_name(table);
         // A unique index whose only column is this one.
         let rows: Vec<(String, String, i64)> = sqlx::query_as(
             "SELECT CAST(LOWER(c.column_name) AS CHAR), CAST(LOWER(c.column_type) AS CHAR), \
@@ -393,27 +328,20 @@ impl Dialect for MySql {
         }
     }
 
-    async fn create_schema(
-        pool: &MySqlPool,
-        sql: &Statements,
-        table: &Table,
-    ) -> Result<(), sqlx::Error> {
-        sqlx::query(sql.create_table.clone()).execute(pool).await?;
-        let (schema, name) = match table.name.split_once('.') {
-            Some((schema, name)) => (Some(schema), name),
-            None => (None, table.name.as_str()),
-        };
-        let columns: i64 = sqlx::query_scalar(sql.has_token_column.clone())
+    async fn create_schema(pool: &MySqlPool, table: &Table) -> Result<(), sqlx::Error> {
+        sqlx::query(trusted_sql(table.create_table_sql(&Self::COLUMN_TYPES)))
+            .execute(pool)
+            .await?;
+        let (schema, name) = schema_and_name(table);
+        let columns: i64 = sqlx::query_scalar(HAS_TOKEN_COLUMN)
             .bind(schema)
             .bind(name)
             .bind(&table.columns.fencing_token)
             .fetch_one(pool)
             .await?;
         if columns == 0 {
-            match sqlx::query(sql.add_token_column.clone())
-                .execute(pool)
-                .await
-            {
+            let add = add_token_column(table, &Self::COLUMN_TYPES, "ADD COLUMN");
+            match sqlx::query(add).execute(pool).await {
                 // Another instance added it in between.
                 Err(e) if mysql_error_number(&e) == Some(ER_DUP_FIELDNAME) => {}
                 result => result.map(drop)?,
@@ -458,15 +386,23 @@ async fn convert_timestamps(pool: &MySqlPool, table: &Table) -> Result<(), sqlx:
     altered.map(drop)
 }
 
+/// The table's schema (none: the connection's database) and its name in it.
+fn schema_and_name(table: &Table) -> (Option<&str>, &str) {
+    match table.name.split_once('.') {
+        Some((schema, name)) => (Some(schema), name),
+        None => (None, table.name.as_str()),
+    }
+}
+
 /// The times the table recorded for a lease, if it is still that lease.
 async fn lease_times(
     connection: &mut MySqlConnection,
-    sql: &Statements,
+    sql: &Statements<MySqlStatements>,
     name: &str,
     holder: &str,
     token: i64,
 ) -> Result<Option<(NaiveDateTime, NaiveDateTime)>, sqlx::Error> {
-    sqlx::query_as(sql.lease_times.clone())
+    sqlx::query_as(sql.own.lease_times.clone())
         .bind(name)
         .bind(holder)
         .bind(token)
@@ -488,34 +424,4 @@ fn micros(duration: Duration) -> i64 {
 fn mysql_error_number(error: &sqlx::Error) -> Option<u16> {
     let database = error.as_database_error()?;
     Some(database.try_downcast_ref::<MySqlDatabaseError>()?.number())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ColumnNames;
-
-    #[test]
-    fn sql_file_matches_the_generated_table() {
-        let table = Table {
-            name: "shedlock".into(),
-            columns: ColumnNames::default(),
-        };
-        let generated = table.create_table_sql(&MySql::COLUMN_TYPES);
-        let file = include_str!("../../sql/mysql.sql");
-        assert!(
-            file.contains(&generated),
-            "sql/mysql.sql differs from:\n{generated}"
-        );
-        let runs = crate::runs::RunTable {
-            name: "shedlock_runs".into(),
-            retention: crate::runs::DEFAULT_RETENTION,
-            per_lock: crate::runs::DEFAULT_RUNS_PER_LOCK,
-        };
-        let generated = <runs::MySqlRuns as crate::dialect::RunDialect>::create_sql(&runs);
-        assert!(
-            file.contains(&generated),
-            "sql/mysql.sql differs from:\n{generated}"
-        );
-    }
 }

@@ -13,14 +13,15 @@ use std::time::Duration;
 
 use chrono::NaiveDateTime;
 use shedlock_core::{Error, LockConfiguration};
-use sqlx::postgres::PgPoolOptions;
-use sqlx::{PgConnection, PgPool, Postgres, SqlStr};
+use sqlx::{PgConnection, PgPool, Postgres, SqlStr, Transaction};
 use tokio::sync::broadcast;
 
+use crate::dialect::{
+    AcquiredRow, Driver, Statements, add_token_column, identifiers, sealed::Sealed,
+};
 use crate::{
-    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, SqlLockProviderBuilder,
-    MAX_IDENTIFIER_LEN, RowParts, SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis,
-    single, trusted_sql,
+    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, MAX_IDENTIFIER_LEN,
+    SqlLockProvider, SqlLockProviderBuilder, Table, lease_millis, single, trusted_sql,
 };
 use hints::{ReleaseHints, is_unsupported};
 
@@ -85,6 +86,16 @@ impl Sealed for Pg {}
 /// Serialises concurrent `create_schema` calls across instances (an advisory lock key).
 const SCHEMA_LOCK_KEY: i64 = 0x5348_4544_4c4f_434b; // "SHEDLOCK"
 
+/// A transaction holding the schema's advisory lock ([`SCHEMA_LOCK_KEY`]) until it ends.
+async fn schema_transaction(pool: &PgPool) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(SCHEMA_LOCK_KEY)
+        .execute(&mut *tx)
+        .await?;
+    Ok(tx)
+}
+
 const NOW: &str = "timezone('utc', clock_timestamp())";
 
 /// `<table>_released` (dots as underscores, lower case); when that is longer than an identifier
@@ -133,38 +144,24 @@ pub struct NotifyState {
     hints: ReleaseHints,
 }
 
-/// One statement per provider operation, built once per provider from the validated table.
+/// The statements only PostgreSQL has.
 #[doc(hidden)]
 #[derive(Debug)]
-pub struct Statements {
-    /// `$1` name, `$2` holder, `$3` lease, `$4` window (refused if acquired more recently): one
-    /// row (token, locked_at, lock_until) if acquired.
-    acquire: SqlStr,
+pub struct PgStatements {
     /// `$1` names (distinct), `$2` holder, `$3` leases and `$4` windows in milliseconds, one
     /// per name: a row (name, token, locked_at, lock_until) per lock acquired.
     acquire_batch: SqlStr,
-    /// `$1` name, `$2` holder, `$3` token, `$4` lock_at_least_for: one row if released.
-    release: SqlStr,
     /// `release`, and `$5` a channel to notify of the release in the same statement.
     release_notify: SqlStr,
-    /// `$1` name, `$2` holder, `$3` token, `$4` lease: one row (lock_until) if extended.
-    extend: SqlStr,
-    /// `$1` name, `$2` holder, `$3` token: one row if that lease is live; locks the row until the caller's
-    /// transaction ends.
-    verify: SqlStr,
-    /// `$1` name: the row.
-    lock_state: SqlStr,
-    /// Every row, by name.
-    list_locks: SqlStr,
-    create_table: SqlStr,
-    /// `$1` table, `$2` column: whether the fencing token column exists.
-    has_token_column: SqlStr,
-    add_token_column: SqlStr,
 }
+
+/// `$1` table, `$2` column: whether the fencing token column exists.
+const HAS_TOKEN_COLUMN: &str = "SELECT EXISTS (SELECT 1 FROM pg_attribute \
+     WHERE attrelid = $1::text::regclass AND attname = lower($2) AND NOT attisdropped)";
 
 impl Dialect for Pg {
     type Database = Postgres;
-    type Statements = Statements;
+    type OwnStatements = PgStatements;
     type Options = NotifyOptions;
     type State = NotifyState;
     type Runs = runs::PgRuns;
@@ -175,16 +172,16 @@ impl Dialect for Pg {
         token: "BIGINT",
     };
 
-    fn statements(table: &Table) -> Statements {
-        let t = &table.name;
-        let c = &table.columns;
-        let (name, until, at, by, token) = (
-            &c.name,
-            &c.lock_until,
-            &c.locked_at,
-            &c.locked_by,
-            &c.fencing_token,
-        );
+    const NOW: &'static str = NOW;
+
+    /// `acquire`: `$1` name, `$2` holder, `$3` lease, `$4` window (refused if acquired more
+    /// recently): one row (token, locked_at, lock_until) if acquired. `release`: `$1` name,
+    /// `$2` holder, `$3` token, `$4` lock_at_least_for: one row if released. `extend`: the
+    /// same with `$4` the lease: one row (lock_until) if extended. `verify`: `$1` name, `$2`
+    /// holder, `$3` token: one row if that lease is live; locks the row until the caller's
+    /// transaction ends. `lock_state`: `$1` name.
+    fn statements(table: &Table) -> Statements<PgStatements> {
+        let [t, name, until, at, by, token] = identifiers(table);
         // The table is aliased `l` and the clock subquery `db`, so no configured column name
         // can be ambiguous with `now`.
         // Tokens: `max(previous + 1, clock in µs)` (see "Token floor" in `values.rs`); the
@@ -270,23 +267,15 @@ impl Dialect for Pg {
         );
         Statements {
             acquire: trusted_sql(acquire),
-            acquire_batch: trusted_sql(acquire_batch),
             release: trusted_sql(release),
-            release_notify: trusted_sql(release_notify),
             extend: trusted_sql(extend),
             verify: trusted_sql(verify),
             lock_state: trusted_sql(format!("{select_rows} WHERE l.{name} = $1")),
             list_locks: trusted_sql(format!("{select_rows} ORDER BY l.{name}")),
-            create_table: trusted_sql(table.create_table_sql(&Self::COLUMN_TYPES)),
-            has_token_column: trusted_sql(
-                "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::text::regclass \
-                 AND attname = lower($2) AND NOT attisdropped)"
-                    .to_owned(),
-            ),
-            add_token_column: trusted_sql(format!(
-                "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS {token} {} NOT NULL DEFAULT 0",
-                Self::COLUMN_TYPES.token
-            )),
+            own: PgStatements {
+                acquire_batch: trusted_sql(acquire_batch),
+                release_notify: trusted_sql(release_notify),
+            },
         }
     }
 
@@ -314,33 +303,16 @@ impl Dialect for Pg {
         })
     }
 
-    async fn connect(url: &str) -> Result<PgPool, sqlx::Error> {
-        PgPoolOptions::new()
-            .test_before_acquire(false)
-            .connect(url)
-            .await
-    }
-
     async fn acquire(
         connection: &mut PgConnection,
-        sql: &Statements,
+        sql: &Statements<PgStatements>,
         args: Acquire<'_>,
     ) -> Result<Option<Acquired>, sqlx::Error> {
-        // Read to the end: the commit follows the row (`crate::single`).
-        let rows: Vec<(i64, NaiveDateTime, NaiveDateTime)> = sqlx::query_as(sql.acquire.clone())
-            .bind(args.name)
-            .bind(args.holder)
-            .bind(interval(args.lock_at_most_for))
-            .bind(interval(args.window()))
-            .fetch_all(connection)
-            .await?;
-        Ok(
-            single(rows)?.map(|(token, locked_at, lock_until)| Acquired {
-                token,
-                locked_at,
-                lock_until,
-            }),
-        )
+        let (lease, window) = (interval(args.lock_at_most_for), interval(args.window()));
+        let acquire = Postgres::acquire_arguments(&args, lease, window)?;
+        let row: Option<AcquiredRow> =
+            Postgres::single_row(connection, &sql.acquire, acquire).await?;
+        Ok(row.map(Acquired::from))
     }
 
     /// Enough for a fleet's tick, and the parameters stay near 100 KB: 970 acquisitions ran
@@ -350,7 +322,7 @@ impl Dialect for Pg {
 
     async fn acquire_batch<'a>(
         connection: &'a mut PgConnection,
-        sql: &'a Statements,
+        sql: &'a Statements<PgStatements>,
         holder: &'a str,
         configs: impl Iterator<Item = &'a LockConfiguration> + Send + 'a,
     ) -> Result<Vec<(String, Acquired)>, sqlx::Error> {
@@ -372,7 +344,7 @@ impl Dialect for Pg {
             .map(|config| lease_millis(config.acquired_within_window()))
             .collect();
         let rows: Vec<(String, i64, NaiveDateTime, NaiveDateTime)> =
-            sqlx::query_as(sql.acquire_batch.clone())
+            sqlx::query_as(sql.own.acquire_batch.clone())
                 .bind(names)
                 .bind(holder)
                 .bind(leases)
@@ -382,19 +354,14 @@ impl Dialect for Pg {
         Ok(rows
             .into_iter()
             .map(|(name, token, locked_at, lock_until)| {
-                let acquired = Acquired {
-                    token,
-                    locked_at,
-                    lock_until,
-                };
-                (name, acquired)
+                (name, Acquired::from((token, locked_at, lock_until)))
             })
             .collect())
     }
 
     async fn release(
         connection: &mut PgConnection,
-        sql: &Statements,
+        sql: &Statements<PgStatements>,
         state: &NotifyState,
         args: Lease<'_>,
     ) -> Result<bool, sqlx::Error> {
@@ -406,14 +373,11 @@ impl Dialect for Pg {
             .filter(|_| state.notify_always || state.hints.started())
             .filter(|_| !state.hints.unsupported());
         let query = |sql: &SqlStr| {
-            sqlx::query(sql.clone())
-                .bind(args.name)
-                .bind(args.holder)
-                .bind(args.token)
-                .bind(interval(args.duration))
+            let lease = Postgres::lease_arguments(&args, interval(args.duration))?;
+            Ok::<_, sqlx::Error>(sqlx::query_with(sql.clone(), lease))
         };
         if let Some(channel) = notify {
-            match query(&sql.release_notify)
+            match query(&sql.own.release_notify)?
                 .bind(channel)
                 .fetch_all(&mut *connection)
                 .await
@@ -423,57 +387,17 @@ impl Dialect for Pg {
                 released => return Ok(single(released?)?.is_some()),
             }
         }
-        Ok(single(query(&sql.release).fetch_all(connection).await?)?.is_some())
+        Ok(single(query(&sql.release)?.fetch_all(connection).await?)?.is_some())
     }
 
     async fn extend(
         connection: &mut PgConnection,
-        sql: &Statements,
+        sql: &Statements<PgStatements>,
         args: Lease<'_>,
     ) -> Result<Option<NaiveDateTime>, sqlx::Error> {
-        let rows = sqlx::query_scalar(sql.extend.clone())
-            .bind(args.name)
-            .bind(args.holder)
-            .bind(args.token)
-            .bind(interval(args.duration))
-            .fetch_all(connection)
-            .await?;
-        single(rows)
-    }
-
-    async fn verify(
-        connection: &mut PgConnection,
-        sql: &Statements,
-        name: &str,
-        holder: &str,
-        token: i64,
-    ) -> Result<bool, sqlx::Error> {
-        let row = sqlx::query(sql.verify.clone())
-            .bind(name)
-            .bind(holder)
-            .bind(token)
-            .fetch_optional(connection)
-            .await?;
-        Ok(row.is_some())
-    }
-
-    async fn read_rows(
-        pool: &PgPool,
-        sql: &Statements,
-        name: Option<&str>,
-    ) -> Result<Vec<RowParts>, sqlx::Error> {
-        match name {
-            Some(name) => sqlx::query_as(sql.lock_state.clone()).bind(name),
-            None => sqlx::query_as(sql.list_locks.clone()),
-        }
-        .fetch_all(pool)
-        .await
-    }
-
-    async fn database_time(pool: &PgPool) -> Result<NaiveDateTime, sqlx::Error> {
-        sqlx::query_scalar("SELECT timezone('utc', clock_timestamp())")
-            .fetch_one(pool)
-            .await
+        let lease = Postgres::lease_arguments(&args, interval(args.duration))?;
+        let row = Postgres::single_row(connection, &sql.extend, lease).await?;
+        Ok(row.map(|(lock_until,)| lock_until))
     }
 
     async fn table_columns(
@@ -516,29 +440,20 @@ impl Dialect for Pg {
         }
     }
 
-    async fn create_schema(
-        pool: &PgPool,
-        sql: &Statements,
-        table: &Table,
-    ) -> Result<(), sqlx::Error> {
-        let mut tx = pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(SCHEMA_LOCK_KEY)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(sql.create_table.clone())
+    async fn create_schema(pool: &PgPool, table: &Table) -> Result<(), sqlx::Error> {
+        let mut tx = schema_transaction(pool).await?;
+        sqlx::query(trusted_sql(table.create_table_sql(&Self::COLUMN_TYPES)))
             .execute(&mut *tx)
             .await?;
         // Checked first because ALTER TABLE takes an exclusive lock even when it changes nothing.
-        let has_token: bool = sqlx::query_scalar(sql.has_token_column.clone())
+        let has_token: bool = sqlx::query_scalar(HAS_TOKEN_COLUMN)
             .bind(&table.name)
             .bind(&table.columns.fencing_token)
             .fetch_one(&mut *tx)
             .await?;
         if !has_token {
-            sqlx::query(sql.add_token_column.clone())
-                .execute(&mut *tx)
-                .await?;
+            let add = add_token_column(table, &Self::COLUMN_TYPES, "ADD COLUMN IF NOT EXISTS");
+            sqlx::query(add).execute(&mut *tx).await?;
         }
         tx.commit().await
     }
@@ -593,31 +508,6 @@ fn interval(duration: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ColumnNames;
-
-    #[test]
-    fn sql_file_matches_the_generated_table() {
-        let table = Table {
-            name: "shedlock".into(),
-            columns: ColumnNames::default(),
-        };
-        let generated = table.create_table_sql(&Pg::COLUMN_TYPES);
-        let file = include_str!("../../sql/postgres.sql");
-        assert!(
-            file.contains(&generated),
-            "sql/postgres.sql differs from:\n{generated}"
-        );
-        let runs = crate::runs::RunTable {
-            name: "shedlock_runs".into(),
-            retention: crate::runs::DEFAULT_RETENTION,
-            per_lock: crate::runs::DEFAULT_RUNS_PER_LOCK,
-        };
-        let generated = <runs::PgRuns as crate::dialect::RunDialect>::create_sql(&runs);
-        assert!(
-            file.contains(&generated),
-            "sql/postgres.sql differs from:\n{generated}"
-        );
-    }
 
     #[test]
     fn times_need_milliseconds() {

@@ -16,11 +16,14 @@ use std::time::{Duration, SystemTime};
 use chrono::NaiveDateTime;
 use shedlock_core::Error;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
-use sqlx::{SqlStr, Sqlite as SqliteDb, SqliteConnection, SqlitePool};
+use sqlx::{Sqlite as SqliteDb, SqliteConnection, SqlitePool};
 
+use crate::dialect::{
+    AcquiredRow, Driver, Statements, add_token_column, identifiers, sealed::Sealed,
+};
 use crate::{
-    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, RowParts,
-    SqlLockProvider, Table, dialect::sealed::Sealed, lease_millis, single, trusted_sql,
+    Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, SqlLockProvider,
+    Table, lease_millis, trusted_sql,
 };
 
 /// How long a statement waits for another connection's write lock before `SQLITE_BUSY`: sqlx's
@@ -86,36 +89,16 @@ impl Sealed for Sqlite {}
 
 const FORMAT: &str = "'%Y-%m-%d %H:%M:%f'";
 
-/// The statements of each provider operation, built once per provider from the validated table.
-#[doc(hidden)]
-#[derive(Debug)]
-pub struct Statements {
-    /// `?1` name, `?2` holder, `?3` lease modifier, `?4` NULL or a time (refused if acquired
-    /// later): one row (token, locked_at, lock_until) if acquired.
-    acquire: SqlStr,
-    /// `?1` name, `?2` holder, `?3` token, `?4` lock_at_least_for modifier: 1 row changed if
-    /// released.
-    release: SqlStr,
-    /// `?1` name, `?2` holder, `?3` token, `?4` lease modifier: one row (lock_until) if extended.
-    extend: SqlStr,
-    /// `?1` name, `?2` holder, `?3` token: 1 row changed if that lease is live. A write, so the caller's
-    /// transaction holds the database's write lock from here on.
-    verify: SqlStr,
-    /// `?1` name: the row.
-    lock_state: SqlStr,
-    /// Every row, by name.
-    list_locks: SqlStr,
-    /// `CREATE TABLE IF NOT EXISTS`.
-    create_table: SqlStr,
-    /// `?1` table, `?2` schema, `?3` column: whether the fencing token column exists.
-    has_token_column: SqlStr,
-    /// Adds the fencing token column to an older table.
-    add_token_column: SqlStr,
-}
+/// The clock in [`FORMAT`].
+const NOW: &str = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
+
+/// `?1` table, `?2` schema, `?3` column: whether the fencing token column exists.
+const HAS_TOKEN_COLUMN: &str =
+    "SELECT count(*) FROM pragma_table_info(?1, ?2) WHERE lower(name) = lower(?3)";
 
 impl Dialect for Sqlite {
     type Database = SqliteDb;
-    type Statements = Statements;
+    type OwnStatements = ();
     type Options = ();
     type State = ();
     type Runs = runs::SqliteRuns;
@@ -127,17 +110,18 @@ impl Dialect for Sqlite {
         token: "INTEGER",
     };
 
+    const NOW: &'static str = NOW;
+
+    /// `acquire`: `?1` name, `?2` holder, `?3` lease modifier, `?4` NULL or a time (refused if
+    /// acquired later): one row (token, locked_at, lock_until) if acquired. `release`: `?1`
+    /// name, `?2` holder, `?3` token, `?4` lock_at_least_for modifier: 1 row changed if
+    /// released. `extend`: the same with the lease modifier: one row (lock_until) if extended.
+    /// `verify`: `?1` name, `?2` holder, `?3` token: 1 row changed if that lease is live. A
+    /// write, so the caller's transaction holds the database's write lock from here on.
+    /// `lock_state`: `?1` name.
     fn statements(table: &Table) -> Statements {
-        let t = &table.name;
-        let c = &table.columns;
-        let (name, until, at, by, token) = (
-            &c.name,
-            &c.lock_until,
-            &c.locked_at,
-            &c.locked_by,
-            &c.fencing_token,
-        );
-        let now = format!("strftime({FORMAT}, 'now')");
+        let [t, name, until, at, by, token] = identifiers(table);
+        let now = NOW;
         // A time SQLite cannot read is never taken for expired: the lock is held (never a grant
         // on a value nobody can read), and inspection reports the row as unreadable.
         let stored_until =
@@ -188,15 +172,7 @@ impl Dialect for Sqlite {
             verify: trusted_sql(verify),
             lock_state: trusted_sql(format!("{select_rows} WHERE l.{name} = ?1")),
             list_locks: trusted_sql(format!("{select_rows} ORDER BY l.{name}")),
-            create_table: trusted_sql(table.create_table_sql(&Self::COLUMN_TYPES)),
-            has_token_column: trusted_sql(
-                "SELECT count(*) FROM pragma_table_info(?1, ?2) WHERE lower(name) = lower(?3)"
-                    .to_owned(),
-            ),
-            add_token_column: trusted_sql(format!(
-                "ALTER TABLE {t} ADD COLUMN {token} {} NOT NULL DEFAULT 0",
-                Self::COLUMN_TYPES.token
-            )),
+            own: (),
         }
     }
 
@@ -252,24 +228,17 @@ impl Dialect for Sqlite {
         sql: &Statements,
         args: Acquire<'_>,
     ) -> Result<Option<Acquired>, sqlx::Error> {
-        // Every row read to the end: the autocommit COMMIT runs after the `RETURNING` row, and
-        // only the step that reaches the end reports its failure (a reader in rollback-journal
-        // mode, a full disk). Stopping at the first row would report a lease that was rolled
-        // back (`crate::single`).
-        let rows: Vec<(i64, NaiveDateTime, NaiveDateTime)> = sqlx::query_as(sql.acquire.clone())
-            .bind(args.name)
-            .bind(args.holder)
-            .bind(modifier(args.lock_at_most_for))
-            .bind(acquired_before(args.window()))
-            .fetch_all(connection)
-            .await?;
-        Ok(
-            single(rows)?.map(|(token, locked_at, lock_until)| Acquired {
-                token,
-                locked_at,
-                lock_until,
-            }),
-        )
+        // Read to the end: the autocommit COMMIT runs after the `RETURNING` row, and can fail
+        // (a reader in rollback-journal mode, a full disk). Stopping at the first row would
+        // report a lease that was rolled back.
+        let (lease, window) = (
+            modifier(args.lock_at_most_for),
+            acquired_before(args.window()),
+        );
+        let acquire = SqliteDb::acquire_arguments(&args, lease, window)?;
+        let row: Option<AcquiredRow> =
+            SqliteDb::single_row(connection, &sql.acquire, acquire).await?;
+        Ok(row.map(Acquired::from))
     }
 
     async fn release(
@@ -278,11 +247,8 @@ impl Dialect for Sqlite {
         (): &(),
         args: Lease<'_>,
     ) -> Result<bool, sqlx::Error> {
-        let released = sqlx::query(sql.release.clone())
-            .bind(args.name)
-            .bind(args.holder)
-            .bind(args.token)
-            .bind(modifier(args.duration))
+        let lease = SqliteDb::lease_arguments(&args, modifier(args.duration))?;
+        let released = sqlx::query_with(sql.release.clone(), lease)
             .execute(connection)
             .await?;
         Ok(released.rows_affected() == 1)
@@ -294,14 +260,9 @@ impl Dialect for Sqlite {
         args: Lease<'_>,
     ) -> Result<Option<NaiveDateTime>, sqlx::Error> {
         // Read to the end, as in `acquire`: an extension whose COMMIT failed is no extension.
-        let rows = sqlx::query_scalar(sql.extend.clone())
-            .bind(args.name)
-            .bind(args.holder)
-            .bind(args.token)
-            .bind(modifier(args.duration))
-            .fetch_all(connection)
-            .await?;
-        single(rows)
+        let lease = SqliteDb::lease_arguments(&args, modifier(args.duration))?;
+        let row = SqliteDb::single_row(connection, &sql.extend, lease).await?;
+        Ok(row.map(|(lock_until,)| lock_until))
     }
 
     async fn verify(
@@ -318,25 +279,6 @@ impl Dialect for Sqlite {
             .execute(connection)
             .await?;
         Ok(verified.rows_affected() == 1)
-    }
-
-    async fn read_rows(
-        pool: &SqlitePool,
-        sql: &Statements,
-        name: Option<&str>,
-    ) -> Result<Vec<RowParts>, sqlx::Error> {
-        match name {
-            Some(name) => sqlx::query_as(sql.lock_state.clone()).bind(name),
-            None => sqlx::query_as(sql.list_locks.clone()),
-        }
-        .fetch_all(pool)
-        .await
-    }
-
-    async fn database_time(pool: &SqlitePool) -> Result<NaiveDateTime, sqlx::Error> {
-        sqlx::query_scalar("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
-            .fetch_one(pool)
-            .await
     }
 
     async fn table_columns(
@@ -364,14 +306,12 @@ impl Dialect for Sqlite {
         kind != ColumnKind::Token || found.contains("int")
     }
 
-    async fn create_schema(
-        pool: &SqlitePool,
-        sql: &Statements,
-        table: &Table,
-    ) -> Result<(), sqlx::Error> {
-        sqlx::query(sql.create_table.clone()).execute(pool).await?;
+    async fn create_schema(pool: &SqlitePool, table: &Table) -> Result<(), sqlx::Error> {
+        sqlx::query(trusted_sql(table.create_table_sql(&Self::COLUMN_TYPES)))
+            .execute(pool)
+            .await?;
         let (schema, name) = table.name.split_once('.').unwrap_or(("main", &table.name));
-        let columns: i64 = sqlx::query_scalar(sql.has_token_column.clone())
+        let columns: i64 = sqlx::query_scalar(HAS_TOKEN_COLUMN)
             .bind(name)
             .bind(schema)
             .bind(&table.columns.fencing_token)
@@ -380,10 +320,8 @@ impl Dialect for Sqlite {
         if columns > 0 {
             return Ok(());
         }
-        match sqlx::query(sql.add_token_column.clone())
-            .execute(pool)
-            .await
-        {
+        let add = add_token_column(table, &Self::COLUMN_TYPES, "ADD COLUMN");
+        match sqlx::query(add).execute(pool).await {
             // Another process added it in between.
             Err(e)
                 if e.as_database_error()
@@ -443,21 +381,6 @@ fn is_busy(error: &sqlx::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ColumnNames;
-
-    #[test]
-    fn sql_file_matches_the_generated_table() {
-        let table = Table {
-            name: "shedlock".into(),
-            columns: ColumnNames::default(),
-        };
-        let generated = table.create_table_sql(&Sqlite::COLUMN_TYPES);
-        let file = include_str!("../../sql/sqlite.sql");
-        assert!(
-            file.contains(&generated),
-            "sql/sqlite.sql differs from:\n{generated}"
-        );
-    }
 
     #[tokio::test]
     async fn schema_sql_is_what_the_sql_file_holds() {

@@ -17,7 +17,7 @@ pub(crate) mod retry;
 
 pub(crate) use dedicated::DedicatedConnections;
 
-use crate::dialect::RunDialect;
+use crate::dialect::{RunDialect, RunStatements, Statements};
 use crate::runs::{Ends, RunTable};
 use crate::schema_check::schema_issues;
 use batch::{AcquireQueue, Answer};
@@ -65,10 +65,10 @@ pub struct SqlLockProvider<D: Dialect> {
     claims: Arc<Claims>,
     pub(super) holder: Arc<str>,
     table: Arc<Table>,
-    pub(crate) sql: Arc<D::Statements>,
+    pub(crate) sql: Arc<Statements<D::OwnStatements>>,
     pub(crate) state: Arc<D::State>,
     pub(crate) run_table: Arc<RunTable>,
-    pub(crate) run_sql: Arc<<D::Runs as RunDialect>::Statements>,
+    pub(crate) run_sql: Arc<RunStatements<<D::Runs as RunDialect>::OwnStatements>>,
     pub(crate) run_ends: Arc<Ends>,
 }
 
@@ -186,7 +186,7 @@ impl<D: Dialect> SqlLockProvider<D> {
     /// # Errors
     /// [`Error::Store`] (`Operation::Schema`) when the database refuses, e.g. for lack of rights.
     pub async fn create_schema(&self) -> Result<(), Error> {
-        D::create_schema(&self.pool, &self.sql, &self.table)
+        D::create_schema(&self.pool, &self.table)
             .await
             .map_err(|e| store_error(Operation::Schema, &self.table.name, &self.table, e))?;
         <D::Runs as RunDialect>::create(&self.pool, &self.run_table)

@@ -12,10 +12,11 @@ pub(crate) mod statements;
 use shedlock_test_support::ServerHarness;
 pub(crate) use shedlock_test_support::unique_table;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{LockConfiguration, LockInspector, LockProvider, RunLog};
+use shedlock_core::{LockConfiguration, LockInspector, LockLease, LockProvider, RunLog};
 
 /// The conformance harness over `provider`'s table: a provider per holder on it, and the
 /// provider itself as inspector and run log.
@@ -44,6 +45,35 @@ pub(crate) fn millis_between(earlier: std::time::SystemTime, later: std::time::S
         Ok(d) => d.as_millis() as i128,
         Err(e) => -(e.duration().as_millis() as i128),
     }
+}
+
+/// The end of the fencing guard's test: `current`'s lease has run out while a transaction
+/// that verified it is still open. A takeover by `taker` waits for that transaction: it has
+/// not finished after `patience`; once `commit` has run, it gets the lock, with a greater
+/// token.
+pub(crate) async fn takeover_waits_for_commit<P>(
+    taker: &P,
+    config: &LockConfiguration,
+    current: &LockLease,
+    patience: Duration,
+    commit: impl Future<Output = ()>,
+) where
+    P: LockProvider + Clone + 'static,
+{
+    let (taker, config) = (taker.clone(), config.clone());
+    let takeover = tokio::spawn(async move { taker.acquire(&config).await });
+    tokio::time::sleep(patience).await;
+    assert!(
+        !takeover.is_finished(),
+        "took over during a guarded transaction"
+    );
+    commit.await;
+    let next = takeover
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("taken over after the commit");
+    assert!(next.fencing_token() > current.fencing_token());
 }
 
 /// A lock configuration for tests: `lock_at_least_for` zero.

@@ -2,35 +2,29 @@
 //! generated per test file by macros, since sessions, pools and transactions are typed per
 //! driver.
 
-/// `session_time_zones_do_not_matter`, for a provider type, a pool constructor taking an optional
-/// session time zone, two zones a day apart, and a function reading the database clock.
+/// `session_time_zones_do_not_matter`, for a `TestDb` type (`test_db!`), a pool constructor
+/// taking an optional session time zone, and two zones a day apart.
 #[macro_export]
 macro_rules! session_time_zones_case {
-    ($provider:ident, $pool_in_time_zone:path, $east:literal, $west:literal, $db_now:path) => {
+    ($db:ident, $pool_in_time_zone:path, $east:literal, $west:literal) => {
         /// Instances differ in session time zone (and, in the field, in clock): the provider reads
         /// neither. Two providers whose sessions run 25 hours apart exclude each other and see the same
         /// `lock_until`, which is the database's UTC clock plus the lease.
         #[tokio::test]
         async fn session_time_zones_do_not_matter() {
             use ::shedlock_core::LockProvider as _;
-            use ::sqlx::Executor as _;
+            use $crate::common::scenarios::TestDb as _;
             let (Some(east), Some(west)) = (
                 $pool_in_time_zone(Some($east)).await,
                 $pool_in_time_zone(Some($west)).await,
             ) else {
                 return;
             };
+            let (east, west) = ($db { pool: east }, $db { pool: west });
             let table = $crate::common::unique_table("shedlock_tz");
-            let a = $provider::builder(east)
-                .table(&table)
-                .holder("east")
-                .build()
-                .unwrap();
-            let b = $provider::builder(west.clone())
-                .table(&table)
-                .holder("west")
-                .build()
-                .unwrap();
+            let columns = ::shedlock_sqlx::ColumnNames::default();
+            let a = east.build(&table, columns.clone(), "east").unwrap();
+            let b = west.build(&table, columns, "west").unwrap();
             a.create_schema().await.unwrap();
             let c = $crate::common::lease_config("tz", ::std::time::Duration::from_secs(60));
             let lease = a.acquire(&c).await.unwrap().expect("acquired");
@@ -53,7 +47,7 @@ macro_rules! session_time_zones_case {
             seen_by_b.read_at = seen_by_a.read_at;
             assert_eq!(seen_by_a, seen_by_b);
             assert_eq!(seen_by_a.lock_until, lease.lock_until());
-            let now = $db_now(&west).await;
+            let now = west.now().await;
             assert!($crate::common::millis_between(lease.locked_at(), now).abs() < 1_000);
             // What an instance 3 hours ahead would have written had it used its own clock.
             let skewed_local =
@@ -61,19 +55,16 @@ macro_rules! session_time_zones_case {
             assert!(
                 $crate::common::millis_between(lease.locked_at(), skewed_local) > 2 * 3600 * 1000
             );
-            a.pool()
-                .execute(::sqlx::AssertSqlSafe(format!("DROP TABLE {table}")))
-                .await
-                .unwrap();
+            $crate::common::scenarios::drop_table(&east, &table).await;
         }
     };
 }
 
-/// `fencing_guard_orders_writes`, for a provider type, a pool constructor, and the dialect's
-/// bind placeholder.
+/// `fencing_guard_orders_writes`, for a `TestDb` type (`test_db!`), a pool constructor, and
+/// the dialect's bind placeholder.
 #[macro_export]
 macro_rules! fencing_guard_case {
-    ($provider:ident, $pool:path, $placeholder:literal) => {
+    ($db:ident, $pool:path, $placeholder:literal) => {
         /// The fencing guard: a live lease may write; a paused holder whose lease was taken over is
         /// refused; and while a guarded transaction runs, nobody can take the lock over.
         #[tokio::test]
@@ -81,15 +72,10 @@ macro_rules! fencing_guard_case {
             use ::shedlock_core::LockProvider as _;
             use ::sqlx::Executor as _;
             let Some(pool) = $pool().await else { return };
-            let table = $crate::common::unique_table("shedlock_fence");
-            let data = $crate::common::unique_table("fenced_data");
-            let a = $provider::builder(pool.clone())
-                .table(&table)
-                .holder("a")
-                .build()
-                .unwrap();
+            let db = $db { pool: pool.clone() };
+            let a = $crate::common::scenarios::fresh(&db, "a").await;
             let b = a.with_holder("b").unwrap();
-            a.create_schema().await.unwrap();
+            let data = $crate::common::unique_table("fenced_data");
             pool.execute(::sqlx::AssertSqlSafe(format!(
                 "CREATE TABLE {data} (token BIGINT)"
             )))
@@ -130,26 +116,17 @@ macro_rules! fencing_guard_case {
                 .await
                 .expect("live lease");
             tokio::time::sleep(lease_len + ::std::time::Duration::from_millis(100)).await;
-            let a2 = a.clone();
-            let c2 = c.clone();
-            let takeover = tokio::spawn(async move { a2.acquire(&c2).await });
-            tokio::time::sleep(::std::time::Duration::from_millis(300)).await;
-            assert!(
-                !takeover.is_finished(),
-                "took over during a guarded transaction"
-            );
-            sqlx::query(::sqlx::AssertSqlSafe(insert.as_str()))
-                .bind(current.fencing_token() as i64)
-                .execute(&mut *tx)
-                .await
-                .unwrap();
-            tx.commit().await.unwrap();
-            let next = takeover
-                .await
-                .unwrap()
-                .unwrap()
-                .expect("taken over after the commit");
-            assert!(next.fencing_token() > current.fencing_token());
+            let written = current.fencing_token() as i64;
+            let commit = async {
+                sqlx::query(::sqlx::AssertSqlSafe(insert.as_str()))
+                    .bind(written)
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+                tx.commit().await.unwrap();
+            };
+            let patience = ::std::time::Duration::from_millis(300);
+            $crate::common::takeover_waits_for_commit(&a, &c, &current, patience, commit).await;
 
             let written: Vec<i64> =
                 sqlx::query_scalar(::sqlx::AssertSqlSafe(format!("SELECT token FROM {data}")))
@@ -163,18 +140,19 @@ macro_rules! fencing_guard_case {
                     current.fencing_token() as i64
                 ]
             );
-            pool.execute(::sqlx::AssertSqlSafe(format!("DROP TABLE {table}, {data}")))
+            $crate::common::scenarios::drop_table(&db, a.table()).await;
+            pool.execute(::sqlx::AssertSqlSafe(format!("DROP TABLE {data}")))
                 .await
                 .unwrap();
         }
     };
 }
 
-/// `lost_answer_grant_is_adopted`, for a provider type, its pool options type and the test
-/// URL's function.
+/// `lost_answer_grant_is_adopted`, for a `TestDb` type (`test_db!`), its pool options type
+/// and the test URL's function.
 #[macro_export]
 macro_rules! lost_answer_case {
-    ($provider:ident, $pool_options:ty, $url:path) => {
+    ($db:ident, $pool_options:ty, $url:path) => {
         /// The connection breaks after an acquire statement was sent, and its answer never
         /// comes: the database granted the lease. The provider recognises the lease as its own
         /// (held by its holder, granted during the call, no other acquisition of the name in
@@ -196,7 +174,7 @@ macro_rules! lost_answer_case {
                 .await
                 .unwrap();
             let table = $crate::common::unique_table("shedlock_lost");
-            let a = $provider::builder(pool.clone())
+            let a = $crate::common::scenarios::Provider::<$db>::builder(pool.clone())
                 .table(&table)
                 .holder("a")
                 .dedicated_connections(1)
@@ -218,12 +196,7 @@ macro_rules! lost_answer_case {
             assert!(b.acquire(&c).await.unwrap().is_none(), "held by a");
             assert!(a.release(&lease).await.unwrap(), "a's own lease");
             assert!(b.acquire(&c).await.unwrap().is_some(), "free once released");
-            ::sqlx::query(::sqlx::AssertSqlSafe(format!(
-                "DROP TABLE {table}, {table}_runs"
-            )))
-            .execute(&pool)
-            .await
-            .unwrap();
+            $crate::common::scenarios::drop_table(&$db { pool }, &table).await;
         }
     };
 }

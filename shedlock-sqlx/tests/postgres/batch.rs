@@ -14,7 +14,7 @@ use shedlock_sqlx::PgLockProvider;
 use sqlx::{AssertSqlSafe, Executor, PgPool, Postgres, Transaction};
 use tokio::task::JoinHandle;
 
-use super::{pool, wait_for_lock_waits};
+use super::{pool, transaction_after, wait_for_lock_waits};
 use crate::common::{lease_config, statements, unique_table};
 
 type Acquiring = JoinHandle<Option<LockLease>>;
@@ -51,14 +51,8 @@ async fn saturate(
     let config = lease_config(blocker, Duration::from_secs(60));
     let lease = provider.acquire(&config).await.unwrap().expect("free");
     assert!(provider.release(&lease).await.unwrap());
-    let mut tx = pool.begin().await.unwrap();
-    sqlx::query(AssertSqlSafe(format!(
-        "SELECT 1 FROM {table} WHERE name = $1 FOR UPDATE"
-    )))
-    .bind(blocker)
-    .execute(&mut *tx)
-    .await
-    .unwrap();
+    let lock = format!("SELECT 1 FROM {table} WHERE name = $1 FOR UPDATE");
+    let tx = transaction_after(pool, lock, blocker).await;
     let waiting = (0..2)
         .map(|_| spawn_acquire(provider, config.clone()))
         .collect();

@@ -36,23 +36,16 @@ async fn allow_commits(pool: &PgPool, table: &str) {
 /// rolled back, and a second holder then got the same lock.
 #[tokio::test]
 async fn failed_commit_is_never_reported_as_done() {
-    let Some(pool) = pool().await else { return };
-    let table = unique_table("shedlock_commit");
-    let provider = PgLockProvider::builder(pool.clone())
-        .table(&table)
-        .build()
-        .unwrap();
-    provider.create_schema().await.unwrap();
-    let (a, b) = (
-        provider.with_holder("a").unwrap(),
-        provider.with_holder("b").unwrap(),
-    );
+    let Some((db, a)) = fresh_on(pool().await, "a").await else {
+        return;
+    };
+    let (pool, table, b) = (&db.pool, a.table_name(), a.clone_as("b"));
     let held = a
         .acquire(&lease_config("held", Duration::from_secs(60)))
         .await
         .unwrap()
         .expect("free");
-    refuse_commits(&pool, &table).await;
+    refuse_commits(pool, table).await;
 
     let c = lease_config("commit", Duration::from_secs(60));
     let acquired = a.acquire(&c).await;
@@ -73,7 +66,7 @@ async fn failed_commit_is_never_reported_as_done() {
         "release whose commit failed: {released:?}"
     );
 
-    allow_commits(&pool, &table).await;
+    allow_commits(pool, table).await;
     let row = a.lock_record("held").await.unwrap().unwrap();
     assert!(row.held, "the failed release changed nothing");
     assert_eq!(
@@ -83,9 +76,7 @@ async fn failed_commit_is_never_reported_as_done() {
     );
     let lease = b.acquire(&c).await.unwrap().expect("nothing was committed");
     assert!(b.release(&lease).await.unwrap());
-    pool.execute(AssertSqlSafe(format!("DROP TABLE {table}")))
-        .await
-        .unwrap();
+    drop_table(&db, table).await;
 }
 
 /// `timestamp(0)` to `timestamp(2)` round stored times by up to half a second, beyond any

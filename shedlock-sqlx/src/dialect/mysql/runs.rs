@@ -1,29 +1,24 @@
 //! MySQL and MariaDB run records: `INSERT IGNORE` and a read to start, one
 //! `INSERT … ON DUPLICATE KEY UPDATE` to end, times from `UTC_TIMESTAMP(3)`.
 
+use std::time::Duration;
+
 use chrono::NaiveDateTime;
-use sqlx::{MySqlConnection, MySqlPool, SqlStr};
+use sqlx::{MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
 
 use super::{MySql, NOW};
-use crate::dialect::RunDialect;
-use crate::runs::{RUN_COLUMNS, RunArgs, RunRow, RunTable};
+use crate::dialect::{Driver, RunDialect, RunStatements};
+use crate::runs::{RUN_COLUMNS, RUN_KEY, RunArgs, RunRow, RunTable};
 use crate::{ColumnTypes, Dialect, lease_millis, trusted_sql};
 
-/// The run statements of one provider.
+/// The run statements only MySQL has: where the others return a row from a write or delete in
+/// one statement, it needs a second.
 #[doc(hidden)]
 #[derive(Debug)]
-pub struct RunStatements {
-    /// lock, token, attempt, job, tick, holder: nothing when the row exists.
-    start: SqlStr,
-    /// lock, token, attempt: the row.
+pub struct MySqlRunStatements {
+    /// lock, token, attempt: the row `started` wrote (or found).
     read: SqlStr,
-    /// lock, token, attempt, job, tick, holder, outcome, error.
-    finished: SqlStr,
-    /// lock, lock, since, since, limit.
-    list: SqlStr,
-    /// lock, lock, rows kept.
-    trim_lock: SqlStr,
-    /// retention in µs.
+    /// retention in µs: deletes every row past it.
     trim_old: SqlStr,
 }
 
@@ -33,22 +28,32 @@ pub struct RunStatements {
 pub struct MySqlRuns;
 
 impl RunDialect for MySqlRuns {
-    type Database = sqlx::MySql;
-    type Statements = RunStatements;
+    type Database = MySqlDb;
+    type OwnStatements = MySqlRunStatements;
+    type Time = Option<NaiveDateTime>;
+    /// In microseconds.
+    type Retention = i64;
 
-    fn statements(table: &RunTable) -> RunStatements {
-        let r = &table.name;
-        let key = "lock_name, fencing_token, attempt";
+    fn time(time: Option<NaiveDateTime>) -> Option<NaiveDateTime> {
+        time
+    }
+
+    fn retention(retention: Duration) -> i64 {
+        lease_millis(retention) * 1000
+    }
+
+    /// `started` writes nothing when the row exists and returns none (`read` does); `list`
+    /// binds lock, lock, since, since, limit; `trim` lock, lock, rows kept (the retention goes
+    /// to `trim_old`).
+    fn statements(table: &RunTable) -> RunStatements<MySqlRunStatements> {
+        let (r, key) = (&table.name, RUN_KEY);
         // Assignments read `outcome` before it is assigned last, so they mean the same whether
         // they see old or new values (MariaDB's SIMULTANEOUS_ASSIGNMENT).
         let running = "outcome = 'running'";
         RunStatements {
-            start: trusted_sql(format!(
+            started: trusted_sql(format!(
                 "INSERT IGNORE INTO {r} ({key}, job, tick, holder, started_at, outcome) \
                  VALUES (?, ?, ?, ?, ?, ?, {NOW}, 'running')"
-            )),
-            read: trusted_sql(format!(
-                "SELECT {RUN_COLUMNS} FROM {r} WHERE lock_name = ? AND fencing_token = ? AND attempt = ?"
             )),
             finished: trusted_sql(format!(
                 "INSERT INTO {r} ({key}, job, tick, holder, started_at, finished_at, outcome, error) \
@@ -64,14 +69,19 @@ impl RunDialect for MySqlRuns {
             )),
             // The inner select is materialised first: MySQL refuses a subquery reading the table
             // a DELETE writes.
-            trim_lock: trusted_sql(format!(
+            trim: trusted_sql(format!(
                 "DELETE FROM {r} WHERE lock_name = ? AND started_at < (SELECT started_at FROM \
                  (SELECT started_at FROM {r} WHERE lock_name = ? ORDER BY started_at DESC \
                  LIMIT 1 OFFSET ?) AS kept)"
             )),
-            trim_old: trusted_sql(format!(
-                "DELETE FROM {r} WHERE started_at < {NOW} - INTERVAL ? MICROSECOND"
-            )),
+            own: MySqlRunStatements {
+                read: trusted_sql(format!(
+                    "SELECT {RUN_COLUMNS} FROM {r} WHERE lock_name = ? AND fencing_token = ? AND attempt = ?"
+                )),
+                trim_old: trusted_sql(format!(
+                    "DELETE FROM {r} WHERE started_at < {NOW} - INTERVAL ? MICROSECOND"
+                )),
+            },
         }
     }
 
@@ -97,19 +107,12 @@ impl RunDialect for MySqlRuns {
 
     async fn started(
         connection: &mut MySqlConnection,
-        sql: &RunStatements,
+        sql: &RunStatements<MySqlRunStatements>,
         args: RunArgs<'_>,
     ) -> Result<RunRow, sqlx::Error> {
-        sqlx::query(sql.start.clone())
-            .bind(args.lock)
-            .bind(args.token)
-            .bind(args.attempt)
-            .bind(args.job)
-            .bind(args.tick)
-            .bind(args.holder)
-            .execute(&mut *connection)
-            .await?;
-        sqlx::query_as(sql.read.clone())
+        let run = MySqlDb::run_arguments(&args, args.tick, None)?;
+        MySqlDb::execute(&mut *connection, &sql.started, run).await?;
+        sqlx::query_as(sql.own.read.clone())
             .bind(args.lock)
             .bind(args.token)
             .bind(args.attempt)
@@ -117,30 +120,9 @@ impl RunDialect for MySqlRuns {
             .await
     }
 
-    async fn finished(
-        connection: &mut MySqlConnection,
-        sql: &RunStatements,
-        args: RunArgs<'_>,
-        outcome: &str,
-        error: Option<&str>,
-    ) -> Result<(), sqlx::Error> {
-        sqlx::query(sql.finished.clone())
-            .bind(args.lock)
-            .bind(args.token)
-            .bind(args.attempt)
-            .bind(args.job)
-            .bind(args.tick)
-            .bind(args.holder)
-            .bind(outcome)
-            .bind(error)
-            .execute(connection)
-            .await
-            .map(drop)
-    }
-
     async fn list(
         pool: &MySqlPool,
-        sql: &RunStatements,
+        sql: &RunStatements<MySqlRunStatements>,
         lock: Option<&str>,
         since: Option<NaiveDateTime>,
         limit: i64,
@@ -157,18 +139,18 @@ impl RunDialect for MySqlRuns {
 
     async fn trim(
         pool: &MySqlPool,
-        sql: &RunStatements,
+        sql: &RunStatements<MySqlRunStatements>,
         table: &RunTable,
         lock: &str,
     ) -> Result<(), sqlx::Error> {
-        sqlx::query(sql.trim_lock.clone())
+        sqlx::query(sql.trim.clone())
             .bind(lock)
             .bind(lock)
             .bind(i64::from(table.per_lock))
             .execute(pool)
             .await?;
-        sqlx::query(sql.trim_old.clone())
-            .bind(lease_millis(table.retention) * 1000)
+        sqlx::query(sql.own.trim_old.clone())
+            .bind(Self::retention(table.retention))
             .execute(pool)
             .await
             .map(drop)

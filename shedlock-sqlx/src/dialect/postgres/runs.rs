@@ -1,40 +1,14 @@
 //! PostgreSQL run records: one upsert to start, one to end, times from `clock_timestamp()`.
 
+use std::time::Duration;
+
 use chrono::NaiveDateTime;
-use sqlx::{PgConnection, PgPool, SqlStr};
+use sqlx::PgPool;
 
-use super::{NOW, SCHEMA_LOCK_KEY};
-use crate::dialect::RunDialect;
-use crate::runs::{RUN_COLUMNS, RunArgs, RunRow, RunTable};
-use crate::{lease_millis, single, trusted_sql};
-
-/// The run statements of one provider.
-#[doc(hidden)]
-#[derive(Debug)]
-pub struct RunStatements {
-    /// `$1`-`$6` lock, token, attempt, job, tick, holder: the row (nothing written when it
-    /// exists).
-    started: SqlStr,
-    /// `$1`-`$6` as `started`, `$7` outcome, `$8` error.
-    finished: SqlStr,
-    /// `$1` lock or NULL, `$2` since or NULL, `$3` limit.
-    list: SqlStr,
-    /// `$1` lock, `$2` rows kept, `$3` retention in milliseconds.
-    trim: SqlStr,
-}
-
-fn bind_start<'q>(
-    query: sqlx::query::QueryAs<'q, sqlx::Postgres, RunRow, sqlx::postgres::PgArguments>,
-    args: RunArgs<'q>,
-) -> sqlx::query::QueryAs<'q, sqlx::Postgres, RunRow, sqlx::postgres::PgArguments> {
-    query
-        .bind(args.lock)
-        .bind(args.token)
-        .bind(args.attempt)
-        .bind(args.job)
-        .bind(args.tick)
-        .bind(args.holder)
-}
+use super::{NOW, Pg, schema_transaction};
+use crate::dialect::{RunDialect, RunStatements, runs::aligned_run_table_sql};
+use crate::runs::{RUN_COLUMNS, RUN_KEY, RunTable};
+use crate::{Dialect, lease_millis, trusted_sql};
 
 /// The run records of Pg.
 #[doc(hidden)]
@@ -43,11 +17,22 @@ pub struct PgRuns;
 
 impl RunDialect for PgRuns {
     type Database = sqlx::Postgres;
-    type Statements = RunStatements;
+    type OwnStatements = ();
+    type Time = Option<NaiveDateTime>;
+    /// In milliseconds.
+    type Retention = i64;
 
+    fn time(time: Option<NaiveDateTime>) -> Option<NaiveDateTime> {
+        time
+    }
+
+    fn retention(retention: Duration) -> i64 {
+        lease_millis(retention)
+    }
+
+    /// `$1`-`$6` the run (`$7`, `$8` its end), and `$1`-`$3` the query or the trim.
     fn statements(table: &RunTable) -> RunStatements {
-        let r = &table.name;
-        let key = "lock_name, fencing_token, attempt";
+        let (r, key) = (&table.name, RUN_KEY);
         RunStatements {
             // The no-op update makes RETURNING give an existing row too.
             started: trusted_sql(format!(
@@ -72,99 +57,21 @@ impl RunDialect for PgRuns {
                  WHERE lock_name = $1 ORDER BY started_at DESC OFFSET $2 LIMIT 1)) \
                  OR started_at < {NOW} - $3 * INTERVAL '1 millisecond'"
             )),
+            own: (),
         }
     }
 
     fn create_sql(table: &RunTable) -> String {
         let r = &table.name;
         let index = format!("{}_started", r.replace('.', "_"));
-        format!(
-            "CREATE TABLE IF NOT EXISTS {r} (\n    \
-             lock_name     VARCHAR(64)   NOT NULL,\n    \
-             fencing_token BIGINT        NOT NULL,\n    \
-             attempt       INTEGER       NOT NULL,\n    \
-             job           VARCHAR(255)  NOT NULL,\n    \
-             tick          TIMESTAMP,\n    \
-             holder        VARCHAR(255)  NOT NULL,\n    \
-             started_at    TIMESTAMP     NOT NULL,\n    \
-             finished_at   TIMESTAMP,\n    \
-             outcome       VARCHAR(16)   NOT NULL,\n    \
-             error         VARCHAR(2000),\n    \
-             PRIMARY KEY (lock_name, fencing_token, attempt)\n);\n\
-             CREATE INDEX IF NOT EXISTS {index} ON {r} (started_at);"
-        )
-    }
-
-    async fn started(
-        connection: &mut PgConnection,
-        sql: &RunStatements,
-        args: RunArgs<'_>,
-    ) -> Result<RunRow, sqlx::Error> {
-        let rows = bind_start(sqlx::query_as(sql.started.clone()), args)
-            .fetch_all(connection)
-            .await?;
-        single(rows)?.ok_or_else(|| sqlx::Error::Protocol("the run upsert returned no row".into()))
-    }
-
-    async fn finished(
-        connection: &mut PgConnection,
-        sql: &RunStatements,
-        args: RunArgs<'_>,
-        outcome: &str,
-        error: Option<&str>,
-    ) -> Result<(), sqlx::Error> {
-        sqlx::query(sql.finished.clone())
-            .bind(args.lock)
-            .bind(args.token)
-            .bind(args.attempt)
-            .bind(args.job)
-            .bind(args.tick)
-            .bind(args.holder)
-            .bind(outcome)
-            .bind(error)
-            .execute(connection)
-            .await
-            .map(drop)
-    }
-
-    async fn list(
-        pool: &PgPool,
-        sql: &RunStatements,
-        lock: Option<&str>,
-        since: Option<NaiveDateTime>,
-        limit: i64,
-    ) -> Result<Vec<RunRow>, sqlx::Error> {
-        sqlx::query_as(sql.list.clone())
-            .bind(lock)
-            .bind(since)
-            .bind(limit)
-            .fetch_all(pool)
-            .await
-    }
-
-    async fn trim(
-        pool: &PgPool,
-        sql: &RunStatements,
-        table: &RunTable,
-        lock: &str,
-    ) -> Result<(), sqlx::Error> {
-        sqlx::query(sql.trim.clone())
-            .bind(lock)
-            .bind(i64::from(table.per_lock))
-            .bind(lease_millis(table.retention))
-            .execute(pool)
-            .await
-            .map(drop)
+        let index = format!("CREATE INDEX IF NOT EXISTS {index} ON {r} (started_at);");
+        aligned_run_table_sql(r, &Pg::COLUMN_TYPES, &index)
     }
 
     /// Under the same advisory lock as the lock table's creation: concurrent `CREATE TABLE IF NOT
     /// EXISTS` of one name can fail in PostgreSQL's catalog (`pg_type`'s unique index).
     async fn create(pool: &PgPool, table: &RunTable) -> Result<(), sqlx::Error> {
-        let mut tx = pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(SCHEMA_LOCK_KEY)
-            .execute(&mut *tx)
-            .await?;
+        let mut tx = schema_transaction(pool).await?;
         sqlx::raw_sql(sqlx::AssertSqlSafe(Self::create_sql(table)))
             .execute(&mut *tx)
             .await?;

@@ -1,32 +1,15 @@
 //! SQLite run records: one upsert to start, one to end, read to their ends (`single`), times
 //! as text from `'now'`.
 
+use std::time::Duration;
+
 use chrono::NaiveDateTime;
-use sqlx::{SqlStr, SqliteConnection, SqlitePool};
+use sqlx::SqlitePool;
 
-use super::FORMAT;
-use crate::dialect::RunDialect;
-use crate::runs::{RUN_COLUMNS, RunArgs, RunRow, RunTable};
-use crate::{single, trusted_sql};
-
-/// The run statements of one provider.
-#[doc(hidden)]
-#[derive(Debug)]
-pub struct RunStatements {
-    /// `?1`-`?6` lock, token, attempt, job, tick, holder: the row.
-    started: SqlStr,
-    /// `?1`-`?6` as `started`, `?7` outcome, `?8` error.
-    finished: SqlStr,
-    /// `?1` lock or NULL, `?2` since or NULL, `?3` limit.
-    list: SqlStr,
-    /// `?1` lock, `?2` rows kept, `?3` retention as a negative modifier.
-    trim: SqlStr,
-}
-
-/// A time as the run table holds it: text in the lock table's format.
-fn text(time: Option<NaiveDateTime>) -> Option<String> {
-    time.map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f").to_string())
-}
+use super::{FORMAT, NOW, Sqlite};
+use crate::dialect::{RunDialect, RunStatements, runs::aligned_run_table_sql};
+use crate::runs::{RUN_COLUMNS, RUN_KEY, RunTable};
+use crate::{Dialect, lease_millis, trusted_sql};
 
 /// The run records of Sqlite.
 #[doc(hidden)]
@@ -35,12 +18,24 @@ pub struct SqliteRuns;
 
 impl RunDialect for SqliteRuns {
     type Database = sqlx::Sqlite;
-    type Statements = RunStatements;
+    type OwnStatements = ();
+    /// Text in the lock table's format.
+    type Time = Option<String>;
+    /// A negative date modifier: `-1209600.000 seconds`.
+    type Retention = String;
 
+    fn time(time: Option<NaiveDateTime>) -> Option<String> {
+        time.map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f").to_string())
+    }
+
+    fn retention(retention: Duration) -> String {
+        let millis = lease_millis(retention);
+        format!("-{}.{:03} seconds", millis / 1000, millis % 1000)
+    }
+
+    /// `?1`-`?6` the run (`?7`, `?8` its end), and `?1`-`?3` the query or the trim.
     fn statements(table: &RunTable) -> RunStatements {
-        let r = &table.name;
-        let key = "lock_name, fencing_token, attempt";
-        let now = format!("strftime({FORMAT}, 'now')");
+        let (r, key, now) = (&table.name, RUN_KEY, NOW);
         RunStatements {
             started: trusted_sql(format!(
                 "INSERT INTO {r} AS r ({key}, job, tick, holder, started_at, outcome) \
@@ -63,6 +58,7 @@ impl RunDialect for SqliteRuns {
                  WHERE lock_name = ?1 ORDER BY started_at DESC LIMIT 1 OFFSET ?2)) \
                  OR started_at < strftime({FORMAT}, 'now', ?3)"
             )),
+            own: (),
         }
     }
 
@@ -72,90 +68,9 @@ impl RunDialect for SqliteRuns {
             Some((schema, bare)) => (format!("{schema}."), bare),
             None => (String::new(), r.as_str()),
         };
-        format!(
-            "CREATE TABLE IF NOT EXISTS {r} (\n    \
-             lock_name     VARCHAR(64)   NOT NULL,\n    \
-             fencing_token INTEGER       NOT NULL,\n    \
-             attempt       INTEGER       NOT NULL,\n    \
-             job           VARCHAR(255)  NOT NULL,\n    \
-             tick          TEXT,\n    \
-             holder        VARCHAR(255)  NOT NULL,\n    \
-             started_at    TEXT          NOT NULL,\n    \
-             finished_at   TEXT,\n    \
-             outcome       VARCHAR(16)   NOT NULL,\n    \
-             error         VARCHAR(2000),\n    \
-             PRIMARY KEY (lock_name, fencing_token, attempt)\n);\n\
-             CREATE INDEX IF NOT EXISTS {schema}{bare}_started ON {bare} (started_at);"
-        )
-    }
-
-    async fn started(
-        connection: &mut SqliteConnection,
-        sql: &RunStatements,
-        args: RunArgs<'_>,
-    ) -> Result<RunRow, sqlx::Error> {
-        let rows = sqlx::query_as(sql.started.clone())
-            .bind(args.lock)
-            .bind(args.token)
-            .bind(args.attempt)
-            .bind(args.job)
-            .bind(text(args.tick))
-            .bind(args.holder)
-            .fetch_all(connection)
-            .await?;
-        single(rows)?.ok_or_else(|| sqlx::Error::Protocol("the run upsert returned no row".into()))
-    }
-
-    async fn finished(
-        connection: &mut SqliteConnection,
-        sql: &RunStatements,
-        args: RunArgs<'_>,
-        outcome: &str,
-        error: Option<&str>,
-    ) -> Result<(), sqlx::Error> {
-        sqlx::query(sql.finished.clone())
-            .bind(args.lock)
-            .bind(args.token)
-            .bind(args.attempt)
-            .bind(args.job)
-            .bind(text(args.tick))
-            .bind(args.holder)
-            .bind(outcome)
-            .bind(error)
-            .execute(connection)
-            .await
-            .map(drop)
-    }
-
-    async fn list(
-        pool: &SqlitePool,
-        sql: &RunStatements,
-        lock: Option<&str>,
-        since: Option<NaiveDateTime>,
-        limit: i64,
-    ) -> Result<Vec<RunRow>, sqlx::Error> {
-        sqlx::query_as(sql.list.clone())
-            .bind(lock)
-            .bind(text(since))
-            .bind(limit)
-            .fetch_all(pool)
-            .await
-    }
-
-    async fn trim(
-        pool: &SqlitePool,
-        sql: &RunStatements,
-        table: &RunTable,
-        lock: &str,
-    ) -> Result<(), sqlx::Error> {
-        let millis = crate::lease_millis(table.retention);
-        sqlx::query(sql.trim.clone())
-            .bind(lock)
-            .bind(i64::from(table.per_lock))
-            .bind(format!("-{}.{:03} seconds", millis / 1000, millis % 1000))
-            .execute(pool)
-            .await
-            .map(drop)
+        let index =
+            format!("CREATE INDEX IF NOT EXISTS {schema}{bare}_started ON {bare} (started_at);");
+        aligned_run_table_sql(r, &Sqlite::COLUMN_TYPES, &index)
     }
 
     async fn create(pool: &SqlitePool, table: &RunTable) -> Result<(), sqlx::Error> {

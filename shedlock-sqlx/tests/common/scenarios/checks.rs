@@ -8,23 +8,15 @@ use shedlock_core::LockProvider;
 use shedlock_core::{LockInspector as _, LockQuery, LockRecord};
 use shedlock_sqlx::{ColumnNames, SchemaIssue};
 
-use super::{LONG, ProviderExt, TestDb, config, drop_table, fresh, row};
+use super::{LONG, ProviderExt, TestDb, attempt, drop_table, fresh, row};
 use crate::common::{millis_between, unique_table};
 
 /// Rows carry the database clock they were read at, and `remaining()` counts from it;
 /// `database_time()` reads the same clock.
 pub(crate) async fn inspection_reads_the_database_clock<D: TestDb>(db: &D) {
     let provider = fresh(db, "clock").await;
-    let lease = provider
-        .acquire(&config("running", LONG, Duration::ZERO))
-        .await
-        .unwrap()
-        .expect("acquired");
-    let done = provider
-        .acquire(&config("done", LONG, Duration::ZERO))
-        .await
-        .unwrap()
-        .expect("acquired");
+    let lease = attempt(&provider, "running").await.expect("acquired");
+    let done = attempt(&provider, "done").await.expect("acquired");
     assert!(provider.release(&done).await.unwrap());
 
     let before = db.now().await;

@@ -7,25 +7,19 @@ use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation
 use shedlock_core::{LockInspector as _, LockQuery, LockRecord};
 use shedlock_sqlx::ColumnNames;
 
-use super::{LONG, Provider, ProviderExt, TestDb, config, drop_table, fresh, is_store_error, row};
+use super::{
+    LONG, Provider, ProviderExt, TestDb, attempt, config, drop_table, fresh, is_store_error, row,
+    write_row,
+};
 use crate::common::unique_table;
 
 /// A row whose `lock_until` is far in the future is simply held: no acquisition, no panic.
 pub(crate) async fn far_future_row_is_held<D: TestDb>(db: &D) {
     let provider = fresh(db, "a").await;
     let t = provider.table_name();
-    db.execute(&format!(
-        "INSERT INTO {t} (name, lock_until, locked_at, locked_by) \
-         VALUES ('future', '9999-12-31 23:59:59', '2020-01-01 00:00:00', 'someone')"
-    ))
-    .await;
-    assert!(
-        provider
-            .acquire(&config("future", LONG, Duration::ZERO))
-            .await
-            .unwrap()
-            .is_none()
-    );
+    let future = "'future', '9999-12-31 23:59:59', '2020-01-01 00:00:00', 'someone'";
+    write_row(db, t, future, None).await;
+    assert!(attempt(&provider, "future").await.is_none());
     let state = row::<D>(&provider, "future").await;
     assert!(state.held);
     assert_eq!(state.holder, "someone");
@@ -37,16 +31,10 @@ pub(crate) async fn far_future_row_is_held<D: TestDb>(db: &D) {
 pub(crate) async fn shedlock_rows_are_taken_over<D: TestDb>(db: &D) {
     let provider = fresh(db, "a").await;
     let t = provider.table_name();
-    db.execute(&format!(
-        "INSERT INTO {t} (name, lock_until, locked_at, locked_by) \
-         VALUES ('java', '2020-01-01 00:00:00', '2020-01-01 00:00:00', 'java-host')"
-    ))
-    .await;
-    db.execute(&format!(
-        "INSERT INTO {t} (name, lock_until, locked_at, locked_by, fencing_token) \
-         VALUES ('negative', '2020-01-01 00:00:00.000', '2020-01-01 00:00:00.000', 'x', -5)"
-    ))
-    .await;
+    let java_row = "'java', '2020-01-01 00:00:00', '2020-01-01 00:00:00', 'java-host'";
+    write_row(db, t, java_row, None).await;
+    let negative = "'negative', '2020-01-01 00:00:00.000', '2020-01-01 00:00:00.000', 'x'";
+    write_row(db, t, negative, Some(-5)).await;
     assert_eq!(row::<D>(&provider, "java").await.fencing_token, 0);
     let java = config("java", LONG, Duration::ZERO);
     let first = provider
@@ -62,11 +50,7 @@ pub(crate) async fn shedlock_rows_are_taken_over<D: TestDb>(db: &D) {
 
     // A negative token reads as 0, as the statements count it.
     assert_eq!(row::<D>(&provider, "negative").await.fencing_token, 0);
-    let lease = provider
-        .acquire(&config("negative", LONG, Duration::ZERO))
-        .await
-        .unwrap()
-        .expect("acquired");
+    let lease = attempt(&provider, "negative").await.expect("acquired");
     assert!(lease.fencing_token() > 0, "a negative token counts as 0");
     drop_table(db, t).await;
 }
@@ -76,11 +60,8 @@ pub(crate) async fn shedlock_rows_are_taken_over<D: TestDb>(db: &D) {
 pub(crate) async fn exhausted_token_fails_cleanly<D: TestDb>(db: &D) {
     let provider = fresh(db, "a").await;
     let t = provider.table_name();
-    db.execute(&format!(
-        "INSERT INTO {t} (name, lock_until, locked_at, locked_by, fencing_token) \
-         VALUES ('max', '2020-01-01 00:00:00', '2020-01-01 00:00:00', 'x', 9223372036854775807)"
-    ))
-    .await;
+    let max = "'max', '2020-01-01 00:00:00', '2020-01-01 00:00:00', 'x'";
+    write_row(db, t, max, Some(i64::MAX)).await;
     let result = provider.acquire(&config("max", LONG, Duration::ZERO)).await;
     assert!(is_store_error(&result, Operation::Acquire), "{result:?}");
     let state = row::<D>(&provider, "max").await;
@@ -185,11 +166,7 @@ pub(crate) async fn sql_looking_names_are_plain_names<D: TestDb>(db: &D) {
     let victim = fresh(db, "victim").await;
     let attacker = victim.clone_as("attacker");
     let t = victim.table_name();
-    let guarded = victim
-        .acquire(&config("guarded", LONG, Duration::ZERO))
-        .await
-        .unwrap()
-        .unwrap();
+    let guarded = attempt(&victim, "guarded").await.unwrap();
     let names = [
         format!("x'; DELETE FROM {t}; --"),
         format!("x\"; UPDATE {t} SET name = 'p'; --"),
@@ -200,10 +177,8 @@ pub(crate) async fn sql_looking_names_are_plain_names<D: TestDb>(db: &D) {
         "back\\slash".to_owned(),
     ];
     for name in &names {
-        let lease = attacker
-            .acquire(&config(name, LONG, Duration::ZERO))
+        let lease = attempt(&attacker, name)
             .await
-            .unwrap()
             .unwrap_or_else(|| panic!("{name:?} not acquired"));
         assert_eq!(lease.name(), name);
     }
@@ -241,13 +216,7 @@ pub(crate) async fn names_longer_than_the_column_fail_clearly<D: TestDb>(db: &D)
     let result = provider.acquire(&long).await;
     if D::ENFORCES_VARCHAR {
         assert!(is_store_error(&result, Operation::Acquire), "{result:?}");
-        assert!(
-            provider
-                .acquire(&config("short", LONG, Duration::ZERO))
-                .await
-                .unwrap()
-                .is_some()
-        );
+        assert!(attempt(&provider, "short").await.is_some());
     } else {
         assert!(result.unwrap().is_some(), "SQLite keeps the whole name");
         assert_eq!(row::<D>(&provider, long.name()).await.name, long.name());

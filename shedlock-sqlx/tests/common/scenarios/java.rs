@@ -2,12 +2,10 @@
 //! shared with Java instances afterwards: it works after `create_schema`, and only then does
 //! `check_schema` call it fit.
 
-use std::time::Duration;
-
 use shedlock_core::LockProvider;
 use shedlock_sqlx::ColumnNames;
 
-use super::{LONG, ProviderExt, TestDb, config, drop_table, row};
+use super::{ProviderExt, TestDb, attempt, drop_table, row};
 use crate::common::{millis_between, unique_table};
 
 /// Java ShedLock's SQL for one database, `{t}` standing for the table: its README's DDL, rows
@@ -50,17 +48,9 @@ pub(crate) async fn java_shedlock_tables_work<D: TestDb>(db: &D) {
         (59 * 60_000..=61 * 60_000).contains(&left),
         "the held row ends in {left} ms, not in an hour"
     );
-    assert!(
-        provider
-            .acquire(&config("held", LONG, Duration::ZERO))
-            .await
-            .unwrap()
-            .is_none()
-    );
-    let lease = provider
-        .acquire(&config("expired", LONG, Duration::ZERO))
+    assert!(attempt(&provider, "held").await.is_none());
+    let lease = attempt(&provider, "expired")
         .await
-        .unwrap()
         .expect("the expired Java row is free");
     assert!(provider.release(&lease).await.unwrap());
 
@@ -71,13 +61,7 @@ pub(crate) async fn java_shedlock_tables_work<D: TestDb>(db: &D) {
     assert_eq!(taken.holder, "java-host");
     assert!(taken.held);
     assert_eq!(taken.fencing_token, lease.fencing_token());
-    assert!(
-        provider
-            .acquire(&config("expired", LONG, Duration::ZERO))
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(attempt(&provider, "expired").await.is_none());
     assert!(
         provider
             .clone_as("stale")

@@ -15,7 +15,7 @@ pub(crate) use schema::*;
 
 use std::time::{Duration, SystemTime};
 
-use shedlock_core::{Error, LockConfiguration, Operation};
+use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation};
 #[allow(unused_imports)]
 use shedlock_core::{LockInspector as _, LockQuery, LockRecord};
 use shedlock_sqlx::dialect::Dialect;
@@ -56,7 +56,7 @@ pub(crate) trait TestDb: Send + Sync + Sized + 'static {
 }
 
 /// A provider on a new table of its own, created with `create_schema`.
-pub(super) async fn fresh<D: TestDb>(db: &D, holder: &str) -> Provider<D> {
+pub(crate) async fn fresh<D: TestDb>(db: &D, holder: &str) -> Provider<D> {
     let provider = db
         .build(
             &unique_table("shedlock_case"),
@@ -69,7 +69,7 @@ pub(super) async fn fresh<D: TestDb>(db: &D, holder: &str) -> Provider<D> {
 }
 
 /// Drops a test's lock table and the run table `create_schema` made beside it.
-pub(super) async fn drop_table<D: TestDb>(db: &D, table: &str) {
+pub(crate) async fn drop_table<D: TestDb>(db: &D, table: &str) {
     db.execute(&format!("DROP TABLE IF EXISTS {table}")).await;
     db.execute(&format!("DROP TABLE IF EXISTS {table}_runs"))
         .await;
@@ -80,6 +80,31 @@ pub(super) fn config(name: &str, at_most: Duration, at_least: Duration) -> LockC
 }
 
 pub(super) const LONG: Duration = Duration::from_secs(600);
+
+/// `provider`'s attempt at lock `name` for [`LONG`]: the lease, if acquired.
+pub(super) async fn attempt<D: Dialect>(
+    provider: &SqlLockProvider<D>,
+    name: &str,
+) -> Option<LockLease> {
+    provider
+        .acquire(&config(name, LONG, Duration::ZERO))
+        .await
+        .unwrap()
+}
+
+/// Writes a lock row by hand, as ShedLock or an operator would: `values` are SQL literals of
+/// name, `lock_until`, `locked_at` and `locked_by`; a fencing token only if one is given.
+pub(super) async fn write_row<D: TestDb>(db: &D, table: &str, values: &str, token: Option<i64>) {
+    let (token_column, token) = match token {
+        Some(token) => (", fencing_token", format!(", {token}")),
+        None => ("", String::new()),
+    };
+    db.execute(&format!(
+        "INSERT INTO {table} (name, lock_until, locked_at, locked_by{token_column}) \
+         VALUES ({values}{token})"
+    ))
+    .await;
+}
 
 pub(super) async fn row<D: TestDb>(provider: &Provider<D>, name: &str) -> LockRecord {
     provider
@@ -112,7 +137,8 @@ impl<D: Dialect> ProviderExt for SqlLockProvider<D> {
 }
 
 /// Declares a `TestDb` named `$db` over a pool of type `$pool` for provider `$provider`
-/// (`SqlLockProvider<$dialect>`): the dialect's facts.
+/// (`SqlLockProvider<$dialect>`): the dialect's facts, and the queries of its clock (UTC)
+/// and of its current schema.
 #[macro_export]
 macro_rules! test_db {
     (
@@ -121,7 +147,7 @@ macro_rules! test_db {
             java: $java:expr,
             enforces_varchar: $enforces_varchar:literal,
             statements: $statements:expr,
-            now: $now:path,
+            clock_query: $clock_query:literal,
             schema_query: $schema_query:literal $(,)?
         }
     ) => {
@@ -156,7 +182,11 @@ macro_rules! test_db {
                     .unwrap_or_else(|e| panic!("{sql}: {e}"));
             }
             async fn now(&self) -> ::std::time::SystemTime {
-                $now(&self.pool).await
+                let now: ::chrono::NaiveDateTime = ::sqlx::query_scalar($clock_query)
+                    .fetch_one(&self.pool)
+                    .await
+                    .expect("read the database clock");
+                now.and_utc().into()
             }
             async fn schema(&self) -> String {
                 ::sqlx::query_scalar($schema_query)

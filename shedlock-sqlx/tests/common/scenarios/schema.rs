@@ -8,7 +8,9 @@ use shedlock_core::{LockInspector as _, LockQuery, LockRecord};
 use shedlock_core::{LockProvider, Operation};
 use shedlock_sqlx::ColumnNames;
 
-use super::{LONG, ProviderExt, TestDb, config, drop_table, fresh, is_store_error, row};
+use super::{
+    LONG, ProviderExt, TestDb, attempt, config, drop_table, fresh, is_store_error, row, write_row,
+};
 use crate::common::{millis_between, statements, unique_table};
 
 /// Lease times are the database's: `lock_until - locked_at` is exactly the lease, `locked_at` is
@@ -67,11 +69,8 @@ pub(crate) async fn create_schema_upgrades_shedlock_tables<D: TestDb>(db: &D) {
         ts = D::TIMESTAMP
     ))
     .await;
-    db.execute(&format!(
-        "INSERT INTO {table} (name, lock_until, locked_at, locked_by) \
-         VALUES ('java', '2020-01-01 00:00:00', '2020-01-01 00:00:00', 'java-host')"
-    ))
-    .await;
+    let java = "'java', '2020-01-01 00:00:00', '2020-01-01 00:00:00', 'java-host'";
+    write_row(db, &table, java, None).await;
     let provider = db.build(&table, ColumnNames::default(), "a").unwrap();
     let c = config("java", LONG, Duration::ZERO);
     let result = provider.acquire(&c).await;
@@ -139,16 +138,8 @@ pub(crate) async fn inspection_reports_rows<D: TestDb>(db: &D) {
             .is_empty()
     );
     assert!(provider.lock_record("none").await.unwrap().is_none());
-    let held = provider
-        .acquire(&config("b-held", LONG, Duration::ZERO))
-        .await
-        .unwrap()
-        .unwrap();
-    let done = provider
-        .acquire(&config("a-done", LONG, Duration::ZERO))
-        .await
-        .unwrap()
-        .unwrap();
+    let held = attempt(&provider, "b-held").await.unwrap();
+    let done = attempt(&provider, "a-done").await.unwrap();
     assert!(provider.release(&done).await.unwrap());
     let rows = provider.list_locks(&LockQuery::all()).await.unwrap();
     let summary: Vec<_> = rows
