@@ -20,6 +20,7 @@ use shedlock::{
     LockConfiguration, LockContext, LockEvent, LockingTaskExecutor, SchedulerConfig, scheduled,
     scheduler_lock,
 };
+use shedlock_test_support::tests_per_store;
 use tokio::sync::{mpsc, watch};
 use tokio_cron_scheduler::JobScheduler;
 
@@ -296,32 +297,13 @@ async fn sqlite_panics_errors_and_store_errors_leave_the_scheduler_ticking() {
     provider.remove_store().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_three_schedulers_run_each_tick_once() {
-    three_schedulers_run_each_tick_once(Db::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_three_schedulers_run_each_tick_once() {
-    three_schedulers_run_each_tick_once(Db::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_three_schedulers_run_each_tick_once() {
-    three_schedulers_run_each_tick_once(Db::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_a_slow_runs_overlapping_ticks_are_skipped() {
-    a_slow_runs_overlapping_ticks_are_skipped(Db::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_a_slow_runs_overlapping_ticks_are_skipped() {
-    a_slow_runs_overlapping_ticks_are_skipped(Db::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_a_slow_runs_overlapping_ticks_are_skipped() {
-    a_slow_runs_overlapping_ticks_are_skipped(Db::MySql).await;
+tests_per_store! {
+    three_schedulers_run_each_tick_once:
+        sqlite_three_schedulers_run_each_tick_once(Db::Sqlite),
+        postgres_three_schedulers_run_each_tick_once(Db::Postgres),
+        mysql_three_schedulers_run_each_tick_once(Db::MySql);
+    a_slow_runs_overlapping_ticks_are_skipped:
+        sqlite_a_slow_runs_overlapping_ticks_are_skipped(Db::Sqlite),
+        postgres_a_slow_runs_overlapping_ticks_are_skipped(Db::Postgres),
+        mysql_a_slow_runs_overlapping_ticks_are_skipped(Db::MySql);
 }

@@ -632,14 +632,11 @@ async fn after_a_pause_only_the_latest_tick_runs_and_the_others_are_missed() {
 #[tokio::test(start_paused = true)]
 async fn a_tick_later_than_its_misfire_threshold_is_missed() {
     let runs = Arc::new(AtomicUsize::new(0));
-    let job = common::counting(
-        "hourly",
-        Schedule::cron("0 0 * * * *")
-            .unwrap()
-            .with_misfire_threshold(Duration::from_secs(30))
-            .unwrap(),
-        &runs,
-    );
+    let hourly_within_30_s = Schedule::cron("0 0 * * * *")
+        .unwrap()
+        .with_misfire_threshold(Duration::from_secs(30))
+        .unwrap();
+    let job = common::counting("hourly", hourly_within_30_s, &runs);
     // 10 s before the hour.
     let start = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000 - 10);
     let scheduler = common::start_one(

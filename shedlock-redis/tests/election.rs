@@ -14,8 +14,7 @@ use shedlock_core::{
     LockingTaskExecutor, TaskResult,
 };
 use shedlock_redis::RedisLockProvider;
-use shedlock_test_support::{CutProxy, ProxyMode, upstream_of};
-use tokio::time::Instant;
+use shedlock_test_support::{CutProxy, ProxyMode, stores, tests_per_store, upstream_of};
 
 const CONFIG: ElectionConfig = ElectionConfig {
     lease_duration: Duration::from_millis(2_000),
@@ -85,25 +84,8 @@ async fn election(store: Store) {
     leader_handover(&format!("{store:?}"), CONFIG, candidates).await;
 }
 
-/// Each scenario as one test per store: `scenario: redis_test, redlock_test;`.
-macro_rules! per_store {
-    ($($scenario:ident: $redis:ident, $redlock:ident;)*) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $redis() {
-                $scenario(Store::Redis).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $redlock() {
-                $scenario(Store::RedLock).await;
-            }
-        )*
-    };
-}
-
-per_store! {
-    election: redis_election, redlock_election;
+tests_per_store! {
+    election: redis_election(Store::Redis), redlock_election(Store::RedLock);
 }
 
 const LEASE: Duration = Duration::from_millis(1_000);
@@ -150,37 +132,9 @@ async fn keep_alive_holds_the_lock(store: Store) {
     let Some(rivals) = Rivals::connect(store, "long_job").await else {
         return;
     };
-    let (other, lock) = (&rivals.other, &rivals.lock);
-    let job = rivals.run(async {
-        let ctx = LockContext::current().unwrap();
-        let token = ctx.fencing_token();
-        let deadline = Instant::now() + 3 * LEASE;
-        let mut polls = 0;
-        while Instant::now() < deadline {
-            assert!(
-                other.try_lock(lock).await.unwrap().is_none(),
-                "{store:?}: taken while kept alive"
-            );
-            assert!(
-                !ctx.is_cancelled(),
-                "{store:?}: lost-lock signal while kept alive"
-            );
-            assert_eq!(
-                ctx.fencing_token(),
-                token,
-                "{store:?}: keep-alive re-acquired"
-            );
-            polls += 1;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        polls
-    });
-    let polls = job.await.unwrap().into_executed().expect("ran");
-    assert!(polls >= 20, "{store:?}: only {polls} polls");
-    assert!(
-        other.try_lock(lock).await.unwrap().is_some(),
-        "{store:?}: not released after the job"
-    );
+    let (executor, other) = (&rivals.executor, &rivals.other);
+    let store = format!("{store:?}");
+    stores::keep_alive_holds_the_lock(&store, executor, other, &rivals.lock, INTERVAL).await;
 }
 
 /// The holder's connections are cut while its job runs: by the time another instance, polling
@@ -225,7 +179,11 @@ async fn lost_lock_signal_when_cut(store: Store) {
     let _: Result<(), Error> = taken.release().await;
 }
 
-per_store! {
-    keep_alive_holds_the_lock: redis_keep_alive_holds_the_lock, redlock_keep_alive_holds_the_lock;
-    lost_lock_signal_when_cut: redis_lost_lock_signal_when_cut, redlock_lost_lock_signal_when_cut;
+tests_per_store! {
+    keep_alive_holds_the_lock:
+        redis_keep_alive_holds_the_lock(Store::Redis),
+        redlock_keep_alive_holds_the_lock(Store::RedLock);
+    lost_lock_signal_when_cut:
+        redis_lost_lock_signal_when_cut(Store::Redis),
+        redlock_lost_lock_signal_when_cut(Store::RedLock);
 }

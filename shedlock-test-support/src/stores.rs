@@ -1,11 +1,13 @@
 //! What the store crates' own tests share beyond URLs and names: what their reset, restart
 //! and failover tests assert of leases (a lease granted after the store lost or forgot a lock
 //! carries a larger fencing token than any before it, and the stale lease can touch nothing),
-//! and a free port for a private server or a dead endpoint.
+//! the keep-alive scenario every store passes, a free port for a private server or a dead
+//! endpoint, and [`tests_per_store!`](crate::tests_per_store) for scenarios written once and
+//! run on each store.
 
 use std::time::Duration;
 
-use shedlock_core::{LockConfiguration, LockLease, LockProvider};
+use shedlock_core::{LockConfiguration, LockContext, LockLease, LockProvider, LockingTaskExecutor};
 
 /// `later` carries a larger fencing token than `earlier`.
 ///
@@ -70,6 +72,51 @@ pub async fn assert_stale_lease_refused(provider: &dyn LockProvider, stale: &Loc
     assert!(extended.is_none(), "the stale lease was extended");
 }
 
+/// Keep-alive on `store` (named in the messages): a job on `executor` running three times the
+/// `lock_at_most_for` of `lock`, extended every `interval`, keeps the lock with its token, and
+/// no lost-lock signal, while another instance (`other`) polls for it all along; right after
+/// the job, `other` gets it.
+///
+/// # Panics
+/// When the store does not behave so, or fails.
+pub async fn keep_alive_holds_the_lock(
+    store: &str,
+    executor: &LockingTaskExecutor,
+    other: &LockingTaskExecutor,
+    lock: &LockConfiguration,
+    interval: Duration,
+) {
+    let job = executor.execute_with_keep_alive(lock, interval, async {
+        let ctx = LockContext::current().unwrap();
+        let token = ctx.fencing_token();
+        let deadline = tokio::time::Instant::now() + 3 * lock.lock_at_most_for();
+        let mut polls = 0;
+        while tokio::time::Instant::now() < deadline {
+            assert!(
+                other.try_lock(lock).await.unwrap().is_none(),
+                "{store}: taken while kept alive"
+            );
+            assert!(
+                !ctx.is_cancelled(),
+                "{store}: lost-lock signal while kept alive"
+            );
+            assert_eq!(
+                ctx.fencing_token(),
+                token,
+                "{store}: keep-alive re-acquired"
+            );
+            polls += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        polls
+    });
+    let polls = job.await.unwrap().into_executed().expect("ran");
+    assert!(polls >= 20, "{store}: only {polls} polls");
+    let after = other.try_lock(lock).await.unwrap();
+    let after = after.unwrap_or_else(|| panic!("{store}: not released after the job"));
+    after.release().await.unwrap();
+}
+
 /// A port of 127.0.0.1 that nothing listens on (free when this returns): for a private server,
 /// or an endpoint no server answers at.
 ///
@@ -80,4 +127,24 @@ pub fn free_port() -> u16 {
         .and_then(|listener| listener.local_addr())
         .expect("a free port")
         .port()
+}
+
+/// Each scenario, an `async fn` of the calling test file taking the store to run on, as one
+/// `#[tokio::test]` (multi-threaded, two workers) per store:
+///
+/// ```ignore
+/// shedlock_test_support::tests_per_store! {
+///     election: redis_election(Store::Redis), redlock_election(Store::RedLock);
+/// }
+/// ```
+#[macro_export]
+macro_rules! tests_per_store {
+    ($($scenario:ident: $($test:ident($store:expr)),+;)*) => {
+        $($(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                $scenario($store).await;
+            }
+        )+)*
+    };
 }

@@ -96,8 +96,14 @@ async fn extends(provider: &Arc<dyn LockProvider>, lease: &LockLease) -> bool {
 }
 
 /// `provider` can neither release nor extend the `stale` lease (`what` it is, for the
-/// messages).
-async fn assert_dead(provider: &Arc<dyn LockProvider>, stale: &LockLease, what: &str) {
+/// messages): the current lease of `config` stays, and `other` is refused the lock.
+async fn assert_dead(
+    provider: &Arc<dyn LockProvider>,
+    stale: &LockLease,
+    what: &str,
+    other: &Arc<dyn LockProvider>,
+    config: &LockConfiguration,
+) {
     assert!(
         !provider.release(stale).await.expect("release"),
         "{what} released the current lease"
@@ -105,6 +111,10 @@ async fn assert_dead(provider: &Arc<dyn LockProvider>, stale: &LockLease, what: 
     assert!(
         !extends(provider, stale).await,
         "{what} extended the current lease"
+    );
+    assert!(
+        acquire(other, config).await.is_none(),
+        "{what} disturbed the current lease"
     );
 }
 
@@ -262,11 +272,7 @@ pub async fn old_lease_is_dead<H: Harness>(h: &H) {
     let c = config(&unique_lock_name("oldlease"), LONG, Duration::ZERO);
     let old = acquire_and_release(&a, &c).await;
     let current = acquire(&a, &c).await.expect("acquired again");
-    assert_dead(&a, &old, "an old lease").await;
-    assert!(
-        acquire(&b, &c).await.is_none(),
-        "the current lease was disturbed"
-    );
+    assert_dead(&a, &old, "an old lease", &b, &c).await;
     assert!(a.release(&current).await.expect("release"));
 }
 
@@ -287,11 +293,7 @@ pub async fn taken_over_holder_cannot_touch_new_lease<H: Harness>(h: &H) {
     let long = config(c.name(), LONG, Duration::ZERO);
     let fresh = acquire(&b, &long).await.expect("taken over");
     assert!(fresh.fencing_token() > stale.fencing_token());
-    assert_dead(&a, &stale, "the stale holder").await;
-    assert!(
-        acquire(&c3, &long).await.is_none(),
-        "the new holder's lock was disturbed"
-    );
+    assert_dead(&a, &stale, "the stale holder", &c3, &long).await;
     assert!(b.release(&fresh).await.expect("release"));
 }
 

@@ -74,7 +74,7 @@ macro_rules! conformance_suites {
 
             use shedlock_test_support::ServerHarness;
 
-            use crate::common;
+            use $crate::common;
 
             async fn harness() -> Option<ServerHarness> {
                 let provider = common::$open("conformance").await?;
