@@ -18,7 +18,9 @@ use shedlock::{
     EtcdLockProvider, Job, JobLock, JobRegistry, LockContext, LockProvider, RedisLockProvider,
     RunContext, Schedule, Scheduler, ZkLockProvider,
 };
-use shedlock_test_support::{etcd_url, redis_url, unique_key_prefix, unique_zk_root, zk_url};
+use shedlock_test_support::{
+    etcd_url, redis_url, tests_per_store, unique_key_prefix, unique_zk_root, zk_url,
+};
 
 /// (tick, holder) of every run.
 type Runs = Arc<Mutex<Vec<(Option<SystemTime>, String)>>>;
@@ -96,19 +98,11 @@ async fn on_sql(db: Db) {
     first.remove_store().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_catches_up_a_missed_tick_once() {
-    on_sql(Db::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_catches_up_a_missed_tick_once() {
-    on_sql(Db::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_catches_up_a_missed_tick_once() {
-    on_sql(Db::MySql).await;
+tests_per_store! {
+    on_sql:
+        sqlite_catches_up_a_missed_tick_once(Db::Sqlite),
+        postgres_catches_up_a_missed_tick_once(Db::Postgres),
+        mysql_catches_up_a_missed_tick_once(Db::MySql);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

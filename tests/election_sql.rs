@@ -9,6 +9,7 @@ use std::time::Duration;
 use common::Db;
 use shedlock::conformance::election::{Candidate, leader_handover};
 use shedlock::{ElectionConfig, Elector};
+use shedlock_test_support::tests_per_store;
 
 const CONFIG: ElectionConfig = ElectionConfig {
     lease_duration: Duration::from_millis(2_000),
@@ -46,17 +47,9 @@ async fn election(db: Db) {
         .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_election() {
-    election(Db::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_election() {
-    election(Db::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_election() {
-    election(Db::MySql).await;
+tests_per_store! {
+    election:
+        sqlite_election(Db::Sqlite),
+        postgres_election(Db::Postgres),
+        mysql_election(Db::MySql);
 }

@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use common::Db;
 use shedlock::{Error, LockConfiguration, LockContext, LockingTaskExecutor};
+use shedlock_test_support::{stores, tests_per_store};
 
 const LEASE: Duration = Duration::from_millis(1_000);
 const INTERVAL: Duration = Duration::from_millis(300);
 
 /// A job running three times its `lock_at_most_for` keeps the lock throughout: another instance
-/// polling all along never gets it; right after the job it does.
+/// polling all along never gets it; right after the job it does (the scenario every store
+/// passes).
 async fn keep_alive_holds_the_lock(db: Db) {
     let Some(holder) = common::provider(db, "holder").await else {
         return;
@@ -22,29 +24,8 @@ async fn keep_alive_holds_the_lock(db: Db) {
     let executor = LockingTaskExecutor::from_shared(holder.shared());
     let lock = LockConfiguration::new("long_job", LEASE, Duration::ZERO).unwrap();
 
-    let job = executor.execute_with_keep_alive(&lock, INTERVAL, async {
-        let ctx = LockContext::current().unwrap();
-        let mut polls = 0;
-        let deadline = tokio::time::Instant::now() + 3 * LEASE;
-        while tokio::time::Instant::now() < deadline {
-            assert!(
-                other.try_lock(&lock).await.unwrap().is_none(),
-                "{db:?}: lock taken while kept alive"
-            );
-            assert!(
-                !ctx.is_cancelled(),
-                "{db:?}: lost-lock signal fired while kept alive"
-            );
-            polls += 1;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        polls
-    });
-    let polls = job.await.unwrap().into_executed().expect("ran");
-    assert!(polls >= 20, "{db:?}: only {polls} polls");
-    let after = other.try_lock(&lock).await.unwrap();
-    let after = after.unwrap_or_else(|| panic!("{db:?}: not released after the job"));
-    after.release().await.unwrap();
+    let store = format!("{db:?}");
+    stores::keep_alive_holds_the_lock(&store, &executor, &other, &lock, INTERVAL).await;
     holder.remove_store().await;
 }
 
@@ -65,12 +46,7 @@ async fn lost_lock_signal_and_fenced_write(db: Db) {
             .fenced_write("stolen", ctx.fencing_token())
             .await
             .expect("the live holder writes");
-        holder.expire_in_store("stolen").await;
-        let taken = thief
-            .try_lock(&lock)
-            .await
-            .unwrap()
-            .expect("an expired lease is taken over");
+        let taken = holder.steal(&lock, &thief).await;
         let stolen_at = tokio::time::Instant::now();
         tokio::time::timeout(2 * INTERVAL + Duration::from_millis(500), ctx.cancelled())
             .await
@@ -101,32 +77,13 @@ async fn lost_lock_signal_and_fenced_write(db: Db) {
     holder.remove_store().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_keep_alive_holds_the_lock() {
-    keep_alive_holds_the_lock(Db::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_keep_alive_holds_the_lock() {
-    keep_alive_holds_the_lock(Db::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_keep_alive_holds_the_lock() {
-    keep_alive_holds_the_lock(Db::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_lost_lock_signal_and_fenced_write() {
-    lost_lock_signal_and_fenced_write(Db::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_lost_lock_signal_and_fenced_write() {
-    lost_lock_signal_and_fenced_write(Db::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_lost_lock_signal_and_fenced_write() {
-    lost_lock_signal_and_fenced_write(Db::MySql).await;
+tests_per_store! {
+    keep_alive_holds_the_lock:
+        sqlite_keep_alive_holds_the_lock(Db::Sqlite),
+        postgres_keep_alive_holds_the_lock(Db::Postgres),
+        mysql_keep_alive_holds_the_lock(Db::MySql);
+    lost_lock_signal_and_fenced_write:
+        sqlite_lost_lock_signal_and_fenced_write(Db::Sqlite),
+        postgres_lost_lock_signal_and_fenced_write(Db::Postgres),
+        mysql_lost_lock_signal_and_fenced_write(Db::MySql);
 }

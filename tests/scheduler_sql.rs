@@ -8,22 +8,10 @@
 mod common;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use common::Db;
+use common::{Db, Run, since_epoch};
 use shedlock::{Job, JobLock, JobRegistry, LockContext, Schedule, Scheduler};
-
-#[derive(Debug, Clone)]
-struct Run {
-    holder: String,
-    token: u64,
-    start: Duration,
-    end: Duration,
-}
-
-fn since_epoch() -> Duration {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_schedulers_on_one_sqlite_file_run_each_tick_once() {
@@ -40,14 +28,8 @@ async fn three_schedulers_on_one_sqlite_file_run_each_tick_once() {
                 let runs = Arc::clone(&runs);
                 async move {
                     let ctx = LockContext::current().unwrap();
-                    let start = since_epoch();
-                    tokio::task::yield_now().await; // a job that takes microseconds
-                    runs.lock().unwrap().push(Run {
-                        holder: ctx.holder(),
-                        token: ctx.fencing_token(),
-                        start,
-                        end: since_epoch(),
-                    });
+                    let run = Run::of_a_microsecond_job(&ctx).await;
+                    runs.lock().unwrap().push(run);
                 }
             },
         )

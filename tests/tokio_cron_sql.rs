@@ -12,14 +12,15 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use common::Db;
+use common::{Db, Run};
 use shedlock::tokio_cron::{IntoTokioCronJob, locked_job};
 use shedlock::{
     LockConfiguration, LockContext, LockEvent, LockingTaskExecutor, SchedulerConfig, scheduled,
     scheduler_lock,
 };
+use shedlock_test_support::tests_per_store;
 use tokio::sync::{mpsc, watch};
 use tokio_cron_scheduler::JobScheduler;
 
@@ -32,10 +33,6 @@ async fn within<T>(what: &str, future: impl Future<Output = Option<T>>) -> T {
         .await
         .unwrap_or_else(|_| panic!("waited {PATIENCE:?} for {what}"))
         .unwrap_or_else(|| panic!("channel closed while waiting for {what}"))
-}
-
-fn since_epoch() -> Duration {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap()
 }
 
 /// An executor over `provider` that reports each event `wanted` picks out on a channel.
@@ -58,15 +55,6 @@ fn skipped(event: &LockEvent<'_>) -> bool {
     matches!(event, LockEvent::Skipped { .. })
 }
 
-/// One execution as the job saw it.
-#[derive(Debug, Clone)]
-struct Run {
-    holder: String,
-    token: u64,
-    start: Duration,
-    end: Duration,
-}
-
 #[derive(Clone)]
 struct Journal {
     runs: mpsc::UnboundedSender<Run>,
@@ -78,14 +66,7 @@ struct Journal {
 #[scheduled(cron = "* * * * * *")]
 #[scheduler_lock(name = "tcs_every_second", lock_at_most_for = "10s")]
 async fn every_second(journal: Journal, lock: LockContext) {
-    let start = since_epoch();
-    tokio::task::yield_now().await; // a job that takes microseconds
-    let _ = journal.runs.send(Run {
-        holder: lock.holder(),
-        token: lock.fencing_token(),
-        start,
-        end: since_epoch(),
-    });
+    let _ = journal.runs.send(Run::of_a_microsecond_job(&lock).await);
 }
 
 async fn three_schedulers_run_each_tick_once(db: Db) {
@@ -267,12 +248,7 @@ async fn sqlite_keep_alive_and_the_lost_lock_signal_reach_the_job() {
     }
     assert!(signals.try_recv().is_err(), "signalled while kept alive");
 
-    provider.expire_in_store("tcs_kept_alive").await;
-    let taken = other
-        .try_lock(&lock)
-        .await
-        .unwrap()
-        .expect("an expired lease is taken over");
+    let taken = provider.steal(&lock, &other).await;
     assert!(
         within("the lost-lock signal", signals.recv()).await,
         "signalled, but not as lost"
@@ -321,32 +297,13 @@ async fn sqlite_panics_errors_and_store_errors_leave_the_scheduler_ticking() {
     provider.remove_store().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_three_schedulers_run_each_tick_once() {
-    three_schedulers_run_each_tick_once(Db::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_three_schedulers_run_each_tick_once() {
-    three_schedulers_run_each_tick_once(Db::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_three_schedulers_run_each_tick_once() {
-    three_schedulers_run_each_tick_once(Db::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_a_slow_runs_overlapping_ticks_are_skipped() {
-    a_slow_runs_overlapping_ticks_are_skipped(Db::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_a_slow_runs_overlapping_ticks_are_skipped() {
-    a_slow_runs_overlapping_ticks_are_skipped(Db::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_a_slow_runs_overlapping_ticks_are_skipped() {
-    a_slow_runs_overlapping_ticks_are_skipped(Db::MySql).await;
+tests_per_store! {
+    three_schedulers_run_each_tick_once:
+        sqlite_three_schedulers_run_each_tick_once(Db::Sqlite),
+        postgres_three_schedulers_run_each_tick_once(Db::Postgres),
+        mysql_three_schedulers_run_each_tick_once(Db::MySql);
+    a_slow_runs_overlapping_ticks_are_skipped:
+        sqlite_a_slow_runs_overlapping_ticks_are_skipped(Db::Sqlite),
+        postgres_a_slow_runs_overlapping_ticks_are_skipped(Db::Postgres),
+        mysql_a_slow_runs_overlapping_ticks_are_skipped(Db::MySql);
 }

@@ -120,17 +120,11 @@ async fn run_on<D: OpenPool>(cli: &Cli, target: &Target) -> Result<Exit, Failure
         .pool::<D>(cli.database.connect_timeout, create)
         .await?;
     let provider = provider::<D>(pool, &cli.database)?;
-    let place = Place {
-        name: format!("table `{}`", provider.table()),
-        record: "row",
-    };
+    let place = Place::new(format!("table `{}`", provider.table()), "row");
     let exit = match &cli.command {
         Command::Locks(command) => locks::run(&provider, &place, command).await,
         Command::Runs(command) => {
-            let runs = Place {
-                name: format!("table `{}`", provider.runs_table()),
-                record: "row",
-            };
+            let runs = Place::new(format!("table `{}`", provider.runs_table()), "row");
             runs::run(provider.run_log(), &runs, command).await
         }
         Command::Schema(_) => {

@@ -20,6 +20,13 @@ pub(crate) struct Place {
     pub(crate) record: &'static str,
 }
 
+impl Place {
+    /// `name`, where one lock is a `record`.
+    pub(crate) fn new(name: String, record: &'static str) -> Self {
+        Place { name, record }
+    }
+}
+
 /// Runs a `locks` command on any store, through its inspector.
 pub(crate) async fn run(
     provider: &dyn LockInspector,
@@ -33,13 +40,8 @@ pub(crate) async fn run(
                 .await
                 .map_err(|e| store_failure(&e))?;
             let views: Vec<LockView<'_>> = rows.iter().map(LockView::of).collect();
-            if *json {
-                print_json(&views);
-            } else if views.is_empty() {
-                out!("no locks in {}", place.name);
-            } else {
-                print_table(&views);
-            }
+            let none = format_args!("no locks in {}", place.name);
+            print_views(&views, *json, print_table, none);
             Ok(Exit::Ok)
         }
         LocksCommand::Show { name, json } => {
@@ -113,6 +115,23 @@ pub(crate) fn print_json(value: &impl Serialize) {
     match serde_json::to_string_pretty(value) {
         Ok(json) => output::json(&json),
         Err(e) => unreachable!("views always serialize: {e}"),
+    }
+}
+
+/// `views` as JSON with `--json`; else as a table (`table` prints one), or `none` when there
+/// are none.
+pub(crate) fn print_views<V: Serialize>(
+    views: &[V],
+    json: bool,
+    table: fn(&[V]),
+    none: std::fmt::Arguments<'_>,
+) {
+    if json {
+        print_json(&views);
+    } else if views.is_empty() {
+        out!("{none}");
+    } else {
+        table(views);
     }
 }
 

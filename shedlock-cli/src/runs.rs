@@ -5,7 +5,7 @@ use shedlock_core::{RunLog, RunQuery, RunRecord};
 
 use crate::cli::RunsCommand;
 use crate::failure::{Exit, Failure};
-use crate::locks::{Place, print_columns, print_json, store_failure, timestamp};
+use crate::locks::{Place, print_columns, print_json, print_views, store_failure, timestamp};
 use crate::terminal::Escaped;
 
 /// Runs a `runs` command on a store's run log; a store without one is a usage error.
@@ -26,13 +26,8 @@ pub(crate) async fn run(
             query.lock = lock.clone();
             let records = log.runs(&query).await.map_err(|e| store_failure(&e))?;
             let views: Vec<RunView<'_>> = records.iter().map(RunView::of).collect();
-            if *json {
-                print_json(&views);
-            } else if views.is_empty() {
-                out!("no runs recorded in {}", place.name);
-            } else {
-                print_table(&views);
-            }
+            let none = format_args!("no runs recorded in {}", place.name);
+            print_views(&views, *json, print_table, none);
             Ok(Exit::Ok)
         }
         RunsCommand::Show {

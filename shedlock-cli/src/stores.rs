@@ -40,10 +40,7 @@ pub(crate) async fn run(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
             let provider = redis_provider(&cli.database, url)
                 .await
                 .map_err(|e| usage_or_unreachable(target, &e))?;
-            let place = Place {
-                name: format!("key prefix `{}`", provider.key_prefix()),
-                record: "hash",
-            };
+            let place = Place::new(format!("key prefix `{}`", provider.key_prefix()), "hash");
             match &cli.command {
                 Command::Doctor => doctor::redis(&provider, target).await,
                 command => run_locks(&provider, &place, command, target).await,
@@ -54,18 +51,15 @@ pub(crate) async fn run(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
                 return doctor::redlock(&cli.database, target).await;
             }
             let provider = redlock_provider(&cli.database, target).await?;
-            let place = Place {
-                name: format!("key prefix `{}`", provider.key_prefix()),
-                record: "hash on each master",
-            };
+            let place = Place::new(
+                format!("key prefix `{}`", provider.key_prefix()),
+                "hash on each master",
+            );
             run_locks(&provider, &place, &cli.command, target).await
         }
         StoreKind::ZooKeeper => {
             let provider = zookeeper_provider(&cli.database, target).await?;
-            let place = Place {
-                name: format!("root `{}`", provider.root()),
-                record: "node",
-            };
+            let place = Place::new(format!("root `{}`", provider.root()), "node");
             match &cli.command {
                 Command::Doctor => doctor::zookeeper(&provider, target).await,
                 Command::Schema(_) => {
@@ -83,10 +77,7 @@ pub(crate) async fn run(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
         }
         StoreKind::Etcd => {
             let provider = etcd_provider(&cli.database, target).await?;
-            let place = Place {
-                name: format!("key prefix `{}`", provider.prefix()),
-                record: "key",
-            };
+            let place = Place::new(format!("key prefix `{}`", provider.prefix()), "key");
             match &cli.command {
                 Command::Doctor => doctor::etcd(&provider, target).await,
                 command => run_locks(&provider, &place, command, target).await,

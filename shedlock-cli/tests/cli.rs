@@ -8,10 +8,9 @@
 use std::path::PathBuf;
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
-use common::{Run, assert_held_and_free_listed, find};
+use common::{Run, assert_held_and_free_listed, assert_release_refused, find, shedlock_command};
 use shedlock_core::{LockConfiguration, LockInspector, LockProvider, LockRecord};
 use shedlock_sqlx::SqlLockProvider;
 use shedlock_sqlx::dialect::{Dialect, MySql, Pg, Sqlite};
@@ -82,14 +81,11 @@ impl Db {
 
     /// Runs `shedlock --url URL --table TABLE ARGS`.
     fn shedlock_on(&self, url: &str, table: &str, args: &[&str]) -> Run {
-        let output = Command::new(env!("CARGO_BIN_EXE_shedlock"))
-            .args(["--url", url, "--table", table, "--connect-timeout", "20s"])
-            .args(args)
-            .env_remove("SHEDLOCK_URL")
-            .env_remove("DATABASE_URL")
-            .output()
-            .expect("run the shedlock binary");
-        Run(output)
+        Run::of(
+            shedlock_command()
+                .args(["--url", url, "--table", table, "--connect-timeout", "20s"])
+                .args(args),
+        )
     }
 
     /// The database's URL with a password the server does not know, if it takes one.
@@ -234,23 +230,9 @@ mod cases {
     pub(super) async fn release_checks_holder_and_token(db: Db) {
         db.shedlock(&["schema", "--apply"]).expect(0);
         let token = db.acquire("job", "web-1").await;
-        let wrong_token = (token + 1).to_string();
         let right_token = token.to_string();
-
-        for refused in [
-            vec!["--holder", "web-2"],
-            vec!["--token", &wrong_token],
-            vec!["--holder", "web-1", "--token", &wrong_token],
-        ] {
-            let mut args = vec!["locks", "release", "job"];
-            args.extend(refused.iter().copied());
-            let run = db.shedlock(&args).expect(4);
-            assert!(run.stderr().contains("held by web-1"), "{}", run.stderr());
-            assert!(
-                db.lock_state("job").await.unwrap().held,
-                "released by {refused:?}"
-            );
-        }
+        let held = async || db.lock_state("job").await.unwrap().held;
+        assert_release_refused(|args| db.shedlock(args), token, held).await;
 
         let run = db.shedlock(&[
             "locks",
@@ -455,8 +437,7 @@ mod cases {
 #[test]
 fn help_and_database_url_from_the_environment() {
     let shedlock = || {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_shedlock"));
-        command.env_remove("SHEDLOCK_URL");
+        let mut command = shedlock_command();
         command.env("DATABASE_URL", "postgres://app:Hunter2-Env@db.invalid/prod");
         command
     };
@@ -493,7 +474,7 @@ fn help_and_database_url_from_the_environment() {
 /// The cases, on one database: one `#[tokio::test]` each, on a table (or file) of its own.
 macro_rules! database_tests {
     ($database:ident, $open:path) => {
-        database_tests!(@cases $database, $open,
+        case_tests!($database, |_test| $open("cli"),
             list_and_show_held_and_free_locks: list_and_show,
             release_is_refused_unless_holder_and_token_match: release_checks_holder_and_token,
             force_expires_the_lease_and_keeps_the_row: force_expires_and_tokens_keep_growing,
@@ -506,19 +487,6 @@ macro_rules! database_tests {
             an_unreachable_database_exits_1: unreachable_database_is_an_error,
             runs_are_listed_and_shown: runs_list_and_show,
         );
-    };
-    (@cases $database:ident, $open:path, $($test:ident: $case:ident,)*) => {
-        mod $database {
-            use super::*;
-            $(
-                #[tokio::test]
-                async fn $test() {
-                    if let Some(db) = $open("cli") {
-                        cases::$case(db).await;
-                    }
-                }
-            )*
-        }
     };
 }
 

@@ -1,6 +1,8 @@
 //! `shedlock dashboard` serves the page of the store it is given (SQLite, a temporary file; the
 //! page itself is tested in `shedlock-dashboard`, in a browser too).
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
@@ -21,11 +23,8 @@ impl Drop for Server {
 }
 
 fn shedlock() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_shedlock"));
-    command
-        .env_remove("SHEDLOCK_URL")
-        .env_remove("DATABASE_URL")
-        .env_remove("SHEDLOCK_DASHBOARD_TOKEN");
+    let mut command = common::shedlock_command();
+    command.env_remove("SHEDLOCK_DASHBOARD_TOKEN");
     command
 }
 

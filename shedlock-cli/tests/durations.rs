@@ -1,17 +1,14 @@
 //! `--connect-timeout` reads durations with the grammar of the attributes and `scheduler.toml`
 //! (`shedlock_core::parse_duration`): humantime or ISO-8601, at most 100 years. Needs no server.
 
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Output;
 
 use shedlock_test_support::unique_table;
 
 fn shedlock(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shedlock"))
-        .env_remove("SHEDLOCK_URL")
-        .env_remove("DATABASE_URL")
-        .args(args)
-        .output()
-        .unwrap()
+    common::shedlock_command().args(args).output().unwrap()
 }
 
 #[test]

@@ -10,8 +10,10 @@
 //! (`SHEDLOCK_TEST_ZK_URL`: digest credentials) are skipped without their URL, and fail
 //! without it when `CI=true`. The other cases need no server.
 
+mod common;
+
 use std::ffi::OsStr;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use percent_encoding::{NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde_json::Value;
@@ -22,11 +24,8 @@ use url::Url;
 
 /// Runs the binary with `args` and only the given URL variables set.
 fn shedlock<A: AsRef<OsStr>>(args: &[A], variables: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_shedlock"));
-    command
-        .args(args)
-        .env_remove("SHEDLOCK_URL")
-        .env_remove("DATABASE_URL");
+    let mut command = common::shedlock_command();
+    command.args(args);
     for (name, value) in variables {
         command.env(name, value);
     }
@@ -122,6 +121,21 @@ fn elsewhere(url: &str, port: Option<u16>, database: Option<&str>) -> String {
     url.to_string()
 }
 
+/// `doctor`, `locks list` and `locks show` on `url` (with the `options` of its store) print no
+/// form of `password`, and `doctor` shows the URL with `masked` in its place.
+fn assert_commands_mask(password: &Password, url: &str, options: &[&str], masked: &str) {
+    for command in [&["doctor"][..], &["locks", "list"], &["locks", "show", "x"]] {
+        let mut args = vec!["--url", url];
+        args.extend(options);
+        args.extend(command);
+        let output = shedlock(&args, &[]);
+        password.assert_never_printed(&output, &format!("{command:?} on {url}"));
+        if command == ["doctor"] {
+            assert!(printed(&output).contains(masked), "{}", printed(&output));
+        }
+    }
+}
+
 /// Runs commands that print the URL (doctor reaches the database and names it; the others
 /// fail and name it) on the database, on a closed port and on a database that does not
 /// exist, with the password in each form and place: none of it is ever printed.
@@ -133,16 +147,8 @@ fn assert_no_password_printed(base: &str, core: &str) {
             elsewhere(&url, None, Some("shedlock_no_such_database")),
         ];
         for target in &targets {
-            for command in [&["doctor"][..], &["locks", "list"], &["locks", "show", "x"]] {
-                let mut args = vec!["--url", target, "--connect-timeout", "20s"];
-                args.extend(command);
-                let output = shedlock(&args, &[]);
-                password.assert_never_printed(&output, &format!("{command:?} on {target}"));
-                if command == ["doctor"] {
-                    // Not vacuous: doctor names the URL, reached or not, masked.
-                    assert!(printed(&output).contains("***"), "{}", printed(&output));
-                }
-            }
+            // Not vacuous: doctor names the URL, reached or not, masked.
+            assert_commands_mask(&password, target, &["--connect-timeout", "20s"], "***");
         }
         // From the environment, through either variable.
         for variable in ["SHEDLOCK_URL", "DATABASE_URL"] {
@@ -197,15 +203,12 @@ fn no_form_of_a_password_is_printed_by_redlock_commands() {
     };
     for (url, password) in urls_with_passwords(&masters[0], "RlZebra") {
         let list = format!("{url},{}", masters[1..].join(","));
-        for command in [&["doctor"][..], &["locks", "list"], &["locks", "show", "x"]] {
-            let mut args = vec!["--url", &list, "--key-prefix", "shedlock-safety:"];
-            args.extend(command);
-            let output = shedlock(&args, &[]);
-            password.assert_never_printed(&output, &format!("{command:?} on {list}"));
-            if command == ["doctor"] {
-                assert!(printed(&output).contains("***"), "{}", printed(&output));
-            }
-        }
+        assert_commands_mask(
+            &password,
+            &list,
+            &["--key-prefix", "shedlock-safety:"],
+            "***",
+        );
         let output = shedlock(&["doctor"], &[("DATABASE_URL", &list)]);
         password.assert_never_printed(&output, "DATABASE_URL");
     }
@@ -220,19 +223,7 @@ fn no_form_of_a_password_is_printed_by_zookeeper_commands() {
     let password = Password::new("ZkZebra1", "%40p%2Fs%23w%2Bd");
     let url = format!("zookeeper://app:{}@{hosts}", password.written);
     let root = unique_zk_root("safety");
-    for command in [&["doctor"][..], &["locks", "list"], &["locks", "show", "x"]] {
-        let mut args = vec!["--url", &url, "--root", &root];
-        args.extend(command);
-        let output = shedlock(&args, &[]);
-        password.assert_never_printed(&output, &format!("{command:?}"));
-        if command == ["doctor"] {
-            assert!(
-                printed(&output).contains("app:***@"),
-                "{}",
-                printed(&output)
-            );
-        }
-    }
+    assert_commands_mask(&password, &url, &["--root", &root], "app:***@");
 }
 
 /// etcd: credentials in the URL are used (the test cluster has auth off and ignores them),
@@ -248,19 +239,8 @@ fn no_form_of_a_password_is_printed_by_etcd_commands() {
         .collect();
     let password = Password::new("EtZebra2", "%40p%2Fs%23w%2Bd");
     let url = format!("etcd://app:{}@{}", password.written, hosts.join(","));
-    for command in [&["doctor"][..], &["locks", "list"], &["locks", "show", "x"]] {
-        let mut args = vec!["--url", &url, "--key-prefix", "shedlock-safety/"];
-        args.extend(command);
-        let output = shedlock(&args, &[]);
-        password.assert_never_printed(&output, &format!("{command:?}"));
-        if command == ["doctor"] {
-            assert!(
-                printed(&output).contains("app:***@"),
-                "{}",
-                printed(&output)
-            );
-        }
-    }
+    let options = ["--key-prefix", "shedlock-safety/"];
+    assert_commands_mask(&password, &url, &options, "app:***@");
 }
 
 /// Without a server: an unreachable PostgreSQL, a URL clap rejects as an argument, a scheme

@@ -10,11 +10,13 @@
 
 mod common;
 
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Run, assert_held_and_free_listed, assert_runs_listed, find, record_two_runs};
+use common::{
+    Run, assert_held_and_free_listed, assert_release_refused, assert_runs_listed, find,
+    record_two_runs, shedlock_command,
+};
 use shedlock_core::{LockConfiguration, LockInspector, LockProvider, LockRecord};
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
@@ -63,33 +65,29 @@ impl Provider {
 
 impl Store {
     async fn redis(base: &str) -> Option<Store> {
-        let url = redis_url()?;
-        let prefix = unique_key_prefix(base);
-        let provider = RedisLockProvider::builder()
-            .key_prefix(&prefix)
-            .connect(&url)
-            .await
-            .expect("connect to SHEDLOCK_TEST_REDIS_URL");
-        Some(Store {
-            url,
-            place: ["--key-prefix".into(), prefix],
-            provider: Provider::Redis(provider),
-        })
+        Some(Store::on_redis(base, vec![redis_url()?], false).await)
     }
 
     async fn redlock(base: &str) -> Option<Store> {
-        let urls = redlock_urls()?;
+        Some(Store::on_redis(base, redlock_urls()?, true).await)
+    }
+
+    /// One Redis server, or RedLock's masters, at `urls`, under a fresh key prefix.
+    async fn on_redis(base: &str, urls: Vec<String>, redlock: bool) -> Store {
         let prefix = unique_key_prefix(base);
-        let provider = RedLockProvider::builder()
-            .key_prefix(&prefix)
-            .connect(&urls)
-            .await
-            .expect("connect to SHEDLOCK_TEST_REDLOCK_URLS");
-        Some(Store {
+        let builder = RedisLockProvider::builder().key_prefix(&prefix);
+        let provider = if redlock {
+            let masters = builder.redlock().connect(&urls).await;
+            Provider::RedLock(masters.expect("connect to SHEDLOCK_TEST_REDLOCK_URLS"))
+        } else {
+            let server = builder.connect(&urls[0]).await;
+            Provider::Redis(server.expect("connect to SHEDLOCK_TEST_REDIS_URL"))
+        };
+        Store {
             url: urls.join(","),
             place: ["--key-prefix".into(), prefix],
-            provider: Provider::RedLock(provider),
-        })
+            provider,
+        }
     }
 
     async fn zookeeper(base: &str) -> Option<Store> {
@@ -135,15 +133,12 @@ impl Store {
 
     /// Runs `shedlock --url URL --connect-timeout TIMEOUT --key-prefix|--root … ARGS`.
     fn shedlock_on(&self, url: &str, timeout: &str, args: &[&str]) -> Run {
-        let output = Command::new(env!("CARGO_BIN_EXE_shedlock"))
-            .args(["--url", url, "--connect-timeout", timeout])
-            .args(&self.place)
-            .args(args)
-            .env_remove("SHEDLOCK_URL")
-            .env_remove("DATABASE_URL")
-            .output()
-            .expect("run the shedlock binary");
-        Run(output)
+        Run::of(
+            shedlock_command()
+                .args(["--url", url, "--connect-timeout", timeout])
+                .args(&self.place)
+                .args(args),
+        )
     }
 
     /// Takes `name` for ten minutes as `holder` (`lock_at_least_for` as long: only an
@@ -187,19 +182,9 @@ mod cases {
     /// and the holder cannot take the lock back; the next holder gets a larger token.
     pub(super) async fn release_checks_holder_and_token(store: Store) {
         let token = store.acquire("job", "web-1").await;
-        let (wrong, right) = ((token + 1).to_string(), token.to_string());
-        for refused in [
-            vec!["--holder", "web-2"],
-            vec!["--token", &wrong],
-            vec!["--holder", "web-1", "--token", &wrong],
-        ] {
-            let mut args = vec!["locks", "release", "job"];
-            args.extend(refused.iter().copied());
-            let run = store.shedlock(&args).expect(4);
-            assert!(run.stderr().contains("held by web-1"), "{}", run.stderr());
-            let record = store.record("job").await.expect("a record");
-            assert!(record.held, "released by {refused:?}");
-        }
+        let right = token.to_string();
+        let held = async || store.record("job").await.expect("a record").held;
+        assert_release_refused(|args| store.shedlock(args), token, held).await;
         let args = [
             "locks", "release", "job", "--holder", "web-1", "--token", &right,
         ];
@@ -255,15 +240,14 @@ mod cases {
     pub(super) async fn url_from_the_environment(store: Store) {
         store.acquire("job", "web-1").await;
         for variable in ["SHEDLOCK_URL", "DATABASE_URL"] {
-            let output = Command::new(env!("CARGO_BIN_EXE_shedlock"))
-                .args(&store.place)
-                .args(["locks", "show", "job", "--json"])
-                .env_remove("SHEDLOCK_URL")
-                .env_remove("DATABASE_URL")
-                .env(variable, &store.url)
-                .output()
-                .unwrap();
-            let show = Run(output).expect(0).json();
+            let show = Run::of(
+                shedlock_command()
+                    .args(&store.place)
+                    .args(["locks", "show", "job", "--json"])
+                    .env(variable, &store.url),
+            )
+            .expect(0)
+            .json();
             assert_eq!(show["locked_by"], "web-1", "{variable}");
         }
     }
@@ -292,7 +276,7 @@ mod cases {
 /// The cases, on one store: one `#[tokio::test]` each, under a prefix or root of its own.
 macro_rules! store_tests {
     ($store:ident, $open:path) => {
-        store_tests!(@cases $store, $open,
+        case_tests!($store, |test| $open(test).await,
             list_and_show_held_and_free_locks: list_and_show,
             release_is_refused_unless_holder_and_token_match: release_checks_holder_and_token,
             doctor_finds_nothing_wrong: doctor_is_content,
@@ -301,19 +285,6 @@ macro_rules! store_tests {
             sql_options_are_refused: sql_options_are_refused,
             runs_are_listed_and_shown: runs_list_and_show,
         );
-    };
-    (@cases $store:ident, $open:path, $($test:ident: $case:ident,)*) => {
-        mod $store {
-            use super::*;
-            $(
-                #[tokio::test]
-                async fn $test() {
-                    if let Some(store) = $open(stringify!($test)).await {
-                        cases::$case(store).await;
-                    }
-                }
-            )*
-        }
     };
 }
 

@@ -7,9 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::Cuttable;
-use shedlock_core::{
-    ElectionConfig, Error, InMemoryLockProvider, LeaderElection, LeaderState, TokioClock,
-};
+use shedlock_core::{ElectionConfig, Error, InMemoryLockProvider, LeaderElection, LeaderState};
 use tokio::time::Instant;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -26,7 +24,7 @@ struct Cluster {
 
 impl Cluster {
     fn start(size: usize) -> Self {
-        let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
+        let store = common::tokio_store();
         let events = Arc::new(Mutex::new(Vec::new()));
         let origin = Instant::now();
         let mut elections = Vec::new();
@@ -84,6 +82,15 @@ impl Cluster {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
+
+    /// Cuts the first leader from the store (its process stops talking to the store and never
+    /// releases, as in a crash): that leader, the next one, and how long the next took.
+    async fn cut_the_leader(&self) -> (usize, usize, Duration) {
+        let (first, _) = self.wait_for_leader(None).await;
+        self.cuts[first].store(true, Ordering::SeqCst);
+        let (second, waited) = self.wait_for_leader(Some(first)).await;
+        (first, second, waited)
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -136,9 +143,7 @@ async fn graceful_resign_hands_over_at_once() {
 #[tokio::test(start_paused = true)]
 async fn leader_cut_from_the_store_steps_down_before_anyone_else_is_elected() {
     let cluster = Cluster::start(3);
-    let (first, _) = cluster.wait_for_leader(None).await;
-    cluster.cuts[first].store(true, Ordering::SeqCst);
-    let (second, waited) = cluster.wait_for_leader(Some(first)).await;
+    let (first, second, waited) = cluster.cut_the_leader().await;
     assert!(
         waited <= Duration::from_secs(15) + Duration::from_millis(2_400) + Duration::from_secs(2),
         "took {waited:?}"
@@ -162,10 +167,7 @@ async fn leader_cut_from_the_store_steps_down_before_anyone_else_is_elected() {
 #[tokio::test(start_paused = true)]
 async fn crashed_leader_is_replaced_within_lease_plus_retry() {
     let cluster = Cluster::start(3);
-    let (first, _) = cluster.wait_for_leader(None).await;
-    // A crash: the leader's process stops talking to the store and never releases.
-    cluster.cuts[first].store(true, Ordering::SeqCst);
-    let (_, waited) = cluster.wait_for_leader(Some(first)).await;
+    let (_, _, waited) = cluster.cut_the_leader().await;
     let bound = Duration::from_secs(15) + Duration::from_millis(2_400);
     assert!(waited <= bound, "takeover took {waited:?}, bound {bound:?}");
 }
@@ -194,10 +196,7 @@ async fn invalid_timing_is_rejected_naming_the_field() {
 
 #[tokio::test(start_paused = true)]
 async fn an_election_won_while_resigning_is_never_led() {
-    let slow = common::Slow {
-        acquire: Duration::from_secs(1),
-        ..common::Slow::new(InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new())))
-    };
+    let slow = common::Slow::new(common::tokio_store()).acquiring_for(Duration::from_secs(1));
     let acquiring = Arc::clone(&slow.acquiring);
     let store = slow.inner.clone();
     let elected = Arc::new(AtomicBool::new(false));

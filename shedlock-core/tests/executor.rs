@@ -112,22 +112,18 @@ async fn reentrant_for_same_name_and_nested_for_other_names() {
     let (outer, inner) = (config("outer", 60, 0), config("inner", 60, 0));
     let names = executor
         .execute(&outer, async {
-            let same = executor
-                .execute(&outer, async {
-                    LockContext::current().unwrap().name().to_owned()
-                })
-                .await
-                .unwrap()
-                .into_executed()
-                .expect("re-entrant run executes");
-            let nested = executor
-                .execute(&inner, async {
-                    LockContext::current().unwrap().name().to_owned()
-                })
-                .await
-                .unwrap()
-                .into_executed()
-                .expect("nested run executes");
+            // The lock name a run under `config` sees.
+            let run_under = async |config| {
+                executor
+                    .execute(config, async {
+                        LockContext::current().unwrap().name().to_owned()
+                    })
+                    .await
+                    .unwrap()
+                    .into_executed()
+            };
+            let same = run_under(&outer).await.expect("re-entrant run executes");
+            let nested = run_under(&inner).await.expect("nested run executes");
             let after = LockContext::current().unwrap().name().to_owned();
             (same, nested, after)
         })

@@ -3,19 +3,25 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::Slow;
 use shedlock_core::{
-    Error, InMemoryLockProvider, Job, JobLock, LockConfiguration, LockContext, LockingTaskExecutor,
-    Schedule, SchedulerConfig, TaskResult, TokioClock,
+    Error, Job, JobLock, LockConfiguration, LockContext, LockingTaskExecutor, Schedule,
+    SchedulerConfig, TaskResult,
 };
 
 const S: fn(u64) -> Duration = Duration::from_secs;
 
-fn store() -> InMemoryLockProvider {
-    InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()))
+use common::tokio_store as store;
+
+/// The executors of two instances, `a` and `b`, on one store.
+fn two_instances() -> (LockingTaskExecutor, LockingTaskExecutor) {
+    let store = store();
+    (
+        LockingTaskExecutor::new(store.with_holder("a")),
+        LockingTaskExecutor::new(store.with_holder("b")),
+    )
 }
 
 fn lock(at_most: Duration, at_least: Duration) -> LockConfiguration {
@@ -60,17 +66,14 @@ async fn keep_alive_intervals_longer_than_half_the_lease_are_refused_everywhere(
     assert!(message.contains("job `long`"), "{message}");
 }
 
-#[tokio::test(start_paused = true)]
-async fn half_the_lease_keeps_a_long_run_alive() {
-    let store = store();
-    let (a, b) = (
-        LockingTaskExecutor::new(store.with_holder("a")),
-        LockingTaskExecutor::new(store.with_holder("b")),
-    );
-    let config = lock(S(10), S(0));
+/// Runs `task` under a lock for `at_most`, kept alive every `interval`: when it ends, the lock
+/// is still held against another instance and the lease was never lost.
+async fn assert_kept_alive(at_most: Duration, interval: Duration, task: impl Future<Output = ()>) {
+    let (a, b) = two_instances();
+    let config = lock(at_most, S(0));
     let lost = a
-        .execute_with_keep_alive(&config, S(5), async {
-            tokio::time::sleep(S(30)).await;
+        .execute_with_keep_alive(&config, interval, async {
+            task.await;
             assert!(b.try_lock(&config).await.unwrap().is_none(), "lapsed");
             LockContext::current().unwrap().is_lost()
         })
@@ -80,25 +83,19 @@ async fn half_the_lease_keeps_a_long_run_alive() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn half_the_lease_keeps_a_long_run_alive() {
+    assert_kept_alive(S(10), S(5), tokio::time::sleep(S(30))).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn keep_alive_follows_a_lease_the_task_shortened() {
-    let store = store();
-    let (a, b) = (
-        LockingTaskExecutor::new(store.with_holder("a")),
-        LockingTaskExecutor::new(store.with_holder("b")),
-    );
-    let config = lock(S(60), S(0));
-    let lost = a
-        .execute_with_keep_alive(&config, S(20), async {
-            let ctx = LockContext::current().unwrap();
-            tokio::time::sleep(S(1)).await;
-            ctx.extend(S(4), S(0)).await.unwrap();
-            tokio::time::sleep(S(29)).await;
-            assert!(b.try_lock(&config).await.unwrap().is_none(), "lapsed");
-            ctx.is_lost()
-        })
-        .await
-        .unwrap();
-    assert_eq!(lost, TaskResult::Executed(false));
+    assert_kept_alive(S(60), S(20), async {
+        let ctx = LockContext::current().unwrap();
+        tokio::time::sleep(S(1)).await;
+        ctx.extend(S(4), S(0)).await.unwrap();
+        tokio::time::sleep(S(29)).await;
+    })
+    .await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -155,11 +152,7 @@ async fn the_release_waits_for_an_extension_in_flight() {
 
 #[tokio::test(start_paused = true)]
 async fn a_context_kept_past_its_execution_cannot_extend_the_lock() {
-    let store = store();
-    let (a, b) = (
-        LockingTaskExecutor::new(store.with_holder("a")),
-        LockingTaskExecutor::new(store.with_holder("b")),
-    );
+    let (a, b) = two_instances();
     // lock_at_least_for keeps the row live after the release: a stale extension would succeed.
     let config = lock(S(600), S(30));
     let kept = a

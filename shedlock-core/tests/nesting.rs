@@ -27,6 +27,22 @@ fn recorded(store: InMemoryLockProvider) -> (LockingTaskExecutor, Arc<Mutex<Vec<
     (executor, events)
 }
 
+/// What `task` gave, run under `config` on `inner` inside a run under the same `config` on
+/// `outer`.
+async fn nested<F: Future>(
+    outer: &LockingTaskExecutor,
+    inner: &LockingTaskExecutor,
+    config: &LockConfiguration,
+    task: F,
+) -> Result<TaskResult<F::Output>, Error> {
+    outer
+        .execute(config, inner.execute(config, task))
+        .await
+        .unwrap()
+        .into_executed()
+        .unwrap()
+}
+
 fn kinds(events: &Mutex<Vec<String>>) -> Vec<String> {
     let events = events.lock().unwrap();
     events
@@ -42,22 +58,15 @@ async fn the_same_name_on_another_store_takes_that_stores_lock() {
     let (b, b_events) = recorded(store_b.with_holder("me"));
     let config = report(Duration::from_secs(60));
 
-    let inner = a
-        .execute(&config, async {
-            b.execute(&config, async {
-                // Held in store B while it runs: another holder there is refused.
-                let rival = store_b.with_holder("rival").acquire(&config).await.unwrap();
-                (
-                    rival.is_none(),
-                    LockContext::current().unwrap().fencing_token(),
-                )
-            })
-            .await
-        })
-        .await
-        .unwrap()
-        .into_executed()
-        .unwrap();
+    let inner = nested(&a, &b, &config, async {
+        // Held in store B while it runs: another holder there is refused.
+        let rival = store_b.with_holder("rival").acquire(&config).await.unwrap();
+        (
+            rival.is_none(),
+            LockContext::current().unwrap().fencing_token(),
+        )
+    })
+    .await;
     assert_eq!(inner.unwrap(), TaskResult::Executed((true, 1)));
     assert_eq!(
         kinds(&b_events),
@@ -73,15 +82,7 @@ async fn the_same_name_on_another_store_takes_that_stores_lock() {
         .unwrap()
         .expect("free");
     let ran = AtomicBool::new(false);
-    let nested = a
-        .execute(&config, async {
-            b.execute(&config, async { ran.store(true, Ordering::SeqCst) })
-                .await
-        })
-        .await
-        .unwrap()
-        .into_executed()
-        .unwrap();
+    let nested = nested(&a, &b, &config, async { ran.store(true, Ordering::SeqCst) }).await;
     assert_eq!(nested.unwrap(), TaskResult::Skipped);
     assert!(!ran.load(Ordering::SeqCst), "ran without store B's lock");
     store_b.with_holder("rival").release(&rival).await.unwrap();
@@ -144,15 +145,7 @@ async fn two_providers_over_one_store_are_not_the_same_store() {
         LockingTaskExecutor::new(store),
     );
     let config = report(Duration::from_secs(60));
-    let nested = a
-        .execute(&config, async {
-            b.execute(&config, async { panic!("ran without its lock") })
-                .await
-        })
-        .await
-        .unwrap()
-        .into_executed()
-        .unwrap();
+    let nested = nested(&a, &b, &config, async { panic!("ran without its lock") }).await;
     assert_eq!(nested.unwrap(), TaskResult::Skipped);
 }
 

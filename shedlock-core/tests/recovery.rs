@@ -68,28 +68,21 @@ impl Fleet {
 
     /// The job body: the first run anywhere loses its store and hangs; others take `work`.
     fn dying_job(&self, lock: JobLock, work: Duration) -> Job<()> {
-        let fleet = self.clone();
-        Job::new(
-            "report",
-            Schedule::cron("0 * * * * *").unwrap(),
-            move |()| {
-                let fleet = fleet.clone();
-                async move {
-                    let holder = fleet.record_start();
-                    let run = shedlock_core::RunContext::current().expect("a scheduled run");
-                    fleet
-                        .contexts
-                        .lock()
-                        .unwrap()
-                        .push((run.tick(), run.attempt()));
-                    if !fleet.died.swap(true, Ordering::SeqCst) {
-                        fleet.cuts.lock().unwrap()[&holder].store(true, Ordering::SeqCst);
-                        std::future::pending::<()>().await;
-                    }
-                    tokio::time::sleep(work).await;
-                }
-            },
-        )
+        let every_minute = Schedule::cron("0 * * * * *").unwrap();
+        common::sharing("report", every_minute, self, move |fleet| async move {
+            let holder = fleet.record_start();
+            let run = shedlock_core::RunContext::current().expect("a scheduled run");
+            fleet
+                .contexts
+                .lock()
+                .unwrap()
+                .push((run.tick(), run.attempt()));
+            if !fleet.died.swap(true, Ordering::SeqCst) {
+                fleet.cuts.lock().unwrap()[&holder].store(true, Ordering::SeqCst);
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(work).await;
+        })
         .with_lock(lock)
     }
 
@@ -118,6 +111,25 @@ impl Fleet {
             .unwrap()
     }
 
+    /// One instance per holder, all started at `at` with the default `config()`.
+    async fn start_all(&self, holders: &[&str], job: &Job<()>, at: SystemTime) -> Vec<Scheduler> {
+        let mut instances = Vec::new();
+        for holder in holders {
+            instances.push(self.start(holder, job, config(), at).await);
+        }
+        instances
+    }
+
+    /// Runs `job` on `count` instances (holders `a`, `b`, …), started at `ORIGIN`, for
+    /// `duration`.
+    async fn run_for(&self, count: usize, job: &Job<()>, duration: Duration) {
+        let instances = self
+            .start_all(&["a", "b", "c"][..count], job, at(ORIGIN))
+            .await;
+        tokio::time::sleep(duration).await;
+        stop(&instances).await;
+    }
+
     fn starts(&self) -> Vec<Start> {
         self.starts.lock().unwrap().clone()
     }
@@ -126,6 +138,11 @@ impl Fleet {
         let mut runs = self.store.runs(&RunQuery::lock("report")).await.unwrap();
         runs.reverse();
         runs
+    }
+
+    /// The runs, oldest first, as `view` shows each.
+    async fn runs_as<T>(&self, view: impl Fn(&RunRecord) -> T) -> Vec<T> {
+        self.runs().await.iter().map(view).collect()
     }
 }
 
@@ -138,6 +155,11 @@ fn lock() -> JobLock {
         .unwrap()
         .lock_at_most_for(Duration::from_secs(600))
         .unwrap()
+}
+
+/// The lock, with an interrupted run run again.
+fn rerun() -> JobLock {
+    lock().on_interrupted(OnInterrupted::Rerun)
 }
 
 fn config() -> SchedulerConfig {
@@ -157,14 +179,8 @@ async fn stop(instances: &[Scheduler]) {
 #[tokio::test(start_paused = true)]
 async fn an_interrupted_run_is_rerun_once_within_a_lease() {
     let fleet = Fleet::new(at(ORIGIN));
-    let job = fleet.dying_job(
-        lock().on_interrupted(OnInterrupted::Rerun),
-        Duration::from_secs(1),
-    );
-    let a = fleet.start("a", &job, config(), at(ORIGIN)).await;
-    let b = fleet.start("b", &job, config(), at(ORIGIN)).await;
-    tokio::time::sleep(Duration::from_secs(155)).await;
-    stop(&[a, b]).await;
+    let job = fleet.dying_job(rerun(), Duration::from_secs(1));
+    fleet.run_for(2, &job, Duration::from_secs(155)).await;
 
     let starts = fleet.starts();
     // Tick 10:01:00 (second 30): one dies, the other reruns it; then 10:02:00 and 10:03:00 once each.
@@ -205,10 +221,7 @@ async fn an_interrupted_run_is_rerun_once_within_a_lease() {
 async fn by_default_an_interrupted_tick_is_skipped_and_the_next_runs_after_one_lease() {
     let fleet = Fleet::new(at(ORIGIN));
     let job = fleet.dying_job(lock(), Duration::from_secs(1));
-    let a = fleet.start("a", &job, config(), at(ORIGIN)).await;
-    let b = fleet.start("b", &job, config(), at(ORIGIN)).await;
-    tokio::time::sleep(Duration::from_secs(100)).await;
-    stop(&[a, b]).await;
+    fleet.run_for(2, &job, Duration::from_secs(100)).await;
 
     let seconds: Vec<u64> = fleet.starts().iter().map(|s| s.second).collect();
     // Without the heartbeat lease, the next tick (second 90) would wait for lock_at_most_for.
@@ -225,17 +238,8 @@ async fn by_default_an_interrupted_tick_is_skipped_and_the_next_runs_after_one_l
 async fn runs_that_finish_are_never_rerun() {
     let fleet = Fleet::new(at(ORIGIN));
     fleet.died.store(true, Ordering::SeqCst); // nobody dies
-    let job = fleet.dying_job(
-        lock().on_interrupted(OnInterrupted::Rerun),
-        Duration::from_secs(40),
-    );
-    let instances = vec![
-        fleet.start("a", &job, config(), at(ORIGIN)).await,
-        fleet.start("b", &job, config(), at(ORIGIN)).await,
-        fleet.start("c", &job, config(), at(ORIGIN)).await,
-    ];
-    tokio::time::sleep(Duration::from_secs(255)).await;
-    stop(&instances).await;
+    let job = fleet.dying_job(rerun(), Duration::from_secs(40));
+    fleet.run_for(3, &job, Duration::from_secs(255)).await;
 
     let seconds: Vec<u64> = fleet.starts().iter().map(|s| s.second).collect();
     assert_eq!(seconds, [30, 90, 150, 210], "{:?}", fleet.starts());
@@ -250,10 +254,7 @@ async fn runs_that_finish_are_never_rerun() {
 #[tokio::test(start_paused = true)]
 async fn a_run_interrupted_while_the_whole_fleet_was_down_is_rerun_at_start() {
     let fleet = Fleet::new(at(ORIGIN));
-    let job = fleet.dying_job(
-        lock().on_interrupted(OnInterrupted::Rerun),
-        Duration::from_secs(1),
-    );
+    let job = fleet.dying_job(rerun(), Duration::from_secs(1));
     let a = fleet.start("a", &job, config(), at(ORIGIN)).await;
     tokio::time::sleep(Duration::from_secs(45)).await;
     drop(a); // the whole fleet is gone (a's run hangs without its store)
@@ -278,30 +279,18 @@ async fn a_run_interrupted_while_the_whole_fleet_was_down_is_rerun_at_start() {
 async fn a_rerun_that_dies_too_is_rerun_again() {
     let fleet = Fleet::new(at(ORIGIN));
     let deaths = Arc::new(AtomicU32::new(0));
-    let job = {
-        let (fleet, deaths) = (fleet.clone(), Arc::clone(&deaths));
-        Job::new(
-            "report",
-            Schedule::cron("0 0 * * * *").unwrap(),
-            move |()| {
-                let (fleet, deaths) = (fleet.clone(), Arc::clone(&deaths));
-                async move {
-                    let holder = fleet.record_start();
-                    if deaths.fetch_add(1, Ordering::SeqCst) < 2 {
-                        fleet.cuts.lock().unwrap()[&holder].store(true, Ordering::SeqCst);
-                        std::future::pending::<()>().await;
-                    }
-                }
-            },
-        )
-        .with_lock(lock().on_interrupted(OnInterrupted::Rerun))
-    };
+    let hourly = Schedule::cron("0 0 * * * *").unwrap();
+    let shared = (fleet.clone(), Arc::clone(&deaths));
+    let job = common::sharing("report", hourly, &shared, |(fleet, deaths)| async move {
+        let holder = fleet.record_start();
+        if deaths.fetch_add(1, Ordering::SeqCst) < 2 {
+            fleet.cuts.lock().unwrap()[&holder].store(true, Ordering::SeqCst);
+            std::future::pending::<()>().await;
+        }
+    })
+    .with_lock(rerun());
     let origin = ORIGIN - 30 + 3600 - 10; // ten seconds before a whole hour
-    let instances = vec![
-        fleet.start("a", &job, config(), at(origin)).await,
-        fleet.start("b", &job, config(), at(origin)).await,
-        fleet.start("c", &job, config(), at(origin)).await,
-    ];
+    let instances = fleet.start_all(&["a", "b", "c"], &job, at(origin)).await;
     tokio::time::sleep(Duration::from_secs(200)).await;
     stop(&instances).await;
 
@@ -331,20 +320,19 @@ async fn a_rerun_that_dies_too_is_rerun_again() {
 
 fn flaky_job(fleet: &Fleet, failures: u32, retries: u32) -> (Job<()>, Arc<AtomicU32>) {
     let calls = Arc::new(AtomicU32::new(0));
-    let (fleet, counted) = (fleet.clone(), Arc::clone(&calls));
-    let job = Job::new(
+    let every_minute = Schedule::cron("0 * * * * *").unwrap();
+    let shared = (fleet.clone(), Arc::clone(&calls));
+    let job = common::sharing(
         "report",
-        Schedule::cron("0 * * * * *").unwrap(),
-        move |()| {
-            let (fleet, calls) = (fleet.clone(), Arc::clone(&counted));
-            async move {
-                fleet.record_start();
-                let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
-                if call <= failures {
-                    return Err(format!("attempt {call} failed"));
-                }
-                Ok(())
+        every_minute,
+        &shared,
+        move |(fleet, calls)| async move {
+            fleet.record_start();
+            let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            if call <= failures {
+                return Err(format!("attempt {call} failed"));
             }
+            Ok(())
         },
     )
     .with_lock(lock().retries(retries, Duration::from_secs(5)));
@@ -355,16 +343,15 @@ fn flaky_job(fleet: &Fleet, failures: u32, retries: u32) -> (Job<()>, Arc<Atomic
 async fn failed_runs_are_retried_under_the_same_lock() {
     let fleet = Fleet::new(at(ORIGIN));
     let (job, calls) = flaky_job(&fleet, 2, 3);
-    let a = fleet.start("a", &job, config(), at(ORIGIN)).await;
-    let b = fleet.start("b", &job, config(), at(ORIGIN)).await;
+    let instances = fleet.start_all(&["a", "b"], &job, at(ORIGIN)).await;
     tokio::time::sleep(Duration::from_secs(45)).await;
-    let outcome = [&a, &b].iter().find_map(|s| {
+    let outcome = instances.iter().find_map(|s| {
         s.status()[0]
             .last_outcome
             .clone()
             .filter(|o| *o != JobOutcome::Skipped)
     });
-    stop(&[a, b]).await;
+    stop(&instances).await;
 
     assert_eq!(calls.load(Ordering::SeqCst), 3);
     assert!(
@@ -378,13 +365,10 @@ async fn failed_runs_are_retried_under_the_same_lock() {
     );
     let seconds: Vec<u64> = starts.iter().map(|s| s.second).collect();
     assert_eq!(seconds, [30, 35, 40], "retried after the backoff");
-    let runs = fleet.runs().await;
-    let outcomes: Vec<_> = runs
-        .iter()
-        .map(|r| (r.attempt, r.outcome, r.error.clone()))
-        .collect();
     assert_eq!(
-        outcomes,
+        fleet
+            .runs_as(|r| (r.attempt, r.outcome, r.error.clone()))
+            .await,
         [
             (1, RunOutcome::Retried, Some("attempt 1 failed".to_owned())),
             (2, RunOutcome::Retried, Some("attempt 2 failed".to_owned())),
@@ -441,24 +425,23 @@ type Seen = Arc<Mutex<Vec<(u64, bool, Duration)>>>;
 
 /// A job that runs `work`, noting the lock's record every few seconds while it runs.
 fn observed_job(fleet: &Fleet, work: Duration, seen: &Seen) -> Job<()> {
-    let (fleet, seen) = (fleet.clone(), Arc::clone(seen));
-    Job::new(
+    let every_minute = Schedule::cron("0 * * * * *").unwrap();
+    let shared = (fleet.clone(), Arc::clone(seen));
+    common::sharing(
         "report",
-        Schedule::cron("0 * * * * *").unwrap(),
-        move |()| {
-            let (fleet, seen) = (fleet.clone(), Arc::clone(&seen));
-            async move {
-                fleet.record_start();
-                let started = tokio::time::Instant::now();
-                while started.elapsed() < work {
-                    tokio::time::sleep(Duration::from_secs(2)).await;
-                    let record = fleet.store.lock_record("report").await.unwrap().unwrap();
-                    seen.lock().unwrap().push((
-                        started.elapsed().as_secs(),
-                        record.held,
-                        record.remaining(),
-                    ));
-                }
+        every_minute,
+        &shared,
+        move |(fleet, seen)| async move {
+            fleet.record_start();
+            let started = tokio::time::Instant::now();
+            while started.elapsed() < work {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                let record = fleet.store.lock_record("report").await.unwrap().unwrap();
+                seen.lock().unwrap().push((
+                    started.elapsed().as_secs(),
+                    record.held,
+                    record.remaining(),
+                ));
             }
         },
     )
@@ -538,16 +521,10 @@ async fn catch_up(start: SystemTime, within: Option<Duration>) -> Vec<Option<Sys
     if let Some(within) = within {
         schedule = schedule.with_catch_up(within).unwrap();
     }
-    let job = {
-        let fleet = fleet.clone();
-        Job::new("report", schedule, move |()| {
-            let fleet = fleet.clone();
-            async move {
-                fleet.record_start();
-            }
-        })
-        .with_lock(lock())
-    };
+    let job = common::sharing("report", schedule, &fleet, |fleet| async move {
+        fleet.record_start();
+    })
+    .with_lock(lock());
     let a = fleet.start("a", &job, config(), start).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let b = fleet
@@ -629,14 +606,11 @@ async fn a_running_job_renews_its_lease_six_times_a_minute_by_default() {
             .lock_at_most_for(Duration::from_secs(3600))
             .unwrap(),
     );
-    let scheduler = Scheduler::builder()
+    let builder = Scheduler::builder()
         .provider(slow.clone())
         .clock(Arc::new(TokioClock::starting_at(at(ORIGIN))))
-        .config(config())
-        .registry(JobRegistry::new(()).add(job))
-        .start()
-        .await
-        .unwrap();
+        .config(config());
+    let scheduler = common::start_one(builder, job).await;
     // The run goes from second 30 to second 630: ten minutes.
     tokio::time::sleep(Duration::from_secs(640)).await;
     scheduler.shutdown().await;
@@ -660,13 +634,8 @@ async fn runs_by_hand_leave_records_too() {
     scheduler.shutdown().await;
     assert_eq!(outcome, shedlock_core::TaskResult::Executed(Ok(())));
     assert_eq!(calls.load(Ordering::SeqCst), 2, "retried once");
-    let runs = fleet.runs().await;
-    let seen: Vec<_> = runs
-        .iter()
-        .map(|r| (r.tick, r.attempt, r.outcome))
-        .collect();
     assert_eq!(
-        seen,
+        fleet.runs_as(|r| (r.tick, r.attempt, r.outcome)).await,
         [
             (None, 1, RunOutcome::Retried),
             (None, 2, RunOutcome::Succeeded)

@@ -50,14 +50,12 @@ impl Journal {
 }
 
 fn every_second_job(journal: &Journal, at_least: Duration) -> Job<()> {
-    let journal = journal.clone();
-    Job::new(
+    let every_second = Schedule::cron("* * * * * *").unwrap();
+    common::sharing(
         "every_second",
-        Schedule::cron("* * * * * *").unwrap(),
-        move |()| {
-            let journal = journal.clone();
-            async move { journal.record() }
-        },
+        every_second,
+        journal,
+        |journal| async move { journal.record() },
     )
     .with_lock(
         JobLock::new("every_second")
@@ -69,20 +67,20 @@ fn every_second_job(journal: &Journal, at_least: Duration) -> Job<()> {
     )
 }
 
-async fn start_instances(
-    count: usize,
-    job: &Job<()>,
-    store: &InMemoryLockProvider,
-) -> Vec<Scheduler> {
-    start_skewed_instances(&vec![Duration::ZERO; count], job, store).await
+/// A per-second job (with `at_least` as its `lock_at_least_for`) on `count` instances of one
+/// store: its journal and the instances.
+async fn start_instances(count: usize, at_least: Duration) -> (Journal, Vec<Scheduler>) {
+    start_skewed_instances(&vec![Duration::ZERO; count], at_least).await
 }
 
-/// One instance per offset, each with a wall clock that far behind the store's.
+/// The same, one instance per offset, each with a wall clock that far behind the store's.
 async fn start_skewed_instances(
     clock_offsets: &[Duration],
-    job: &Job<()>,
-    store: &InMemoryLockProvider,
-) -> Vec<Scheduler> {
+    at_least: Duration,
+) -> (Journal, Vec<Scheduler>) {
+    let journal = Journal::new();
+    let store = common::tokio_store();
+    let job = every_second_job(&journal, at_least);
     // Cron fires half a second after the instances start (clocks at offset zero).
     let whole = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -100,15 +98,12 @@ async fn start_skewed_instances(
             .unwrap();
         instances.push(scheduler);
     }
-    instances
+    (journal, instances)
 }
 
 #[tokio::test(start_paused = true)]
 async fn three_instances_run_every_tick_exactly_once() {
-    let journal = Journal::new();
-    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
-    let job = every_second_job(&journal, Duration::from_millis(500));
-    let instances = start_instances(3, &job, &store).await;
+    let (journal, instances) = start_instances(3, Duration::from_millis(500)).await;
     tokio::time::sleep(Duration::from_millis(7_250)).await;
     for instance in &instances {
         instance.shutdown().await;
@@ -135,14 +130,11 @@ async fn three_instances_run_every_tick_exactly_once() {
 /// Runs of a per-second job by instances whose clocks lag the store's by `offsets`, over
 /// `seconds` ticks.
 async fn runs_with_skew(offsets: &[u64], at_least: Duration, seconds: u64) -> Vec<Run> {
-    let journal = Journal::new();
-    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
-    let job = every_second_job(&journal, at_least);
     let offsets: Vec<Duration> = offsets
         .iter()
         .map(|&ms| Duration::from_millis(ms))
         .collect();
-    let instances = start_skewed_instances(&offsets, &job, &store).await;
+    let (journal, instances) = start_skewed_instances(&offsets, at_least).await;
     tokio::time::sleep(Duration::from_millis(seconds * 1000)).await;
     for instance in &instances {
         instance.shutdown().await;
@@ -180,26 +172,16 @@ async fn a_slow_job_never_overlaps_itself() {
     let running = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
     let runs = Arc::new(AtomicUsize::new(0));
-    let (r, p, n) = (Arc::clone(&running), Arc::clone(&peak), Arc::clone(&runs));
-    let job = Job::new(
-        "slow",
-        Schedule::fixed_rate(Duration::from_secs(1)).unwrap(),
-        move |()| {
-            let (r, p, n) = (Arc::clone(&r), Arc::clone(&p), Arc::clone(&n));
-            async move {
-                let now = r.fetch_add(1, Ordering::SeqCst) + 1;
-                p.fetch_max(now, Ordering::SeqCst);
-                n.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(3_500)).await;
-                r.fetch_sub(1, Ordering::SeqCst);
-            }
-        },
-    );
-    let scheduler = Scheduler::builder()
-        .registry(JobRegistry::new(()).add(job))
-        .start()
-        .await
-        .unwrap();
+    let counters = (Arc::clone(&running), Arc::clone(&peak), Arc::clone(&runs));
+    let every_second = Schedule::fixed_rate(Duration::from_secs(1)).unwrap();
+    let job = common::sharing("slow", every_second, &counters, |(r, p, n)| async move {
+        let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+        p.fetch_max(now, Ordering::SeqCst);
+        n.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(3_500)).await;
+        r.fetch_sub(1, Ordering::SeqCst);
+    });
+    let scheduler = common::start_one(Scheduler::builder(), job).await;
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(
         peak.load(Ordering::SeqCst),
@@ -224,26 +206,15 @@ async fn a_slow_job_never_overlaps_itself() {
 async fn fixed_rate_keeps_firing_after_falling_behind() {
     let starts = Arc::new(Mutex::new(Vec::new()));
     let origin = tokio::time::Instant::now();
-    let s = Arc::clone(&starts);
-    let job = Job::new(
-        "catch_up",
-        Schedule::fixed_rate(Duration::from_secs(1)).unwrap(),
-        move |()| {
-            let s = Arc::clone(&s);
-            async move {
-                let at = origin.elapsed().as_millis() as u64;
-                s.lock().unwrap().push(at);
-                if at == 0 {
-                    tokio::time::sleep(Duration::from_millis(5_500)).await; // far behind once
-                }
-            }
-        },
-    );
-    let scheduler = Scheduler::builder()
-        .registry(JobRegistry::new(()).add(job))
-        .start()
-        .await
-        .unwrap();
+    let every_second = Schedule::fixed_rate(Duration::from_secs(1)).unwrap();
+    let job = common::sharing("catch_up", every_second, &starts, move |s| async move {
+        let at = origin.elapsed().as_millis() as u64;
+        s.lock().unwrap().push(at);
+        if at == 0 {
+            tokio::time::sleep(Duration::from_millis(5_500)).await; // far behind once
+        }
+    });
+    let scheduler = common::start_one(Scheduler::builder(), job).await;
     tokio::time::sleep(Duration::from_millis(12_500)).await;
     scheduler.shutdown().await;
     let starts = starts.lock().unwrap().clone();
@@ -255,7 +226,7 @@ async fn fixed_rate_keeps_firing_after_falling_behind() {
 
 #[tokio::test(start_paused = true)]
 async fn panics_and_errors_are_logged_and_the_next_tick_runs() {
-    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
+    let store = common::tokio_store();
     let calls = Arc::new(AtomicUsize::new(0));
     let c = Arc::clone(&calls);
     let job = Job::new(
@@ -273,12 +244,8 @@ async fn panics_and_errors_are_logged_and_the_next_tick_runs() {
         },
     )
     .with_lock(JobLock::new("flaky").unwrap());
-    let scheduler = Scheduler::builder()
-        .provider(store.with_holder("a"))
-        .registry(JobRegistry::new(()).add(job))
-        .start()
-        .await
-        .unwrap();
+    let scheduler =
+        common::start_one(Scheduler::builder().provider(store.with_holder("a")), job).await;
     let other = LockingTaskExecutor::new(store.with_holder("b"));
     let lock = LockConfiguration::new("flaky", Duration::from_secs(60), Duration::ZERO).unwrap();
 
@@ -326,8 +293,11 @@ fn long_job(name: &'static str, work: Duration, cooperative: bool) -> Job<()> {
     .with_lock(JobLock::new(name).unwrap())
 }
 
-async fn shutdown_case(job: Job<()>) -> (shedlock_core::ShutdownReport, bool) {
-    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
+/// Shuts down an instance running `job` (a 5 s grace period, then 2 s after the cancel
+/// signal): its report is `(finished, cancelled, aborted, locks_released)`, and a second
+/// instance gets the released lock at once.
+async fn assert_shutdown(job: Job<()>, report: (usize, usize, usize, usize)) {
+    let store = common::tokio_store();
     let config = SchedulerConfig {
         shutdown_grace_period: Duration::from_secs(5),
         shutdown_cancel_period: Duration::from_secs(2),
@@ -339,73 +309,58 @@ async fn shutdown_case(job: Job<()>) -> (shedlock_core::ShutdownReport, bool) {
         Duration::ZERO,
     )
     .unwrap();
-    let scheduler = Scheduler::builder()
-        .provider(store.with_holder("a"))
-        .config(config)
-        .registry(JobRegistry::new(()).add(job))
-        .start()
-        .await
-        .unwrap();
+    let scheduler = common::start_one(
+        Scheduler::builder()
+            .provider(store.with_holder("a"))
+            .config(config),
+        job,
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(scheduler.status()[0].running);
-    let report = scheduler.shutdown().await;
+    let shutdown = scheduler.shutdown().await;
+    assert_eq!(
+        (
+            shutdown.finished,
+            shutdown.cancelled,
+            shutdown.aborted,
+            shutdown.locks_released
+        ),
+        report
+    );
     let free = LockingTaskExecutor::new(store.with_holder("b"))
         .try_lock(&lock)
         .await
         .unwrap()
         .is_some();
-    (report, free)
-}
-
-#[tokio::test(start_paused = true)]
-async fn shutdown_waits_for_a_job_that_finishes_within_the_grace_period() {
-    let (report, free) = shutdown_case(long_job("finishes", Duration::from_secs(2), false)).await;
-    assert_eq!(
-        (
-            report.finished,
-            report.cancelled,
-            report.aborted,
-            report.locks_released
-        ),
-        (1, 0, 0, 1)
-    );
     assert!(free, "a second instance must get the released lock at once");
 }
 
-#[tokio::test(start_paused = true)]
-async fn shutdown_signals_a_long_job_which_stops() {
-    let (report, free) =
-        shutdown_case(long_job("cooperates", Duration::from_secs(600), true)).await;
-    assert_eq!(
-        (
-            report.finished,
-            report.cancelled,
-            report.aborted,
-            report.locks_released
-        ),
-        (0, 1, 0, 1)
-    );
-    assert!(free);
+/// One test per way a job meets shutdown: `test: job => (finished, cancelled, aborted,
+/// locks_released)`.
+macro_rules! shutdown_tests {
+    ($($test:ident: $job:expr => $report:expr;)*) => {
+        $(
+            #[tokio::test(start_paused = true)]
+            async fn $test() {
+                assert_shutdown($job, $report).await;
+            }
+        )*
+    };
 }
 
-#[tokio::test(start_paused = true)]
-async fn shutdown_aborts_a_job_that_ignores_the_signal_and_releases_its_lock() {
-    let (report, free) = shutdown_case(long_job("ignores", Duration::from_secs(600), false)).await;
-    assert_eq!(
-        (
-            report.finished,
-            report.cancelled,
-            report.aborted,
-            report.locks_released
-        ),
-        (0, 0, 1, 1)
-    );
-    assert!(free);
+shutdown_tests! {
+    shutdown_waits_for_a_job_that_finishes_within_the_grace_period:
+        long_job("finishes", Duration::from_secs(2), false) => (1, 0, 0, 1);
+    shutdown_signals_a_long_job_which_stops:
+        long_job("cooperates", Duration::from_secs(600), true) => (0, 1, 0, 1);
+    shutdown_aborts_a_job_that_ignores_the_signal_and_releases_its_lock:
+        long_job("ignores", Duration::from_secs(600), false) => (0, 0, 1, 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn keep_alive_holds_the_lock_three_times_past_lock_at_most_for() {
-    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
+    let store = common::tokio_store();
     let job = Job::new(
         "long",
         Schedule::fixed_rate(Duration::from_secs(3600)).unwrap(),
@@ -424,12 +379,8 @@ async fn keep_alive_holds_the_lock_three_times_past_lock_at_most_for() {
             .unwrap()
             .keep_alive(true),
     );
-    let scheduler = Scheduler::builder()
-        .provider(store.with_holder("a"))
-        .registry(JobRegistry::new(()).add(job))
-        .start()
-        .await
-        .unwrap();
+    let scheduler =
+        common::start_one(Scheduler::builder().provider(store.with_holder("a")), job).await;
     let other = LockingTaskExecutor::new(store.with_holder("b"));
     let lock = LockConfiguration::new("long", Duration::from_secs(10), Duration::ZERO).unwrap();
     for _ in 0..28 {
@@ -450,7 +401,7 @@ async fn keep_alive_holds_the_lock_three_times_past_lock_at_most_for() {
 /// A manual run (`Job::run_once`, `Scheduler::run_now`) extends the lease like a scheduled one.
 #[tokio::test(start_paused = true)]
 async fn run_once_keeps_a_keep_alive_job_alive() {
-    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
+    let store = common::tokio_store();
     let lock = LockConfiguration::new("long", Duration::from_secs(10), Duration::ZERO).unwrap();
     let other = LockingTaskExecutor::new(store.with_holder("b"));
     let job = Job::new("long", Schedule::cron("0 0 3 * * *").unwrap(), move |()| {
@@ -500,67 +451,44 @@ async fn start_rejects_bad_setups_with_clear_errors() {
         |()| async {},
     )
     .with_lock(JobLock::new("locked").unwrap());
-    let err = Scheduler::builder()
-        .registry(JobRegistry::new(()).add(locked.clone()))
-        .start()
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, Error::Scheduler(m) if m.contains("no lock provider")),
-        "{err}"
-    );
-
-    let err = Scheduler::builder()
+    let no_provider = Scheduler::builder().registry(JobRegistry::new(()).add(locked.clone()));
+    let two_alike = Scheduler::builder()
         .provider(InMemoryLockProvider::new())
-        .registry(JobRegistry::new(()).add(locked.clone()).add(locked.clone()))
-        .start()
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, Error::Scheduler(m) if m.contains("two jobs are named `locked`")),
-        "{err}"
-    );
+        .registry(JobRegistry::new(()).add(locked.clone()).add(locked));
+    for (builder, message) in [
+        (no_provider, "no lock provider"),
+        (two_alike, "two jobs are named `locked`"),
+    ] {
+        let err = builder.start().await.unwrap_err();
+        assert!(
+            matches!(&err, Error::Scheduler(m) if m.contains(message)),
+            "{err}"
+        );
+    }
 
-    let config = SchedulerConfig {
+    let bad_zone = SchedulerConfig {
         default_zone: "Nowhere/Land".into(),
         ..SchedulerConfig::default()
     };
-    let err = Scheduler::builder()
-        .config(config)
-        .start()
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::InvalidConfig {
-                field: "default_zone",
-                ..
-            }
-        ),
-        "{err}"
-    );
-
-    let config = SchedulerConfig {
+    let slow_keep_alive = SchedulerConfig {
         keep_alive: true,
         keep_alive_interval: Some(Duration::from_secs(700)),
         ..SchedulerConfig::default()
     };
-    let err = Scheduler::builder()
-        .config(config)
-        .start()
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::InvalidConfig {
-                field: "keep_alive_interval",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    for (config, wrong) in [
+        (bad_zone, "default_zone"),
+        (slow_keep_alive, "keep_alive_interval"),
+    ] {
+        let err = Scheduler::builder()
+            .config(config)
+            .start()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidConfig { field, .. } if field == wrong),
+            "{err}"
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -575,12 +503,8 @@ async fn status_and_run_now() {
     )
     .with_lock(JobLock::new("report").unwrap());
     let store = InMemoryLockProvider::new();
-    let scheduler = Scheduler::builder()
-        .provider(store.with_holder("a"))
-        .registry(JobRegistry::new(()).add(job))
-        .start()
-        .await
-        .unwrap();
+    let scheduler =
+        common::start_one(Scheduler::builder().provider(store.with_holder("a")), job).await;
     tokio::task::yield_now().await;
     let status = &scheduler.status()[0];
     assert_eq!(status.schedule, "cron \"0 0 3 * * *\" in Europe/Berlin");
@@ -612,24 +536,15 @@ async fn zoned_cron_fires_at_the_right_wall_clock_time_across_a_dst_change() {
     let start = std::time::UNIX_EPOCH + Duration::from_secs(1_774_745_998);
     let clock = Arc::new(TokioClock::starting_at(start));
     let fired_at = Arc::new(Mutex::new(Vec::new()));
-    let (f, c) = (Arc::clone(&fired_at), Arc::clone(&clock));
-    let job = Job::new(
-        "morning",
-        Schedule::cron("0 0 9 * * *")
-            .unwrap()
-            .in_zone("Europe/Berlin")
-            .unwrap(),
-        move |()| {
-            let (f, c) = (Arc::clone(&f), Arc::clone(&c));
-            async move { f.lock().unwrap().push(shedlock_core::Clock::now(&*c)) }
-        },
-    );
-    let scheduler = Scheduler::builder()
-        .clock(clock.clone())
-        .registry(JobRegistry::new(()).add(job))
-        .start()
-        .await
+    let nine_in_berlin = Schedule::cron("0 0 9 * * *")
+        .unwrap()
+        .in_zone("Europe/Berlin")
         .unwrap();
+    let seen = (Arc::clone(&fired_at), Arc::clone(&clock));
+    let job = common::sharing("morning", nine_in_berlin, &seen, |(f, c)| async move {
+        f.lock().unwrap().push(shedlock_core::Clock::now(&*c))
+    });
+    let scheduler = common::start_one(Scheduler::builder().clock(clock.clone()), job).await;
     tokio::time::sleep(Duration::from_secs(7 * 3600)).await;
     scheduler.shutdown().await;
     let fired: Vec<chrono::DateTime<chrono::Utc>> = fired_at
@@ -645,28 +560,22 @@ async fn zoned_cron_fires_at_the_right_wall_clock_time_across_a_dst_change() {
 
 #[tokio::test(start_paused = true)]
 async fn leader_only_jobs_run_on_the_leader_and_move_on_resign() {
-    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
+    let store = common::tokio_store();
     let ran_by = Arc::new(Mutex::new(Vec::<(usize, u64)>::new()));
     let origin = tokio::time::Instant::now();
     let mut instances = Vec::new();
     for i in 0..2 {
-        let r = Arc::clone(&ran_by);
-        let job = Job::new(
-            "batch_work",
-            Schedule::fixed_rate(Duration::from_secs(1)).unwrap(),
-            move |()| {
-                let r = Arc::clone(&r);
-                async move { r.lock().unwrap().push((i, origin.elapsed().as_secs())) }
-            },
-        )
+        let every_second = Schedule::fixed_rate(Duration::from_secs(1)).unwrap();
+        let job = common::sharing("batch_work", every_second, &ran_by, move |r| async move {
+            r.lock().unwrap().push((i, origin.elapsed().as_secs()))
+        })
         .leader_only("batch")
         .unwrap();
-        let scheduler = Scheduler::builder()
-            .provider(store.with_holder(format!("instance-{i}")))
-            .registry(JobRegistry::new(()).add(job))
-            .start()
-            .await
-            .unwrap();
+        let scheduler = common::start_one(
+            Scheduler::builder().provider(store.with_holder(format!("instance-{i}"))),
+            job,
+        )
+        .await;
         instances.push(scheduler);
         tokio::time::sleep(Duration::from_millis(10)).await; // instance 0 campaigns first
     }
@@ -704,10 +613,7 @@ async fn pause(duration: Duration) {
 
 #[tokio::test(start_paused = true)]
 async fn after_a_pause_only_the_latest_tick_runs_and_the_others_are_missed() {
-    let journal = Journal::new();
-    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
-    let job = every_second_job(&journal, Duration::ZERO);
-    let instances = start_instances(1, &job, &store).await;
+    let (journal, instances) = start_instances(1, Duration::ZERO).await;
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     assert_eq!(journal.runs().len(), 2);
     pause(Duration::from_millis(4_300)).await;
@@ -726,28 +632,18 @@ async fn after_a_pause_only_the_latest_tick_runs_and_the_others_are_missed() {
 #[tokio::test(start_paused = true)]
 async fn a_tick_later_than_its_misfire_threshold_is_missed() {
     let runs = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&runs);
-    let job = Job::new(
-        "hourly",
-        Schedule::cron("0 0 * * * *")
-            .unwrap()
-            .with_misfire_threshold(Duration::from_secs(30))
-            .unwrap(),
-        move |()| {
-            let counter = Arc::clone(&counter);
-            async move {
-                counter.fetch_add(1, Ordering::SeqCst);
-            }
-        },
-    );
+    let hourly_within_30_s = Schedule::cron("0 0 * * * *")
+        .unwrap()
+        .with_misfire_threshold(Duration::from_secs(30))
+        .unwrap();
+    let job = common::counting("hourly", hourly_within_30_s, &runs);
     // 10 s before the hour.
     let start = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000 - 10);
-    let scheduler = Scheduler::builder()
-        .clock(Arc::new(TokioClock::starting_at(start)))
-        .registry(JobRegistry::new(()).add(job))
-        .start()
-        .await
-        .unwrap();
+    let scheduler = common::start_one(
+        Scheduler::builder().clock(Arc::new(TokioClock::starting_at(start))),
+        job,
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     pause(Duration::from_secs(40)).await; // the hour passes during the pause: 35 s late
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -767,10 +663,7 @@ async fn a_tick_later_than_its_misfire_threshold_is_missed() {
 #[tokio::test(start_paused = true)]
 async fn a_short_pause_within_the_threshold_still_runs_the_tick() {
     // A lone instance must not drop its tick after an ordinary hiccup.
-    let journal = Journal::new();
-    let store = InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()));
-    let job = every_second_job(&journal, Duration::from_millis(500));
-    let instances = start_instances(1, &job, &store).await;
+    let (journal, instances) = start_instances(1, Duration::from_millis(500)).await;
     tokio::time::sleep(Duration::from_millis(1_000)).await; // ran at 0.5 s
     pause(Duration::from_millis(900)).await; // the tick at 1.5 s is 0.4 s late
     tokio::time::sleep(Duration::from_millis(2_000)).await;
@@ -783,22 +676,12 @@ async fn a_short_pause_within_the_threshold_still_runs_the_tick() {
 #[tokio::test(start_paused = true)]
 async fn fixed_rate_after_a_pause_runs_the_latest_tick_and_counts_the_rest_missed() {
     let runs = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&runs);
-    let job = Job::new(
+    let job = common::counting(
         "rate",
         Schedule::fixed_rate(Duration::from_secs(1)).unwrap(),
-        move |()| {
-            let counter = Arc::clone(&counter);
-            async move {
-                counter.fetch_add(1, Ordering::SeqCst);
-            }
-        },
+        &runs,
     );
-    let scheduler = Scheduler::builder()
-        .registry(JobRegistry::new(()).add(job))
-        .start()
-        .await
-        .unwrap();
+    let scheduler = common::start_one(Scheduler::builder(), job).await;
     tokio::time::sleep(Duration::from_millis(1_500)).await; // ran at 0 and 1 s
     pause(Duration::from_millis(3_000)).await; // 2, 3 and 4 s pass
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -813,27 +696,12 @@ async fn after_a_host_suspend_the_wall_clock_says_how_late_a_cron_tick_is() {
     // While a host is suspended its monotonic clock stands still; only the wall clock shows
     // that the 10:00, 11:00 and 12:00 ticks have passed. At 12:30 all three are missed.
     let runs = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&runs);
-    let job = Job::new(
-        "hourly",
-        Schedule::cron("0 0 * * * *").unwrap(),
-        move |()| {
-            let counter = Arc::clone(&counter);
-            async move {
-                counter.fetch_add(1, Ordering::SeqCst);
-            }
-        },
-    );
+    let job = common::counting("hourly", Schedule::cron("0 0 * * * *").unwrap(), &runs);
     let ten = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let wall = Arc::new(shedlock_core::ManualClock::new(
         ten - Duration::from_secs(10),
     ));
-    let scheduler = Scheduler::builder()
-        .clock(wall.clone())
-        .registry(JobRegistry::new(()).add(job))
-        .start()
-        .await
-        .unwrap();
+    let scheduler = common::start_one(Scheduler::builder().clock(wall.clone()), job).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     wall.advance(Duration::from_secs(2 * 3600 + 30 * 60)); // suspended until 12:30
     tokio::time::sleep(Duration::from_secs(60)).await; // the runner's next look at the clock
@@ -848,26 +716,22 @@ async fn after_a_host_suspend_the_wall_clock_says_how_late_a_cron_tick_is() {
 async fn leader_with_a_long_run(locked: bool) -> (Scheduler, Arc<AtomicBool>, Arc<AtomicUsize>) {
     let cut = Arc::new(AtomicBool::new(false));
     let provider = common::Cuttable {
-        inner: InMemoryLockProvider::new()
-            .with_clock(Arc::new(TokioClock::new()))
-            .with_holder("leader"),
+        inner: common::tokio_store().with_holder("leader"),
         cut: Arc::clone(&cut),
     };
     let stopped = Arc::new(AtomicUsize::new(0));
-    let told = Arc::clone(&stopped);
-    let job = Job::new(
+    let every_ten_minutes = Schedule::fixed_rate(Duration::from_secs(600)).unwrap();
+    let job = common::sharing(
         "coordinate",
-        Schedule::fixed_rate(Duration::from_secs(600)).unwrap(),
-        move |()| {
-            let told = Arc::clone(&told);
-            async move {
-                match LockContext::current() {
-                    Ok(lock) => {
-                        lock.cancelled().await;
-                        told.fetch_add(1, Ordering::SeqCst);
-                    }
-                    Err(_) => std::future::pending().await,
+        every_ten_minutes,
+        &stopped,
+        |told| async move {
+            match LockContext::current() {
+                Ok(lock) => {
+                    lock.cancelled().await;
+                    told.fetch_add(1, Ordering::SeqCst);
                 }
+                Err(_) => std::future::pending().await,
             }
         },
     )
@@ -878,12 +742,7 @@ async fn leader_with_a_long_run(locked: bool) -> (Scheduler, Arc<AtomicBool>, Ar
     } else {
         job
     };
-    let scheduler = Scheduler::builder()
-        .provider(provider)
-        .registry(JobRegistry::new(()).add(job))
-        .start()
-        .await
-        .unwrap();
+    let scheduler = common::start_one(Scheduler::builder().provider(provider), job).await;
     (scheduler, cut, stopped)
 }
 

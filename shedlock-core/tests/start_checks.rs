@@ -10,24 +10,11 @@ use std::time::Duration;
 
 use common::Slow;
 use shedlock_core::{
-    Error, InMemoryLockProvider, Job, JobLock, JobOutcome, JobRegistry, LockConfiguration,
-    LockContext, LockingTaskExecutor, Schedule, Scheduler, SchedulerConfig, TaskResult, TokioClock,
+    Error, Job, JobLock, JobOutcome, JobRegistry, LockConfiguration, LockContext,
+    LockingTaskExecutor, Schedule, Scheduler, SchedulerConfig, TaskResult,
 };
 
-fn store() -> InMemoryLockProvider {
-    InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()))
-}
-
-/// A job that counts its runs.
-fn counting(name: &str, schedule: Schedule, runs: &Arc<AtomicUsize>) -> Job<()> {
-    let runs = Arc::clone(runs);
-    Job::new(name.to_owned(), schedule, move |()| {
-        let runs = Arc::clone(&runs);
-        async move {
-            runs.fetch_add(1, Ordering::SeqCst);
-        }
-    })
-}
+use common::{counting, start_one, tokio_store as store};
 
 async fn start(provider: Slow, jobs: Vec<Job<()>>) -> Scheduler {
     let registry = jobs
@@ -79,10 +66,7 @@ async fn ticks_due_when_shutdown_begins_do_not_start() {
 #[tokio::test(start_paused = true)]
 async fn a_run_whose_lock_arrives_after_shutdown_began_does_not_start() {
     let store = store();
-    let slow = Slow {
-        acquire: Duration::from_secs(1),
-        ..Slow::new(store.with_holder("a"))
-    };
+    let slow = Slow::new(store.with_holder("a")).acquiring_for(Duration::from_secs(1));
     let acquiring = Arc::clone(&slow.acquiring);
     let runs = Arc::new(AtomicUsize::new(0));
     let job = counting("cron", Schedule::cron("* * * * * *").unwrap(), &runs).with_lock(
@@ -112,10 +96,7 @@ async fn a_run_whose_lock_arrives_after_shutdown_began_does_not_start() {
 
 #[tokio::test(start_paused = true)]
 async fn run_now_does_not_start_once_shutdown_began() {
-    let slow = Slow {
-        acquire: Duration::from_secs(1),
-        ..Slow::new(store())
-    };
+    let slow = Slow::new(store()).acquiring_for(Duration::from_secs(1));
     let acquiring = Arc::clone(&slow.acquiring);
     let runs = Arc::new(AtomicUsize::new(0));
     let hourly = || Schedule::cron("0 0 * * * *").unwrap();
@@ -140,10 +121,7 @@ async fn run_now_does_not_start_once_shutdown_began() {
 
 #[tokio::test(start_paused = true)]
 async fn a_leader_only_job_does_not_start_once_the_leadership_ended() {
-    let slow = Slow {
-        acquire: Duration::from_secs(1),
-        ..Slow::new(store())
-    };
+    let slow = Slow::new(store()).acquiring_for(Duration::from_secs(1));
     let acquiring = Arc::clone(&slow.acquiring);
     let runs = Arc::new(AtomicUsize::new(0));
     let job = counting(
@@ -154,13 +132,13 @@ async fn a_leader_only_job_does_not_start_once_the_leadership_ended() {
     .with_lock(JobLock::new("batch").unwrap())
     .leader_only("coordinator")
     .unwrap();
-    let scheduler = Scheduler::builder()
-        .provider(slow)
-        .elector(store().with_holder("a"))
-        .registry(JobRegistry::new(()).add(job))
-        .start()
-        .await
-        .unwrap();
+    let scheduler = start_one(
+        Scheduler::builder()
+            .provider(slow)
+            .elector(store().with_holder("a")),
+        job,
+    )
+    .await;
     let election = scheduler.election("coordinator").unwrap();
     election
         .subscribe()
@@ -250,13 +228,13 @@ async fn keep_alive_goes_on_while_a_job_asked_to_stop_winds_down() {
         shutdown_cancel_period: Duration::from_secs(30),
         ..SchedulerConfig::default()
     };
-    let scheduler = Scheduler::builder()
-        .provider(store.with_holder("a"))
-        .config(config)
-        .registry(JobRegistry::new(()).add(job))
-        .start()
-        .await
-        .unwrap();
+    let scheduler = start_one(
+        Scheduler::builder()
+            .provider(store.with_holder("a"))
+            .config(config),
+        job,
+    )
+    .await;
     tokio::task::yield_now().await;
     let rival = LockingTaskExecutor::new(store.with_holder("b"));
     let lock = LockConfiguration::new("long", Duration::from_secs(3), Duration::ZERO).unwrap();

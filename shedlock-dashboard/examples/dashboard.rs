@@ -10,9 +10,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use shedlock_core::{
-    InMemoryLockProvider, Job, JobLock, JobRegistry, Schedule, Scheduler, SchedulerConfig,
+    Error, InMemoryLockProvider, Job, JobLock, JobRegistry, Schedule, Scheduler, SchedulerConfig,
 };
 use shedlock_dashboard::{DashboardOptions, router};
+
+/// A job, locked under its own name, that works for `work` every `every`.
+fn working(name: &'static str, every: Duration, work: Duration) -> Result<Job<()>, Error> {
+    let job = Job::new(name, Schedule::fixed_rate(every)?, move |()| {
+        tokio::time::sleep(work)
+    });
+    Ok(job.with_lock(JobLock::new(name)?))
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -21,14 +29,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut schedulers = Vec::new();
     for instance in 1..=3 {
         let imports = Arc::clone(&imports);
-        let report = Job::new(
+        let report = working(
             "send_report",
-            Schedule::fixed_rate(Duration::from_secs(2))?,
-            |()| async {
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            },
-        )
-        .with_lock(JobLock::new("send_report")?);
+            Duration::from_secs(2),
+            Duration::from_millis(300),
+        )?;
         let import = Job::new(
             "import_orders",
             Schedule::fixed_rate(Duration::from_secs(5))?,
@@ -45,14 +50,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
         )
         .with_lock(JobLock::new("import_orders")?);
-        let rebuild = Job::new(
+        let rebuild = working(
             "rebuild_index",
-            Schedule::fixed_rate(Duration::from_secs(20))?,
-            |()| async {
-                tokio::time::sleep(Duration::from_secs(8)).await;
-            },
-        )
-        .with_lock(JobLock::new("rebuild_index")?);
+            Duration::from_secs(20),
+            Duration::from_secs(8),
+        )?;
         let scheduler = Scheduler::builder()
             .provider(store.with_holder(format!("web-{instance}")))
             .config(SchedulerConfig::default())

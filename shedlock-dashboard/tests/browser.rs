@@ -63,94 +63,76 @@ async fn sqlite() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres() {
-    let Some(webdriver) = webdriver_url() else {
-        return;
+/// One test per store on a server, skipped without the store's test URL (`url`): SQL stores
+/// (`test: url => provider type`) with their default tables and unique lock names, the others
+/// (`test: url => |url| provider connected to it`) under a prefix or root of the test's own.
+macro_rules! server_tests {
+    (
+        sql { $($sql:ident: $sql_url:expr => $sql_provider:ident;)* }
+        other { $($test:ident: $url:expr => |$u:ident| $provider:expr;)* }
+    ) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $sql() {
+                let Some(webdriver) = webdriver_url() else {
+                    return;
+                };
+                let Some(url) = $sql_url else { return };
+                let provider = $sql_provider::connect(&url).await.unwrap();
+                on_sql(&webdriver, &provider, Names::unique(), false).await;
+            }
+        )*
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                let Some(webdriver) = webdriver_url() else {
+                    return;
+                };
+                let Some($u) = $url else { return };
+                let provider = $provider;
+                on_store(&webdriver, |holder| {
+                    Arc::new(provider.with_holder(holder).unwrap())
+                })
+                .await;
+            }
+        )*
     };
-    let Some(url) = pg_url() else { return };
-    let provider = PgLockProvider::connect(&url).await.unwrap();
-    on_sql(&webdriver, &provider, Names::unique(), false).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mariadb() {
-    let Some(webdriver) = webdriver_url() else {
-        return;
-    };
-    let Some(url) = mysql_url() else { return };
-    let provider = MySqlLockProvider::connect(&url).await.unwrap();
-    on_sql(&webdriver, &provider, Names::unique(), false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis() {
-    let Some(webdriver) = webdriver_url() else {
-        return;
-    };
-    let Some(url) = redis_url() else { return };
-    let provider = RedisLockProvider::builder()
-        .key_prefix(unique_key_prefix("dash"))
-        .connect(&url)
-        .await
-        .unwrap();
-    on_store(&webdriver, |holder| {
-        Arc::new(provider.with_holder(holder).unwrap())
-    })
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redlock() {
-    let Some(webdriver) = webdriver_url() else {
-        return;
-    };
-    let Some(urls) = redlock_urls() else { return };
-    let provider = RedLockProvider::builder()
-        .key_prefix(unique_key_prefix("dash"))
-        .connect(&urls)
-        .await
-        .unwrap();
-    on_store(&webdriver, |holder| {
-        Arc::new(provider.with_holder(holder).unwrap())
-    })
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zookeeper() {
-    let Some(webdriver) = webdriver_url() else {
-        return;
-    };
-    let Some(url) = zk_url() else { return };
-    let provider = ZkLockProvider::builder(&url)
-        .root(unique_zk_root("dash"))
-        .connect()
-        .await
-        .unwrap();
-    provider.create_schema().await.unwrap();
-    on_store(&webdriver, |holder| {
-        Arc::new(provider.with_holder(holder).unwrap())
-    })
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn etcd() {
-    let Some(webdriver) = webdriver_url() else {
-        return;
-    };
-    let Some(url) = etcd_url() else { return };
-    let prefix = format!("{}/", unique_key_prefix("dash").trim_end_matches(':'));
-    let provider = EtcdLockProvider::builder(&url)
-        .prefix(prefix)
-        .connect()
-        .await
-        .unwrap();
-    on_store(&webdriver, |holder| {
-        Arc::new(provider.with_holder(holder).unwrap())
-    })
-    .await;
+server_tests! {
+    sql {
+        postgres: pg_url() => PgLockProvider;
+        mariadb: mysql_url() => MySqlLockProvider;
+    }
+    other {
+        redis: redis_url() => |url| RedisLockProvider::builder()
+            .key_prefix(unique_key_prefix("dash"))
+            .connect(&url)
+            .await
+            .unwrap();
+        redlock: redlock_urls() => |urls| RedLockProvider::builder()
+            .key_prefix(unique_key_prefix("dash"))
+            .connect(&urls)
+            .await
+            .unwrap();
+        zookeeper: zk_url() => |url| {
+            let provider = ZkLockProvider::builder(&url)
+                .root(unique_zk_root("dash"))
+                .connect()
+                .await
+                .unwrap();
+            provider.create_schema().await.unwrap();
+            provider
+        };
+        etcd: etcd_url() => |url| {
+            let prefix = format!("{}/", unique_key_prefix("dash").trim_end_matches(':'));
+            EtcdLockProvider::builder(&url)
+                .prefix(prefix)
+                .connect()
+                .await
+                .unwrap()
+        };
+    }
 }
 
 /// The checks on a store of a server's own (under a prefix or root of this test), with two

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use shedlock_core::{Error, LockConfiguration, LockInspector, LockProvider};
 use shedlock_etcd::EtcdLockProvider;
+use shedlock_test_support::stores::{assert_stale_lease_refused, free_port, take_over};
 use shedlock_test_support::unique_lock_name;
 
 fn config(name: &str) -> LockConfiguration {
@@ -47,26 +48,9 @@ async fn tokens_stay_above_every_earlier_one_after_the_keys_are_deleted_by_hand(
         "the record is gone"
     );
     let other = provider.with_holder("other").unwrap();
-    let second = other
-        .acquire(&config(&name))
-        .await
-        .unwrap()
-        .expect("free after the reset");
-    assert!(
-        second.fencing_token() > first.fencing_token(),
-        "token {} after {}",
-        second.fencing_token(),
-        first.fencing_token()
-    );
+    let second = take_over(&other, &config(&name), &first).await;
     // The holder from before the reset can neither release nor extend the new lease.
-    assert!(!provider.release(&first).await.unwrap());
-    assert_eq!(
-        provider
-            .extend(&first, Duration::from_secs(60), Duration::ZERO)
-            .await
-            .unwrap(),
-        None
-    );
+    assert_stale_lease_refused(&provider, &first).await;
     assert!(
         other.acquire(&config(&name)).await.unwrap().is_none(),
         "still held"
@@ -165,22 +149,25 @@ async fn an_unreachable_cluster_is_a_store_error_within_the_request_timeout() {
     );
 }
 
+/// A provider on `endpoints` (some of them dead or cut) under a prefix of its own, made of
+/// `base`, with a 2 s request timeout.
+async fn provider_on(endpoints: String, base: &str) -> EtcdLockProvider {
+    EtcdLockProvider::builder(endpoints)
+        .prefix(common::unique_key_prefix(base))
+        .request_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .expect("connect through the endpoints that answer")
+}
+
 /// A member that refuses connections is left for the next endpoint: every operation succeeds.
 #[tokio::test]
 async fn a_dead_first_endpoint_is_left_for_the_next() {
     let Some(url) = common::etcd_url() else {
         return;
     };
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let provider = EtcdLockProvider::builder(format!("http://{dead},{url}"))
-        .prefix(common::unique_key_prefix("dead-first"))
-        .request_timeout(Duration::from_secs(2))
-        .connect()
-        .await
-        .expect("connect through the next endpoint");
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let provider = provider_on(format!("{dead},{url}"), "dead-first").await;
     let name = unique_lock_name("dead-first");
     for _ in 0..4 {
         let lease = provider
@@ -251,12 +238,7 @@ async fn a_member_cut_off_mid_use_is_left_for_the_next() {
         .await
         .unwrap();
     let through = format!("http://{},{}", proxy.addr(), endpoints.join(","));
-    let provider = EtcdLockProvider::builder(through)
-        .prefix(common::unique_key_prefix("cut-member"))
-        .request_timeout(Duration::from_secs(2))
-        .connect()
-        .await
-        .expect("connect through the proxy");
+    let provider = provider_on(through, "cut-member").await;
     let name = unique_lock_name("cut-member");
     for mode in [
         shedlock_test_support::ProxyMode::Blackhole,

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use shedlock_core::{Error, LockConfiguration, LockProvider};
 use shedlock_etcd::{EtcdElector, EtcdLockProvider};
+use shedlock_test_support::stores::free_port;
 use shedlock_test_support::{on_ci, skip};
 
 const SECRET: &str = "pw-e7cd-not-for-output";
@@ -37,13 +38,6 @@ impl PrivateEtcd {
             skip(reason);
             return None;
         }
-        let free_port = || {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port()
-        };
         let (client, peer) = (free_port(), free_port());
         let url = format!("http://127.0.0.1:{client}");
         let dir = std::env::temp_dir().join(format!(

@@ -11,11 +11,10 @@ use std::time::Duration;
 use shedlock_core::conformance::election::{Candidate, leader_handover};
 use shedlock_core::{
     ElectionConfig, Elector, Error, LockConfiguration, LockContext, LockProvider,
-    LockingTaskExecutor,
+    LockingTaskExecutor, TaskResult,
 };
 use shedlock_redis::RedisLockProvider;
-use shedlock_test_support::{CutProxy, ProxyMode, upstream_of};
-use tokio::time::Instant;
+use shedlock_test_support::{CutProxy, ProxyMode, stores, tests_per_store, upstream_of};
 
 const CONFIG: ElectionConfig = ElectionConfig {
     lease_duration: Duration::from_millis(2_000),
@@ -85,63 +84,57 @@ async fn election(store: Store) {
     leader_handover(&format!("{store:?}"), CONFIG, candidates).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_election() {
-    election(Store::Redis).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redlock_election() {
-    election(Store::RedLock).await;
+tests_per_store! {
+    election: redis_election(Store::Redis), redlock_election(Store::RedLock);
 }
 
 const LEASE: Duration = Duration::from_millis(1_000);
 const INTERVAL: Duration = Duration::from_millis(300);
 
+/// Two instances of one store under a fresh prefix, each on connections of its own: one holds
+/// the lock `lock` for its job (kept alive every `INTERVAL`), the other asks for it.
+struct Rivals {
+    holder: Instance,
+    executor: LockingTaskExecutor,
+    /// Keeps the other instance's proxies open.
+    _other: Instance,
+    other: LockingTaskExecutor,
+    lock: LockConfiguration,
+}
+
+impl Rivals {
+    /// `None` when skipped.
+    async fn connect(store: Store, lock: &str) -> Option<Rivals> {
+        let prefix = common::unique_key_prefix(lock);
+        let holder = Instance::connect(store, "holder", &prefix).await?;
+        let other = Instance::connect(store, "other", &prefix).await?;
+        Some(Rivals {
+            executor: LockingTaskExecutor::from_shared(Arc::clone(&holder.provider)),
+            other: LockingTaskExecutor::from_shared(Arc::clone(&other.provider)),
+            holder,
+            _other: other,
+            lock: LockConfiguration::new(lock, LEASE, Duration::ZERO).unwrap(),
+        })
+    }
+
+    /// Runs `job` under the lock on the holder, with keep-alive.
+    async fn run<T>(&self, job: impl Future<Output = T>) -> Result<TaskResult<T>, Error> {
+        self.executor
+            .execute_with_keep_alive(&self.lock, INTERVAL, job)
+            .await
+    }
+}
+
 /// Keep-alive (the auto-extend of RedLock clients): a job running three times its lease keeps
 /// the lock, with no re-acquire, while another instance polls all along; right after, the
 /// other gets it.
 async fn keep_alive_holds_the_lock(store: Store) {
-    let prefix = common::unique_key_prefix("keepalive");
-    let (Some(holder), Some(other)) = (
-        Instance::connect(store, "holder", &prefix).await,
-        Instance::connect(store, "other", &prefix).await,
-    ) else {
+    let Some(rivals) = Rivals::connect(store, "long_job").await else {
         return;
     };
-    let executor = LockingTaskExecutor::from_shared(Arc::clone(&holder.provider));
-    let other = LockingTaskExecutor::from_shared(Arc::clone(&other.provider));
-    let lock = LockConfiguration::new("long_job", LEASE, Duration::ZERO).unwrap();
-    let job = executor.execute_with_keep_alive(&lock, INTERVAL, async {
-        let ctx = LockContext::current().unwrap();
-        let token = ctx.fencing_token();
-        let deadline = Instant::now() + 3 * LEASE;
-        let mut polls = 0;
-        while Instant::now() < deadline {
-            assert!(
-                other.try_lock(&lock).await.unwrap().is_none(),
-                "{store:?}: taken while kept alive"
-            );
-            assert!(
-                !ctx.is_cancelled(),
-                "{store:?}: lost-lock signal while kept alive"
-            );
-            assert_eq!(
-                ctx.fencing_token(),
-                token,
-                "{store:?}: keep-alive re-acquired"
-            );
-            polls += 1;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        polls
-    });
-    let polls = job.await.unwrap().into_executed().expect("ran");
-    assert!(polls >= 20, "{store:?}: only {polls} polls");
-    assert!(
-        other.try_lock(&lock).await.unwrap().is_some(),
-        "{store:?}: not released after the job"
-    );
+    let (executor, other) = (&rivals.executor, &rivals.other);
+    let store = format!("{store:?}");
+    stores::keep_alive_holds_the_lock(&store, executor, other, &rivals.lock, INTERVAL).await;
 }
 
 /// The holder's connections are cut while its job runs: by the time another instance, polling
@@ -150,21 +143,15 @@ async fn keep_alive_holds_the_lock(store: Store) {
 /// greater. (What is compared is the holder's own verdict at the moment of the takeover, not
 /// which of two tasks a loaded machine happens to wake first.)
 async fn lost_lock_signal_when_cut(store: Store) {
-    let prefix = common::unique_key_prefix("lostlock");
-    let (Some(holder), Some(other)) = (
-        Instance::connect(store, "holder", &prefix).await,
-        Instance::connect(store, "other", &prefix).await,
-    ) else {
+    let Some(rivals) = Rivals::connect(store, "cut_job").await else {
         return;
     };
-    let executor = LockingTaskExecutor::from_shared(Arc::clone(&holder.provider));
-    let other = LockingTaskExecutor::from_shared(Arc::clone(&other.provider));
-    let lock = LockConfiguration::new("cut_job", LEASE, Duration::ZERO).unwrap();
-    let outcome = executor.execute_with_keep_alive(&lock, INTERVAL, async {
+    let outcome = rivals.run(async {
         let ctx = LockContext::current().unwrap();
-        holder.cut();
+        rivals.holder.cut();
         let poller = tokio::spawn({
-            let (other, lock, ctx) = (other.clone(), lock.clone(), ctx.clone());
+            let (other, lock) = (rivals.other.clone(), rivals.lock.clone());
+            let ctx = ctx.clone();
             async move {
                 loop {
                     if let Some(taken) = other.try_lock(&lock).await.unwrap() {
@@ -192,22 +179,11 @@ async fn lost_lock_signal_when_cut(store: Store) {
     let _: Result<(), Error> = taken.release().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_keep_alive_holds_the_lock() {
-    keep_alive_holds_the_lock(Store::Redis).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redlock_keep_alive_holds_the_lock() {
-    keep_alive_holds_the_lock(Store::RedLock).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_lost_lock_signal_when_cut() {
-    lost_lock_signal_when_cut(Store::Redis).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redlock_lost_lock_signal_when_cut() {
-    lost_lock_signal_when_cut(Store::RedLock).await;
+tests_per_store! {
+    keep_alive_holds_the_lock:
+        redis_keep_alive_holds_the_lock(Store::Redis),
+        redlock_keep_alive_holds_the_lock(Store::RedLock);
+    lost_lock_signal_when_cut:
+        redis_lost_lock_signal_when_cut(Store::Redis),
+        redlock_lost_lock_signal_when_cut(Store::RedLock);
 }

@@ -4,31 +4,7 @@
 
 mod common;
 
-mod conformance {
-    use std::sync::Arc;
-
-    use shedlock_test_support::ServerHarness;
-
-    use crate::common;
-
-    async fn harness() -> Option<ServerHarness> {
-        let provider = common::redis("conformance").await?;
-        let inspector = provider.clone();
-        Some(
-            ServerHarness::new(move |holder| {
-                Arc::new(provider.with_holder(holder).expect("valid holder"))
-            })
-            .with_inspector(inspector),
-        )
-    }
-
-    shedlock_core::conformance_tests!(harness());
-
-    mod inspection {
-        use super::*;
-        shedlock_core::inspection_tests!(harness());
-    }
-}
+conformance_suites!(redis);
 
 mod specifics {
     use std::collections::HashMap;
@@ -207,11 +183,7 @@ mod specifics {
     /// Nothing listens on the port: connect fails at once with the address, no panic.
     #[tokio::test]
     async fn unreachable_server_is_a_store_error() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = shedlock_test_support::stores::free_port();
         let error = RedisLockProvider::connect(&format!("redis://127.0.0.1:{port}"))
             .await
             .unwrap_err();
@@ -286,11 +258,6 @@ mod specifics {
         })
         .await
         .expect("the provider reconnects");
-        assert!(
-            again.fencing_token() > lease.fencing_token(),
-            "token {} after {}",
-            again.fencing_token(),
-            lease.fencing_token()
-        );
+        shedlock_test_support::stores::assert_token_above(&again, &lease);
     }
 }

@@ -4,31 +4,7 @@
 
 mod common;
 
-mod conformance {
-    use std::sync::Arc;
-
-    use shedlock_test_support::ServerHarness;
-
-    use crate::common;
-
-    async fn harness() -> Option<ServerHarness> {
-        let provider = common::redlock("conformance").await?;
-        let inspector = provider.clone();
-        Some(
-            ServerHarness::new(move |holder| {
-                Arc::new(provider.with_holder(holder).expect("valid holder"))
-            })
-            .with_inspector(inspector),
-        )
-    }
-
-    shedlock_core::conformance_tests!(harness());
-
-    mod inspection {
-        use super::*;
-        shedlock_core::inspection_tests!(harness());
-    }
-}
+conformance_suites!(redlock);
 
 mod specifics {
     use std::time::Duration;
@@ -38,6 +14,7 @@ mod specifics {
 
     use crate::common;
     use shedlock_test_support::RedisServer;
+    use shedlock_test_support::stores::acquire_free;
 
     fn config(name: &str, lease: Duration) -> LockConfiguration {
         LockConfiguration::new(name, lease, Duration::ZERO).unwrap()
@@ -57,6 +34,15 @@ mod specifics {
         Some((servers, provider))
     }
 
+    /// Another process's provider, holder `b`, on `servers`: it knows no token yet.
+    async fn another_process(servers: &[RedisServer]) -> RedLockProvider {
+        RedLockProvider::builder()
+            .holder("b")
+            .connect(servers.iter().map(RedisServer::url))
+            .await
+            .unwrap()
+    }
+
     /// Every master stores the same token for a lease, and it is above all earlier ones even
     /// for an instance that never saw them.
     #[tokio::test]
@@ -68,12 +54,7 @@ mod specifics {
         let first = a.acquire(&lock).await.unwrap().unwrap();
         assert!(a.release(&first).await.unwrap());
         // A fresh provider (another process) knows no tokens yet: it learns them from the masters.
-        let b = RedLockProvider::builder()
-            .key_prefix(a.key_prefix())
-            .holder("b")
-            .connect(common::redlock_urls().unwrap())
-            .await
-            .unwrap();
+        let b = common::another_redlock(&a, "b").await;
         let second = b.acquire(&lock).await.unwrap().unwrap();
         assert!(second.fencing_token() > first.fencing_token());
         let urls = common::redlock_urls().unwrap();
@@ -97,11 +78,7 @@ mod specifics {
         let before = a.acquire(&lock).await.unwrap().unwrap();
         assert!(a.release(&before).await.unwrap());
         servers[1].kill();
-        let lease = a
-            .acquire(&lock)
-            .await
-            .unwrap()
-            .expect("2 of 3 masters grant");
+        let lease = acquire_free(&a, &lock, "2 of 3 masters grant").await;
         assert!(lease.fencing_token() > before.fencing_token());
         assert!(b.acquire(&lock).await.unwrap().is_none(), "two holders");
         let lease = a
@@ -162,11 +139,7 @@ mod specifics {
         }
         servers[0].restart();
         // Another process: it knows no token, and one master knows none either.
-        let b = RedLockProvider::builder()
-            .holder("b")
-            .connect(servers.iter().map(RedisServer::url))
-            .await
-            .unwrap();
+        let b = another_process(&servers).await;
         let lease = b.acquire(&lock).await.unwrap().unwrap();
         assert!(lease.fencing_token() > last);
         let urls = servers.iter().map(RedisServer::url);
@@ -192,18 +165,10 @@ mod specifics {
         };
         let lock = config("weakness", Duration::from_secs(30));
         servers[2].kill();
-        let first = a
-            .acquire(&lock)
-            .await
-            .unwrap()
-            .expect("masters 0 and 1 grant");
+        let first = acquire_free(&a, &lock, "masters 0 and 1 grant").await;
         servers[2].restart();
         servers[0].restart();
-        let b = RedLockProvider::builder()
-            .holder("b")
-            .connect(servers.iter().map(RedisServer::url))
-            .await
-            .unwrap();
+        let b = another_process(&servers).await;
         let second = b.acquire(&lock).await.unwrap();
         let second = second.expect("masters 0 and 2 forgot the lease: granted again");
         assert!(second.fencing_token() > first.fencing_token());

@@ -10,30 +10,15 @@ use std::time::Duration;
 
 use common::connection;
 use redis::AsyncCommands as _;
-use shedlock_core::{LockConfiguration, LockLease, LockProvider};
-use shedlock_redis::{RedLockProvider, RedisLockProvider};
+use shedlock_core::{LockConfiguration, LockProvider};
+use shedlock_redis::RedisLockProvider;
 use shedlock_test_support::RedisServer;
+use shedlock_test_support::stores::{assert_stale_lease_refused, take_over};
 
 const LEASE: Duration = Duration::from_secs(30);
 
 fn config(name: &str) -> LockConfiguration {
     LockConfiguration::new(name, LEASE, Duration::ZERO).unwrap()
-}
-
-/// A stale holder's lease is dead: it can neither release nor extend the lock.
-async fn assert_dead(provider: &dyn LockProvider, stale: &LockLease) {
-    assert!(
-        !provider.release(stale).await.unwrap(),
-        "the stale lease released the lock"
-    );
-    assert!(
-        provider
-            .extend(stale, LEASE, Duration::ZERO)
-            .await
-            .unwrap()
-            .is_none(),
-        "the stale lease was extended"
-    );
 }
 
 mod single {
@@ -53,31 +38,15 @@ mod single {
         let stale = a.acquire(&lock).await.unwrap().unwrap();
         let () = redis.del(a.key("reset")).await.unwrap();
         // The same instance's next tick, while the stale run still runs.
-        let again = a
-            .acquire(&lock)
-            .await
-            .unwrap()
-            .expect("the deleted lock is free");
-        assert!(
-            again.fencing_token() > stale.fencing_token(),
-            "token {} after {}",
-            again.fencing_token(),
-            stale.fencing_token()
-        );
-        assert_dead(&a, &stale).await;
+        let again = take_over(&a, &lock, &stale).await;
+        assert_stale_lease_refused(&a, &stale).await;
         assert!(a.release(&again).await.unwrap());
 
         // Another instance after another reset.
         let () = redis.del(a.key("reset")).await.unwrap();
-        let b = RedisLockProvider::builder()
-            .key_prefix(a.key_prefix())
-            .holder("b")
-            .connect(&url)
-            .await
-            .unwrap();
-        let other = b.acquire(&lock).await.unwrap().unwrap();
-        assert!(other.fencing_token() > again.fencing_token());
-        assert_dead(&a, &again).await;
+        let b = common::another_redis(&a, "b").await;
+        let other = take_over(&b, &lock, &again).await;
+        assert_stale_lease_refused(&a, &again).await;
         assert!(b.release(&other).await.unwrap());
     }
 
@@ -128,11 +97,14 @@ mod single {
         ]) else {
             return;
         };
-        let a = RedisLockProvider::builder()
-            .holder("a")
-            .connect(&primary.url())
-            .await
-            .unwrap();
+        let instance = async |holder: &str, server: &RedisServer| {
+            RedisLockProvider::builder()
+                .holder(holder)
+                .connect(&server.url())
+                .await
+                .unwrap()
+        };
+        let a = instance("a", &primary).await;
         let lock = config("failover");
         let first = a.acquire(&lock).await.unwrap().unwrap();
         assert!(a.release(&first).await.unwrap());
@@ -161,29 +133,11 @@ mod single {
             .await
             .unwrap();
         let stale = a.acquire(&lock).await.unwrap().unwrap();
-        let b = RedisLockProvider::builder()
-            .holder("b")
-            .connect(&replica.url())
-            .await
-            .unwrap();
-        let fresh = b
-            .acquire(&lock)
-            .await
-            .unwrap()
-            .expect("the promoted replica never saw the stale grant");
-        assert!(
-            fresh.fencing_token() > stale.fencing_token(),
-            "token {} after {}",
-            fresh.fencing_token(),
-            stale.fencing_token()
-        );
+        // The promoted replica never saw the stale grant.
+        take_over(&instance("b", &replica).await, &lock, &stale).await;
         // The stale holder's instance reaches the new primary too.
-        let a_after_failover = RedisLockProvider::builder()
-            .holder("a")
-            .connect(&replica.url())
-            .await
-            .unwrap();
-        assert_dead(&a_after_failover, &stale).await;
+        let a_after_failover = instance("a", &replica).await;
+        assert_stale_lease_refused(&a_after_failover, &stale).await;
     }
 }
 
@@ -204,24 +158,9 @@ mod redlock {
         for url in &urls {
             let () = connection(url).await.del(a.key("reset")).await.unwrap();
         }
-        let b = RedLockProvider::builder()
-            .key_prefix(a.key_prefix())
-            .holder("b")
-            .connect(&urls)
-            .await
-            .unwrap();
-        let fresh = b
-            .acquire(&lock)
-            .await
-            .unwrap()
-            .expect("the deleted lock is free");
-        assert!(
-            fresh.fencing_token() > stale.fencing_token(),
-            "token {} after {}",
-            fresh.fencing_token(),
-            stale.fencing_token()
-        );
-        assert_dead(&a, &stale).await;
+        let b = common::another_redlock(&a, "b").await;
+        let fresh = take_over(&b, &lock, &stale).await;
+        assert_stale_lease_refused(&a, &stale).await;
         for state in common::master_records(&urls, b.key_prefix(), "reset").await {
             assert_eq!(state.unwrap().unwrap().fencing_token, fresh.fencing_token());
         }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use shedlock_core::{Error, LockConfiguration, LockProvider};
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
 use shedlock_test_support::RedisServer;
+use shedlock_test_support::stores::free_port;
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -32,13 +33,6 @@ mod secrets {
     /// that fails: no error, `Debug` or `Display` shows the password.
     #[tokio::test]
     async fn passwords_never_shown() {
-        let free_port = || {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port()
-        };
         let (dead_1, dead_2) = (free_port(), free_port());
         let urls = [
             format!("redis://:{SECRET}@[::1"),

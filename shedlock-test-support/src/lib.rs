@@ -23,6 +23,7 @@ pub mod names;
 mod proxy;
 mod redis_server;
 pub mod runs;
+pub mod stores;
 mod zookeeper;
 
 pub use env::{

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use shedlock_core::conformance::election::Candidates;
 use shedlock_core::{
-    ElectionConfig, Elector, Error, LockConfiguration, LockInspector, LockProvider, LockQuery,
+    ElectionConfig, Elector, LockConfiguration, LockInspector, LockProvider, LockQuery,
 };
 use shedlock_zookeeper::ZkLockProvider;
-use zookeeper_client::{Acls, Client, CreateMode, Permission};
+use zookeeper_client::{Acls, Client, CreateMode};
 
 const CONFIG: ElectionConfig = ElectionConfig {
     lease_duration: Duration::from_millis(3_000),
@@ -118,23 +118,7 @@ async fn with_credentials_nodes_are_closed_to_other_clients() {
         ),
     ];
     for node in &nodes {
-        let (acl, _) = owner.get_acl(node).await.unwrap();
-        assert_eq!(acl.len(), 1, "{node}: {acl:?}");
-        assert_eq!(
-            (acl[0].scheme(), acl[0].permission()),
-            ("digest", Permission::ALL),
-            "{node}"
-        );
-        assert!(
-            acl[0]
-                .id()
-                .starts_with(&format!("{}:", common::DIGEST_USER)),
-            "{node}: {acl:?}"
-        );
-        assert!(
-            !acl[0].id().contains(common::DIGEST_PASSWORD),
-            "a hash, not the password"
-        );
+        common::assert_digest_only(&owner, node).await;
         for (who, client) in &others {
             assert_refused(who, client, node).await;
         }
@@ -204,16 +188,11 @@ async fn create_schema_with_credentials_closes_an_open_tree() {
     ] {
         assert_refused("anonymous", &anonymous, &node).await;
     }
-    match open.release(&lease).await {
-        Err(Error::Store { source, .. }) => {
-            let message = source.to_string();
-            assert!(
-                message.contains("not authorized") && message.contains("digest_auth"),
-                "{message}"
-            );
-        }
-        other => panic!("expected a store error, got {other:?}"),
-    }
+    let message = common::store_error(open.release(&lease).await);
+    assert!(
+        message.contains("not authorized") && message.contains("digest_auth"),
+        "{message}"
+    );
     let taken = closed.acquire(&config("other")).await.unwrap();
     assert!(taken.is_some(), "the provider with credentials works");
 }

@@ -20,15 +20,20 @@ const CONFIG: ElectionConfig = ElectionConfig {
     retry_period: Duration::from_millis(500),
 };
 
-/// `count` candidates in election `leader`, each on the one session of an elector under a root
-/// unique to `base`.
-async fn start(count: usize, base: &str) -> Option<(ZkElector, Candidates)> {
-    let url = common::zk_url()?;
-    let elector = ZkElector::builder(url)
+/// An elector under a root unique to `base`; `None` when skipped.
+async fn elector(base: &str) -> Option<ZkElector> {
+    let elector = ZkElector::builder(common::zk_url()?)
         .root(common::unique_zk_root(base))
         .connect()
         .await
         .expect("connect to SHEDLOCK_TEST_ZK_URL");
+    Some(elector)
+}
+
+/// `count` candidates in election `leader`, each on the one session of an elector under a root
+/// unique to `base`.
+async fn start(count: usize, base: &str) -> Option<(ZkElector, Candidates)> {
+    let elector = elector(base).await?;
     let electors = (0..count).map(|_| Arc::new(elector.clone()) as Arc<dyn Elector>);
     let candidates = Candidates::start("leader", CONFIG, electors);
     Some((elector, candidates))
@@ -196,14 +201,9 @@ async fn watches_under(url: &str, dir: &str) -> Vec<String> {
 /// Bad timing and names are refused before any campaign starts, naming the field.
 #[tokio::test]
 async fn invalid_elections_name_their_field() {
-    let Some(url) = common::zk_url() else {
+    let Some(elector) = elector("invalid").await else {
         return;
     };
-    let elector = ZkElector::builder(url)
-        .root(common::unique_zk_root("invalid"))
-        .connect()
-        .await
-        .unwrap();
     let field = |result: Result<LeaderElection, Error>| match result {
         Err(Error::InvalidConfig { field, .. }) => field,
         other => panic!("expected InvalidConfig, got {other:?}"),

@@ -105,19 +105,12 @@ async fn foreign_nodes_are_clear_errors_and_names_are_plain() {
         )
         .await
         .unwrap();
-    match provider
-        .acquire(&config("hand-made", Duration::from_secs(5)))
-        .await
-    {
-        Err(Error::Store { source, .. }) => {
-            let message = source.to_string();
-            assert!(
-                message.contains("hand-made") && message.contains("did not write"),
-                "{message}"
-            );
-        }
-        other => panic!("expected a store error, got {other:?}"),
-    }
+    let hand_made = config("hand-made", Duration::from_secs(5));
+    let message = common::store_error(provider.acquire(&hand_made).await);
+    assert!(
+        message.contains("hand-made") && message.contains("did not write"),
+        "{message}"
+    );
     for name in ["a/b", "50% off", ".."] {
         let lease = provider
             .acquire(&config(name, Duration::from_secs(5)))
@@ -208,25 +201,14 @@ async fn bad_configuration_and_unreachable_ensembles_are_clear_errors() {
         ),
         "session_timeout"
     );
-    let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let closed = format!("127.0.0.1:{}", shedlock_test_support::stores::free_port());
     let started = Instant::now();
-    let refused = ZkLockProvider::builder(closed.to_string())
+    let refused = ZkLockProvider::builder(closed)
         .request_timeout(Duration::from_secs(2))
         .connect()
         .await;
-    match refused {
-        Err(Error::Store { source, .. }) => {
-            assert!(
-                source.to_string().contains("cannot connect to ZooKeeper"),
-                "{source}"
-            )
-        }
-        other => panic!("expected a store error, got {other:?}"),
-    }
+    let message = common::store_error(refused);
+    assert!(message.contains("cannot connect to ZooKeeper"), "{message}");
     println!("refused ensemble reported after {:?}", started.elapsed());
 }
 

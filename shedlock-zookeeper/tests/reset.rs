@@ -8,7 +8,8 @@ mod common;
 
 use std::time::Duration;
 
-use shedlock_core::{LockConfiguration, LockInspector, LockProvider};
+use shedlock_core::{LockConfiguration, LockInspector, LockLease, LockProvider, LockRecord};
+use shedlock_test_support::stores::{acquire_free, assert_stale_lease_refused, take_over};
 use shedlock_zookeeper::ZkLockProvider;
 
 fn config(name: &str) -> LockConfiguration {
@@ -31,46 +32,55 @@ async fn two_instances(base: &str) -> Option<(ZkLockProvider, ZkLockProvider)> {
     Some((first, second))
 }
 
+/// What an operator deletes by hand while a holder runs.
+enum Deleted {
+    /// The lock node.
+    LockNode,
+    /// The whole root; the schema is then created again.
+    Root,
+}
+
+/// Two instances on a root of their own (made of `base`): `first` takes `nightly`, an operator
+/// deletes what `deleted` says, and `second` takes the lock (with a token above the stale
+/// one); the stale holder's extension and release are refused. The instances, `second`'s
+/// lease and the lock's record as `second` reads it; `None` when skipped.
+async fn taken_over_after(
+    deleted: Deleted,
+    base: &str,
+) -> Option<(ZkLockProvider, ZkLockProvider, LockLease, LockRecord)> {
+    let (first, second) = two_instances(base).await?;
+    let stale = acquire_free(&first, &config("nightly"), "free").await;
+    let operator = common::raw_client().await;
+    match deleted {
+        Deleted::LockNode => {
+            common::delete_all(&operator, &format!("{}/locks/nightly", first.root())).await;
+        }
+        Deleted::Root => {
+            common::delete_all(&operator, first.root()).await;
+            second.create_schema().await.unwrap();
+        }
+    }
+    let current = take_over(&second, &config("nightly"), &stale).await;
+    assert_stale_lease_refused(&first, &stale).await;
+    let row = second
+        .lock_record("nightly")
+        .await
+        .unwrap()
+        .expect("exists");
+    Some((first, second, current, row))
+}
+
 /// The lock node is deleted by hand while its holder runs, and another instance takes the
 /// lock (a new node at the same path, at the same node version as the deleted one): the stale
 /// holder's release and extension are refused and leave the new lease as it was; tokens keep
 /// increasing.
 #[tokio::test]
 async fn a_stale_holder_cannot_touch_a_lock_node_created_again() {
-    let Some((first, second)) = two_instances("reset-node").await else {
+    let Some((first, second, current, row)) =
+        taken_over_after(Deleted::LockNode, "reset-node").await
+    else {
         return;
     };
-    let stale = first
-        .acquire(&config("nightly"))
-        .await
-        .unwrap()
-        .expect("free");
-    let operator = common::raw_client().await;
-    common::delete_all(&operator, &format!("{}/locks/nightly", first.root())).await;
-    let current = second
-        .acquire(&config("nightly"))
-        .await
-        .unwrap()
-        .expect("deleted: free");
-    assert!(current.fencing_token() > stale.fencing_token());
-
-    let extended = first
-        .extend(&stale, Duration::from_secs(600), Duration::ZERO)
-        .await
-        .unwrap();
-    assert!(
-        extended.is_none(),
-        "the stale holder extended the new holder's lock"
-    );
-    assert!(
-        !first.release(&stale).await.unwrap(),
-        "the stale holder released the new holder's lock"
-    );
-    let row = second
-        .lock_record("nightly")
-        .await
-        .unwrap()
-        .expect("exists");
     assert!(row.held, "{row}");
     assert_eq!(
         (row.holder.as_str(), row.fencing_token, row.lock_until),
@@ -82,12 +92,7 @@ async fn a_stale_holder_cannot_touch_a_lock_node_created_again() {
         "still held"
     );
     assert!(second.release(&current).await.unwrap());
-    let next = first
-        .acquire(&config("nightly"))
-        .await
-        .unwrap()
-        .expect("released");
-    assert!(next.fencing_token() > current.fencing_token());
+    take_over(&first, &config("nightly"), &current).await;
 }
 
 /// The whole root is deleted by hand while a holder runs, the schema created again and the
@@ -95,41 +100,10 @@ async fn a_stale_holder_cannot_touch_a_lock_node_created_again() {
 /// the new token is above every earlier one.
 #[tokio::test]
 async fn a_stale_holder_cannot_touch_a_lock_after_the_root_is_created_again() {
-    let Some((first, second)) = two_instances("reset-root").await else {
+    let Some((_, second, current, row)) = taken_over_after(Deleted::Root, "reset-root").await
+    else {
         return;
     };
-    let stale = first
-        .acquire(&config("nightly"))
-        .await
-        .unwrap()
-        .expect("free");
-    let operator = common::raw_client().await;
-    common::delete_all(&operator, first.root()).await;
-    second.create_schema().await.unwrap();
-    let current = second
-        .acquire(&config("nightly"))
-        .await
-        .unwrap()
-        .expect("deleted: free");
-    assert!(current.fencing_token() > stale.fencing_token());
-
-    let extended = first
-        .extend(&stale, Duration::from_secs(600), Duration::ZERO)
-        .await
-        .unwrap();
-    assert!(
-        extended.is_none(),
-        "the stale holder extended the new holder's lock"
-    );
-    assert!(
-        !first.release(&stale).await.unwrap(),
-        "the stale holder released the new holder's lock"
-    );
-    let row = second
-        .lock_record("nightly")
-        .await
-        .unwrap()
-        .expect("exists");
     assert_eq!(
         (row.held, row.holder.as_str(), row.fencing_token),
         (true, "second", current.fencing_token()),
@@ -166,20 +140,15 @@ async fn a_lock_node_without_its_incarnation_is_reported_or_adopted() {
     first.acquire(&short).await.unwrap().expect("free");
     let node = format!("{}/locks/ended", first.root());
     delete_child(&node).await;
-    match first.acquire(&short).await {
-        Err(shedlock_core::Error::Store { source, .. }) => {
-            let message = source.to_string();
-            assert!(
-                message.contains(&node) && message.contains("incarnation"),
-                "{message}"
-            );
-            assert!(
-                message.contains("deleteall"),
-                "says how to reset: {message}"
-            );
-        }
-        other => panic!("expected a store error, got {other:?}"),
-    }
+    let message = common::store_error(first.acquire(&short).await);
+    assert!(
+        message.contains(&node) && message.contains("incarnation"),
+        "{message}"
+    );
+    assert!(
+        message.contains("deleteall"),
+        "says how to reset: {message}"
+    );
 
     let open =
         zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());

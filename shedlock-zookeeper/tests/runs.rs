@@ -109,19 +109,7 @@ async fn run_nodes_get_the_lock_nodes_acl() {
     let lock_dir = format!("{runs}/{lock}");
     let run = format!("{lock_dir}/00000000000000000001-0000000001");
     for path in [&runs, &lock_dir, &run] {
-        let (acl, _) = owner.get_acl(path).await.expect("read the ACL");
-        assert_eq!(acl.len(), 1, "{path}: {acl:?}");
-        assert_eq!(
-            (acl[0].scheme(), acl[0].permission()),
-            ("digest", zookeeper_client::Permission::ALL),
-            "{path}"
-        );
-        assert!(
-            acl[0]
-                .id()
-                .starts_with(&format!("{}:", common::DIGEST_USER)),
-            "{path}: {acl:?}"
-        );
+        common::assert_digest_only(&owner, path).await;
         assert_eq!(
             anonymous.get_data(path).await.map(drop),
             Err(zookeeper_client::Error::NoAuth),

@@ -74,12 +74,8 @@ async fn the_password_reaches_no_debug_output_error_or_log() {
         .unwrap();
     let refused = wrong.create_schema().await.unwrap_err();
     printed.push(format!("{refused} / {refused:?}"));
-    let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let unreachable = ZkLockProvider::builder(closed.to_string())
+    let closed = format!("127.0.0.1:{}", shedlock_test_support::stores::free_port());
+    let unreachable = ZkLockProvider::builder(closed)
         .digest_auth(common::DIGEST_USER, common::DIGEST_PASSWORD)
         .request_timeout(Duration::from_secs(2))
         .connect()

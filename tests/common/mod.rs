@@ -5,9 +5,43 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use shedlock::{LockProvider, MySqlLockProvider, PgLockProvider, SqliteLockProvider};
+use shedlock::sql::SqlLockProvider;
+use shedlock::sql::dialect::Dialect;
+use shedlock::{
+    Lock, LockConfiguration, LockContext, LockProvider, LockingTaskExecutor, MySqlLockProvider,
+    PgLockProvider, SqliteLockProvider,
+};
 use shedlock_test_support::{mysql_url, pg_url, unique_table};
+
+/// The time since the epoch, as runs note it.
+pub(crate) fn since_epoch() -> Duration {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap()
+}
+
+/// One run of a job, as the job saw it.
+#[derive(Debug, Clone)]
+pub(crate) struct Run {
+    pub(crate) holder: String,
+    pub(crate) token: u64,
+    pub(crate) start: Duration,
+    pub(crate) end: Duration,
+}
+
+impl Run {
+    /// Runs a job that takes microseconds, under `lock`: what it saw.
+    pub(crate) async fn of_a_microsecond_job(lock: &LockContext) -> Run {
+        let start = since_epoch();
+        tokio::task::yield_now().await;
+        Run {
+            holder: lock.holder(),
+            token: lock.fencing_token(),
+            start,
+            end: since_epoch(),
+        }
+    }
+}
 
 /// A database kind under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,30 +59,41 @@ pub(crate) enum Provider {
     MySql(MySqlLockProvider),
 }
 
+/// `$body` with `$p` bound to the typed provider inside `$provider`, whatever its database
+/// (each arm is compiled for its own provider type).
+macro_rules! each {
+    ($provider:expr, $p:ident => $body:expr) => {
+        match $provider {
+            Provider::Sqlite($p) => $body,
+            Provider::Postgres($p) => $body,
+            Provider::MySql($p) => $body,
+        }
+    };
+}
+
+/// The same, for a `$body` giving another provider of that database.
+macro_rules! map_each {
+    ($provider:expr, $p:ident => $body:expr) => {
+        match $provider {
+            Provider::Sqlite($p) => Provider::Sqlite($body),
+            Provider::Postgres($p) => Provider::Postgres($body),
+            Provider::MySql($p) => Provider::MySql($body),
+        }
+    };
+}
+
 impl Provider {
     pub(crate) fn shared(&self) -> Arc<dyn LockProvider> {
-        match self {
-            Provider::Sqlite(p) => Arc::new(p.clone()),
-            Provider::Postgres(p) => Arc::new(p.clone()),
-            Provider::MySql(p) => Arc::new(p.clone()),
-        }
+        each!(self, p => Arc::new(p.clone()))
     }
 
     pub(crate) fn with_holder(&self, holder: &str) -> Provider {
-        match self {
-            Provider::Sqlite(p) => Provider::Sqlite(p.with_holder(holder).unwrap()),
-            Provider::Postgres(p) => Provider::Postgres(p.with_holder(holder).unwrap()),
-            Provider::MySql(p) => Provider::MySql(p.with_holder(holder).unwrap()),
-        }
+        map_each!(self, p => p.with_holder(holder).unwrap())
     }
 
     /// Closes this provider's connections: every later store call fails.
     pub(crate) async fn close(&self) {
-        match self {
-            Provider::Sqlite(p) => p.pool().close().await,
-            Provider::Postgres(p) => p.pool().close().await,
-            Provider::MySql(p) => p.pool().close().await,
-        }
+        each!(self, p => p.pool().close().await);
     }
 
     /// Removes what [`provider`] created: the table on a server; the database file (with its
@@ -71,33 +116,38 @@ impl Provider {
 
     /// Ends a lease behind its holder's back: `lock_until` an hour ago, on the database clock.
     pub(crate) async fn expire_in_store(&self, lock_name: &str) {
-        let rows = match self {
-            Provider::Sqlite(p) => sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE {} SET lock_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 hour') WHERE name = ?",
-                p.table()
-            )))
-            .bind(lock_name)
-            .execute(p.pool())
-            .await
-            .map(|r| r.rows_affected()),
-            Provider::Postgres(p) => sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE {} SET lock_until = timezone('utc', clock_timestamp()) - interval '1 hour' WHERE name = $1",
-                p.table()
-            )))
-            .bind(lock_name)
-            .execute(p.pool())
-            .await
-            .map(|r| r.rows_affected()),
-            Provider::MySql(p) => sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE {} SET lock_until = UTC_TIMESTAMP(3) - INTERVAL 1 HOUR WHERE name = ?",
-                p.table()
-            )))
-            .bind(lock_name)
-            .execute(p.pool())
-            .await
-            .map(|r| r.rows_affected()),
+        let (an_hour_ago, name) = match self {
+            Provider::Sqlite(_) => ("strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 hour')", "?"),
+            Provider::Postgres(_) => (
+                "timezone('utc', clock_timestamp()) - interval '1 hour'",
+                "$1",
+            ),
+            Provider::MySql(_) => ("UTC_TIMESTAMP(3) - INTERVAL 1 HOUR", "?"),
         };
+        let table = each!(self, p => p.table());
+        let statement =
+            format!("UPDATE {table} SET lock_until = {an_hour_ago} WHERE name = {name}");
+        let rows = each!(self, p => sqlx::query(sqlx::AssertSqlSafe(statement))
+            .bind(lock_name)
+            .execute(p.pool())
+            .await
+            .map(|r| r.rows_affected()));
         assert_eq!(rows.expect("expire the lease in the store"), 1);
+    }
+
+    /// Ends the lease of `lock` behind its holder's back (as [`expire_in_store`](Self::expire_in_store)),
+    /// and `thief` takes the lock: its lock.
+    pub(crate) async fn steal(
+        &self,
+        lock: &LockConfiguration,
+        thief: &LockingTaskExecutor,
+    ) -> Lock {
+        self.expire_in_store(lock.name()).await;
+        thief
+            .try_lock(lock)
+            .await
+            .unwrap()
+            .expect("an expired lease is taken over")
     }
 
     /// A write fenced by `(lock_name, token)` in this database: `Ok` if the guard let it through.
@@ -108,23 +158,43 @@ impl Provider {
     ) -> Result<(), shedlock::Error> {
         match self {
             Provider::Sqlite(p) => {
-                let mut tx = p.pool().begin_with("BEGIN IMMEDIATE").await.unwrap();
-                p.verify_lease(&mut tx, lock_name, token).await?;
-                tx.commit().await.unwrap();
+                // SQLite: the write lock at once, as a fenced write needs it.
+                let tx = p.pool().begin_with("BEGIN IMMEDIATE").await.unwrap();
+                fenced(p, tx, lock_name, token).await
             }
             Provider::Postgres(p) => {
-                let mut tx = p.pool().begin().await.unwrap();
-                p.verify_lease(&mut tx, lock_name, token).await?;
-                tx.commit().await.unwrap();
+                fenced(p, p.pool().begin().await.unwrap(), lock_name, token).await
             }
             Provider::MySql(p) => {
-                let mut tx = p.pool().begin().await.unwrap();
-                p.verify_lease(&mut tx, lock_name, token).await?;
-                tx.commit().await.unwrap();
+                fenced(p, p.pool().begin().await.unwrap(), lock_name, token).await
             }
         }
-        Ok(())
     }
+}
+
+/// Checks the lease `(lock_name, token)` in `tx` and commits it.
+async fn fenced<D: Dialect>(
+    provider: &SqlLockProvider<D>,
+    mut tx: sqlx::Transaction<'static, D::Database>,
+    lock_name: &str,
+    token: u64,
+) -> Result<(), shedlock::Error> {
+    provider.verify_lease(&mut tx, lock_name, token).await?;
+    tx.commit().await.unwrap();
+    Ok(())
+}
+
+/// A provider on `pool`, over `table`, as `holder`.
+fn on_table<D: Dialect>(
+    pool: sqlx::Pool<D::Database>,
+    table: &str,
+    holder: &str,
+) -> SqlLockProvider<D> {
+    SqlLockProvider::builder(pool)
+        .table(table)
+        .holder(holder)
+        .build()
+        .unwrap()
 }
 
 async fn drop_table<DB: sqlx::Database>(pool: &sqlx::Pool<DB>, table: &str)
@@ -144,84 +214,29 @@ pub(crate) async fn provider(db: Db, holder: &str) -> Option<Provider> {
     let provider = match db {
         Db::Sqlite => {
             let path = std::env::temp_dir().join(format!("{table}.db"));
-            let p = SqliteLockProvider::connect(&format!("sqlite://{}", path.display()))
+            let file = SqliteLockProvider::connect(&format!("sqlite://{}", path.display()))
                 .await
                 .unwrap();
-            Provider::Sqlite(
-                SqliteLockProvider::builder(p.pool().clone())
-                    .table(&table)
-                    .holder(holder)
-                    .build()
-                    .unwrap(),
-            )
+            Provider::Sqlite(on_table(file.pool().clone(), &table, holder))
         }
         Db::Postgres => {
             let pool = sqlx::PgPool::connect(&pg_url()?).await.unwrap();
-            Provider::Postgres(
-                PgLockProvider::builder(pool)
-                    .table(&table)
-                    .holder(holder)
-                    .build()
-                    .unwrap(),
-            )
+            Provider::Postgres(on_table(pool, &table, holder))
         }
         Db::MySql => {
             let pool = sqlx::MySqlPool::connect(&mysql_url()?).await.unwrap();
-            Provider::MySql(
-                MySqlLockProvider::builder(pool)
-                    .table(&table)
-                    .holder(holder)
-                    .build()
-                    .unwrap(),
-            )
+            Provider::MySql(on_table(pool, &table, holder))
         }
     };
-    match &provider {
-        Provider::Sqlite(p) => p.create_schema().await.unwrap(),
-        Provider::Postgres(p) => p.create_schema().await.unwrap(),
-        Provider::MySql(p) => p.create_schema().await.unwrap(),
-    }
+    each!(&provider, p => p.create_schema().await.unwrap());
     Some(provider)
 }
 
 /// Another instance on the same table, with its own connections (so closing them cuts only it).
 pub(crate) async fn another_instance(of: &Provider, holder: &str) -> Provider {
-    match of {
-        Provider::Sqlite(p) => {
-            let pool = sqlx::SqlitePool::connect_with((*p.pool().connect_options()).clone())
-                .await
-                .unwrap();
-            Provider::Sqlite(
-                SqliteLockProvider::builder(pool)
-                    .table(p.table())
-                    .holder(holder)
-                    .build()
-                    .unwrap(),
-            )
-        }
-        Provider::Postgres(p) => {
-            let pool = sqlx::PgPool::connect_with((*p.pool().connect_options()).clone())
-                .await
-                .unwrap();
-            Provider::Postgres(
-                PgLockProvider::builder(pool)
-                    .table(p.table())
-                    .holder(holder)
-                    .build()
-                    .unwrap(),
-            )
-        }
-        Provider::MySql(p) => {
-            let pool = sqlx::MySqlPool::connect_with((*p.pool().connect_options()).clone())
-                .await
-                .unwrap();
-            Provider::MySql(
-                MySqlLockProvider::builder(pool)
-                    .table(p.table())
-                    .holder(holder)
-                    .build()
-                    .unwrap(),
-            )
-        }
-    }
+    map_each!(of, p => {
+        let options = (*p.pool().connect_options()).clone();
+        let pool = sqlx::Pool::connect_with(options).await.unwrap();
+        on_table(pool, p.table(), holder)
+    })
 }

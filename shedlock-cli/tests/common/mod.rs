@@ -1,16 +1,30 @@
-//! What the binary's test files share: a finished run and its output, and finding a lock in
-//! `locks list --json`.
+//! What the binary's test files share: the binary, a finished run and its output, finding a
+//! lock in `locks list --json`, and the cases every store passes alike.
 
 #![allow(dead_code)] // each test binary uses a different part
 
-use std::process::Output;
+use std::process::{Command, Output};
 
 use serde_json::Value;
+
+/// The binary, without the caller's URL variables (`SHEDLOCK_URL`, `DATABASE_URL`).
+pub(crate) fn shedlock_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_shedlock"));
+    command
+        .env_remove("SHEDLOCK_URL")
+        .env_remove("DATABASE_URL");
+    command
+}
 
 /// A finished run of the binary.
 pub(crate) struct Run(pub(crate) Output);
 
 impl Run {
+    /// Runs `command` to its end.
+    pub(crate) fn of(command: &mut Command) -> Self {
+        Run(command.output().expect("run the shedlock binary"))
+    }
+
     pub(crate) fn code(&self) -> i32 {
         self.0.status.code().expect("exited, not killed")
     }
@@ -111,6 +125,47 @@ pub(crate) fn assert_held_and_free_listed(shedlock: impl Fn(&[&str]) -> Run, tok
         "{}",
         missing.stderr()
     );
+}
+
+/// With `job` held by `web-1` (token `token`): `locks release job` with another holder, a
+/// wrong token or both exits 4 naming the holder, and the lock stays held (`held` reads it).
+pub(crate) async fn assert_release_refused(
+    shedlock: impl Fn(&[&str]) -> Run,
+    token: u64,
+    held: impl AsyncFn() -> bool,
+) {
+    let wrong = (token + 1).to_string();
+    for refused in [
+        vec!["--holder", "web-2"],
+        vec!["--token", &wrong],
+        vec!["--holder", "web-1", "--token", &wrong],
+    ] {
+        let mut args = vec!["locks", "release", "job"];
+        args.extend(refused.iter().copied());
+        let run = shedlock(&args).expect(4);
+        assert!(run.stderr().contains("held by web-1"), "{}", run.stderr());
+        assert!(held().await, "released by {refused:?}");
+    }
+}
+
+/// One `#[tokio::test]` per case, in a module `$module`: `test: case` runs `cases::case` on
+/// what `$open` gives (`$test` names the test in it), and is skipped when it gives nothing.
+#[macro_export]
+macro_rules! case_tests {
+    ($module:ident, |$test_name:ident| $open:expr, $($test:ident: $case:ident,)*) => {
+        mod $module {
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    let $test_name = stringify!($test);
+                    if let Some(target) = $open {
+                        cases::$case(target).await;
+                    }
+                }
+            )*
+        }
+    };
 }
 
 /// Writes two runs of `lock` into `log` as holder `web-1`: token 1 failed ("disk full"), then

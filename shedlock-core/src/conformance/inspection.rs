@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
-use super::{Harness, LONG, acquire, config, unique_lock_name};
-use crate::{LockInspector, LockQuery};
+use super::{Harness, LONG, acquire, acquire_and_release, config, hold, unique_lock_name};
+use crate::{LockConfiguration, LockInspector, LockLease, LockProvider, LockQuery, LockRecord};
 
 /// A [`Harness`] whose store can also be inspected.
 #[async_trait]
@@ -29,19 +29,39 @@ fn not_before(later: SystemTime, earlier: SystemTime) -> bool {
     later + ROUNDING >= earlier
 }
 
+/// The record of lock `name`, which must have one (`why`).
+async fn record_of(inspector: &dyn LockInspector, name: &str, why: &str) -> LockRecord {
+    inspector.lock_record(name).await.expect("read").expect(why)
+}
+
+/// A case of an operator's release: providers `a` and `b`, the store's inspector, and a lock
+/// of `a`'s (its unique name made of `base`, its configuration and lease), held for `LONG`
+/// with `lock_at_least_for` as long, so that only an operator's release ends it early.
+async fn operator_case<H: InspectionHarness>(h: &H, base: &str) -> OperatorCase {
+    let (a, b) = (h.provider("a").await, h.provider("b").await);
+    let name = unique_lock_name(base);
+    let config = config(&name, LONG, LONG);
+    let lease = acquire(&a, &config).await.expect("acquired");
+    (a, b, h.inspector().await, name, config, lease)
+}
+
+/// What [`operator_case`] sets up.
+type OperatorCase = (
+    Arc<dyn LockProvider>,
+    Arc<dyn LockProvider>,
+    Arc<dyn LockInspector>,
+    String,
+    LockConfiguration,
+    LockLease,
+);
+
 /// A held lock reads back as its holder was granted it: holder, token and times of the lease,
 /// `held`, and a read time within the lease (the store's clock).
 pub async fn held_lock_reads_as_granted<H: InspectionHarness>(h: &H) {
     let (a, inspector) = (h.provider("a").await, h.inspector().await);
     let name = unique_lock_name("inspect-held");
-    let lease = acquire(&a, &config(&name, LONG, Duration::ZERO))
-        .await
-        .expect("acquired");
-    let record = inspector
-        .lock_record(&name)
-        .await
-        .expect("read")
-        .expect("a record for a held lock");
+    let lease = hold(&a, &name).await;
+    let record = record_of(&*inspector, &name, "a record for a held lock").await;
     assert_eq!(record.name, name);
     assert_eq!(record.holder, a.holder());
     assert_eq!(record.fencing_token, lease.fencing_token());
@@ -66,15 +86,8 @@ pub async fn held_lock_reads_as_granted<H: InspectionHarness>(h: &H) {
 pub async fn released_lock_reads_as_free<H: InspectionHarness>(h: &H) {
     let (a, inspector) = (h.provider("a").await, h.inspector().await);
     let name = unique_lock_name("inspect-free");
-    let lease = acquire(&a, &config(&name, LONG, Duration::ZERO))
-        .await
-        .expect("acquired");
-    assert!(a.release(&lease).await.expect("release"));
-    let record = inspector
-        .lock_record(&name)
-        .await
-        .expect("read")
-        .expect("a record after release");
+    let lease = acquire_and_release(&a, &config(&name, LONG, Duration::ZERO)).await;
+    let record = record_of(&*inspector, &name, "a record after release").await;
     assert!(!record.held, "{record:?}");
     assert_eq!(record.remaining(), Duration::ZERO);
     assert_eq!(
@@ -91,11 +104,9 @@ pub async fn locks_are_listed_by_page<H: InspectionHarness>(h: &H) {
     let prefix = unique_lock_name("inspect-list");
     let names: Vec<String> = (0..5).map(|i| format!("{prefix}-{i}")).collect();
     for name in names.iter().rev() {
-        acquire(&a, &config(name, LONG, Duration::ZERO))
-            .await
-            .expect("acquired");
+        hold(&a, name).await;
     }
-    let listed = |records: Vec<crate::LockRecord>| {
+    let listed = |records: Vec<LockRecord>| {
         records
             .into_iter()
             .map(|record| record.name)
@@ -127,14 +138,7 @@ pub async fn locks_are_listed_by_page<H: InspectionHarness>(h: &H) {
 /// An operator's release ends exactly the lease named by holder and token, at once: a wrong
 /// holder or token changes nothing, and the holder's own release then finds nothing.
 pub async fn operator_release_ends_only_that_lease<H: InspectionHarness>(h: &H) {
-    let (a, b, inspector) = (
-        h.provider("a").await,
-        h.provider("b").await,
-        h.inspector().await,
-    );
-    let name = unique_lock_name("inspect-release");
-    let c = config(&name, LONG, LONG);
-    let lease = acquire(&a, &c).await.expect("acquired");
+    let (a, b, inspector, name, c, lease) = operator_case(h, "inspect-release").await;
     let token = lease.fencing_token();
     let holder = a.holder().to_owned();
     let release = |holder: String, token| {
@@ -151,11 +155,7 @@ pub async fn operator_release_ends_only_that_lease<H: InspectionHarness>(h: &H) 
     assert!(acquire(&b, &c).await.is_none(), "still held");
     assert!(release(holder.clone(), token).await, "the live lease");
     assert!(!release(holder, token).await, "already ended");
-    let record = inspector
-        .lock_record(&name)
-        .await
-        .expect("read")
-        .expect("record");
+    let record = record_of(&*inspector, &name, "a record").await;
     assert!(
         !record.held,
         "ended whatever its lock_at_least_for: {record:?}"
@@ -167,14 +167,7 @@ pub async fn operator_release_ends_only_that_lease<H: InspectionHarness>(h: &H) 
 /// After an operator's release, the holder's late extension and release change nothing: neither
 /// takes the lock back, whatever its `lock_at_least_for`, and the next holder gets it.
 pub async fn late_holder_cannot_take_back_an_operator_release<H: InspectionHarness>(h: &H) {
-    let (a, b, inspector) = (
-        h.provider("a").await,
-        h.provider("b").await,
-        h.inspector().await,
-    );
-    let name = unique_lock_name("inspect-late");
-    let c = config(&name, LONG, LONG);
-    let lease = acquire(&a, &c).await.expect("acquired");
+    let (a, b, inspector, name, c, lease) = operator_case(h, "inspect-late").await;
     let released = inspector
         .release_lock(&name, a.holder(), lease.fencing_token())
         .await
@@ -183,11 +176,7 @@ pub async fn late_holder_cannot_take_back_an_operator_release<H: InspectionHarne
     let extended = a.extend(&lease, LONG, LONG).await.expect("extend");
     assert!(extended.is_none(), "extended after the operator's release");
     assert!(!a.release(&lease).await.expect("release"), "released twice");
-    let record = inspector
-        .lock_record(&name)
-        .await
-        .expect("read")
-        .expect("record");
+    let record = record_of(&*inspector, &name, "a record").await;
     assert!(!record.held, "taken back by its late holder: {record:?}");
     assert!(acquire(&b, &c).await.is_some(), "free for the next holder");
 }
@@ -198,22 +187,12 @@ pub async fn late_holder_cannot_take_back_an_operator_release<H: InspectionHarne
 #[macro_export]
 macro_rules! inspection_tests {
     ($harness:expr) => {
-        $crate::inspection_tests!(@cases ($harness)
+        $crate::__conformance_cases!(($harness) $crate::conformance::inspection:
             held_lock_reads_as_granted,
             released_lock_reads_as_free,
             locks_are_listed_by_page,
             operator_release_ends_only_that_lease,
             late_holder_cannot_take_back_an_operator_release,
         );
-    };
-    (@cases ($harness:expr) $($case:ident,)*) => {
-        $(
-            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $case() {
-                if let ::core::option::Option::Some(harness) = $harness.await {
-                    $crate::conformance::inspection::$case(&harness).await;
-                }
-            }
-        )*
     };
 }

@@ -69,6 +69,55 @@ async fn acquire(
         .expect("store error on acquire")
 }
 
+/// `provider`'s lease on the free lock `name`, for `LONG`.
+async fn hold(provider: &Arc<dyn LockProvider>, name: &str) -> LockLease {
+    acquire(provider, &config(name, LONG, Duration::ZERO))
+        .await
+        .expect("acquired")
+}
+
+/// Takes the lock of `config` and releases it at once: the released lease.
+async fn acquire_and_release(
+    provider: &Arc<dyn LockProvider>,
+    config: &LockConfiguration,
+) -> LockLease {
+    let lease = acquire(provider, config).await.expect("acquired");
+    assert!(provider.release(&lease).await.expect("release"));
+    lease
+}
+
+/// Whether `provider` extends `lease` to `LONG`.
+async fn extends(provider: &Arc<dyn LockProvider>, lease: &LockLease) -> bool {
+    provider
+        .extend(lease, LONG, Duration::ZERO)
+        .await
+        .expect("extend")
+        .is_some()
+}
+
+/// `provider` can neither release nor extend the `stale` lease (`what` it is, for the
+/// messages): the current lease of `config` stays, and `other` is refused the lock.
+async fn assert_dead(
+    provider: &Arc<dyn LockProvider>,
+    stale: &LockLease,
+    what: &str,
+    other: &Arc<dyn LockProvider>,
+    config: &LockConfiguration,
+) {
+    assert!(
+        !provider.release(stale).await.expect("release"),
+        "{what} released the current lease"
+    );
+    assert!(
+        !extends(provider, stale).await,
+        "{what} extended the current lease"
+    );
+    assert!(
+        acquire(other, config).await.is_none(),
+        "{what} disturbed the current lease"
+    );
+}
+
 /// A second acquisition of a held lock fails, for another holder and for the same one.
 pub async fn second_lock_fails<H: Harness>(h: &H) {
     let (a, b) = (h.provider("a").await, h.provider("b").await);
@@ -126,8 +175,7 @@ pub async fn lock_at_least_for_holds_after_release<H: Harness>(h: &H) {
     let (a, b) = (h.provider("a").await, h.provider("b").await);
     let at_least = h.short_lease();
     let c = config(&unique_lock_name("atleast"), LONG, at_least);
-    let lease = acquire(&a, &c).await.expect("acquired");
-    assert!(a.release(&lease).await.expect("release"));
+    acquire_and_release(&a, &c).await;
     assert!(
         acquire(&b, &c).await.is_none(),
         "lock_at_least_for not honoured"
@@ -146,8 +194,7 @@ pub async fn lock_at_least_for_counts_from_each_acquisition<H: Harness>(h: &H) {
     let (a, b) = (h.provider("a").await, h.provider("b").await);
     let at_least = h.short_lease();
     let c = config(&unique_lock_name("atleast-again"), LONG, at_least);
-    let first = acquire(&a, &c).await.expect("acquired");
-    assert!(a.release(&first).await.expect("release"));
+    let first = acquire_and_release(&a, &c).await;
     h.pass_time(at_least + at_least / 4).await;
     let second = acquire(&b, &c).await.expect("free after lock_at_least_for");
     assert!(
@@ -209,26 +256,13 @@ pub async fn expired_or_released_cannot_be_extended<H: Harness>(h: &H) {
     let a = h.provider("a").await;
     let lease_len = h.short_lease();
     let released = config(&unique_lock_name("ext-released"), LONG, Duration::ZERO);
-    let lease = acquire(&a, &released).await.expect("acquired");
-    assert!(a.release(&lease).await.expect("release"));
-    assert!(
-        a.extend(&lease, LONG, Duration::ZERO)
-            .await
-            .expect("extend")
-            .is_none(),
-        "a released lease was extended"
-    );
+    let lease = acquire_and_release(&a, &released).await;
+    assert!(!extends(&a, &lease).await, "a released lease was extended");
 
     let expired = config(&unique_lock_name("ext-expired"), lease_len, Duration::ZERO);
     let lease = acquire(&a, &expired).await.expect("acquired");
     h.pass_time(lease_len + lease_len / 4).await;
-    assert!(
-        a.extend(&lease, LONG, Duration::ZERO)
-            .await
-            .expect("extend")
-            .is_none(),
-        "an expired lease was extended"
-    );
+    assert!(!extends(&a, &lease).await, "an expired lease was extended");
 }
 
 /// A lease from an earlier acquisition (an old handle) can neither release nor extend the
@@ -236,24 +270,9 @@ pub async fn expired_or_released_cannot_be_extended<H: Harness>(h: &H) {
 pub async fn old_lease_is_dead<H: Harness>(h: &H) {
     let (a, b) = (h.provider("a").await, h.provider("b").await);
     let c = config(&unique_lock_name("oldlease"), LONG, Duration::ZERO);
-    let old = acquire(&a, &c).await.expect("acquired");
-    assert!(a.release(&old).await.expect("release"));
+    let old = acquire_and_release(&a, &c).await;
     let current = acquire(&a, &c).await.expect("acquired again");
-    assert!(
-        !a.release(&old).await.expect("release"),
-        "an old lease released the current one"
-    );
-    assert!(
-        a.extend(&old, LONG, Duration::ZERO)
-            .await
-            .expect("extend")
-            .is_none(),
-        "an old lease extended the current one"
-    );
-    assert!(
-        acquire(&b, &c).await.is_none(),
-        "the current lease was disturbed"
-    );
+    assert_dead(&a, &old, "an old lease", &b, &c).await;
     assert!(a.release(&current).await.expect("release"));
 }
 
@@ -274,21 +293,7 @@ pub async fn taken_over_holder_cannot_touch_new_lease<H: Harness>(h: &H) {
     let long = config(c.name(), LONG, Duration::ZERO);
     let fresh = acquire(&b, &long).await.expect("taken over");
     assert!(fresh.fencing_token() > stale.fencing_token());
-    assert!(
-        !a.release(&stale).await.expect("release"),
-        "stale holder released"
-    );
-    assert!(
-        a.extend(&stale, LONG, Duration::ZERO)
-            .await
-            .expect("extend")
-            .is_none(),
-        "stale holder extended"
-    );
-    assert!(
-        acquire(&c3, &long).await.is_none(),
-        "the new holder's lock was disturbed"
-    );
+    assert_dead(&a, &stale, "the stale holder", &c3, &long).await;
     assert!(b.release(&fresh).await.expect("release"));
 }
 
@@ -336,15 +341,11 @@ pub async fn recent_acquisition_is_refused_within_window<H: Harness>(h: &H) {
         .expect("first use is not refused by the window");
     assert!(b.release(&first).await.expect("release"));
     assert!(
-        acquire(&a, &c.clone().unless_acquired_within(LONG))
-            .await
-            .is_none(),
+        refused_within(&a, &c, LONG).await,
         "a lock acquired within the window was granted"
     );
     assert!(
-        acquire(&b, &c.clone().unless_acquired_within(LONG))
-            .await
-            .is_none(),
+        refused_within(&b, &c, LONG).await,
         "the window applies to the last holder too"
     );
     h.pass_time(lease_len + lease_len / 4).await;
@@ -362,17 +363,24 @@ pub async fn recent_acquisition_is_refused_within_window<H: Harness>(h: &H) {
     acquire(&a, &expiring).await.expect("acquired");
     h.pass_time(lease_len + lease_len / 4).await;
     assert!(
-        acquire(&b, &expiring.clone().unless_acquired_within(LONG))
-            .await
-            .is_none(),
+        refused_within(&b, &expiring, LONG).await,
         "an expired lease acquired within the window was taken"
     );
     assert!(
-        acquire(&b, &expiring.clone().unless_acquired_within(lease_len))
-            .await
-            .is_some(),
+        !refused_within(&b, &expiring, lease_len).await,
         "an expired lease acquired before the window was refused"
     );
+}
+
+/// Whether `provider` is refused the lock of `config` because it was acquired within `window`.
+async fn refused_within(
+    provider: &Arc<dyn LockProvider>,
+    config: &LockConfiguration,
+    window: Duration,
+) -> bool {
+    acquire(provider, &config.clone().unless_acquired_within(window))
+        .await
+        .is_none()
 }
 
 /// A lease whose acquire answer arrives after its local deadline (`lock_at_most_for` after the
@@ -488,7 +496,7 @@ pub async fn lost_update_fuzz<H: Harness>(h: &H) {
 #[macro_export]
 macro_rules! conformance_tests {
     ($harness:expr) => {
-        $crate::conformance_tests!(@cases ($harness)
+        $crate::__conformance_cases!(($harness) $crate::conformance:
             second_lock_fails,
             names_are_independent,
             relock_after_release,
@@ -505,14 +513,25 @@ macro_rules! conformance_tests {
             lost_update_fuzz,
         );
     };
-    (@cases ($harness:expr) $($case:ident,)*) => {
-        $(
-            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $case() {
-                if let ::core::option::Option::Some(harness) = $harness.await {
-                    $crate::conformance::$case(&harness).await;
-                }
+}
+
+/// What [`conformance_tests!`](crate::conformance_tests),
+/// [`inspection_tests!`](crate::inspection_tests) and [`runs_tests!`](crate::runs_tests)
+/// expand to: one `#[tokio::test]` per case, calling the case of that name in `$module` with
+/// the harness, or skipping when there is none. Not public API.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases {
+    (($harness:expr) $module:path:) => {};
+    (($harness:expr) $module:path: $case:ident, $($rest:ident,)*) => {
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $case() {
+            use $module as __shedlock_cases;
+            if let ::core::option::Option::Some(harness) = $harness.await {
+                __shedlock_cases::$case(&harness).await;
             }
-        )*
+        }
+
+        $crate::__conformance_cases!(($harness) $module: $($rest,)*);
     };
 }

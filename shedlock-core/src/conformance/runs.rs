@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
-use super::{Harness, LONG, acquire, config, unique_lock_name};
+use super::{Harness, hold, unique_lock_name};
 use crate::{RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart};
 
 /// A [`Harness`] whose store also keeps run records.
@@ -36,9 +36,7 @@ async fn runs_of(log: &Arc<dyn RunLog>, lock: &str) -> Vec<RunRecord> {
 pub async fn a_run_reads_back_as_recorded<H: RunsHarness>(h: &H) {
     let (a, log) = (h.provider("a").await, h.run_log().await);
     let lock = unique_lock_name("runs-basic");
-    let lease = acquire(&a, &config(&lock, LONG, Duration::ZERO))
-        .await
-        .expect("acquired");
+    let lease = hold(&a, &lock).await;
     let fire = tick();
     let start = RunStart::new(
         &lock,
@@ -217,21 +215,11 @@ pub async fn runs_are_selected_by_lock_and_time<H: RunsHarness>(h: &H) {
 #[macro_export]
 macro_rules! runs_tests {
     ($harness:expr) => {
-        $crate::runs_tests!(@cases ($harness)
+        $crate::__conformance_cases!(($harness) $crate::conformance::runs:
             a_run_reads_back_as_recorded,
             the_first_end_stays,
             attempts_and_errors_read_back,
             runs_are_selected_by_lock_and_time,
         );
-    };
-    (@cases ($harness:expr) $($case:ident,)*) => {
-        $(
-            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $case() {
-                if let ::core::option::Option::Some(harness) = $harness.await {
-                    $crate::conformance::runs::$case(&harness).await;
-                }
-            }
-        )*
     };
 }

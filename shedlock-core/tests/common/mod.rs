@@ -2,14 +2,47 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shedlock_core::{
-    Error, InMemoryLockProvider, LockConfiguration, LockInspector, LockLease, LockProvider,
-    Operation, RunEnd, RunLog, RunQuery, RunRecord, RunStart, async_trait,
+    Error, InMemoryLockProvider, IntoJobResult, Job, JobRegistry, LockConfiguration, LockInspector,
+    LockLease, LockProvider, Operation, RunEnd, RunLog, RunQuery, RunRecord, RunStart, Schedule,
+    Scheduler, SchedulerBuilder, TokioClock, async_trait,
 };
+
+/// An in-memory store on tokio's clock (paused in most tests).
+pub(crate) fn tokio_store() -> InMemoryLockProvider {
+    InMemoryLockProvider::new().with_clock(Arc::new(TokioClock::new()))
+}
+
+/// A job whose every run gets a clone of `shared` (what the test looks at afterwards).
+pub(crate) fn sharing<T, F, Fut>(name: &str, schedule: Schedule, shared: &T, run: F) -> Job<()>
+where
+    T: Clone + Send + Sync + 'static,
+    F: Fn(T) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output: IntoJobResult> + Send + 'static,
+{
+    let shared = shared.clone();
+    Job::new(name.to_owned(), schedule, move |()| run(shared.clone()))
+}
+
+/// A job that counts its runs in `runs`.
+pub(crate) fn counting(name: &str, schedule: Schedule, runs: &Arc<AtomicUsize>) -> Job<()> {
+    sharing(name, schedule, runs, |runs| async move {
+        runs.fetch_add(1, Ordering::SeqCst);
+    })
+}
+
+/// Starts `builder` with `job` as its only job.
+pub(crate) async fn start_one(builder: SchedulerBuilder<()>, job: Job<()>) -> Scheduler {
+    builder
+        .registry(JobRegistry::new(()).add(job))
+        .start()
+        .await
+        .unwrap()
+}
 
 /// A provider whose connection to the store can be cut.
 #[derive(Debug, Clone)]
@@ -101,6 +134,11 @@ impl Slow {
             acquiring: Arc::default(),
             journal: Arc::default(),
         }
+    }
+
+    /// The same, with acquisitions that take `acquire`.
+    pub(crate) fn acquiring_for(self, acquire: Duration) -> Self {
+        Slow { acquire, ..self }
     }
 
     pub(crate) fn journal(&self) -> Vec<&'static str> {

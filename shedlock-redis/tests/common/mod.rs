@@ -5,7 +5,7 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
-use shedlock_redis::{RedLockProvider, RedisLockProvider};
+use shedlock_redis::{RedLockProvider, RedisLockProvider, RedisLockProviderBuilder};
 pub(crate) use shedlock_test_support::{redis_url, redlock_urls, unique_key_prefix};
 
 /// A plain client, as an operator's `redis-cli`.
@@ -17,33 +17,84 @@ pub(crate) async fn connection(url: &str) -> redis::aio::MultiplexedConnection {
         .unwrap()
 }
 
+/// A builder of the tests' providers: under a fresh prefix made of `base`, as `holder`.
+fn builder(base: &str, holder: &str) -> RedisLockProviderBuilder {
+    RedisLockProvider::builder()
+        .key_prefix(unique_key_prefix(base))
+        .holder(holder)
+}
+
 /// A provider on the single test server under a fresh prefix; `None` when skipped.
 pub(crate) async fn redis(holder: &str) -> Option<RedisLockProvider> {
     let url = redis_url()?;
-    Some(
-        RedisLockProvider::builder()
-            .key_prefix(unique_key_prefix("redis"))
-            .holder(holder)
-            .connect(&url)
-            .await
-            .expect("connect to SHEDLOCK_TEST_REDIS_URL"),
-    )
+    let connected = builder("redis", holder).connect(&url).await;
+    Some(connected.expect("connect to SHEDLOCK_TEST_REDIS_URL"))
 }
 
 /// A provider on the RedLock test masters under a fresh prefix; `None` when skipped.
 pub(crate) async fn redlock(holder: &str) -> Option<RedLockProvider> {
     let urls = redlock_urls()?;
-    Some(
-        RedLockProvider::builder()
-            .key_prefix(unique_key_prefix("redlock"))
-            .holder(holder)
-            // The default per-master timeout (1 s): on a loaded machine a 250 ms one marks a
-            // master down now and then, and a lock whose release missed another master is then
-            // refused until a probe sees the first back.
-            .connect(&urls)
-            .await
-            .expect("connect to SHEDLOCK_TEST_REDLOCK_URLS"),
-    )
+    // The default per-master timeout (1 s): on a loaded machine a 250 ms one marks a master
+    // down now and then, and a lock whose release missed another master is then refused until
+    // a probe sees the first back.
+    let connected = builder("redlock", holder).redlock().connect(&urls).await;
+    Some(connected.expect("connect to SHEDLOCK_TEST_REDLOCK_URLS"))
+}
+
+/// Another process's provider on the single test server, under `provider`'s prefix: it shares
+/// no connection or state with `provider`.
+pub(crate) async fn another_redis(provider: &RedisLockProvider, holder: &str) -> RedisLockProvider {
+    RedisLockProvider::builder()
+        .key_prefix(provider.key_prefix())
+        .holder(holder)
+        .connect(&redis_url().expect("SHEDLOCK_TEST_REDIS_URL"))
+        .await
+        .expect("connect to SHEDLOCK_TEST_REDIS_URL")
+}
+
+/// Another process's provider on the RedLock test masters, under `provider`'s prefix: it
+/// knows no token yet.
+pub(crate) async fn another_redlock(provider: &RedLockProvider, holder: &str) -> RedLockProvider {
+    RedLockProvider::builder()
+        .key_prefix(provider.key_prefix())
+        .holder(holder)
+        .connect(redlock_urls().expect("SHEDLOCK_TEST_REDLOCK_URLS"))
+        .await
+        .expect("connect to SHEDLOCK_TEST_REDLOCK_URLS")
+}
+
+/// The conformance suite and the inspection cases, in a module `conformance`, on the provider
+/// `$open` (`redis` or `redlock` of this module) gives: one provider per holder on one store,
+/// the first as inspector.
+#[macro_export]
+macro_rules! conformance_suites {
+    ($open:ident) => {
+        mod conformance {
+            use std::sync::Arc;
+
+            use shedlock_test_support::ServerHarness;
+
+            use $crate::common;
+
+            async fn harness() -> Option<ServerHarness> {
+                let provider = common::$open("conformance").await?;
+                let inspector = provider.clone();
+                Some(
+                    ServerHarness::new(move |holder| {
+                        Arc::new(provider.with_holder(holder).expect("valid holder"))
+                    })
+                    .with_inspector(inspector),
+                )
+            }
+
+            shedlock_core::conformance_tests!(harness());
+
+            mod inspection {
+                use super::*;
+                shedlock_core::inspection_tests!(harness());
+            }
+        }
+    };
 }
 
 /// Lock `name` as each master at `urls` holds it (under `key_prefix`), in their order: read by

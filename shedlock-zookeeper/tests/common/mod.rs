@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use shedlock_zookeeper::ZkLockProvider;
+use shedlock_zookeeper::{ZkLockProvider, ZkLockProviderBuilder};
 
 use shedlock_test_support::ServerHarness;
 use shedlock_test_support::names::ZK_TEST_PARENT;
@@ -30,19 +30,28 @@ pub(crate) async fn open_test_parent() {
         .expect("create the tests' parent node");
 }
 
-/// A provider with the tests' digest credentials on a root of its own, schema created.
-pub(crate) async fn authenticated_provider(base: &str) -> Option<ZkLockProvider> {
-    let url = zk_url()?;
-    open_test_parent().await;
-    let provider = ZkLockProvider::builder(url)
-        .root(unique_zk_root(base))
-        .holder("tester")
-        .digest_auth(DIGEST_USER, DIGEST_PASSWORD)
+/// A builder of the tests' providers: a root of its own (made of `base`), holder `tester`;
+/// `None` when skipped.
+fn builder(base: &str) -> Option<ZkLockProviderBuilder> {
+    let builder = ZkLockProvider::builder(zk_url()?);
+    Some(builder.root(unique_zk_root(base)).holder("tester"))
+}
+
+/// The provider `builder` connects, schema created.
+async fn with_schema(builder: ZkLockProviderBuilder) -> ZkLockProvider {
+    let provider = builder
         .connect()
         .await
         .expect("connect to SHEDLOCK_TEST_ZK_URL");
     provider.create_schema().await.expect("create the schema");
-    Some(provider)
+    provider
+}
+
+/// A provider with the tests' digest credentials on a root of its own, schema created.
+pub(crate) async fn authenticated_provider(base: &str) -> Option<ZkLockProvider> {
+    let builder = builder(base)?;
+    open_test_parent().await;
+    Some(with_schema(builder.digest_auth(DIGEST_USER, DIGEST_PASSWORD)).await)
 }
 
 /// A client of its own authenticated as `user:password`.
@@ -56,15 +65,7 @@ pub(crate) async fn client_as(user: &str, password: &str) -> zookeeper_client::C
 
 /// A provider on a root of its own, schema created.
 pub(crate) async fn provider(base: &str) -> Option<ZkLockProvider> {
-    let url = zk_url()?;
-    let provider = ZkLockProvider::builder(url)
-        .root(unique_zk_root(base))
-        .holder("tester")
-        .connect()
-        .await
-        .expect("connect to SHEDLOCK_TEST_ZK_URL");
-    provider.create_schema().await.expect("create the schema");
-    Some(provider)
+    Some(with_schema(builder(base)?).await)
 }
 
 /// A client of its own on the ensemble, without credentials: the operator's or another
@@ -92,6 +93,34 @@ pub(crate) async fn delete_all(client: &zookeeper_client::Client, path: &str) {
             Err(error) => panic!("deleting {node}: {error}"),
         }
     }
+}
+
+/// The message of the store error `result` must be (of its source, which names the node).
+pub(crate) fn store_error<T: std::fmt::Debug>(result: Result<T, shedlock_core::Error>) -> String {
+    match result {
+        Err(shedlock_core::Error::Store { source, .. }) => source.to_string(),
+        other => panic!("expected a store error, got {other:?}"),
+    }
+}
+
+/// `node`'s ACL, as `owner` reads it: one entry, everything for the tests' digest user (a
+/// hash, never the password).
+pub(crate) async fn assert_digest_only(owner: &zookeeper_client::Client, node: &str) {
+    let (acl, _) = owner.get_acl(node).await.expect("read the ACL");
+    assert_eq!(acl.len(), 1, "{node}: {acl:?}");
+    assert_eq!(
+        (acl[0].scheme(), acl[0].permission()),
+        ("digest", zookeeper_client::Permission::ALL),
+        "{node}"
+    );
+    assert!(
+        acl[0].id().starts_with(&format!("{DIGEST_USER}:")),
+        "{node}: {acl:?}"
+    );
+    assert!(
+        !acl[0].id().contains(DIGEST_PASSWORD),
+        "a hash, not the password"
+    );
 }
 
 /// Log lines, captured.
