@@ -245,7 +245,7 @@ async fn release(
     }
     let token = row.fencing_token;
     let released = provider
-        .release_lock(&args.name, &row.holder, token)
+        .release_lock(&row)
         .await
         .map_err(|e| store_failure(&e))?;
     if !released {

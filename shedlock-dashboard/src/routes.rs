@@ -8,7 +8,7 @@ use axum::extract::{Form, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use shedlock_core::LockProvider;
+use shedlock_core::{LockProvider, LockRecord};
 
 use crate::DashboardOptions;
 use crate::read::{PageQuery, snapshot};
@@ -84,10 +84,15 @@ async fn release(
             view::message("Not released", "This lock store offers no inspection."),
         );
     };
-    match inspector
-        .release_lock(&form.name, &form.holder, form.token)
-        .await
-    {
+    // The lease the page showed, if the store still has it; anything else is left alone.
+    let shown =
+        |record: &LockRecord| record.holder == form.holder && record.fencing_token == form.token;
+    let released = match inspector.lock_record(&form.name).await {
+        Ok(Some(record)) if shown(&record) => inspector.release_lock(&record).await,
+        Ok(_) => Ok(false),
+        Err(error) => Err(error),
+    };
+    match released {
         Ok(true) => html(
             StatusCode::OK,
             view::message(

@@ -118,7 +118,6 @@ impl Elector for EtcdElector {
             }
             .run()
             .await;
-            candidacy.step_down("the etcd campaign ended");
             match outcome {
                 Ok(()) => backoff = config.retry_period,
                 Err(error) => {
@@ -156,6 +155,9 @@ impl Campaign<'_> {
             .await?;
         let lease = grant.id;
         let result = self.on_lease(lease, granted_at).await;
+        // Step down before etcd can hand over: once the lease is revoked, the next candidate
+        // may be elected before the answer to the revocation arrives here.
+        self.candidacy.step_down("the etcd campaign ended");
         // Resign (or clean up): deleting the key through the lease hands over at once.
         if let Err(error) = client.revoke(lease).await {
             tracing::debug!(election = self.election, %error, "revoking the campaign's lease failed; it runs out by itself");

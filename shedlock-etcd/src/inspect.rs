@@ -142,12 +142,8 @@ impl LockInspector for EtcdLockProvider {
         Ok(read_now())
     }
 
-    async fn release_lock(
-        &self,
-        name: &str,
-        holder: &str,
-        fencing_token: u64,
-    ) -> Result<bool, Error> {
+    async fn release_lock(&self, record: &LockRecord) -> Result<bool, Error> {
+        let (name, holder, fencing_token) = (&*record.name, &*record.holder, record.fencing_token);
         let fail = |e: crate::error::EtcdError| e.into_store(Operation::Release, name);
         let (lock_key, held_key) = (self.keys.lock(name), self.keys.held(name));
         let Ok(token) = i64::try_from(fencing_token) else {

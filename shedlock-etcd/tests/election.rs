@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::conformance::election::{Candidate, leader_handover};
+use shedlock_core::conformance::election::{Candidate, Candidates, leader_handover};
 use shedlock_core::{ElectionConfig, Elector, LeaderElection};
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_test_support::{CutProxy, ProxyMode, upstream_of};
@@ -50,19 +50,22 @@ enum Kind {
     Lease,
 }
 
-async fn election(kind: Kind) {
-    let Some(url) = common::etcd_url() else {
-        return;
-    };
+/// `count` candidates on `url`, each through proxies of its own to every member, with
+/// requests bounded by `request_timeout`.
+async fn candidates(
+    url: &str,
+    kind: Kind,
+    count: usize,
+    request_timeout: Duration,
+) -> Vec<(Arc<dyn Elector>, Vec<CutProxy>)> {
     let prefix = common::unique_key_prefix("election");
     let mut candidates = Vec::new();
-    for who in 0..3 {
-        let (proxies, through) = proxies(&url).await;
-        let holder = format!("candidate-{who}");
+    for who in 0..count {
+        let (proxies, through) = proxies(url).await;
         let provider = EtcdLockProvider::builder(through)
             .prefix(&prefix)
-            .holder(holder)
-            .request_timeout(Duration::from_millis(500))
+            .holder(format!("candidate-{who}"))
+            .request_timeout(request_timeout)
             .connect()
             .await
             .expect("connect");
@@ -70,9 +73,58 @@ async fn election(kind: Kind) {
             Kind::Keys => Arc::new(provider.elector()),
             Kind::Lease => Arc::new(provider),
         };
-        candidates.push(Candidate::new(elector, cut_all(proxies)));
+        candidates.push((elector, proxies));
     }
+    candidates
+}
+
+async fn election(kind: Kind) {
+    let Some(url) = common::etcd_url() else {
+        return;
+    };
+    let candidates = candidates(&url, kind, 3, Duration::from_millis(500))
+        .await
+        .into_iter()
+        .map(|(elector, proxies)| Candidate::new(elector, cut_all(proxies)))
+        .collect();
     leader_handover(&format!("etcd {kind:?}"), CONFIG, candidates).await;
+}
+
+/// A leader that resigns steps down before etcd hears of it. The resigning leader's answers
+/// are held back (its requests still reach etcd): its resignation hands the election over
+/// while it waits for etcd's answer, and it must not still lead when the next is elected.
+/// (The candidate-key elector used to revoke its lease first and step down after the answer.)
+async fn resigning_leader_steps_down_first(kind: Kind) {
+    let Some(url) = common::etcd_url() else {
+        return;
+    };
+    // Requests wait long for an answer, so that a step-down left for after the answer comes
+    // well after the handover.
+    let (electors, mut proxies): (Vec<_>, Vec<_>) =
+        candidates(&url, kind, 2, Duration::from_secs(10))
+            .await
+            .into_iter()
+            .unzip();
+    let candidates = Candidates::start("resign", CONFIG, electors);
+    let first = candidates
+        .next_leader(None, CONFIG.lease_duration * 2)
+        .await;
+    for proxy in &proxies[first] {
+        proxy.set(ProxyMode::HoldAnswers);
+    }
+    let (_, second) = tokio::join!(
+        candidates.election(first).resign(),
+        candidates.next_leader(Some(first), CONFIG.lease_duration * 2),
+    );
+    assert!(
+        candidates.revoked_at(first) < candidates.elected_at(second),
+        "etcd {kind:?}: the resigning leader still led when the next was elected: {:?}",
+        candidates.events()
+    );
+    for proxy in proxies.remove(first) {
+        proxy.set(ProxyMode::Open);
+    }
+    candidates.resign_all().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -83,6 +135,16 @@ async fn elector_on_candidate_keys() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn elector_on_the_providers_leases() {
     election(Kind::Lease).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resigning_elector_on_candidate_keys_steps_down_first() {
+    resigning_leader_steps_down_first(Kind::Keys).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resigning_elector_on_the_providers_leases_steps_down_first() {
+    resigning_leader_steps_down_first(Kind::Lease).await;
 }
 
 /// Election names that would reach into another election's keys are refused, naming the

@@ -90,12 +90,8 @@ impl LockInspector for RedisLockProvider {
         Ok(system_time(now))
     }
 
-    async fn release_lock(
-        &self,
-        name: &str,
-        holder: &str,
-        fencing_token: u64,
-    ) -> Result<bool, Error> {
+    async fn release_lock(&self, record: &LockRecord) -> Result<bool, Error> {
+        let (name, holder, fencing_token) = (&*record.name, &*record.holder, record.fencing_token);
         self.node
             .release(
                 &self.key(name),

@@ -23,6 +23,9 @@ pub enum ProxyMode {
     Blackhole,
     /// Closes every connection and closes new ones at once: the peer sees its connections end.
     Reset,
+    /// Forwards requests but holds every answer back until the mode changes: the server acts
+    /// on what the client sends while the client hears nothing of it.
+    HoldAnswers,
 }
 
 /// A proxy from a local port to one server (`host:port`). Dropping it closes every connection.
@@ -152,7 +155,7 @@ async fn serve(
     // Connections made while cut: closed (reset) or held silently (blackhole).
     loop {
         match *mode.borrow_and_update() {
-            ProxyMode::Open => break,
+            ProxyMode::Open | ProxyMode::HoldAnswers => break,
             ProxyMode::Reset => return Ok(()),
             ProxyMode::Blackhole => {}
         }
@@ -188,8 +191,9 @@ enum Side<'a> {
     },
 }
 
-/// Copies one direction while the proxy is open; stops reading while blackholed; ends on
-/// reset, end of stream, or (answer side) the first bytes of a lost answer.
+/// Copies one direction while the proxy is open; stops reading while blackholed (the answer
+/// side also while answers are held); ends on reset, end of stream, or (answer side) the first
+/// bytes of a lost answer.
 async fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
@@ -199,13 +203,13 @@ async fn pump(
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let current = *mode.borrow_and_update();
-        match current {
-            ProxyMode::Reset => return Ok(()),
-            ProxyMode::Blackhole => {
+        match (current, side) {
+            (ProxyMode::Reset, _) => return Ok(()),
+            (ProxyMode::Blackhole, _) | (ProxyMode::HoldAnswers, Side::Answer { .. }) => {
                 mode.changed().await?;
                 continue;
             }
-            ProxyMode::Open => {}
+            (ProxyMode::Open | ProxyMode::HoldAnswers, _) => {}
         }
         tokio::select! {
             read = from.read(&mut buf) => {

@@ -141,14 +141,12 @@ pub async fn operator_release_ends_only_that_lease<H: InspectionHarness>(h: &H) 
     let (a, b, inspector, name, c, lease) = operator_case(h, "inspect-release").await;
     let token = lease.fencing_token();
     let holder = a.holder().to_owned();
+    let shown = record_of(&*inspector, &name, "a record").await;
     let release = |holder: String, token| {
-        let (inspector, name) = (Arc::clone(&inspector), name.clone());
-        async move {
-            inspector
-                .release_lock(&name, &holder, token)
-                .await
-                .expect("release_lock")
-        }
+        let inspector = Arc::clone(&inspector);
+        let mut record = shown.clone();
+        (record.holder, record.fencing_token) = (holder, token);
+        async move { inspector.release_lock(&record).await.expect("release_lock") }
     };
     assert!(!release("someone-else".into(), token).await, "wrong holder");
     assert!(!release(holder.clone(), token + 1).await, "wrong token");
@@ -168,10 +166,13 @@ pub async fn operator_release_ends_only_that_lease<H: InspectionHarness>(h: &H) 
 /// takes the lock back, whatever its `lock_at_least_for`, and the next holder gets it.
 pub async fn late_holder_cannot_take_back_an_operator_release<H: InspectionHarness>(h: &H) {
     let (a, b, inspector, name, c, lease) = operator_case(h, "inspect-late").await;
-    let released = inspector
-        .release_lock(&name, a.holder(), lease.fencing_token())
-        .await
-        .expect("release_lock");
+    let shown = record_of(&*inspector, &name, "a record").await;
+    assert_eq!(
+        (shown.holder.as_str(), shown.fencing_token),
+        (a.holder(), lease.fencing_token()),
+        "the record shows the live lease"
+    );
+    let released = inspector.release_lock(&shown).await.expect("release_lock");
     assert!(released, "the live lease");
     let extended = a.extend(&lease, LONG, LONG).await.expect("extend");
     assert!(extended.is_none(), "extended after the operator's release");

@@ -206,12 +206,8 @@ impl LockInspector for InMemoryLockProvider {
         Ok(self.clock.now())
     }
 
-    async fn release_lock(
-        &self,
-        name: &str,
-        holder: &str,
-        fencing_token: u64,
-    ) -> Result<bool, Error> {
+    async fn release_lock(&self, record: &LockRecord) -> Result<bool, Error> {
+        let (name, holder, fencing_token) = (&*record.name, &*record.holder, record.fencing_token);
         let now = self.clock.now();
         match self.rows().get_mut(name) {
             Some(row)

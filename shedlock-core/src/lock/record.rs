@@ -172,18 +172,15 @@ pub trait LockInspector: Send + Sync + fmt::Debug + 'static {
     /// [`Error::Store`] (`Operation::Read`) when the store cannot be read.
     async fn store_time(&self) -> Result<SystemTime, Error>;
 
-    /// Ends the live lease `(name, holder, fencing_token)` now, as its holder's release would
-    /// (without its `lock_at_least_for`): for operators. Returns whether that lease was live and
-    /// is now ended; a lease taken in between has another token and is left alone.
+    /// Ends the live lease `record` shows now, as its holder's release would (without its
+    /// `lock_at_least_for`): for operators, who release what they inspected. The lease is the
+    /// record's name, holder and fencing token; its times are not looked at. Returns whether
+    /// that lease was live and is now ended; a lease taken since the record was read has
+    /// another token and is left alone.
     ///
     /// # Errors
     /// [`Error::Store`] (`Operation::Release`) when the store fails.
-    async fn release_lock(
-        &self,
-        name: &str,
-        holder: &str,
-        fencing_token: u64,
-    ) -> Result<bool, Error>;
+    async fn release_lock(&self, record: &LockRecord) -> Result<bool, Error>;
 }
 
 #[async_trait]
@@ -197,13 +194,8 @@ impl<I: LockInspector + ?Sized> LockInspector for std::sync::Arc<I> {
     async fn store_time(&self) -> Result<SystemTime, Error> {
         (**self).store_time().await
     }
-    async fn release_lock(
-        &self,
-        name: &str,
-        holder: &str,
-        fencing_token: u64,
-    ) -> Result<bool, Error> {
-        (**self).release_lock(name, holder, fencing_token).await
+    async fn release_lock(&self, record: &LockRecord) -> Result<bool, Error> {
+        (**self).release_lock(record).await
     }
 }
 

@@ -138,12 +138,8 @@ impl LockInspector for RedLockProvider {
         Ok(system_time(now))
     }
 
-    async fn release_lock(
-        &self,
-        name: &str,
-        holder: &str,
-        fencing_token: u64,
-    ) -> Result<bool, Error> {
+    async fn release_lock(&self, record: &LockRecord) -> Result<bool, Error> {
+        let (name, holder, fencing_token) = (&*record.name, &*record.holder, record.fencing_token);
         self.release_on_masters(name, holder, fencing_token, Duration::ZERO)
             .await
     }

@@ -460,12 +460,8 @@ impl<D: Dialect> LockInspector for SqlLockProvider<D> {
 
     /// Matches the holder exactly as the row holds it, whatever it is (a holder another program
     /// wrote may be one no provider of ours would accept).
-    async fn release_lock(
-        &self,
-        name: &str,
-        holder: &str,
-        fencing_token: u64,
-    ) -> Result<bool, Error> {
+    async fn release_lock(&self, record: &LockRecord) -> Result<bool, Error> {
+        let (name, holder, fencing_token) = (&*record.name, &*record.holder, record.fencing_token);
         let Some(token) = token_param(fencing_token) else {
             return Ok(false);
         };

@@ -112,12 +112,8 @@ impl LockInspector for ZkLockProvider {
         Ok(system_time(stat.mtime))
     }
 
-    async fn release_lock(
-        &self,
-        name: &str,
-        holder: &str,
-        fencing_token: u64,
-    ) -> Result<bool, Error> {
+    async fn release_lock(&self, record: &LockRecord) -> Result<bool, Error> {
+        let (name, holder, fencing_token) = (&*record.name, &*record.holder, record.fencing_token);
         let client = self.client(Operation::Release, name).await?;
         let path = self.paths.lock(name);
         // A second read when the node changed between the read and the write (its holder

@@ -208,19 +208,13 @@ pub(crate) async fn operators_release_by_holder_and_token<D: TestDb>(db: &D) {
     assert!(operator.acquire(&c).await.unwrap().is_none(), "held");
 
     let seen = row::<D>(&operator, "stuck").await;
-    let wrong_token = operator
-        .release_lock("stuck", &seen.holder, seen.fencing_token + 1)
-        .await
-        .unwrap();
-    let wrong_holder = operator
-        .release_lock("stuck", "someone-else", seen.fencing_token)
-        .await
-        .unwrap();
+    let (mut other_token, mut other_holder) = (seen.clone(), seen.clone());
+    other_token.fencing_token += 1;
+    other_holder.holder = "someone-else".into();
+    let wrong_token = operator.release_lock(&other_token).await.unwrap();
+    let wrong_holder = operator.release_lock(&other_holder).await.unwrap();
     assert!(!wrong_token && !wrong_holder, "released another lease");
-    let released = operator
-        .release_lock("stuck", &seen.holder, seen.fencing_token)
-        .await
-        .unwrap();
+    let released = operator.release_lock(&seen).await.unwrap();
     assert!(released, "not released");
     // Free now, whatever its lock_at_least_for; the holder's own release finds nothing.
     assert!(!row::<D>(&operator, "stuck").await.held);
@@ -237,12 +231,9 @@ pub(crate) async fn operators_release_by_holder_and_token<D: TestDb>(db: &D) {
     let odd = operator.acquire(&c).await.unwrap().is_none();
     let seen = row::<D>(&operator, "stuck").await;
     assert!(odd && seen.holder.contains("odd"));
-    assert!(
-        operator
-            .release_lock("stuck", &seen.holder, seen.fencing_token)
-            .await
-            .unwrap()
-    );
-    assert!(!operator.release_lock("stuck", "", 1).await.unwrap());
+    assert!(operator.release_lock(&seen).await.unwrap());
+    let mut nobody = seen.clone();
+    (nobody.holder, nobody.fencing_token) = (String::new(), 1);
+    assert!(!operator.release_lock(&nobody).await.unwrap());
     drop_table(db, provider.table_name()).await;
 }
