@@ -199,18 +199,11 @@ impl EtcdLockProviderBuilder {
 
     common_setters!();
 
-    /// How long run records are kept; default 14 days. Each record lives on an etcd lease of
-    /// this length, so etcd deletes it then.
-    pub fn run_retention(mut self, retention: Duration) -> Self {
-        self.run_retention = retention;
-        self
-    }
-
-    /// How many run records of one lock are kept, the newest; default 1000 (older ones are
-    /// deleted every 32nd end a provider records).
-    pub fn runs_per_lock(mut self, runs: u32) -> Self {
-        self.runs_per_lock = runs;
-        self
+    shedlock_core::run_retention_setters! {
+        /// Each record lives on an etcd lease of this length, so etcd deletes it then.
+        run_retention;
+        /// Older ones are deleted every 32nd end a provider records.
+        runs_per_lock;
     }
 
     /// Checks the configuration and connects (with credentials: authenticates).

@@ -153,18 +153,11 @@ impl<K> RedisLockProviderBuilder<K> {
         self
     }
 
-    /// How long run records are kept; default 14 days. Older ones are deleted by the script
-    /// that records a run of the same lock, and a lock's records all expire this long after
-    /// its last run was recorded.
-    pub fn run_retention(mut self, retention: Duration) -> Self {
-        self.run_retention = retention;
-        self
-    }
-
-    /// How many run records of one lock are kept, the newest; default 1000.
-    pub fn runs_per_lock(mut self, runs: u32) -> Self {
-        self.runs_per_lock = runs;
-        self
+    shedlock_core::run_retention_setters! {
+        /// Older ones are deleted by the script that records a run of the same lock, and a
+        /// lock's records all expire this long after its last run was recorded.
+        run_retention;
+        runs_per_lock;
     }
 
     fn settings(self) -> Result<Settings, Error> {

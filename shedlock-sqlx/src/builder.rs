@@ -39,35 +39,29 @@ impl Default for ColumnNames {
     }
 }
 
+/// One setter per column, named after its field.
+macro_rules! column_setters {
+    ($($(#[$doc:meta])* $column:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $column(mut self, column: impl Into<String>) -> Self {
+            self.$column = column.into();
+            self
+        }
+    )*};
+}
+
 impl ColumnNames {
-    /// The lock name column (primary key), default `name`.
-    pub fn name(mut self, column: impl Into<String>) -> Self {
-        self.name = column.into();
-        self
-    }
-
-    /// The lease end column, default `lock_until`.
-    pub fn lock_until(mut self, column: impl Into<String>) -> Self {
-        self.lock_until = column.into();
-        self
-    }
-
-    /// The acquisition time column, default `locked_at`.
-    pub fn locked_at(mut self, column: impl Into<String>) -> Self {
-        self.locked_at = column.into();
-        self
-    }
-
-    /// The holder column, default `locked_by`.
-    pub fn locked_by(mut self, column: impl Into<String>) -> Self {
-        self.locked_by = column.into();
-        self
-    }
-
-    /// The fencing token column, default `fencing_token`.
-    pub fn fencing_token(mut self, column: impl Into<String>) -> Self {
-        self.fencing_token = column.into();
-        self
+    column_setters! {
+        /// The lock name column (primary key), default `name`.
+        name;
+        /// The lease end column, default `lock_until`.
+        lock_until;
+        /// The acquisition time column, default `locked_at`.
+        locked_at;
+        /// The holder column, default `locked_by`.
+        locked_by;
+        /// The fencing token column, default `fencing_token`.
+        fencing_token;
     }
 
     fn validate(&self) -> Result<(), Error> {
@@ -176,17 +170,11 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
         self
     }
 
-    /// How long run records are kept; default 14 days. Older ones are deleted as runs end
-    /// (every 32nd end a provider records, so the hot path stays one statement).
-    pub fn run_retention(mut self, retention: Duration) -> Self {
-        self.run_retention = retention;
-        self
-    }
-
-    /// How many run records of one lock are kept, the newest; default 1000.
-    pub fn runs_per_lock(mut self, runs: u32) -> Self {
-        self.runs_per_lock = runs;
-        self
+    shedlock_core::run_retention_setters! {
+        /// Older ones are deleted as runs end (every 32nd end a provider records, so the hot
+        /// path stays one statement).
+        run_retention;
+        runs_per_lock;
     }
 
     /// Validates the configuration and builds the provider.

@@ -70,6 +70,55 @@ impl Common {
     }
 }
 
+/// The setters both builders share.
+macro_rules! common_setters {
+    () => {
+        /// The node under which everything lives (default `/shedlock`): a provider's locks,
+        /// clock and run records, and elections in `<root>/elections`.
+        pub fn root(mut self, root: impl Into<String>) -> Self {
+            self.common.root = root.into();
+            self
+        }
+
+        /// The identity this instance acts as (default
+        /// [`default_holder()`](shedlock_core::default_holder): `host:pid:random`): a provider
+        /// acquires locks as it; an elector writes it into its candidate's node, for people
+        /// reading the tree.
+        pub fn holder(mut self, holder: impl Into<String>) -> Self {
+            self.common.holder = Some(holder.into());
+            self
+        }
+
+        /// Authenticates every session with ZooKeeper's digest scheme (`addauth digest
+        /// user:password`), and closes every node the provider or the elector (and its
+        /// campaigns) create to other clients: the nodes get ZooKeeper's `CREATOR_ALL_ACL`,
+        /// all rights for this user and none for anyone else, reading included. Every instance
+        /// that shares the locks, or runs in the same election, must use the same user and
+        /// password. [`create_schema`](ZkLockProvider::create_schema) also closes nodes that
+        /// already exist under the root and that anyone may write.
+        ///
+        /// Without credentials (the default) the nodes are open to every client of the
+        /// ensemble (`world:anyone`, all rights): any of them can rewrite a lease, delete a
+        /// lock, or delete a leader's node (and so hand leadership to the next candidate).
+        ///
+        /// The password never appears in `Debug` output, errors or logs. ZooKeeper keeps the
+        /// user and a hash of the password in each node's ACL, so a new password locks the
+        /// instances out of the nodes made with the old one: change it together with the
+        /// nodes' ACLs (as the ensemble's super user), or start on a new root.
+        pub fn digest_auth(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+            self.common.digest(user.into(), password.into());
+            self
+        }
+
+        /// How long connecting, and every request of a provider (of an elector: those of its
+        /// `connect`), may take before it fails with [`Error::Store`] (default 5 s).
+        pub fn request_timeout(mut self, timeout: Duration) -> Self {
+            self.common.request_timeout = timeout;
+            self
+        }
+    };
+}
+
 /// Builds a [`ZkLockProvider`]; see [`ZkLockProvider::builder`].
 ///
 /// On an ensemble shared with other applications, give the provider credentials
@@ -109,37 +158,7 @@ impl ZkLockProviderBuilder {
         }
     }
 
-    /// The node under which locks, clock and elections live (default `/shedlock`).
-    pub fn root(mut self, root: impl Into<String>) -> Self {
-        self.common.root = root.into();
-        self
-    }
-
-    /// The identity this provider acquires locks as (default
-    /// [`default_holder()`](shedlock_core::default_holder): `host:pid:random`).
-    pub fn holder(mut self, holder: impl Into<String>) -> Self {
-        self.common.holder = Some(holder.into());
-        self
-    }
-
-    /// Authenticates every session with ZooKeeper's digest scheme (`addauth digest
-    /// user:password`), and closes every node this provider creates to other clients: the
-    /// nodes get ZooKeeper's `CREATOR_ALL_ACL`, all rights for this user and none for anyone
-    /// else, reading included. Every instance that shares the locks must use the same user and
-    /// password. [`create_schema`](ZkLockProvider::create_schema) also closes nodes that
-    /// already exist under the root and that anyone may write.
-    ///
-    /// Without credentials (the default) the nodes are open to every client of the ensemble
-    /// (`world:anyone`, all rights): any of them can rewrite a lease or delete a lock.
-    ///
-    /// The password never appears in `Debug` output, errors or logs. ZooKeeper keeps the user
-    /// and a hash of the password in each node's ACL, so a new password locks the instances
-    /// out of the nodes made with the old one: change it together with the nodes' ACLs (as
-    /// the ensemble's super user), or start on a new root.
-    pub fn digest_auth(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
-        self.common.digest(user.into(), password.into());
-        self
-    }
+    common_setters!();
 
     /// The session timeout to request (default 10 s; the ensemble clamps it to its
     /// `minSessionTimeout..maxSessionTimeout`). Lock nodes do not depend on the session; this
@@ -149,25 +168,11 @@ impl ZkLockProviderBuilder {
         self
     }
 
-    /// How long any request, and connecting, may take before it fails with
-    /// [`Error::Store`] (default 5 s).
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.common.request_timeout = timeout;
-        self
-    }
-
-    /// How long run records ([`RunLog`](shedlock_core::RunLog), nodes under `<root>/runs`)
-    /// are kept; default 14 days. Older ones are deleted as runs of the same lock end (every
-    /// 32nd end a provider records, so an end stays one request).
-    pub fn run_retention(mut self, retention: Duration) -> Self {
-        self.run_retention = retention;
-        self
-    }
-
-    /// How many run records of one lock are kept, the newest; default 1000.
-    pub fn runs_per_lock(mut self, runs: u32) -> Self {
-        self.runs_per_lock = runs;
-        self
+    shedlock_core::run_retention_setters! {
+        /// They are nodes under `<root>/runs`; older ones are deleted as runs of the same lock
+        /// end (every 32nd end a provider records, so an end stays one request).
+        run_retention;
+        runs_per_lock;
     }
 
     /// Checks the configuration and opens a session.
@@ -213,34 +218,7 @@ impl ZkElectorBuilder {
         }
     }
 
-    /// The node under which elections live, in `<root>/elections` (default `/shedlock`).
-    pub fn root(mut self, root: impl Into<String>) -> Self {
-        self.common.root = root.into();
-        self
-    }
-
-    /// The identity written into this candidate's node (default
-    /// [`default_holder()`](shedlock_core::default_holder)), for people reading the tree.
-    pub fn holder(mut self, holder: impl Into<String>) -> Self {
-        self.common.holder = Some(holder.into());
-        self
-    }
-
-    /// Authenticates the campaigns' sessions with ZooKeeper's digest scheme and closes the
-    /// election nodes they create to other clients (all rights for this user, none for anyone
-    /// else), as [`ZkLockProviderBuilder::digest_auth`] does for locks. Every candidate of an
-    /// election must use the same user and password. Without credentials any client of the
-    /// ensemble can delete a leader's node (and so hand leadership to the next candidate).
-    pub fn digest_auth(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
-        self.common.digest(user.into(), password.into());
-        self
-    }
-
-    /// How long connecting may take before it fails (default 5 s).
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.common.request_timeout = timeout;
-        self
-    }
+    common_setters!();
 
     /// Checks the configuration, and that the ensemble accepts a session, and creates
     /// `<root>/elections` if missing. Campaigns open sessions of their own.

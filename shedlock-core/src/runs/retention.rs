@@ -1,5 +1,5 @@
-//! What stores keep of their run records unless configured, and the check of a store
-//! builder's settings: the same defaults and rules on every store.
+//! What stores keep of their run records unless configured, the check of a store builder's
+//! settings and the builders' setters: the same defaults and rules on every store.
 
 use std::time::Duration;
 
@@ -34,6 +34,45 @@ pub fn validate_run_retention(retention: Duration, runs_per_lock: u32) -> Result
     Ok(())
 }
 
+/// The `run_retention` and `runs_per_lock` setters of a store builder, which keeps them in
+/// fields of the same names (`Duration` and `u32`, starting at [`DEFAULT_RUN_RETENTION`] and
+/// [`DEFAULT_RUNS_PER_LOCK`]). Each setter's doc is the sentence every store shares, then the
+/// store's own lines (how it deletes old records), given before the setter's name:
+///
+/// ```ignore
+/// impl MyLockProviderBuilder {
+///     shedlock_core::run_retention_setters! {
+///         /// Older ones are deleted as runs end.
+///         run_retention;
+///         runs_per_lock;
+///     }
+/// }
+/// ```
+#[doc(hidden)]
+#[macro_export]
+macro_rules! run_retention_setters {
+    (
+        $(#[$retention_doc:meta])*
+        run_retention;
+        $(#[$per_lock_doc:meta])*
+        runs_per_lock;
+    ) => {
+        /// How long run records ([`RunLog`](shedlock_core::RunLog)) are kept; default 14 days.
+        $(#[$retention_doc])*
+        pub fn run_retention(mut self, retention: ::core::time::Duration) -> Self {
+            self.run_retention = retention;
+            self
+        }
+
+        /// How many run records of one lock are kept, the newest; default 1000.
+        $(#[$per_lock_doc])*
+        pub fn runs_per_lock(mut self, runs: u32) -> Self {
+            self.runs_per_lock = runs;
+            self
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,5 +86,32 @@ mod tests {
         };
         assert_eq!(field(Duration::from_micros(999), 1), "run_retention");
         assert_eq!(field(Duration::from_secs(1), 0), "runs_per_lock");
+    }
+
+    #[derive(Debug)]
+    struct Builder {
+        run_retention: Duration,
+        runs_per_lock: u32,
+    }
+
+    // The setters are `pub` for the stores' public builders.
+    #[allow(unreachable_pub)]
+    impl Builder {
+        crate::run_retention_setters! {
+            run_retention;
+            runs_per_lock;
+        }
+    }
+
+    #[test]
+    fn setters_set_the_fields_of_their_names() {
+        let builder = Builder {
+            run_retention: DEFAULT_RUN_RETENTION,
+            runs_per_lock: DEFAULT_RUNS_PER_LOCK,
+        }
+        .run_retention(Duration::from_secs(60))
+        .runs_per_lock(5);
+        assert_eq!(builder.run_retention, Duration::from_secs(60));
+        assert_eq!(builder.runs_per_lock, 5);
     }
 }
