@@ -4,12 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{Error, Operation, default_holder, validate_holder};
+use shedlock_core::{
+    DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, Error, Operation, default_holder, validate_holder,
+};
 
 use crate::client::{Client, Connection, Credentials};
 use crate::hints::Hints;
 use crate::keys::{DEFAULT_PREFIX, Keys};
-use crate::runs::{DEFAULT_RETENTION, DEFAULT_RUNS_PER_LOCK, Retention};
+use crate::runs::Retention;
 use crate::{EtcdElector, EtcdLockProvider};
 
 /// Default bound on every request (and on connecting).
@@ -192,7 +194,7 @@ impl EtcdLockProviderBuilder {
     pub(crate) fn new(endpoints: String) -> Self {
         EtcdLockProviderBuilder {
             common: Common::new(endpoints),
-            run_retention: DEFAULT_RETENTION,
+            run_retention: DEFAULT_RUN_RETENTION,
             runs_per_lock: DEFAULT_RUNS_PER_LOCK,
         }
     }

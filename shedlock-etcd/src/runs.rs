@@ -8,19 +8,16 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use shedlock_core::async_trait;
-use shedlock_core::{Error, Operation, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart};
+use shedlock_core::{
+    Error, Operation, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart,
+    validate_run_retention,
+};
 
 use crate::EtcdLockProvider;
 use crate::error::EtcdError;
 use crate::keys::ttl_seconds;
 use crate::record::{from_ms, now_ms, to_ms};
 use crate::wire::{self, KeyValue};
-
-/// How long records are kept by default: two weeks.
-pub(crate) const DEFAULT_RETENTION: Duration = Duration::from_secs(14 * 24 * 60 * 60);
-
-/// How many records of one lock are kept by default: the newest.
-pub(crate) const DEFAULT_RUNS_PER_LOCK: u32 = 1000;
 
 /// A lock's records beyond `runs_per_lock` are deleted after every this many ends a provider
 /// records, not after each: the hot path stays one read and one transaction.
@@ -36,14 +33,12 @@ pub(crate) struct Retention {
 
 impl Retention {
     pub(crate) fn new(keep_for: Duration, per_lock: u32) -> Result<Self, Error> {
+        validate_run_retention(keep_for, per_lock)?;
         if keep_for < Duration::from_secs(1) {
             return Err(Error::invalid_config(
                 "run_retention",
                 "must be at least one second (records live on etcd leases of whole seconds)",
             ));
-        }
-        if per_lock == 0 {
-            return Err(Error::invalid_config("runs_per_lock", "must be at least 1"));
         }
         Ok(Retention {
             keep_for,

@@ -3,11 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{Error, default_holder};
+use shedlock_core::{
+    DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, Error, default_holder, validate_run_retention,
+};
 use sqlx::Pool;
 
 use crate::identifier::{validate_column, validate_table};
-use crate::runs::{DEFAULT_RETENTION, DEFAULT_RUNS_PER_LOCK, RunTable, default_runs_table};
+use crate::runs::{RunTable, default_runs_table};
 use crate::{ColumnTypes, Dialect, SqlLockProvider};
 
 /// The column names of the lock table; [`Default`] is ShedLock's layout plus `fencing_token`.
@@ -103,7 +105,7 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
             holder: None,
             dedicated_connections: None,
             runs_table: None,
-            run_retention: DEFAULT_RETENTION,
+            run_retention: DEFAULT_RUN_RETENTION,
             runs_per_lock: DEFAULT_RUNS_PER_LOCK,
             options: D::Options::default(),
         }
@@ -193,12 +195,7 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
             .runs_table
             .unwrap_or_else(|| default_runs_table(&self.table));
         validate_table("runs_table", &runs_name)?;
-        if self.runs_per_lock == 0 {
-            return Err(Error::invalid_config(
-                "runs_per_lock",
-                "must keep at least one run record per lock",
-            ));
-        }
+        validate_run_retention(self.run_retention, self.runs_per_lock)?;
         let run_table = RunTable {
             name: runs_name,
             retention: self.run_retention,
@@ -275,6 +272,25 @@ mod tests {
             Err(Error::InvalidConfig { field, .. }) => field,
             other => panic!("expected InvalidConfig, got {other:?}"),
         }
+    }
+
+    /// The run-record settings follow the rules every store shares (`validate_run_retention`).
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn run_settings_follow_the_shared_rules() {
+        use crate::SqliteLockProvider;
+        let pool = sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap();
+        let field = |builder: SqlLockProviderBuilder<_>| match builder.build() {
+            Err(Error::InvalidConfig { field, .. }) => field,
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        };
+        let builder = || SqliteLockProvider::builder(pool.clone());
+        assert_eq!(field(builder().runs_per_lock(0)), "runs_per_lock");
+        assert_eq!(
+            field(builder().run_retention(Duration::ZERO)),
+            "run_retention"
+        );
+        assert!(builder().build().is_ok());
     }
 
     #[test]

@@ -7,7 +7,14 @@ use crate::system_time;
 
 /// The columns of the dialects' inspection queries, in order: name, `lock_until`,
 /// `locked_at`, `locked_by`, token (0 for none), and the database clock when read.
-pub(crate) type RowParts = (String, NaiveDateTime, NaiveDateTime, String, i64, NaiveDateTime);
+pub(crate) type RowParts = (
+    String,
+    NaiveDateTime,
+    NaiveDateTime,
+    String,
+    i64,
+    NaiveDateTime,
+);
 
 /// A row as a record; a negative token (a row edited by hand) reads as 0, as the statements
 /// count it.

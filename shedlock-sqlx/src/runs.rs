@@ -13,12 +13,6 @@ use crate::dialect::RunDialect;
 use crate::provider::retry::run;
 use crate::{Dialect, SqlLockProvider, system_time, token_param};
 
-/// How long records are kept by default: two weeks.
-pub(crate) const DEFAULT_RETENTION: Duration = Duration::from_secs(14 * 24 * 60 * 60);
-
-/// How many records of one lock are kept by default: the newest.
-pub(crate) const DEFAULT_RUNS_PER_LOCK: u32 = 1000;
-
 /// Old records are deleted after every this many ends a provider records (on the lock just
 /// ended, and by age on all), not after each: the hot path stays one statement.
 const TRIM_EVERY: u64 = 32;
@@ -153,11 +147,15 @@ impl<D: Dialect> RunLog for SqlLockProvider<D> {
     async fn run_finished(&self, start: &RunStart, end: &RunEnd) -> Result<(), Error> {
         let args = args(start)?;
         let (sql, outcome, error) = (&*self.run_sql, end.outcome.as_str(), end.error.as_deref());
-        run!(self, |c| <D::Runs as RunDialect>::finished(c, sql, args, outcome, error))
-            .map_err(|e| self.operation_error(Operation::Runs, &start.lock, e))?;
+        run!(self, |c| <D::Runs as RunDialect>::finished(
+            c, sql, args, outcome, error
+        ))
+        .map_err(|e| self.operation_error(Operation::Runs, &start.lock, e))?;
         if self.run_ends.due() {
             // Housekeeping: a failure is logged, never the run's.
-            if let Err(error) = <D::Runs as RunDialect>::trim(&self.pool, sql, &self.run_table, &start.lock).await {
+            if let Err(error) =
+                <D::Runs as RunDialect>::trim(&self.pool, sql, &self.run_table, &start.lock).await
+            {
                 tracing::warn!(%error, lock = %start.lock, "deleting old run records failed");
             }
         }
@@ -197,8 +195,14 @@ mod tests {
         assert_eq!(default_runs_table("shedlock"), "shedlock_runs");
         assert_eq!(default_runs_table("app.locks"), "app.locks_runs");
         let long = "a".repeat(60);
-        let (one, two) = (default_runs_table(&long), default_runs_table(&format!("{long}b")));
-        assert!(one.len() <= 63 && two.len() <= 63 && one != two, "{one} {two}");
+        let (one, two) = (
+            default_runs_table(&long),
+            default_runs_table(&format!("{long}b")),
+        );
+        assert!(
+            one.len() <= 63 && two.len() <= 63 && one != two,
+            "{one} {two}"
+        );
         assert_eq!(one, default_runs_table(&long), "the same in every process");
     }
 }

@@ -365,7 +365,9 @@ pub(crate) mod sealed {
 mod tests {
     use super::*;
     use crate::ColumnNames;
-    use crate::runs::{DEFAULT_RETENTION, DEFAULT_RUNS_PER_LOCK, RunTable};
+    use shedlock_core::{DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK};
+
+    use crate::runs::RunTable;
 
     /// `sql/<dialect>.sql` holds what `create_schema` creates for the default names: the lock
     /// table and the run table.
@@ -376,7 +378,7 @@ mod tests {
         };
         let runs = RunTable {
             name: "shedlock_runs".into(),
-            retention: DEFAULT_RETENTION,
+            retention: DEFAULT_RUN_RETENTION,
             per_lock: DEFAULT_RUNS_PER_LOCK,
         };
         for generated in [

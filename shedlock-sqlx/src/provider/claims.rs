@@ -97,10 +97,16 @@ mod tests {
         let second = claims.begin("a");
         assert!(!first.alone() && !second.alone());
         drop(second);
-        assert!(!first.alone(), "an overlap stays known until the name is idle");
+        assert!(
+            !first.alone(),
+            "an overlap stays known until the name is idle"
+        );
         drop(first);
         assert!(claims.begin("a").alone());
         drop(other_name);
-        assert!(claims.lock().is_empty(), "entries go with their last acquisition");
+        assert!(
+            claims.lock().is_empty(),
+            "entries go with their last acquisition"
+        );
     }
 }

@@ -20,14 +20,13 @@ pub(crate) use dedicated::DedicatedConnections;
 use crate::dialect::{RunDialect, RunStatements, Statements};
 use crate::runs::{Ends, RunTable};
 use crate::schema_check::schema_issues;
+use crate::{
+    Acquire, Acquired, Dialect, Lease, SchemaIssue, SqlLockProviderBuilder, Table, check_lock_name,
+    record, store_error, system_time, token_from_db, token_param, validate_holder,
+};
 use batch::{AcquireQueue, Answer};
 use claims::Claims;
 use retry::{Retry, run};
-use crate::{
-    Acquire, Acquired, Dialect, Lease,
-    SqlLockProviderBuilder, SchemaIssue, Table, check_lock_name, record,
-    store_error, system_time, token_from_db, token_param, validate_holder,
-};
 
 /// Locks in a table of a SQL database, on the database's clock, with fencing tokens: the one
 /// provider behind [`PgLockProvider`](crate::PgLockProvider),
@@ -344,7 +343,9 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
         let in_flight = self.claims.begin(name);
         let started = Instant::now();
         let mut reconnected = false;
-        let acquired = match run!(self, reconnected = reconnected, |c| D::acquire(c, sql, args)) {
+        let acquired = match run!(self, reconnected = reconnected, |c| D::acquire(
+            c, sql, args
+        )) {
             // Ran again on a new connection after the first broke: the first may have been
             // granted, and this one then finds the lock held.
             Ok(None)
@@ -558,6 +559,9 @@ impl<D: Dialect> SqlLockProvider<D> {
 fn answer_may_be_lost(error: &sqlx::Error) -> bool {
     matches!(
         error,
-        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) | sqlx::Error::WorkerCrashed
+        sqlx::Error::Io(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::WorkerCrashed
     )
 }
