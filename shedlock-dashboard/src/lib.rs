@@ -32,6 +32,7 @@
 //! # }
 //! ```
 
+mod form;
 mod options;
 mod read;
 mod routes;

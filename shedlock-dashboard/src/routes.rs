@@ -11,6 +11,7 @@ use axum::routing::get;
 use shedlock_core::{LockProvider, LockRecord};
 
 use crate::DashboardOptions;
+use crate::form::ReleaseForm;
 use crate::read::{PageQuery, snapshot};
 use crate::view;
 
@@ -42,17 +43,6 @@ async fn page(State(dashboard): State<Arc<Dashboard>>, Query(query): Query<PageQ
             view::message("The store could not be read", &error.to_string()),
         ),
     }
-}
-
-/// A release form: the first step (no token) asks for confirmation and the token; the second
-/// releases the lease named by holder and token, only if it is still that lease.
-#[derive(Debug, serde::Deserialize)]
-pub(crate) struct ReleaseForm {
-    pub(crate) name: String,
-    pub(crate) holder: String,
-    pub(crate) token: u64,
-    #[serde(default)]
-    release_token: Option<String>,
 }
 
 async fn release(

@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use crate::DashboardOptions;
+use crate::form::ReleaseForm;
 use crate::read::{PageQuery, Snapshot};
-use crate::routes::ReleaseForm;
 
 const CSS: &str = include_str!("page.css");
 /// Counts every lease down each second and reloads the page every `data-refresh-ms`, unless a
