@@ -471,7 +471,7 @@ fn help_and_database_url_from_the_environment() {
     );
 }
 
-/// The cases, on each database: one `#[tokio::test]` each, on a table (or file) of its own.
+// The cases, on each database: one `#[tokio::test]` each, on a table (or file) of its own.
 case_tests!(|_test| {
     postgres: Db::postgres("cli"),
     mysql: Db::mysql("cli"),

@@ -273,7 +273,7 @@ mod cases {
     }
 }
 
-/// The cases, on each store: one `#[tokio::test]` each, under a prefix or root of its own.
+// The cases, on each store: one `#[tokio::test]` each, under a prefix or root of its own.
 case_tests!(|test| {
     redis: Store::redis(test).await,
     redlock: Store::redlock(test).await,
