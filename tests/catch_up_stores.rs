@@ -18,9 +18,7 @@ use shedlock::{
     EtcdLockProvider, Job, JobLock, JobRegistry, LockContext, LockProvider, RedisLockProvider,
     RunContext, Schedule, Scheduler, ZkLockProvider,
 };
-use shedlock_test_support::{
-    etcd_url, redis_url, tests_per_store, unique_key_prefix, unique_zk_root, zk_url,
-};
+use shedlock_test_support::{etcd_url, redis_url, unique_key_prefix, unique_zk_root, zk_url};
 
 /// (tick, holder) of every run.
 type Runs = Arc<Mutex<Vec<(Option<SystemTime>, String)>>>;
@@ -89,7 +87,7 @@ async fn caught_up_once(a: Arc<dyn LockProvider>, b: Arc<dyn LockProvider>) {
     );
 }
 
-async fn on_sql(db: Db) {
+async fn catches_up_a_missed_tick_once(db: Db) {
     let Some(first) = common::provider(db, "instance-a").await else {
         return;
     };
@@ -98,12 +96,7 @@ async fn on_sql(db: Db) {
     first.remove_store().await;
 }
 
-tests_per_store! {
-    on_sql:
-        sqlite_catches_up_a_missed_tick_once(Db::Sqlite),
-        postgres_catches_up_a_missed_tick_once(Db::Postgres),
-        mysql_catches_up_a_missed_tick_once(Db::MySql);
-}
+sql_tests!(catches_up_a_missed_tick_once);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_catches_up_a_missed_tick_once() {

@@ -9,7 +9,6 @@ use std::time::Duration;
 use common::Db;
 use shedlock::conformance::election::{Candidate, leader_handover};
 use shedlock::{ElectionConfig, Elector};
-use shedlock_test_support::tests_per_store;
 
 const CONFIG: ElectionConfig = ElectionConfig {
     lease_duration: Duration::from_millis(2_000),
@@ -47,9 +46,4 @@ async fn election(db: Db) {
         .await;
 }
 
-tests_per_store! {
-    election:
-        sqlite_election(Db::Sqlite),
-        postgres_election(Db::Postgres),
-        mysql_election(Db::MySql);
-}
+sql_tests!(election);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::Db;
 use shedlock::{Error, LockConfiguration, LockContext, LockingTaskExecutor};
-use shedlock_test_support::{stores, tests_per_store};
+use shedlock_test_support::stores;
 
 const LEASE: Duration = Duration::from_millis(1_000);
 const INTERVAL: Duration = Duration::from_millis(300);
@@ -77,13 +77,4 @@ async fn lost_lock_signal_and_fenced_write(db: Db) {
     holder.remove_store().await;
 }
 
-tests_per_store! {
-    keep_alive_holds_the_lock:
-        sqlite_keep_alive_holds_the_lock(Db::Sqlite),
-        postgres_keep_alive_holds_the_lock(Db::Postgres),
-        mysql_keep_alive_holds_the_lock(Db::MySql);
-    lost_lock_signal_and_fenced_write:
-        sqlite_lost_lock_signal_and_fenced_write(Db::Sqlite),
-        postgres_lost_lock_signal_and_fenced_write(Db::Postgres),
-        mysql_lost_lock_signal_and_fenced_write(Db::MySql);
-}
+sql_tests!(keep_alive_holds_the_lock, lost_lock_signal_and_fenced_write);

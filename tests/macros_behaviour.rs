@@ -73,24 +73,39 @@ pub async fn add_one(counter: Arc<Mutex<u32>>) {
     *counter.lock().unwrap() += 1;
 }
 
-fn at_epoch() -> (Arc<ManualClock>, InMemoryLockProvider) {
+/// This instance's executor on an in-memory store on a manual clock at the epoch, and another
+/// instance (`other`) on the same store.
+fn at_epoch() -> (Arc<ManualClock>, LockingTaskExecutor, InMemoryLockProvider) {
     let clock = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH));
     let provider = InMemoryLockProvider::new()
         .with_clock(clock.clone())
         .with_holder("this");
-    (clock, provider)
+    let other = provider.with_holder("other");
+    (clock, LockingTaskExecutor::new(provider), other)
+}
+
+/// The lock of `report`, as another instance takes it.
+fn report_lock() -> LockConfiguration {
+    LockConfiguration::new("behaviour_report", Duration::from_secs(60), Duration::ZERO).unwrap()
+}
+
+/// One run of `job` on `executor` with `state` (durations from the default configuration).
+async fn run_once<S: Clone + Send + 'static>(
+    job: &shedlock::Job<S>,
+    executor: &LockingTaskExecutor,
+    state: S,
+) -> TaskResult<Result<(), String>> {
+    job.run_once(executor, &SchedulerConfig::default(), state)
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
 async fn a_locked_job_runs_with_its_state_and_lock_context() {
-    let (_, provider) = at_epoch();
-    let executor = LockingTaskExecutor::new(provider);
+    let (_, executor, _) = at_epoch();
     let seen = Seen::default();
 
-    let outcome = shedlock::job!(report)
-        .run_once(&executor, &SchedulerConfig::default(), seen.clone())
-        .await
-        .unwrap();
+    let outcome = run_once(&shedlock::job!(report), &executor, seen.clone()).await;
 
     assert_eq!(outcome, TaskResult::Executed(Ok(())));
     let runs = seen.runs();
@@ -105,28 +120,17 @@ async fn a_locked_job_runs_with_its_state_and_lock_context() {
 
 #[tokio::test]
 async fn a_locked_job_is_skipped_while_another_instance_holds_the_lock() {
-    let (clock, provider) = at_epoch();
-    let other = provider.with_holder("other");
-    let executor = LockingTaskExecutor::new(provider);
-    let config =
-        LockConfiguration::new("behaviour_report", Duration::from_secs(60), Duration::ZERO)
-            .unwrap();
-    let held = other.acquire(&config).await.unwrap().expect("free");
+    let (clock, executor, other) = at_epoch();
+    let held = other.acquire(&report_lock()).await.unwrap().expect("free");
     let seen = Seen::default();
     let job = shedlock::job!(report);
 
-    let outcome = job
-        .run_once(&executor, &SchedulerConfig::default(), seen.clone())
-        .await
-        .unwrap();
+    let outcome = run_once(&job, &executor, seen.clone()).await;
     assert_eq!(outcome, TaskResult::Skipped);
     assert!(seen.runs().is_empty());
 
     clock.advance(Duration::from_secs(60));
-    let outcome = job
-        .run_once(&executor, &SchedulerConfig::default(), seen.clone())
-        .await
-        .unwrap();
+    let outcome = run_once(&job, &executor, seen.clone()).await;
     assert!(outcome.was_executed());
     assert!(
         seen.runs()[0].fencing_token > held.fencing_token(),
@@ -136,19 +140,11 @@ async fn a_locked_job_is_skipped_while_another_instance_holds_the_lock() {
 
 #[tokio::test]
 async fn lock_at_least_for_from_the_macro_holds_the_lock_after_the_run() {
-    let (clock, provider) = at_epoch();
-    let other = provider.with_holder("other");
-    let executor = LockingTaskExecutor::new(provider);
-    let job = shedlock::job!(report);
-    let outcome = job
-        .run_once(&executor, &SchedulerConfig::default(), Seen::default())
-        .await
-        .unwrap();
+    let (clock, executor, other) = at_epoch();
+    let outcome = run_once(&shedlock::job!(report), &executor, Seen::default()).await;
     assert!(outcome.was_executed());
 
-    let config =
-        LockConfiguration::new("behaviour_report", Duration::from_secs(60), Duration::ZERO)
-            .unwrap();
+    let config = report_lock();
     clock.advance(Duration::from_secs(29));
     assert!(other.acquire(&config).await.unwrap().is_none(), "held 30 s");
     clock.advance(Duration::from_secs(1));
@@ -158,10 +154,7 @@ async fn lock_at_least_for_from_the_macro_holds_the_lock_after_the_run() {
 #[tokio::test]
 async fn errors_returned_by_the_job_come_back_as_text() {
     let executor = LockingTaskExecutor::new(InMemoryLockProvider::new());
-    let outcome = shedlock::job!(failing)
-        .run_once(&executor, &SchedulerConfig::default(), "the disk is full")
-        .await
-        .unwrap();
+    let outcome = run_once(&shedlock::job!(failing), &executor, "the disk is full").await;
     assert_eq!(
         outcome,
         TaskResult::Executed(Err("gave up: the disk is full".to_owned()))
@@ -171,19 +164,15 @@ async fn errors_returned_by_the_job_come_back_as_text() {
 #[tokio::test]
 async fn a_job_without_lock_or_state_fits_any_state() {
     let executor = LockingTaskExecutor::new(InMemoryLockProvider::new());
-    let config = SchedulerConfig::default();
     let for_numbers: shedlock::Job<u32> = shedlock::job!(heartbeat);
     let for_text: shedlock::Job<String> = shedlock::job!(heartbeat);
     assert!(for_numbers.lock().is_none());
     assert_eq!(
-        for_numbers.run_once(&executor, &config, 7).await.unwrap(),
+        run_once(&for_numbers, &executor, 7).await,
         TaskResult::Executed(Ok(()))
     );
     assert_eq!(
-        for_text
-            .run_once(&executor, &config, "x".into())
-            .await
-            .unwrap(),
+        run_once(&for_text, &executor, "x".into()).await,
         TaskResult::Executed(Ok(()))
     );
 }
@@ -195,10 +184,7 @@ async fn the_function_stays_callable_directly() {
     assert_eq!(*counter.lock().unwrap(), 1);
 
     let executor = LockingTaskExecutor::new(InMemoryLockProvider::new());
-    let outcome = shedlock::job!(add_one)
-        .run_once(&executor, &SchedulerConfig::default(), counter.clone())
-        .await
-        .unwrap();
+    let outcome = run_once(&shedlock::job!(add_one), &executor, counter.clone()).await;
     assert_eq!(outcome, TaskResult::Executed(Ok(())));
     assert_eq!(*counter.lock().unwrap(), 2);
 

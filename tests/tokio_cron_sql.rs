@@ -20,7 +20,6 @@ use shedlock::{
     LockConfiguration, LockContext, LockEvent, LockingTaskExecutor, SchedulerConfig, scheduled,
     scheduler_lock,
 };
-use shedlock_test_support::tests_per_store;
 use tokio::sync::{mpsc, watch};
 use tokio_cron_scheduler::JobScheduler;
 
@@ -297,13 +296,7 @@ async fn sqlite_panics_errors_and_store_errors_leave_the_scheduler_ticking() {
     provider.remove_store().await;
 }
 
-tests_per_store! {
-    three_schedulers_run_each_tick_once:
-        sqlite_three_schedulers_run_each_tick_once(Db::Sqlite),
-        postgres_three_schedulers_run_each_tick_once(Db::Postgres),
-        mysql_three_schedulers_run_each_tick_once(Db::MySql);
-    a_slow_runs_overlapping_ticks_are_skipped:
-        sqlite_a_slow_runs_overlapping_ticks_are_skipped(Db::Sqlite),
-        postgres_a_slow_runs_overlapping_ticks_are_skipped(Db::Postgres),
-        mysql_a_slow_runs_overlapping_ticks_are_skipped(Db::MySql);
-}
+sql_tests!(
+    three_schedulers_run_each_tick_once,
+    a_slow_runs_overlapping_ticks_are_skipped,
+);

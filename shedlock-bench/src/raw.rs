@@ -37,27 +37,52 @@ pub(crate) struct RawSql {
 // Macros rather than functions: the same statements on a pool and on a connection, which are
 // different executor types (and a connection is reborrowed per statement).
 
-macro_rules! pg_pair {
-    ($sql:expr, $exec:expr, $name:expr, $holder:expr) => {{
-        let row: Option<(i64, NaiveDateTime, NaiveDateTime)> = sqlx::query_as($sql.acquire.clone())
-            .bind($name)
-            .bind($holder)
-            .bind(LEASE)
-            .bind(Duration::ZERO) // no `unless_acquired_within` window
-            .fetch_optional($exec)
-            .await?;
-        let Some((token, _, _)) = row else {
+/// A PostgreSQL or SQLite pair: the acquire returns the lease's row (token and times), the
+/// release is one statement. What differs between the two is named at each use: how the dialect
+/// binds the lease, "no acquisition window" and "no minimum", how the provider sends the release,
+/// and, for SQLite, which acquire errors mean "not acquired this time".
+macro_rules! returning_pair {
+    (
+        $sql:expr, $exec:expr, $name:expr, $holder:expr,
+        lease: $lease:expr, no_window: $no_window:expr, no_minimum: $no_minimum:expr,
+        release_by: $release_by:ident $(, busy: $busy:path)? $(,)?
+    ) => {{
+        let row: Result<Option<(i64, NaiveDateTime, NaiveDateTime)>, sqlx::Error> =
+            sqlx::query_as($sql.acquire.clone())
+                .bind($name)
+                .bind($holder)
+                .bind($lease)
+                .bind($no_window)
+                .fetch_optional($exec)
+                .await;
+        $(
+            // As the provider: a busy database on acquire is "not acquired this time".
+            let row = row.or_else(|e| if $busy(&e) { Ok(None) } else { Err(e) });
+        )?
+        let Some((token, _, _)) = row? else {
             return Ok(false);
         };
         sqlx::query($sql.release.clone())
             .bind($name)
             .bind($holder)
             .bind(token)
-            .bind(Duration::ZERO)
-            .fetch_optional($exec)
+            .bind($no_minimum)
+            .$release_by($exec)
             .await?;
         Ok(true)
     }};
+}
+
+macro_rules! pg_pair {
+    ($sql:expr, $exec:expr, $name:expr, $holder:expr) => {
+        returning_pair!(
+            $sql, $exec, $name, $holder,
+            lease: LEASE,
+            no_window: Duration::ZERO,
+            no_minimum: Duration::ZERO,
+            release_by: fetch_optional,
+        )
+    };
 }
 
 /// The acquire of a MySQL pair, all its statements on one connection as the provider runs
@@ -126,32 +151,16 @@ macro_rules! mysql_release {
 }
 
 macro_rules! sqlite_pair {
-    ($sql:expr, $exec:expr, $name:expr, $holder:expr) => {{
-        let row: Result<Option<(i64, NaiveDateTime, NaiveDateTime)>, sqlx::Error> =
-            sqlx::query_as($sql.acquire.clone())
-                .bind($name)
-                .bind($holder)
-                .bind(LEASE_MODIFIER)
-                .bind(None::<String>) // no acquisition window: no cutoff
-                .fetch_optional($exec)
-                .await;
-        // As the provider: a busy database on acquire is "not acquired this time".
-        let row = match row {
-            Err(e) if is_busy(&e) => return Ok(false),
-            row => row?,
-        };
-        let Some((token, _, _)) = row else {
-            return Ok(false);
-        };
-        sqlx::query($sql.release.clone())
-            .bind($name)
-            .bind($holder)
-            .bind(token)
-            .bind(NO_MINIMUM_MODIFIER)
-            .execute($exec)
-            .await?;
-        Ok(true)
-    }};
+    ($sql:expr, $exec:expr, $name:expr, $holder:expr) => {
+        returning_pair!(
+            $sql, $exec, $name, $holder,
+            lease: LEASE_MODIFIER,
+            no_window: None::<String>,
+            no_minimum: NO_MINIMUM_MODIFIER,
+            release_by: execute,
+            busy: is_busy,
+        )
+    };
 }
 
 impl RawSql {

@@ -6,7 +6,6 @@
 //! of the per-round ratios reported.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::Script;
@@ -15,6 +14,7 @@ use shedlock::{
     ElectionConfig, LeaderElection, LockConfiguration, LockProvider, RedLockProvider,
     RedisLockProvider,
 };
+use shedlock_test_support::throughput::count_pairs;
 
 use crate::Settings;
 use crate::stats::{median, percentile, process_cpu};
@@ -93,36 +93,23 @@ where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = anyhow::Result<bool>> + Send,
 {
-    let pair = Arc::new(pair);
-    let stop = Arc::new(AtomicBool::new(false));
-    let pairs = Arc::new(AtomicU64::new(0));
-    let mut handles = Vec::new();
-    for worker in 0..workers {
-        let (pair, stop, pairs) = (Arc::clone(&pair), Arc::clone(&stop), Arc::clone(&pairs));
-        handles.push(tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                anyhow::ensure!(pair(worker).await?, "an uncontended lock was not acquired");
-                pairs.fetch_add(1, Ordering::Relaxed);
+    let counted = count_pairs(
+        workers,
+        settings.warmup,
+        settings.run,
+        process_cpu,
+        move |w| {
+            let acquired = pair(w);
+            async move {
+                anyhow::ensure!(acquired.await?, "an uncontended lock was not acquired");
+                Ok(())
             }
-            Ok(())
-        }));
-    }
-    tokio::time::sleep(settings.warmup).await;
-    let (pairs_0, cpu_0, start) = (pairs.load(Ordering::Relaxed), process_cpu(), Instant::now());
-    tokio::time::sleep(settings.run).await;
-    let (pairs_1, cpu_1, elapsed) = (
-        pairs.load(Ordering::Relaxed),
-        process_cpu(),
-        start.elapsed(),
-    );
-    stop.store(true, Ordering::Relaxed);
-    for handle in handles {
-        handle.await??;
-    }
-    let counted = (pairs_1 - pairs_0) as f64;
+        },
+    )
+    .await?;
     Ok(Run {
-        pairs_per_sec: counted / elapsed.as_secs_f64(),
-        cpu_us_per_pair: Some((cpu_1 - cpu_0).as_secs_f64() * 1e6 / counted.max(1.0)),
+        pairs_per_sec: counted.per_second(),
+        cpu_us_per_pair: Some(counted.cpu_us_per_pair()),
     })
 }
 

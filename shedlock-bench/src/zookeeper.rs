@@ -7,12 +7,12 @@
 
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use shedlock::{
     ElectionConfig, LeaderElection, LockConfiguration, LockProvider, ZkElector, ZkLockProvider,
 };
+use shedlock_test_support::throughput::count_pairs;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 use zookeeper_client::{Acls, Client, CreateMode};
@@ -54,54 +54,6 @@ pub(crate) async fn run(
     graceful(&url, handovers).await?;
     killed(&url, handovers.min(8)).await?;
     Ok(())
-}
-
-/// One timed run: `workers` tasks looping acquire + release for `window` after `warmup`.
-/// Returns (pairs per second, CPU µs per pair).
-async fn timed_run<F, Fut>(
-    workers: usize,
-    warmup: Duration,
-    window: Duration,
-    pair: F,
-) -> (f64, f64)
-where
-    F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let pair = Arc::new(pair);
-    let counting = Arc::new(AtomicBool::new(false));
-    let stop = Arc::new(AtomicBool::new(false));
-    let pairs = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = (0..workers)
-        .map(|w| {
-            let (pair, counting, stop, pairs) = (
-                Arc::clone(&pair),
-                Arc::clone(&counting),
-                Arc::clone(&stop),
-                Arc::clone(&pairs),
-            );
-            tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    pair(w).await;
-                    if counting.load(Ordering::Relaxed) {
-                        pairs.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            })
-        })
-        .collect();
-    tokio::time::sleep(warmup).await;
-    let (cpu_before, started) = (process_cpu(), Instant::now());
-    counting.store(true, Ordering::Relaxed);
-    tokio::time::sleep(window).await;
-    counting.store(false, Ordering::Relaxed);
-    let (elapsed, cpu) = (started.elapsed(), process_cpu() - cpu_before);
-    stop.store(true, Ordering::Relaxed);
-    for task in tasks {
-        let _ = task.await;
-    }
-    let n = pairs.load(Ordering::Relaxed).max(1) as f64;
-    (n / elapsed.as_secs_f64(), cpu.as_secs_f64() * 1e6 / n)
 }
 
 /// The same requests as the provider, sent by hand: ensemble time (a write to the clock node)
@@ -174,9 +126,10 @@ async fn throughput(
         // A B, then B A: neighbours in time share the machine's drift.
         let order = if rep % 2 == 0 { [0, 1] } else { [1, 0] };
         for client in order {
-            round[client] = if client == 0 {
+            // `workers` tasks looping acquire + release for `window` after `warmup`.
+            let counted = if client == 0 {
                 let provider = provider.clone();
-                timed_run(workers, warmup, window, move |w| {
+                count_pairs(workers, warmup, window, process_cpu, move |w| {
                     let provider = provider.clone();
                     let config = LockConfiguration::new(lock_name(w), LEASE, Duration::ZERO)
                         .expect("valid configuration");
@@ -184,19 +137,24 @@ async fn throughput(
                         if let Ok(Some(lease)) = provider.acquire(&config).await {
                             let _ = provider.release(&lease).await;
                         }
+                        Ok(())
                     }
                 })
-                .await
+                .await?
             } else {
                 let (bare, clock) = (Arc::clone(&bare), clock.clone());
                 let root = root.clone();
-                timed_run(workers, warmup, window, move |w| {
+                count_pairs(workers, warmup, window, process_cpu, move |w| {
                     let (bare, clock) = (Arc::clone(&bare), clock.clone());
                     let lock = format!("{root}/locks/bare-{}", lock_name(w));
-                    async move { bare_pair(&bare, &clock, &lock).await }
+                    async move {
+                        bare_pair(&bare, &clock, &lock).await;
+                        Ok(())
+                    }
                 })
-                .await
+                .await?
             };
+            round[client] = (counted.per_second(), counted.cpu_us_per_pair());
         }
         ours.push(round[0].0);
         raw.push(round[1].0);

@@ -2,8 +2,8 @@
 //! MySQL/MariaDB (`SHEDLOCK_TEST_MYSQL_URL`) and SQLite (a temporary file). The server tests
 //! are skipped without their URL, and fail without it when `CI=true`.
 //!
-//! Every case is written once in `cases` and runs on each database registered with
-//! `database_tests!`; locks are taken and checked with the provider's own API.
+//! Every case is written once in `cases` and runs on each database listed in `case_tests!`;
+//! locks are taken and checked with the provider's own API.
 
 use std::path::PathBuf;
 mod common;
@@ -471,25 +471,21 @@ fn help_and_database_url_from_the_environment() {
     );
 }
 
-/// The cases, on one database: one `#[tokio::test]` each, on a table (or file) of its own.
-macro_rules! database_tests {
-    ($database:ident, $open:path) => {
-        case_tests!($database, |_test| $open("cli"),
-            list_and_show_held_and_free_locks: list_and_show,
-            release_is_refused_unless_holder_and_token_match: release_checks_holder_and_token,
-            force_expires_the_lease_and_keeps_the_row: force_expires_and_tokens_keep_growing,
-            schema_prints_and_applies_and_doctor_agrees: schema_print_apply_and_doctor,
-            doctor_names_a_missing_column_and_table: doctor_names_what_is_missing,
-            doctor_reports_missing_privileges: doctor_reports_missing_privileges,
-            java_shedlock_table_is_ready_after_apply: java_table_is_ready_after_apply,
-            apply_does_not_call_an_unusable_table_ready: apply_does_not_call_an_unusable_table_ready,
-            a_wrong_password_is_never_echoed: a_password_is_never_printed,
-            an_unreachable_database_exits_1: unreachable_database_is_an_error,
-            runs_are_listed_and_shown: runs_list_and_show,
-        );
-    };
-}
-
-database_tests!(postgres, Db::postgres);
-database_tests!(mysql, Db::mysql);
-database_tests!(sqlite, Db::sqlite);
+// The cases, on each database: one `#[tokio::test]` each, on a table (or file) of its own.
+case_tests!(|_test| {
+    postgres: Db::postgres("cli"),
+    mysql: Db::mysql("cli"),
+    sqlite: Db::sqlite("cli"),
+} {
+    list_and_show_held_and_free_locks: list_and_show,
+    release_is_refused_unless_holder_and_token_match: release_checks_holder_and_token,
+    force_expires_the_lease_and_keeps_the_row: force_expires_and_tokens_keep_growing,
+    schema_prints_and_applies_and_doctor_agrees: schema_print_apply_and_doctor,
+    doctor_names_a_missing_column_and_table: doctor_names_what_is_missing,
+    doctor_reports_missing_privileges: doctor_reports_missing_privileges,
+    java_shedlock_table_is_ready_after_apply: java_table_is_ready_after_apply,
+    apply_does_not_call_an_unusable_table_ready: apply_does_not_call_an_unusable_table_ready,
+    a_wrong_password_is_never_echoed: a_password_is_never_printed,
+    an_unreachable_database_exits_1: unreachable_database_is_an_error,
+    runs_are_listed_and_shown: runs_list_and_show,
+});

@@ -273,22 +273,18 @@ mod cases {
     }
 }
 
-/// The cases, on one store: one `#[tokio::test]` each, under a prefix or root of its own.
-macro_rules! store_tests {
-    ($store:ident, $open:path) => {
-        case_tests!($store, |test| $open(test).await,
-            list_and_show_held_and_free_locks: list_and_show,
-            release_is_refused_unless_holder_and_token_match: release_checks_holder_and_token,
-            doctor_finds_nothing_wrong: doctor_is_content,
-            an_unreachable_store_exits_1: unreachable_store_is_an_error,
-            the_url_comes_from_the_environment_too: url_from_the_environment,
-            sql_options_are_refused: sql_options_are_refused,
-            runs_are_listed_and_shown: runs_list_and_show,
-        );
-    };
-}
-
-store_tests!(redis, Store::redis);
-store_tests!(redlock, Store::redlock);
-store_tests!(zookeeper, Store::zookeeper);
-store_tests!(etcd, Store::etcd);
+// The cases, on each store: one `#[tokio::test]` each, under a prefix or root of its own.
+case_tests!(|test| {
+    redis: Store::redis(test).await,
+    redlock: Store::redlock(test).await,
+    zookeeper: Store::zookeeper(test).await,
+    etcd: Store::etcd(test).await,
+} {
+    list_and_show_held_and_free_locks: list_and_show,
+    release_is_refused_unless_holder_and_token_match: release_checks_holder_and_token,
+    doctor_finds_nothing_wrong: doctor_is_content,
+    an_unreachable_store_exits_1: unreachable_store_is_an_error,
+    the_url_comes_from_the_environment_too: url_from_the_environment,
+    sql_options_are_refused: sql_options_are_refused,
+    runs_are_listed_and_shown: runs_list_and_show,
+});

@@ -10,10 +10,10 @@
 //!   `on_elected`.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use shedlock_core::{ElectionConfig, LeaderElection, LockConfiguration, LockProvider};
+use shedlock_test_support::throughput::count_pairs;
 use tokio::sync::mpsc;
 
 use crate::client::Client;
@@ -23,6 +23,7 @@ use crate::{EtcdElector, EtcdLockProvider};
 
 const LEASE: Duration = Duration::from_secs(300);
 const ROUNDS: usize = 4;
+const WARMUP: Duration = Duration::from_millis(300);
 const WINDOW: Duration = Duration::from_millis(1500);
 
 async fn provider(part: &str) -> EtcdLockProvider {
@@ -41,41 +42,22 @@ where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + Send,
 {
-    let pair = Arc::new(pair);
-    let (counting, stop) = (
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicBool::new(false)),
-    );
-    let pairs = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = (0..workers)
-        .map(|w| {
-            let (pair, counting, stop, pairs) = (
-                Arc::clone(&pair),
-                Arc::clone(&counting),
-                Arc::clone(&stop),
-                Arc::clone(&pairs),
-            );
-            tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    pair(w).await;
-                    if counting.load(Ordering::Relaxed) {
-                        pairs.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let started = Instant::now();
-    counting.store(true, Ordering::Relaxed);
-    tokio::time::sleep(window).await;
-    counting.store(false, Ordering::Relaxed);
-    let elapsed = started.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    for task in tasks {
-        let _ = task.await;
-    }
-    pairs.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64()
+    count_pairs(
+        workers,
+        WARMUP,
+        window,
+        || Duration::ZERO,
+        move |w| {
+            let pair = pair(w);
+            async move {
+                pair.await;
+                Ok(())
+            }
+        },
+    )
+    .await
+    .expect("the pairs do not fail")
+    .per_second()
 }
 
 /// The provider's requests for one pair, sent by hand on `client` (`held`, `lock`: the lock's

@@ -71,7 +71,7 @@ mod single {
         let Some(provider) = common::redis("corrupt").await else {
             return;
         };
-        let mut redis = connection(&common::redis_url().unwrap()).await;
+        let mut redis = common::operator().await;
         let mut case = 0;
         for field in ["token", "locked_at", "lock_until"] {
             for value in GARBAGE {
@@ -101,7 +101,7 @@ mod single {
         let Some(provider) = common::redis("corrupt-live").await else {
             return;
         };
-        let mut redis = connection(&common::redis_url().unwrap()).await;
+        let mut redis = common::operator().await;
         let lease = provider.acquire(&config("live")).await.unwrap().unwrap();
         let key = provider.key("live");
         let () = redis.hset(&key, "lock_until", "later").await.unwrap();

@@ -14,7 +14,7 @@ mod specifics {
     use shedlock_core::{Error, LockConfiguration, LockInspector, LockProvider, LockQuery};
     use shedlock_redis::RedisLockProvider;
 
-    use crate::common::{self, connection};
+    use crate::common;
     use shedlock_test_support::RedisServer;
 
     fn config(name: &str, lease: Duration, at_least: Duration) -> LockConfiguration {
@@ -27,13 +27,12 @@ mod specifics {
         let Some(provider) = common::redis("inspect").await else {
             return;
         };
-        let url = common::redis_url().unwrap();
         let lease = provider
             .acquire(&config("report", Duration::from_secs(30), Duration::ZERO))
             .await
             .unwrap()
             .unwrap();
-        let mut redis = connection(&url).await;
+        let mut redis = common::operator().await;
         let key = provider.key("report");
         let fields: HashMap<String, String> = redis.hgetall(&key).await.unwrap();
         assert_eq!(fields["holder"], "inspect");
@@ -67,7 +66,7 @@ mod specifics {
             return;
         };
         let b = a.with_holder("b").unwrap();
-        let mut redis = connection(&common::redis_url().unwrap()).await;
+        let mut redis = common::operator().await;
         let key = a.key("refused");
         let lock = config("refused", Duration::from_secs(30), Duration::ZERO);
         let lease = a.acquire(&lock).await.unwrap().unwrap();
@@ -127,7 +126,7 @@ mod specifics {
         let Some(provider) = common::redis("wrongtype").await else {
             return;
         };
-        let mut redis = connection(&common::redis_url().unwrap()).await;
+        let mut redis = common::operator().await;
         let key = provider.key("taken");
         let () = redis.set(&key, "someone else's").await.unwrap();
         let lock = config("taken", Duration::from_secs(30), Duration::ZERO);

@@ -32,8 +32,7 @@ mod single {
         let Some(a) = common::redis("a").await else {
             return;
         };
-        let url = common::redis_url().unwrap();
-        let mut redis = connection(&url).await;
+        let mut redis = common::operator().await;
         let lock = config("reset");
         let stale = a.acquire(&lock).await.unwrap().unwrap();
         let () = redis.del(a.key("reset")).await.unwrap();

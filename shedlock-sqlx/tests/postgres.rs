@@ -10,7 +10,7 @@ mod edges;
 
 use std::time::Duration;
 
-use shedlock_core::{Error, LockContext, LockProvider};
+use shedlock_core::{Error, LockProvider};
 #[allow(unused_imports)]
 use shedlock_core::{LockInspector as _, LockQuery, LockRecord};
 use shedlock_sqlx::PgLockProvider;
@@ -245,9 +245,8 @@ fencing_guard_case!(Pg, pool, "$1");
 mod serializable {
     use std::str::FromStr;
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicU64, Ordering};
 
-    use shedlock_core::{LockConfiguration, LockingTaskExecutor, TaskResult};
+    use shedlock_core::conformance::{FuzzedName, counter_fuzz};
     use tokio::sync::OnceCell;
 
     use super::*;
@@ -345,61 +344,20 @@ mod serializable {
         let Some((db, provider)) = fresh_on(pool().await, "fuzzer").await else {
             return;
         };
-        let counters: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
-        // The token of each execution, in the order they ran (the lock serialises them).
-        let tokens: Arc<[std::sync::Mutex<Vec<u64>>; 2]> = Arc::default();
-        let errors = Arc::new(AtomicU64::new(0));
-        let mut workers = Vec::new();
-        for worker in 0..WORKERS {
-            let executor =
-                LockingTaskExecutor::new(provider.with_holder(format!("w{worker}")).unwrap());
-            let index = worker % 2;
-            let lock = LockConfiguration::new(
-                format!("fuzz{index}"),
-                Duration::from_secs(60),
-                Duration::ZERO,
-            )
-            .unwrap();
-            let (counters, errors) = (Arc::clone(&counters), Arc::clone(&errors));
-            let tokens = Arc::clone(&tokens);
-            workers.push(tokio::spawn(async move {
-                let mut done = 0;
-                while done < QUOTA {
-                    let counter = &counters[index];
-                    let outcome = executor
-                        .execute(&lock, async {
-                            let token = LockContext::current().unwrap().fencing_token();
-                            tokens[index].lock().unwrap().push(token);
-                            let seen = counter.load(Ordering::SeqCst);
-                            tokio::time::sleep(Duration::from_millis(1)).await;
-                            counter.store(seen + 1, Ordering::SeqCst);
-                        })
-                        .await;
-                    match outcome {
-                        Ok(TaskResult::Executed(())) => done += 1,
-                        Ok(TaskResult::Skipped) => tokio::task::yield_now().await,
-                        Err(error) => {
-                            eprintln!("worker {worker}: {error}");
-                            errors.fetch_add(1, Ordering::SeqCst);
-                        }
-                    }
-                }
-            }));
-        }
-        for worker in workers {
-            worker.await.unwrap();
-        }
+        let providers = (0..WORKERS)
+            .map(|worker| {
+                Arc::new(provider.with_holder(format!("w{worker}")).unwrap())
+                    as Arc<dyn LockProvider>
+            })
+            .collect();
+        let fuzz = counter_fuzz(providers, ["fuzz0".into(), "fuzz1".into()], QUOTA).await;
         let expected = QUOTA * (WORKERS as u64 / 2);
-        assert_eq!(counters[0].load(Ordering::SeqCst), expected);
-        assert_eq!(counters[1].load(Ordering::SeqCst), expected);
-        assert_eq!(errors.load(Ordering::SeqCst), 0, "errors reported to jobs");
-        for index in 0..2 {
-            let row = provider
-                .lock_record(&format!("fuzz{index}"))
-                .await
-                .unwrap()
-                .unwrap();
-            let tokens = tokens[index].lock().unwrap();
+        for name in &fuzz.names {
+            assert_eq!(name.count, expected, "lost updates on {}", name.name);
+        }
+        assert_eq!(fuzz.errors, 0, "errors reported to jobs");
+        for FuzzedName { name, tokens, .. } in &fuzz.names {
+            let row = provider.lock_record(name).await.unwrap().unwrap();
             assert_eq!(tokens.len() as u64, expected);
             assert!(
                 tokens.windows(2).all(|pair| pair[0] < pair[1]),

@@ -14,6 +14,8 @@
 //!   and started again.
 //! - [`EtcdCluster`]: the members of the test etcd cluster (`.ci/etcd.sh`), stopped and
 //!   started again.
+//! - [`throughput`]: pairs per second of `N` looping workers over a measured window, for the
+//!   benchmarks and the stores' figures tests.
 
 mod ci_script;
 pub mod env;
@@ -24,6 +26,7 @@ mod proxy;
 mod redis_server;
 pub mod runs;
 pub mod stores;
+pub mod throughput;
 mod zookeeper;
 
 pub use env::{

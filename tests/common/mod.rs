@@ -51,6 +51,28 @@ pub(crate) enum Db {
     MySql,
 }
 
+/// Each scenario, an `async fn(Db)` of the calling test file, as one `#[tokio::test]`
+/// (multi-threaded, two workers) per database, in a module per database:
+/// `sql_tests!(election);` makes `sqlite::election`, `postgres::election` and `mysql::election`.
+#[macro_export]
+macro_rules! sql_tests {
+    ($($scenario:ident),+ $(,)?) => {
+        $crate::sql_tests!(@on sqlite, Sqlite, $($scenario),+);
+        $crate::sql_tests!(@on postgres, Postgres, $($scenario),+);
+        $crate::sql_tests!(@on mysql, MySql, $($scenario),+);
+    };
+    (@on $module:ident, $db:ident, $($scenario:ident),+) => {
+        mod $module {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario($crate::common::Db::$db).await;
+                }
+            )+
+        }
+    };
+}
+
 /// One provider, typed, so tests can use its fencing guard and pool.
 #[derive(Debug, Clone)]
 pub(crate) enum Provider {

@@ -148,11 +148,15 @@ pub(crate) async fn assert_release_refused(
     }
 }
 
-/// One `#[tokio::test]` per case, in a module `$module`: `test: case` runs `cases::case` on
-/// what `$open` gives (`$test` names the test in it), and is skipped when it gives nothing.
+/// One `#[tokio::test]` per target and case, in a module per target: `module: open` names the
+/// module and what gives its target (`$test` names the test in `open`); `test: case` runs
+/// `cases::case` on that target, and is skipped when `open` gives nothing.
 #[macro_export]
 macro_rules! case_tests {
-    ($module:ident, |$test_name:ident| $open:expr, $($test:ident: $case:ident,)*) => {
+    (|$test_name:ident| { $($module:ident: $open:expr,)+ } $cases:tt) => {
+        $($crate::case_tests!(@module $module, |$test_name| $open, $cases);)+
+    };
+    (@module $module:ident, |$test_name:ident| $open:expr, { $($test:ident: $case:ident,)* }) => {
         mod $module {
             use super::*;
             $(

@@ -15,13 +15,15 @@ pub mod election;
 pub mod inspection;
 pub mod runs;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{LockConfiguration, LockLease, LockProvider, LockingTaskExecutor, TaskResult};
+use crate::{
+    LockConfiguration, LockContext, LockLease, LockProvider, LockingTaskExecutor, TaskResult,
+};
 
 /// What the suite needs from a store under test.
 #[async_trait]
@@ -440,23 +442,73 @@ impl LockProvider for SlowAnswers {
 pub async fn lost_update_fuzz<H: Harness>(h: &H) {
     const WORKERS: usize = 8;
     const QUOTA: u64 = 10;
-    let names = [unique_lock_name("fuzz1"), unique_lock_name("fuzz2")];
-    let counters: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
-    let mut workers = Vec::new();
+    let mut providers = Vec::new();
     for worker in 0..WORKERS {
-        let executor = LockingTaskExecutor::from_shared(h.provider(&format!("w{worker}")).await);
+        providers.push(h.provider(&format!("w{worker}")).await);
+    }
+    let names = [unique_lock_name("fuzz1"), unique_lock_name("fuzz2")];
+    let fuzz = counter_fuzz(providers, names, QUOTA).await;
+    let expected = QUOTA * (WORKERS as u64 / 2);
+    for name in &fuzz.names {
+        assert_eq!(name.count, expected, "lost updates on {}", name.name);
+    }
+}
+
+/// What [`counter_fuzz`] saw on one of its two lock names.
+#[derive(Debug)]
+pub struct FuzzedName {
+    /// The lock name.
+    pub name: String,
+    /// The counter's final value: the executions under this name, unless an update was lost.
+    pub count: u64,
+    /// The fencing token of each execution, in the order they ran (the lock serialises them).
+    pub tokens: Vec<u64>,
+}
+
+/// What [`counter_fuzz`] saw.
+#[derive(Debug)]
+pub struct Fuzzed {
+    /// Per lock name, in the order given.
+    pub names: [FuzzedName; 2],
+    /// Errors the executor returned (each printed, then retried).
+    pub errors: u64,
+}
+
+/// The lost-update fuzz for a store's own tests: worker `w` runs with `providers[w]` on
+/// `names[w % 2]`, each name guarding a plain counter read, paused and written back under the
+/// lock; every worker retries a skipped or failed execution until it did `quota` (and panics
+/// after 100 000 attempts).
+pub async fn counter_fuzz(
+    providers: Vec<Arc<dyn LockProvider>>,
+    names: [String; 2],
+    quota: u64,
+) -> Fuzzed {
+    let counters: Arc<[AtomicU64; 2]> = Arc::default();
+    let tokens: Arc<[Mutex<Vec<u64>>; 2]> = Arc::default();
+    let errors = Arc::new(AtomicU64::new(0));
+    let mut workers = Vec::new();
+    for (worker, provider) in providers.into_iter().enumerate() {
+        let executor = LockingTaskExecutor::from_shared(provider);
         let index = worker % 2;
         let lock = config(&names[index], LONG, Duration::ZERO);
-        let counters = Arc::clone(&counters);
+        let (counters, tokens, errors) = (
+            Arc::clone(&counters),
+            Arc::clone(&tokens),
+            Arc::clone(&errors),
+        );
         workers.push(tokio::spawn(async move {
             let mut done = 0;
             let mut attempts = 0u64;
-            while done < QUOTA {
+            while done < quota {
                 attempts += 1;
                 assert!(attempts < 100_000, "worker {worker} starved");
                 let counter = &counters[index];
                 let outcome = executor
                     .execute(&lock, async {
+                        let token = LockContext::current()
+                            .expect("runs under the lock")
+                            .fencing_token();
+                        tokens[index].lock().expect("not poisoned").push(token);
                         // Deliberately not atomic: only the lock makes this safe.
                         let seen = counter.load(Ordering::SeqCst);
                         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -465,7 +517,12 @@ pub async fn lost_update_fuzz<H: Harness>(h: &H) {
                     .await;
                 match outcome {
                     Ok(TaskResult::Executed(())) => done += 1,
-                    Ok(TaskResult::Skipped) | Err(_) => tokio::task::yield_now().await,
+                    Ok(TaskResult::Skipped) => tokio::task::yield_now().await,
+                    Err(error) => {
+                        eprintln!("worker {worker}: {error}");
+                        errors.fetch_add(1, Ordering::SeqCst);
+                        tokio::task::yield_now().await;
+                    }
                 }
             }
         }));
@@ -473,19 +530,16 @@ pub async fn lost_update_fuzz<H: Harness>(h: &H) {
     for worker in workers {
         worker.await.expect("worker panicked");
     }
-    let expected = QUOTA * (WORKERS as u64 / 2);
-    assert_eq!(
-        counters[0].load(Ordering::SeqCst),
-        expected,
-        "lost updates on {}",
-        names[0]
-    );
-    assert_eq!(
-        counters[1].load(Ordering::SeqCst),
-        expected,
-        "lost updates on {}",
-        names[1]
-    );
+    let [first, second] = names;
+    let name = |index: usize, name: String| FuzzedName {
+        name,
+        count: counters[index].load(Ordering::SeqCst),
+        tokens: std::mem::take(&mut *tokens[index].lock().expect("not poisoned")),
+    };
+    Fuzzed {
+        names: [name(0, first), name(1, second)],
+        errors: errors.load(Ordering::SeqCst),
+    }
 }
 
 /// Generates one `#[tokio::test]` per conformance case.

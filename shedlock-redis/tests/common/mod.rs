@@ -17,6 +17,11 @@ pub(crate) async fn connection(url: &str) -> redis::aio::MultiplexedConnection {
         .unwrap()
 }
 
+/// A plain client on the single test server (call it after [`redis`] gave a provider).
+pub(crate) async fn operator() -> redis::aio::MultiplexedConnection {
+    connection(&redis_url().expect("SHEDLOCK_TEST_REDIS_URL")).await
+}
+
 /// A builder of the tests' providers: under a fresh prefix made of `base`, as `holder`.
 fn builder(base: &str, holder: &str) -> RedisLockProviderBuilder {
     RedisLockProvider::builder()
