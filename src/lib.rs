@@ -8,9 +8,9 @@ pub use shedlock_core::{
     JobLock, JobOutcome, JobRegistry, JobStatus, LeaderElection, LeaderElectionBuilder,
     LeaderState, Lock, LockConfiguration, LockContext, LockEvent, LockInspector, LockLease,
     LockListener, LockProvider, LockQuery, LockRecord, LockingTaskExecutor, MAX_LOCK_NAME_LEN,
-    ManualClock, OnInterrupted, Operation, RunContext, RunOutcome, RunQuery, RunRecord, Schedule,
-    Scheduler, SchedulerBuilder, SchedulerConfig, ShutdownReport, SystemClock, TaskResult,
-    TokioClock,
+    ManualClock, OnInterrupted, Operation, RunContext, RunCursor, RunOutcome, RunQuery, RunRecord,
+    Schedule, Scheduler, SchedulerBuilder, SchedulerConfig, ShutdownReport, SystemClock,
+    TaskResult, TokioClock,
 };
 
 // Durations as the attributes, `SchedulerConfig` (`scheduler.toml`) and the `shedlock` command
@@ -28,8 +28,8 @@ pub mod provider {
     pub use shedlock_core::{
         BoxError, DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, Elector, LockInspector, LockLease,
         LockProvider, LockQuery, LockRecord, MAX_ERROR_LEN, MAX_HOLDER_LEN, Operation,
-        ReleaseHintFanOut, ReleaseHintSource, RunEnd, RunLog, RunQuery, RunRecord, RunStart,
-        async_trait, default_holder, validate_holder, validate_run_retention,
+        RUN_TRIM_SLACK, ReleaseHintFanOut, ReleaseHintSource, RunEnd, RunLog, RunQuery, RunRecord,
+        RunStart, async_trait, default_holder, validate_holder, validate_run_retention,
     };
 }
 

@@ -63,8 +63,8 @@ pub use lock::memory::InMemoryLockProvider;
 pub use lock::provider::{LockLease, LockProvider};
 pub use lock::record::{LockInspector, LockQuery, LockRecord};
 pub use runs::{
-    DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, MAX_ERROR_LEN, RunEnd, RunLog, RunOutcome,
-    RunQuery, RunRecord, RunStart, validate_run_retention,
+    DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, MAX_ERROR_LEN, RUN_TRIM_SLACK, RunCursor, RunEnd,
+    RunLog, RunOutcome, RunQuery, RunRecord, RunStart, validate_run_retention,
 };
 pub use scheduler::config::SchedulerConfig;
 pub use scheduler::job::{IntoJobResult, Job, JobLock};

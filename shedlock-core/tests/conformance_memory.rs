@@ -47,6 +47,14 @@ impl RunsHarness for MemoryHarness {
     async fn run_log(&self) -> Arc<dyn RunLog> {
         Arc::new(self.store.clone())
     }
+
+    async fn run_log_keeping(&self, retention: Duration, runs_per_lock: u32) -> Arc<dyn RunLog> {
+        Arc::new(
+            self.store
+                .keeping_runs(retention, runs_per_lock)
+                .expect("valid settings"),
+        )
+    }
 }
 
 shedlock_core::conformance_tests!(async { Some(MemoryHarness::new()) });

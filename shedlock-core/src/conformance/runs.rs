@@ -7,13 +7,17 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 
 use super::{Harness, hold, unique_lock_name};
-use crate::{RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart};
+use crate::{RUN_TRIM_SLACK, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart};
 
 /// A [`Harness`] whose store also keeps run records.
 #[async_trait]
 pub trait RunsHarness: Harness {
     /// The run log of the store the harness's providers use.
     async fn run_log(&self) -> Arc<dyn RunLog>;
+
+    /// The run log of a new provider on the same store whose builder was given
+    /// `run_retention(retention)` and `runs_per_lock(runs_per_lock)`.
+    async fn run_log_keeping(&self, retention: Duration, runs_per_lock: u32) -> Arc<dyn RunLog>;
 }
 
 /// Store times are rounded (milliseconds on most stores).
@@ -210,6 +214,219 @@ pub async fn runs_are_selected_by_lock_and_time<H: RunsHarness>(h: &H) {
     assert!(everything.iter().any(|r| r.lock == other));
 }
 
+/// Pages follow each other without gaps or repeats, newest first, for one lock and across
+/// locks: each page is what the store read (its limit pushed down), the next page starts
+/// `before` the last record of the one before.
+pub async fn runs_page_newest_first_without_gaps<H: RunsHarness>(h: &H) {
+    let log = h.run_log().await;
+    let (one, other) = (
+        unique_lock_name("runs-page-a"),
+        unique_lock_name("runs-page-b"),
+    );
+    let first = log
+        .run_started(&RunStart::new(&one, "job", None, "a", 1))
+        .await
+        .expect("start");
+    for token in 2..=23 {
+        let lock = if token % 3 == 0 { &other } else { &one };
+        let start = RunStart::new(lock, "job", None, "a", token);
+        log.run_started(&start).await.expect("start");
+        if token % 2 == 0 {
+            log.run_finished(&start, &RunEnd::succeeded())
+                .await
+                .expect("end");
+        }
+        if token % 5 == 0 {
+            h.pass_time(Duration::from_millis(3)).await;
+        }
+    }
+    let page_through = |query: RunQuery| {
+        let log = Arc::clone(&log);
+        async move {
+            let mut seen = Vec::new();
+            let mut query = query.limit(4);
+            for _ in 0..1000 {
+                let page = log.runs(&query).await.expect("a page");
+                assert!(page.len() <= 4, "the limit is kept: {page:?}");
+                let Some(last) = page.last() else { break };
+                query = query.before(last.cursor());
+                seen.extend(page);
+            }
+            seen
+        }
+    };
+    let tokens = |records: &[RunRecord], lock: &str| {
+        records
+            .iter()
+            .filter(|r| r.lock == lock)
+            .map(|r| r.fencing_token)
+            .collect::<Vec<_>>()
+    };
+    let expected = |lock: &str| {
+        (1..=23)
+            .rev()
+            .filter(|token| (token % 3 == 0) == (lock == other))
+            .collect::<Vec<u64>>()
+    };
+    let paged = page_through(RunQuery::lock(&one)).await;
+    assert_eq!(tokens(&paged, &one), expected(&one), "one lock, paged");
+    assert_eq!(paged.len(), expected(&one).len(), "only that lock");
+    let across = page_through(RunQuery::all().since(first.started_at)).await;
+    assert!(
+        across.windows(2).all(|w| w[0].cursor() > w[1].cursor()),
+        "newest first without repeats: {across:?}"
+    );
+    assert_eq!(tokens(&across, &one), expected(&one), "across locks, one");
+    assert_eq!(
+        tokens(&across, &other),
+        expected(&other),
+        "across locks, other"
+    );
+}
+
+/// `runs_per_lock` holds for every lock whatever the order in which locks end (within
+/// [`RUN_TRIM_SLACK`] between trims), and the newest records are the ones kept.
+pub async fn history_stays_bounded_for_every_lock<H: RunsHarness>(h: &H) {
+    const KEEP: u32 = 5;
+    const RUNS: u64 = 48;
+    let log = h.run_log_keeping(crate::DEFAULT_RUN_RETENTION, KEEP).await;
+    let locks = [
+        unique_lock_name("runs-bound-a"),
+        unique_lock_name("runs-bound-b"),
+        unique_lock_name("runs-bound-c"),
+    ];
+    // a and b end alternately, c once for every four of theirs.
+    for token in 1..=RUNS {
+        for (i, lock) in locks.iter().enumerate() {
+            if i == 2 && token % 4 != 0 {
+                continue;
+            }
+            let start = RunStart::new(lock, "job", None, "a", token);
+            log.run_started(&start).await.expect("start");
+            let end = if token % 7 == 0 {
+                RunEnd::with_error(RunOutcome::Failed, "e".repeat(crate::MAX_ERROR_LEN))
+            } else {
+                RunEnd::succeeded()
+            };
+            log.run_finished(&start, &end).await.expect("end");
+        }
+    }
+    for (i, lock) in locks.iter().enumerate() {
+        let kept = runs_of(&log, lock).await;
+        assert!(
+            kept.len() <= (KEEP + RUN_TRIM_SLACK) as usize,
+            "lock {i} keeps {} records, more than {KEEP} + {RUN_TRIM_SLACK}",
+            kept.len()
+        );
+        let newest: Vec<u64> = kept
+            .iter()
+            .take(KEEP as usize)
+            .map(|r| r.fencing_token)
+            .collect();
+        let last = if i == 2 { RUNS / 4 * 4 } else { RUNS };
+        let step = if i == 2 { 4 } else { 1 };
+        let expected: Vec<u64> = (0..u64::from(KEEP)).map(|k| last - k * step).collect();
+        assert_eq!(newest, expected, "lock {i} keeps its newest");
+    }
+}
+
+/// A record older than `run_retention` is deleted even when its lock never runs again, once
+/// the provider has recorded [`RUN_TRIM_SLACK`] more ends of other locks.
+pub async fn old_records_go_when_other_locks_end<H: RunsHarness>(h: &H) {
+    let retention = Duration::from_secs(2);
+    let log = h.run_log_keeping(retention, 1000).await;
+    let (idle, busy) = (
+        unique_lock_name("runs-age-idle"),
+        unique_lock_name("runs-age-busy"),
+    );
+    let start = RunStart::new(&idle, "job", None, "a", 1);
+    log.run_started(&start).await.expect("start");
+    log.run_finished(&start, &RunEnd::succeeded())
+        .await
+        .expect("end");
+    assert_eq!(runs_of(&log, &idle).await.len(), 1);
+    h.pass_time(retention + Duration::from_secs(1)).await;
+    for token in 1..=u64::from(RUN_TRIM_SLACK) {
+        let start = RunStart::new(&busy, "job", None, "a", token);
+        log.run_started(&start).await.expect("start");
+        log.run_finished(&start, &RunEnd::succeeded())
+            .await
+            .expect("end");
+    }
+    assert_eq!(
+        runs_of(&log, &idle).await,
+        [],
+        "a record past the retention stays"
+    );
+}
+
+/// A run's heartbeat: `run_started` with a lease records until when the run goes on (store
+/// clock), `run_alive` moves it on while the record runs and refuses (false, nothing written)
+/// once it ended or for a run never recorded; the end clears it.
+pub async fn a_run_heartbeat_is_kept_while_it_runs<H: RunsHarness>(h: &H) {
+    let log = h.run_log().await;
+    let lock = unique_lock_name("runs-alive");
+    let lease = Duration::from_secs(30);
+    let start = RunStart::new(&lock, "job", Some(tick()), "a", 3).alive_for(lease);
+    let running = log.run_started(&start).await.expect("start");
+    let until = running.alive_until.expect("a heartbeat deadline");
+    assert!(
+        until + ROUNDING >= running.started_at + lease,
+        "{until:?} is not a lease after the start {:?}",
+        running.started_at
+    );
+    assert_eq!(runs_of(&log, &lock).await, std::slice::from_ref(&running));
+    h.pass_time(Duration::from_millis(20)).await;
+    assert!(
+        log.run_alive(&start, lease).await.expect("renew"),
+        "a running record is renewed"
+    );
+    let [renewed] = &runs_of(&log, &lock).await[..] else {
+        panic!("one record expected");
+    };
+    assert!(renewed.alive_until.expect("renewed") > until, "{renewed:?}");
+    assert_eq!(renewed.outcome, RunOutcome::Running);
+    assert_eq!(renewed.finished_at, None);
+
+    let never = RunStart::new(&lock, "job", None, "a", 4);
+    assert!(!log.run_alive(&never, lease).await.expect("missing"));
+    assert_eq!(runs_of(&log, &lock).await.len(), 1, "nothing written");
+
+    log.run_finished(
+        &start,
+        &RunEnd::with_error(RunOutcome::Interrupted, "taken over"),
+    )
+    .await
+    .expect("end");
+    assert!(
+        !log.run_alive(&start, lease).await.expect("ended"),
+        "an ended record tells its runner to stop"
+    );
+    let [ended] = &runs_of(&log, &lock).await[..] else {
+        panic!("one record expected");
+    };
+    assert_eq!(
+        (ended.outcome, ended.alive_until),
+        (RunOutcome::Interrupted, None)
+    );
+    assert!(ended.finished_at.is_some());
+    let plain = RunStart::new(&lock, "job", None, "a", 5);
+    let without = log.run_started(&plain).await.expect("start");
+    assert_eq!(without.alive_until, None, "no lease, no heartbeat");
+
+    let short = Duration::from_millis(200);
+    let lapsing = RunStart::new(&lock, "job", None, "a", 6).alive_for(short);
+    let lapsed = log.run_started(&lapsing).await.expect("start");
+    h.pass_time(short + Duration::from_millis(300)).await;
+    assert!(
+        !log.run_alive(&lapsing, lease).await.expect("passed"),
+        "a heartbeat that passed is not renewed"
+    );
+    let kept = runs_of(&log, &lock).await;
+    let still = kept.iter().find(|r| r.fencing_token == 6).expect("kept");
+    assert_eq!(still.alive_until, lapsed.alive_until, "left as it was");
+}
+
 /// Generates one `#[tokio::test]` per run-record case for a [`RunsHarness`]; a harness
 /// expression evaluating to `None` skips, as for [`conformance_tests!`](crate::conformance_tests).
 #[macro_export]
@@ -220,6 +437,10 @@ macro_rules! runs_tests {
             the_first_end_stays,
             attempts_and_errors_read_back,
             runs_are_selected_by_lock_and_time,
+            runs_page_newest_first_without_gaps,
+            history_stays_bounded_for_every_lock,
+            old_records_go_when_other_locks_end,
+            a_run_heartbeat_is_kept_while_it_runs,
         );
     };
 }

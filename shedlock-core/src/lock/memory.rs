@@ -7,11 +7,12 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 
 use crate::{
-    Clock, Error, LockConfiguration, LockInspector, LockLease, LockProvider, LockQuery, LockRecord,
-    RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart, SystemClock, default_holder,
+    Clock, DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, Error, LockConfiguration, LockInspector,
+    LockLease, LockProvider, LockQuery, LockRecord, RunEnd, RunLog, RunOutcome, RunQuery,
+    RunRecord, RunStart, SystemClock, default_holder,
 };
 
-/// Run records an in-memory store keeps; older ones are dropped first.
+/// Run records an in-memory store keeps in all; older ones are dropped first.
 const MAX_RUNS: usize = 10_000;
 
 /// Locks kept in this process: for tests, single-instance deployments, and as the reference
@@ -49,6 +50,8 @@ pub struct InMemoryLockProvider {
     released: tokio::sync::broadcast::Sender<Arc<str>>,
     clock: Arc<dyn Clock>,
     holder: Arc<str>,
+    /// What this provider keeps of its run records: `run_retention`, `runs_per_lock`.
+    keeping: (Duration, u32),
 }
 
 #[derive(Debug)]
@@ -68,7 +71,22 @@ impl InMemoryLockProvider {
             released: tokio::sync::broadcast::channel(64).0,
             clock: Arc::new(SystemClock),
             holder: default_holder().into(),
+            keeping: (DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK),
         }
+    }
+
+    /// A provider over the same store that keeps run records as a store builder's
+    /// `run_retention` and `runs_per_lock` say (as each end is recorded, exactly), and at most
+    /// 10,000 in all.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] as [`validate_run_retention`](crate::validate_run_retention).
+    pub fn keeping_runs(&self, retention: Duration, runs_per_lock: u32) -> Result<Self, Error> {
+        crate::validate_run_retention(retention, runs_per_lock)?;
+        Ok(InMemoryLockProvider {
+            keeping: (retention, runs_per_lock),
+            ..self.clone()
+        })
     }
 
     /// A provider over the same store acting as another holder (another instance).
@@ -265,12 +283,42 @@ impl RunLog for InMemoryLockProvider {
                 runs.push_back(RunRecord::started(start, now).finished(end, now));
             }
         }
+        // Trimmed on every end: the lock that ended to its newest `runs_per_lock`, every lock
+        // by age.
+        let (retention, per_lock) = self.keeping;
+        let oldest = now.checked_sub(retention);
+        let mut of_lock: Vec<_> = runs
+            .iter()
+            .filter(|r| r.lock == start.lock)
+            .map(RunRecord::cursor)
+            .collect();
+        of_lock.sort_unstable_by(|a, b| b.cmp(a));
+        let cut = of_lock.get(per_lock as usize).copied();
+        runs.retain(|r| {
+            oldest.is_none_or(|oldest| r.started_at >= oldest)
+                && (r.lock != start.lock || cut.is_none_or(|cut| r.cursor() > cut))
+        });
         Ok(())
+    }
+
+    async fn run_alive(&self, start: &RunStart, lease: Duration) -> Result<bool, Error> {
+        let now = self.clock.now();
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        match runs.iter_mut().find(|r| same_run(r, start)) {
+            Some(record)
+                if record.outcome == RunOutcome::Running
+                    && record.alive_until.is_none_or(|until| until > now) =>
+            {
+                record.alive_until = now.checked_add(lease);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>, Error> {
         let runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(query.apply(runs.iter().cloned().collect()))
+        Ok(query.apply(runs.iter().filter(|r| query.matches(r)).cloned().collect()))
     }
 }
 

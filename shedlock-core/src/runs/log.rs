@@ -2,19 +2,28 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
-use super::{RunEnd, RunRecord, RunStart};
+use super::{RunCursor, RunEnd, RunRecord, RunStart};
 use crate::Error;
 
-/// Which runs [`RunLog::runs`] returns: newest first.
+/// Which runs [`RunLog::runs`] returns: newest first (by start, then fencing token, then
+/// attempt: [`RunCursor`]). Stores answer it without reading more than it asks for (the lock,
+/// the order, `before` and the limit go to the store), so a page costs the same after a month
+/// of history as after a minute.
 ///
 /// ```
 /// use shedlock_core::RunQuery;
 ///
 /// let last_ten = RunQuery::lock("nightly-report").limit(10);
+/// # let page = Vec::<shedlock_core::RunRecord>::new();
+/// // The next ten: those older than the last record of this page.
+/// if let Some(last) = page.last() {
+///     let next_ten = RunQuery::lock("nightly-report").before(last.cursor()).limit(10);
+///     # let _ = next_ten;
+/// }
 /// # let _ = last_ten;
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -26,6 +35,8 @@ pub struct RunQuery {
     pub since: Option<SystemTime>,
     /// At most this many records; `None`: all the store keeps.
     pub limit: Option<usize>,
+    /// Only records older than this position (the next page after a record).
+    pub before: Option<RunCursor>,
 }
 
 impl RunQuery {
@@ -54,20 +65,25 @@ impl RunQuery {
         self
     }
 
+    /// Only records that come after `cursor` newest first: older than the record it was taken
+    /// from ([`RunRecord::cursor`]).
+    pub fn before(mut self, cursor: RunCursor) -> Self {
+        self.before = Some(cursor);
+        self
+    }
+
+    /// Whether `record` is one this query selects (lock, since, before; not the limit).
+    pub fn matches(&self, record: &RunRecord) -> bool {
+        self.lock.as_deref().is_none_or(|lock| record.lock == lock)
+            && self.since.is_none_or(|since| record.started_at >= since)
+            && self.before.is_none_or(|before| record.cursor() < before)
+    }
+
     /// `records` of this query, newest first (by start, then token and attempt), cut to the
-    /// limit: for stores that read every record and filter afterwards.
+    /// limit: for in-memory stores, and for merging pages a store read per lock.
     pub fn apply(&self, mut records: Vec<RunRecord>) -> Vec<RunRecord> {
-        records.retain(|record| {
-            self.lock.as_deref().is_none_or(|lock| record.lock == lock)
-                && self.since.is_none_or(|since| record.started_at >= since)
-        });
-        records.sort_unstable_by(|a, b| {
-            (b.started_at, b.fencing_token, b.attempt).cmp(&(
-                a.started_at,
-                a.fencing_token,
-                a.attempt,
-            ))
-        });
+        records.retain(|record| self.matches(record));
+        records.sort_unstable_by_key(|record| std::cmp::Reverse(record.cursor()));
         if let Some(limit) = self.limit {
             records.truncate(limit);
         }
@@ -100,7 +116,27 @@ pub trait RunLog: Send + Sync + fmt::Debug + 'static {
     /// [`Error::Store`] (`Operation::Runs`) when the store fails.
     async fn run_finished(&self, start: &RunStart, end: &RunEnd) -> Result<(), Error>;
 
-    /// The records `query` asks for, newest first.
+    /// Renews the heartbeat of the run `start` while its job runs: if its record is still
+    /// running and its heartbeat has not passed (store clock; a record without one counts as
+    /// live), sets [`RunRecord::alive_until`] to now + `lease` and returns true. Returns
+    /// false, writing nothing, when the record ended (another instance marked it interrupted),
+    /// its heartbeat passed (another instance may rerun it now), or it is missing: the run
+    /// must stop. A heartbeat that passed is never moved again, so an instance that saw it pass
+    /// decides on a record that stays as it saw it.
+    ///
+    /// # Errors
+    /// [`Error::Store`] (`Operation::Runs`) when the store fails.
+    async fn run_alive(&self, start: &RunStart, lease: Duration) -> Result<bool, Error> {
+        // TRANSITIONAL (removed once every store implements it).
+        let _ = lease;
+        Err(Error::store(
+            crate::Operation::Runs,
+            &start.lock,
+            "this store keeps no run heartbeats".to_owned(),
+        ))
+    }
+
+    /// The records `query` asks for, newest first, reading no more than it asks for.
     ///
     /// # Errors
     /// [`Error::Store`] (`Operation::Runs`) when the store fails or holds a record it cannot
@@ -115,6 +151,9 @@ impl<L: RunLog + ?Sized> RunLog for Arc<L> {
     }
     async fn run_finished(&self, start: &RunStart, end: &RunEnd) -> Result<(), Error> {
         (**self).run_finished(start, end).await
+    }
+    async fn run_alive(&self, start: &RunStart, lease: Duration) -> Result<bool, Error> {
+        (**self).run_alive(start, lease).await
     }
     async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>, Error> {
         (**self).runs(query).await

@@ -9,5 +9,7 @@ mod record;
 mod retention;
 
 pub use log::{RunLog, RunQuery};
-pub use record::{MAX_ERROR_LEN, RunEnd, RunOutcome, RunRecord, RunStart};
-pub use retention::{DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, validate_run_retention};
+pub use record::{MAX_ERROR_LEN, RunCursor, RunEnd, RunOutcome, RunRecord, RunStart};
+pub use retention::{
+    DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, RUN_TRIM_SLACK, validate_run_retention,
+};

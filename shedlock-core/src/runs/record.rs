@@ -79,6 +79,10 @@ pub struct RunStart {
     pub fencing_token: u64,
     /// 1 for the first attempt; retries and the rerun of an interrupted run count up.
     pub attempt: u32,
+    /// The run's heartbeat lease: when set, [`RunLog::run_started`](super::RunLog::run_started)
+    /// records that the run goes on at least this long ([`RunRecord::alive_until`]), and the
+    /// scheduler renews it ([`RunLog::run_alive`](super::RunLog::run_alive)) while the job runs.
+    pub lease: Option<Duration>,
 }
 
 impl RunStart {
@@ -97,12 +101,19 @@ impl RunStart {
             holder: holder.into(),
             fencing_token,
             attempt: 1,
+            lease: None,
         }
     }
 
     /// The same run's attempt `attempt`.
     pub fn attempt(mut self, attempt: u32) -> Self {
         self.attempt = attempt;
+        self
+    }
+
+    /// The same run with a heartbeat lease of `lease` ([`RunStart::lease`]).
+    pub fn alive_for(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
         self
     }
 }
@@ -172,6 +183,86 @@ pub struct RunRecord {
     pub outcome: RunOutcome,
     /// The error's text, for a failed, retried or interrupted run.
     pub error: Option<String>,
+    /// For a run still [`Running`](RunOutcome::Running) under a heartbeat lease: until when
+    /// (store clock) its instance is known to run it. Its instance renews it while the job
+    /// runs, whether or not it still holds the lock, and stops the job before it passes
+    /// unrenewed; so a run is rerun only once both its lock and this time have passed. `None`
+    /// for a run without a heartbeat, and once the run ended.
+    pub alive_until: Option<SystemTime>,
+}
+
+/// Where a record stands in the order runs are listed, newest first: by start time, then
+/// fencing token, then attempt. A page of [`RunLog::runs`](super::RunLog::runs) ends at its
+/// last record's cursor; [`RunQuery::before`](super::RunQuery::before) asks for the page after
+/// it. Written as `<unix nanoseconds>-<token>-<attempt>` for URLs and the command line.
+///
+/// ```
+/// use shedlock_core::RunCursor;
+///
+/// let cursor: RunCursor = "1700000000123000000-42-1".parse()?;
+/// assert_eq!((cursor.fencing_token, cursor.attempt), (42, 1));
+/// assert_eq!(cursor.to_string(), "1700000000123000000-42-1");
+/// # Ok::<(), shedlock_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub struct RunCursor {
+    /// The record's start (store clock).
+    pub started_at: SystemTime,
+    /// Its fencing token.
+    pub fencing_token: u64,
+    /// Its attempt.
+    pub attempt: u32,
+}
+
+impl RunCursor {
+    /// The cursor of a record started at `started_at` with this token and attempt.
+    pub fn new(started_at: SystemTime, fencing_token: u64, attempt: u32) -> Self {
+        RunCursor {
+            started_at,
+            fencing_token,
+            attempt,
+        }
+    }
+}
+
+impl fmt::Display for RunCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nanos = self
+            .started_at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos());
+        write!(f, "{nanos}-{}-{}", self.fencing_token, self.attempt)
+    }
+}
+
+impl std::str::FromStr for RunCursor {
+    type Err = crate::Error;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let invalid = || {
+            crate::Error::invalid_config(
+                "cursor",
+                format!("{text:?} is not a run cursor (<unix nanoseconds>-<token>-<attempt>)"),
+            )
+        };
+        let mut parts = text.split('-');
+        let (Some(nanos), Some(token), Some(attempt), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(invalid());
+        };
+        let nanos: u128 = nanos.parse().map_err(|_| invalid())?;
+        let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| invalid())?;
+        let started_at = SystemTime::UNIX_EPOCH
+            .checked_add(Duration::new(secs, (nanos % 1_000_000_000) as u32))
+            .ok_or_else(invalid)?;
+        Ok(RunCursor {
+            started_at,
+            fencing_token: token.parse().map_err(|_| invalid())?,
+            attempt: attempt.parse().map_err(|_| invalid())?,
+        })
+    }
 }
 
 impl RunRecord {
@@ -188,7 +279,19 @@ impl RunRecord {
             finished_at: None,
             outcome: RunOutcome::Running,
             error: None,
+            alive_until: start.lease.and_then(|lease| started_at.checked_add(lease)),
         }
+    }
+
+    /// Where this record stands in the newest-first order ([`RunCursor`]).
+    pub fn cursor(&self) -> RunCursor {
+        RunCursor::new(self.started_at, self.fencing_token, self.attempt)
+    }
+
+    /// Whether the record is still running under a heartbeat that has not passed at `now`
+    /// (store clock): its instance runs it, even if it no longer holds the lock.
+    pub fn is_alive(&self, now: SystemTime) -> bool {
+        self.outcome == RunOutcome::Running && self.alive_until.is_some_and(|until| until > now)
     }
 
     /// This record ended with `end` at `finished_at`. Called by stores.
@@ -196,6 +299,7 @@ impl RunRecord {
         self.outcome = end.outcome;
         self.error = end.error.clone();
         self.finished_at = Some(finished_at);
+        self.alive_until = None;
         self
     }
 
@@ -204,14 +308,18 @@ impl RunRecord {
         self.finished_at?.duration_since(self.started_at).ok()
     }
 
-    /// Whether a record still marked running belongs to a lease that is gone: its instance
-    /// died (or stalled past its lease) before it finished. `current_token` and `held` describe
-    /// the lock now ([`LockRecord`](crate::LockRecord)): the run is interrupted when the lock
-    /// is no longer held with its token.
-    pub fn is_interrupted(&self, current_token: u64, held: bool) -> bool {
+    /// Whether a record still marked running belongs to a run that is gone: its instance died
+    /// (or stalled past its leases) before it finished. `current_token` and `held` describe the
+    /// lock now ([`LockRecord`](crate::LockRecord)), `now` is the store's time when it was read
+    /// ([`LockRecord::read_at`](crate::LockRecord::read_at)): the run is interrupted when the
+    /// lock is no longer held with its token and its heartbeat ([`alive_until`](Self::alive_until))
+    /// has passed.
+    pub fn is_interrupted(&self, current_token: u64, held: bool, now: SystemTime) -> bool {
         match self.outcome {
             RunOutcome::Interrupted => true,
-            RunOutcome::Running => !(held && current_token == self.fencing_token),
+            RunOutcome::Running => {
+                !(held && current_token == self.fencing_token) && !self.is_alive(now)
+            }
             _ => false,
         }
     }
@@ -268,11 +376,53 @@ mod tests {
     fn a_running_record_without_its_lease_is_interrupted() {
         let start = RunStart::new("l", "j", None, "h", 7);
         let running = RunRecord::started(&start, SystemTime::UNIX_EPOCH);
-        assert!(!running.is_interrupted(7, true));
-        assert!(running.is_interrupted(7, false), "its lease ended");
-        assert!(running.is_interrupted(9, true), "taken over");
+        let now = SystemTime::UNIX_EPOCH;
+        assert!(!running.is_interrupted(7, true, now));
+        assert!(running.is_interrupted(7, false, now), "its lease ended");
+        assert!(running.is_interrupted(9, true, now), "taken over");
         let done = running.finished(&RunEnd::succeeded(), SystemTime::UNIX_EPOCH);
-        assert!(!done.is_interrupted(9, false));
+        assert!(!done.is_interrupted(9, false, now));
         assert_eq!(done.to_string(), "j #1 (token 7) on h: succeeded in 0s");
+    }
+
+    #[test]
+    fn a_run_past_its_lock_but_within_its_heartbeat_is_not_interrupted() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
+        let start = RunStart::new("l", "j", None, "h", 7).alive_for(Duration::from_secs(30));
+        let running = RunRecord::started(&start, t0);
+        assert_eq!(running.alive_until, Some(t0 + Duration::from_secs(30)));
+        let later = t0 + Duration::from_secs(29);
+        assert!(
+            !running.is_interrupted(7, false, later),
+            "lock gone, heartbeat on"
+        );
+        assert!(
+            !running.is_interrupted(9, true, later),
+            "next tick's lock, heartbeat on"
+        );
+        let past = t0 + Duration::from_secs(30);
+        assert!(running.is_interrupted(7, false, past));
+        let done = running.finished(&RunEnd::succeeded(), later);
+        assert_eq!(done.alive_until, None);
+    }
+
+    #[test]
+    fn cursors_read_back_and_refuse_other_text() {
+        let at = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 123_000_000);
+        let cursor = RunCursor::new(at, 42, 3);
+        assert_eq!(cursor.to_string().parse::<RunCursor>().unwrap(), cursor);
+        for bad in [
+            "",
+            "1-2",
+            "1-2-3-4",
+            "x-1-1",
+            "1--1",
+            "-1-1-1",
+            "1-1-99999999999",
+        ] {
+            assert!(bad.parse::<RunCursor>().is_err(), "{bad:?}");
+        }
+        let older = RunCursor::new(at, 41, 9);
+        assert!(older < cursor);
     }
 }

@@ -13,6 +13,13 @@ pub const DEFAULT_RUN_RETENTION: Duration = Duration::from_secs(14 * 24 * 60 * 6
 /// `runs_per_lock` says otherwise.
 pub const DEFAULT_RUNS_PER_LOCK: u32 = 1000;
 
+/// How far past its bounds a store's run history may run between two trims. Every store keeps,
+/// for every lock and whatever the order in which locks end, at most `runs_per_lock +
+/// RUN_TRIM_SLACK` records of a lock, and deletes a record older than `run_retention` (on any
+/// lock, even one that never runs again) at the latest when the same provider has recorded
+/// `RUN_TRIM_SLACK` more ends. The conformance suite checks both.
+pub const RUN_TRIM_SLACK: u32 = 16;
+
 /// Checks a store builder's `run_retention` (at least a millisecond) and `runs_per_lock` (at
 /// least one).
 ///

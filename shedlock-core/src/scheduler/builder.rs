@@ -255,6 +255,7 @@ fn prepare_jobs<S: Clone>(
                 lock: None,
                 keep_alive: None,
                 heartbeat: None,
+                alive_for: None,
                 leader,
                 misfire_threshold,
                 retries: 0,
@@ -292,10 +293,16 @@ fn prepare_jobs<S: Clone>(
                 let lease = run_lease.max(lock.lock_at_least_for());
                 (lease, lease / 3)
             });
+            let alive_for = super::run::run_heartbeat(
+                job_lock.on_interrupted,
+                run_lease,
+                lock.lock_at_most_for(),
+            );
             Ok(PreparedJob {
                 lock: Some(lock),
                 keep_alive,
                 heartbeat,
+                alive_for,
                 retries: job_lock.retries,
                 retry_backoff: job_lock.retry_backoff,
                 on_interrupted: job_lock.on_interrupted,

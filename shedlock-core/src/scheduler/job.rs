@@ -228,6 +228,11 @@ impl<S: Clone + Send + 'static> Job<S> {
                     retries: job_lock.retries,
                     backoff: job_lock.retry_backoff,
                     rerun: None,
+                    alive_for: super::run::run_heartbeat(
+                        job_lock.on_interrupted,
+                        config.run_lease,
+                        lock.lock_at_most_for(),
+                    ),
                 };
                 let provider = Arc::clone(executor.provider());
                 let run = run_recorded(self.clone(), state, provider, plan, Arc::default());

@@ -130,10 +130,21 @@ async fn look(provider: &dyn LockProvider, name: &str, follow: &mut Follow) -> R
     };
     let records = log.runs(&RunQuery::lock(name).limit(LOOK_BACK)).await?;
     let lock = inspector.lock_record(name).await?;
-    Ok(decide(follow, &records, lock.as_ref()))
+    let now = match &lock {
+        Some(lock) => lock.read_at,
+        None => inspector.store_time().await?,
+    };
+    Ok(decide(follow, &records, lock.as_ref(), now))
 }
 
-fn decide(follow: &mut Follow, records: &[RunRecord], lock: Option<&LockRecord>) -> Next {
+/// `now` is the store's time when the lock was read: a run whose heartbeat
+/// ([`RunRecord::alive_until`]) has not passed then still runs, lock or no lock.
+fn decide(
+    follow: &mut Follow,
+    records: &[RunRecord],
+    lock: Option<&LockRecord>,
+    now: SystemTime,
+) -> Next {
     let held = lock.filter(|lock| lock.held);
     let wait = || {
         Next::Wait(
@@ -179,6 +190,16 @@ fn decide(follow: &mut Follow, records: &[RunRecord], lock: Option<&LockRecord>)
                         });
                         if later { Next::Done } else { wait() }
                     }
+                    // The lock is free, but its instance still runs it (past
+                    // `lock_at_most_for`, or its lock's heartbeats failed): wait for its end
+                    // or its heartbeat to pass.
+                    None if latest.is_alive(now) => Next::Wait(
+                        latest
+                            .alive_until
+                            .and_then(|until| until.duration_since(now).ok())
+                            .unwrap_or(MIN_WAIT)
+                            .clamp(MIN_WAIT, MAX_WAIT),
+                    ),
                     None => Next::Rerun(latest.clone()),
                 };
             }
@@ -244,12 +265,12 @@ mod tests {
         let records = [record(7, 1, None)];
         let mut follow = Follow::Holder;
         assert!(matches!(
-            decide(&mut follow, &records, Some(&lock(7, true))),
+            decide(&mut follow, &records, Some(&lock(7, true)), T0),
             Next::Wait(_)
         ));
         assert_eq!(follow, Follow::Tick(records[0].tick));
         assert!(matches!(
-            decide(&mut follow, &records, Some(&lock(7, false))),
+            decide(&mut follow, &records, Some(&lock(7, false)), T0),
             Next::Rerun(r) if r.fencing_token == 7
         ));
     }
@@ -258,14 +279,14 @@ mod tests {
     fn finished_runs_and_later_ticks_end_the_watch() {
         let done = [record(7, 1, Some(RunOutcome::Succeeded))];
         assert!(matches!(
-            decide(&mut Follow::Token(7), &done, None),
+            decide(&mut Follow::Token(7), &done, None, T0),
             Next::Done
         ));
         let mut later = record(8, 1, None);
         later.tick = Some(T0 + Duration::from_secs(120));
         let records = [later, record(7, 1, None)];
         assert!(matches!(
-            decide(&mut Follow::Token(7), &records, Some(&lock(8, true))),
+            decide(&mut Follow::Token(7), &records, Some(&lock(8, true)), T0),
             Next::Done
         ));
     }
@@ -273,11 +294,11 @@ mod tests {
     #[test]
     fn an_unrecorded_run_is_not_rerun() {
         assert!(matches!(
-            decide(&mut Follow::Token(7), &[], Some(&lock(7, true))),
+            decide(&mut Follow::Token(7), &[], Some(&lock(7, true)), T0),
             Next::Wait(_)
         ));
         assert!(matches!(
-            decide(&mut Follow::Token(7), &[], Some(&lock(7, false))),
+            decide(&mut Follow::Token(7), &[], Some(&lock(7, false)), T0),
             Next::Done
         ));
     }
@@ -286,8 +307,30 @@ mod tests {
     fn a_retry_cut_short_in_its_backoff_is_rerun() {
         let records = [record(7, 1, Some(RunOutcome::Retried))];
         assert!(matches!(
-            decide(&mut Follow::Newest, &records, None),
+            decide(&mut Follow::Newest, &records, None, T0),
             Next::Rerun(r) if r.attempt == 1
+        ));
+    }
+
+    #[test]
+    fn a_run_past_its_lock_is_not_rerun_while_its_heartbeat_holds() {
+        let mut alive = record(7, 1, None);
+        alive.alive_until = Some(T0 + Duration::from_secs(10));
+        let records = [alive];
+        let mut follow = Follow::Token(7);
+        let free = lock(7, false);
+        let at = |secs| T0 + Duration::from_secs(secs);
+        assert!(matches!(
+            decide(&mut follow, &records, Some(&free), at(9)),
+            Next::Wait(wait) if wait == Duration::from_secs(1)
+        ));
+        assert!(matches!(
+            decide(&mut follow, &records, None, at(9)),
+            Next::Wait(_)
+        ));
+        assert!(matches!(
+            decide(&mut follow, &records, Some(&free), at(10)),
+            Next::Rerun(r) if r.fencing_token == 7
         ));
     }
 }

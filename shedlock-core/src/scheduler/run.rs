@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use futures_util::FutureExt;
+use tokio::time::Instant;
 
 use crate::{
     Job, LockContext, LockProvider, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart,
@@ -92,6 +93,27 @@ pub(crate) struct RunPlan {
     pub(crate) backoff: Duration,
     /// The interrupted run this one takes over, if any: checked again under the lock.
     pub(crate) rerun: Option<Arc<RunRecord>>,
+    /// The run's heartbeat lease ([`run_heartbeat`]), for a job whose interrupted ticks are
+    /// rerun: renewed in its record while the job runs, the job stopped before it passes.
+    pub(crate) alive_for: Option<Duration>,
+}
+
+/// The run heartbeat of a job whose interrupted ticks are rerun: the scheduler's `run_lease`,
+/// or `lock_at_most_for` when heartbeat leases are off. It is what tells another instance
+/// that the run goes on (so it is not rerun) after the lock's own lease ended: a job that
+/// runs past `lock_at_most_for`, or whose lock heartbeats failed while the store was away.
+pub(crate) fn run_heartbeat(
+    on_interrupted: OnInterrupted,
+    run_lease: Duration,
+    lock_at_most_for: Duration,
+) -> Option<Duration> {
+    (on_interrupted == OnInterrupted::Rerun).then(|| {
+        if run_lease.is_zero() {
+            lock_at_most_for
+        } else {
+            run_lease
+        }
+    })
 }
 
 /// Runs `job` under the lock the caller holds (it is polled inside the executor's scope),
@@ -130,23 +152,50 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
         attempt = interrupted.attempt.saturating_add(1);
     }
     loop {
-        let start = start.clone().map(|start| start.attempt(attempt));
-        if let (Some(log), Some(start)) = (log, &start)
-            && let Err(error) = log.run_started(start).await
-        {
-            tracing::warn!(job = %plan.job, %error, "run record not written (start)");
+        let start = start.clone().map(|start| {
+            let start = start.attempt(attempt);
+            match plan.alive_for {
+                Some(lease) => start.alive_for(lease),
+                None => start,
+            }
+        });
+        let sent = Instant::now();
+        let mut recorded = false;
+        if let (Some(log), Some(start)) = (log, &start) {
+            match log.run_started(start).await {
+                Ok(_) => recorded = true,
+                Err(error) => {
+                    tracing::warn!(job = %plan.job, %error, "run record not written (start)");
+                }
+            }
         }
         let current = RunContext {
             job: Arc::clone(&plan.job),
             tick: plan.tick,
             attempt,
         };
-        let outcome = CURRENT_RUN
-            .scope(
-                current,
-                AssertUnwindSafe(job.start_lazily(state.clone())).catch_unwind(),
-            )
-            .await;
+        let run = CURRENT_RUN.scope(
+            current,
+            AssertUnwindSafe(job.start_lazily(state.clone())).catch_unwind(),
+        );
+        let outcome = match (log, &start, plan.alive_for) {
+            (Some(log), Some(start), Some(lease)) => {
+                let beat = Heartbeat {
+                    log,
+                    start,
+                    lease,
+                    deadline: sent + lease,
+                    recorded,
+                };
+                tokio::select! {
+                    outcome = run => outcome,
+                    lost = beat.keep() => {
+                        return Err(stopped(log, start, &plan.job, lost).await);
+                    }
+                }
+            }
+            _ => run.await,
+        };
         let retry = attempt <= plan.retries
             && context
                 .as_ref()
@@ -185,6 +234,68 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
     }
 }
 
+/// The heartbeat of one running attempt: renews its record's `alive_until` every third of the
+/// lease; `deadline` is when the last renewal the store confirmed runs out, counted on this
+/// process's monotonic clock from before that renewal was sent (so never after the store's).
+struct Heartbeat<'a> {
+    log: &'a dyn RunLog,
+    start: &'a RunStart,
+    lease: Duration,
+    deadline: Instant,
+    /// Whether the start was confirmed: a record that was never written is no record another
+    /// instance could rerun, so finding none is no reason to stop.
+    recorded: bool,
+}
+
+impl Heartbeat<'_> {
+    /// Renews until the heartbeat is lost, then says why; never returns while it holds.
+    async fn keep(mut self) -> String {
+        let every = self.lease / 3;
+        let mut next = Instant::now() + every;
+        loop {
+            tokio::time::sleep_until(next.min(self.deadline)).await;
+            if Instant::now() >= self.deadline {
+                return format!(
+                    "its run heartbeat was not renewed within {} (the store did not answer)",
+                    humantime::format_duration(self.lease)
+                );
+            }
+            let sent = Instant::now();
+            match tokio::time::timeout_at(self.deadline, self.log.run_alive(self.start, self.lease))
+                .await
+            {
+                Ok(Ok(alive)) if alive || !self.recorded => {
+                    self.deadline = sent + self.lease;
+                    next = sent + every;
+                }
+                Ok(Ok(_)) => {
+                    return "its run record was ended, or its heartbeat had passed, in the store                             (another instance may run the tick again)"
+                        .to_owned();
+                }
+                Ok(Err(error)) => {
+                    tracing::debug!(lock = %self.start.lock, %error, "run heartbeat not renewed");
+                    next = Instant::now() + (every / 4).max(Duration::from_millis(50));
+                }
+                Err(_) => {} // the deadline passed while waiting: said above
+            }
+        }
+    }
+}
+
+/// A run stopped because its heartbeat was lost: it is recorded as interrupted (unless another
+/// instance marked it first, or the store is still away: then whoever reruns it does), and the
+/// text returned is the run's error.
+async fn stopped(log: &dyn RunLog, start: &RunStart, job: &str, lost: String) -> String {
+    let error = format!("stopped: {lost}");
+    tracing::warn!(%job, lock = %start.lock, token = start.fencing_token, "run {error}");
+    let end = RunEnd::with_error(RunOutcome::Interrupted, error.clone());
+    let give_up = Instant::now() + start.lease.unwrap_or(Duration::from_secs(5));
+    if let Ok(Err(error)) = tokio::time::timeout_at(give_up, log.run_finished(start, &end)).await {
+        tracing::warn!(%job, %error, "run record not written (end)");
+    }
+    error
+}
+
 /// Waits out the backoff; false when the run was asked to stop or lost its lease meanwhile.
 async fn backoff(context: Option<&LockContext>, wait: Duration) -> bool {
     match context {
@@ -215,10 +326,12 @@ async fn take_over(log: &dyn RunLog, interrupted: &RunRecord, start: &RunStart) 
             return false;
         }
     };
+    // Its heartbeat is as the watcher saw it pass (a heartbeat that passed is never renewed).
     let still = latest.is_some_and(|latest| {
         latest.fencing_token == interrupted.fencing_token
             && latest.attempt == interrupted.attempt
             && matches!(latest.outcome, RunOutcome::Running | RunOutcome::Retried)
+            && latest.alive_until <= interrupted.alive_until
     });
     if !still || interrupted.fencing_token >= start.fencing_token {
         return false;

@@ -48,6 +48,8 @@ pub(crate) struct PreparedJob<S> {
     /// A heartbeat lease (shorter than `lock_at_most_for`, renewed while the job runs) and
     /// how often it is renewed; `None`: the lease is `lock_at_most_for`.
     pub(crate) heartbeat: Option<(Duration, Duration)>,
+    /// The run heartbeat of a job whose interrupted ticks are rerun (`run::run_heartbeat`).
+    pub(crate) alive_for: Option<Duration>,
     pub(crate) leader: Option<Arc<LeaderElection>>,
     pub(crate) misfire_threshold: Duration,
     pub(crate) retries: u32,
@@ -64,6 +66,7 @@ impl<S> Clone for PreparedJob<S> {
             lock: self.lock.clone(),
             keep_alive: self.keep_alive,
             heartbeat: self.heartbeat,
+            alive_for: self.alive_for,
             leader: self.leader.clone(),
             misfire_threshold: self.misfire_threshold,
             retries: self.retries,

@@ -215,6 +215,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                     retries: self.retries,
                     backoff: self.retry_backoff,
                     rerun: due.rerun,
+                    alive_for: self.alive_for,
                 };
                 let run = run_recorded(
                     self.job.clone(),
