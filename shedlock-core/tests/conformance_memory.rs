@@ -68,3 +68,16 @@ mod inspection {
     use super::*;
     shedlock_core::inspection_tests!(async { Some(MemoryHarness::new()) });
 }
+
+/// A month of a fleet's history on the in-memory store: every lock within its bound, pages of
+/// the asked size (the figures of the real stores are in their own tests).
+#[tokio::test]
+async fn a_month_of_history_stays_bounded() {
+    for days in [1, 30] {
+        let figures =
+            shedlock_core::conformance::longevity::month_of_history(&MemoryHarness::new(), days)
+                .await;
+        println!("longevity (memory): {figures}");
+        assert!(figures.most_per_lock <= figures.bound_per_lock);
+    }
+}

@@ -13,6 +13,7 @@
 
 pub mod election;
 pub mod inspection;
+pub mod longevity;
 pub mod runs;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -13,7 +13,7 @@ use crate::{
 };
 
 /// Run records an in-memory store keeps in all; older ones are dropped first.
-const MAX_RUNS: usize = 10_000;
+const MAX_RUNS: usize = 20_000;
 
 /// Locks kept in this process: for tests, single-instance deployments, and as the reference
 /// implementation of the [`LockProvider`] contract (fencing tokens, extension, `lock_at_least_for`).
@@ -77,7 +77,7 @@ impl InMemoryLockProvider {
 
     /// A provider over the same store that keeps run records as a store builder's
     /// `run_retention` and `runs_per_lock` say (as each end is recorded, exactly), and at most
-    /// 10,000 in all.
+    /// 20,000 in all.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] as [`validate_run_retention`](crate::validate_run_retention).
@@ -293,10 +293,10 @@ impl RunLog for InMemoryLockProvider {
             .map(RunRecord::cursor)
             .collect();
         of_lock.sort_unstable_by(|a, b| b.cmp(a));
-        let cut = of_lock.get(per_lock as usize).copied();
+        let cut = of_lock.get(per_lock as usize).cloned();
         runs.retain(|r| {
             oldest.is_none_or(|oldest| r.started_at >= oldest)
-                && (r.lock != start.lock || cut.is_none_or(|cut| r.cursor() > cut))
+                && (r.lock != start.lock || cut.as_ref().is_none_or(|cut| r.cursor() > *cut))
         });
         Ok(())
     }

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use super::{RunCursor, RunEnd, RunRecord, RunStart};
 use crate::Error;
 
-/// Which runs [`RunLog::runs`] returns: newest first (by start, then fencing token, then
-/// attempt: [`RunCursor`]). Stores answer it without reading more than it asks for (the lock,
+/// Which runs [`RunLog::runs`] returns: newest first (by start, then fencing token, attempt
+/// and lock: [`RunCursor`]). Stores answer it without reading more than it asks for (the lock,
 /// the order, `before` and the limit go to the store), so a page costs the same after a month
 /// of history as after a minute.
 ///
@@ -76,10 +76,13 @@ impl RunQuery {
     pub fn matches(&self, record: &RunRecord) -> bool {
         self.lock.as_deref().is_none_or(|lock| record.lock == lock)
             && self.since.is_none_or(|since| record.started_at >= since)
-            && self.before.is_none_or(|before| record.cursor() < before)
+            && self
+                .before
+                .as_ref()
+                .is_none_or(|before| record.cursor() < *before)
     }
 
-    /// `records` of this query, newest first (by start, then token and attempt), cut to the
+    /// `records` of this query, newest first (by [`RunCursor`]), cut to the
     /// limit: for in-memory stores, and for merging pages a store read per lock.
     pub fn apply(&self, mut records: Vec<RunRecord>) -> Vec<RunRecord> {
         records.retain(|record| self.matches(record));

@@ -192,19 +192,21 @@ pub struct RunRecord {
 }
 
 /// Where a record stands in the order runs are listed, newest first: by start time, then
-/// fencing token, then attempt. A page of [`RunLog::runs`](super::RunLog::runs) ends at its
-/// last record's cursor; [`RunQuery::before`](super::RunQuery::before) asks for the page after
-/// it. Written as `<unix nanoseconds>-<token>-<attempt>` for URLs and the command line.
+/// fencing token, then attempt, then lock name (so no two records share a place). A page of
+/// [`RunLog::runs`](super::RunLog::runs) ends at its last record's cursor;
+/// [`RunQuery::before`](super::RunQuery::before) asks for the page after it. Written as
+/// `<unix nanoseconds>-<token>-<attempt>-<lock>` for URLs and the command line.
 ///
 /// ```
 /// use shedlock_core::RunCursor;
 ///
-/// let cursor: RunCursor = "1700000000123000000-42-1".parse()?;
+/// let cursor: RunCursor = "1700000000123000000-42-1-nightly-report".parse()?;
 /// assert_eq!((cursor.fencing_token, cursor.attempt), (42, 1));
-/// assert_eq!(cursor.to_string(), "1700000000123000000-42-1");
+/// assert_eq!(cursor.lock, "nightly-report");
+/// assert_eq!(cursor.to_string(), "1700000000123000000-42-1-nightly-report");
 /// # Ok::<(), shedlock_core::Error>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub struct RunCursor {
     /// The record's start (store clock).
@@ -213,15 +215,23 @@ pub struct RunCursor {
     pub fencing_token: u64,
     /// Its attempt.
     pub attempt: u32,
+    /// Its lock.
+    pub lock: String,
 }
 
 impl RunCursor {
-    /// The cursor of a record started at `started_at` with this token and attempt.
-    pub fn new(started_at: SystemTime, fencing_token: u64, attempt: u32) -> Self {
+    /// The cursor of a record of `lock` started at `started_at` with this token and attempt.
+    pub fn new(
+        started_at: SystemTime,
+        fencing_token: u64,
+        attempt: u32,
+        lock: impl Into<String>,
+    ) -> Self {
         RunCursor {
             started_at,
             fencing_token,
             attempt,
+            lock: lock.into(),
         }
     }
 }
@@ -232,7 +242,11 @@ impl fmt::Display for RunCursor {
             .started_at
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |since| since.as_nanos());
-        write!(f, "{nanos}-{}-{}", self.fencing_token, self.attempt)
+        write!(
+            f,
+            "{nanos}-{}-{}-{}",
+            self.fencing_token, self.attempt, self.lock
+        )
     }
 }
 
@@ -243,15 +257,21 @@ impl std::str::FromStr for RunCursor {
         let invalid = || {
             crate::Error::invalid_config(
                 "cursor",
-                format!("{text:?} is not a run cursor (<unix nanoseconds>-<token>-<attempt>)"),
+                format!(
+                    "{text:?} is not a run cursor (<unix nanoseconds>-<token>-<attempt>-<lock>)"
+                ),
             )
         };
-        let mut parts = text.split('-');
-        let (Some(nanos), Some(token), Some(attempt), None) =
+        let mut parts = text.splitn(4, '-');
+        let (Some(nanos), Some(token), Some(attempt), Some(lock)) =
             (parts.next(), parts.next(), parts.next(), parts.next())
         else {
             return Err(invalid());
         };
+        let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+        if !digits(nanos) || !digits(token) || !digits(attempt) || lock.is_empty() {
+            return Err(invalid());
+        }
         let nanos: u128 = nanos.parse().map_err(|_| invalid())?;
         let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| invalid())?;
         let started_at = SystemTime::UNIX_EPOCH
@@ -261,6 +281,7 @@ impl std::str::FromStr for RunCursor {
             started_at,
             fencing_token: token.parse().map_err(|_| invalid())?,
             attempt: attempt.parse().map_err(|_| invalid())?,
+            lock: lock.to_owned(),
         })
     }
 }
@@ -285,7 +306,12 @@ impl RunRecord {
 
     /// Where this record stands in the newest-first order ([`RunCursor`]).
     pub fn cursor(&self) -> RunCursor {
-        RunCursor::new(self.started_at, self.fencing_token, self.attempt)
+        RunCursor::new(
+            self.started_at,
+            self.fencing_token,
+            self.attempt,
+            self.lock.as_str(),
+        )
     }
 
     /// Whether the record is still running under a heartbeat that has not passed at `now`
@@ -409,20 +435,23 @@ mod tests {
     #[test]
     fn cursors_read_back_and_refuse_other_text() {
         let at = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 123_000_000);
-        let cursor = RunCursor::new(at, 42, 3);
+        let cursor = RunCursor::new(at, 42, 3, "a-lock-with-dashes");
         assert_eq!(cursor.to_string().parse::<RunCursor>().unwrap(), cursor);
         for bad in [
             "",
             "1-2",
-            "1-2-3-4",
-            "x-1-1",
-            "1--1",
-            "-1-1-1",
-            "1-1-99999999999",
+            "1-2-3",
+            "1-2-3-",
+            "x-1-1-l",
+            "1--1-l",
+            "-1-1-1-l",
+            "1-1-99999999999-l",
         ] {
             assert!(bad.parse::<RunCursor>().is_err(), "{bad:?}");
         }
-        let older = RunCursor::new(at, 41, 9);
+        let older = RunCursor::new(at, 41, 9, "z");
         assert!(older < cursor);
+        let same_place_other_lock = RunCursor::new(at, 42, 3, "b");
+        assert!(same_place_other_lock > cursor, "the lock breaks ties");
     }
 }
