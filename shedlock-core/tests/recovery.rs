@@ -217,6 +217,147 @@ async fn an_interrupted_run_is_rerun_once_within_a_lease() {
     );
 }
 
+/// When each run of a job began and ended (its future completed or was dropped), in paused
+/// seconds, by holder.
+#[derive(Clone, Default)]
+struct Spans(Arc<Mutex<Vec<(String, u64, Option<u64>)>>>);
+
+struct Ends {
+    spans: Spans,
+    index: usize,
+    origin: tokio::time::Instant,
+}
+
+impl Drop for Ends {
+    fn drop(&mut self) {
+        self.spans.0.lock().unwrap()[self.index].2 = Some(self.origin.elapsed().as_secs());
+    }
+}
+
+impl Spans {
+    fn begin(&self, holder: String, origin: tokio::time::Instant) -> Ends {
+        let mut spans = self.0.lock().unwrap();
+        spans.push((holder, origin.elapsed().as_secs(), None));
+        Ends {
+            spans: self.clone(),
+            index: spans.len() - 1,
+            origin,
+        }
+    }
+
+    fn get(&self) -> Vec<(String, u64, Option<u64>)> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// A job whose first run (anywhere) takes `first` and, if `cut_for` is set, loses its store
+/// that long from its start; later runs take a second.
+fn long_first_run(
+    fleet: &Fleet,
+    spans: &Spans,
+    first: Duration,
+    cut_for: Option<Duration>,
+) -> Job<()> {
+    let every_minute = Schedule::cron("0 * * * * *").unwrap();
+    let spans = spans.clone();
+    common::sharing("report", every_minute, fleet, move |fleet| {
+        let spans = spans.clone();
+        async move {
+            let holder = fleet.record_start();
+            let _ends = spans.begin(holder.clone(), fleet.origin);
+            if fleet.died.swap(true, Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                return;
+            }
+            if let Some(cut_for) = cut_for {
+                let cut = Arc::clone(&fleet.cuts.lock().unwrap()[&holder]);
+                cut.store(true, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    tokio::time::sleep(cut_for).await;
+                    cut.store(false, Ordering::SeqCst);
+                });
+            }
+            tokio::time::sleep(first).await;
+        }
+    })
+    .with_lock(
+        JobLock::new("report")
+            .unwrap()
+            .lock_at_most_for(Duration::from_secs(20))
+            .unwrap()
+            .on_interrupted(OnInterrupted::Rerun),
+    )
+}
+
+/// Issue 29 item 3: a job that runs past `lock_at_most_for` loses its lock, but not its run:
+/// its run heartbeat goes on, so the instance that skipped the tick waits for it instead of
+/// running the tick a second time beside it; the run's success is recorded.
+#[tokio::test(start_paused = true)]
+async fn a_run_past_lock_at_most_for_is_not_rerun_beside_itself() {
+    let fleet = Fleet::new(at(ORIGIN));
+    let spans = Spans::default();
+    let job = long_first_run(&fleet, &spans, Duration::from_secs(50), None);
+    fleet.run_for(2, &job, Duration::from_secs(100)).await;
+
+    let spans = spans.get();
+    // Tick 10:01:00 (second 30) runs 50 s, its lock gone after 20; then 10:02:00 (second 90).
+    assert_eq!(
+        spans.iter().map(|s| (s.1, s.2)).collect::<Vec<_>>(),
+        [(30, Some(80)), (90, Some(91))],
+        "one run per tick, none beside the long one: {spans:?}"
+    );
+    let runs = fleet.runs().await;
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    assert_eq!(
+        (runs[0].tick, runs[0].attempt, runs[0].outcome),
+        (Some(at(ORIGIN + 30)), 1, RunOutcome::Succeeded),
+        "the long run's own end stays: {runs:#?}"
+    );
+}
+
+/// Issue 29 item 3: an instance whose store is away longer than its run heartbeat stops the
+/// run before the heartbeat can pass in the store, so the instance that reruns the tick never
+/// runs it beside the first; the records say the first was interrupted and the second ran.
+#[tokio::test(start_paused = true)]
+async fn a_run_cut_from_its_store_stops_before_it_is_rerun() {
+    let fleet = Fleet::new(at(ORIGIN));
+    let spans = Spans::default();
+    let job = long_first_run(
+        &fleet,
+        &spans,
+        Duration::from_secs(300),
+        Some(Duration::from_secs(45)),
+    );
+    fleet.run_for(2, &job, Duration::from_secs(100)).await;
+
+    let spans = spans.get();
+    assert!(spans.len() >= 2, "the tick ran again: {spans:?}");
+    let (first, rerun) = (&spans[0], &spans[1]);
+    assert_ne!(first.0, rerun.0, "{spans:?}");
+    let first_end = first.2.expect("the cut run was stopped");
+    assert!(
+        first_end <= rerun.1,
+        "the rerun started at {} while the first still ran (until {first_end}): {spans:?}",
+        rerun.1
+    );
+    assert!(
+        first_end < 30 + 300,
+        "stopped at its heartbeat, not at its end: {spans:?}"
+    );
+    let runs = fleet.runs().await;
+    assert_eq!(
+        runs.iter()
+            .take(2)
+            .map(|r| (r.tick, r.attempt, r.outcome))
+            .collect::<Vec<_>>(),
+        [
+            (Some(at(ORIGIN + 30)), 1, RunOutcome::Interrupted),
+            (Some(at(ORIGIN + 30)), 2, RunOutcome::Succeeded),
+        ],
+        "{runs:#?}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn by_default_an_interrupted_tick_is_skipped_and_the_next_runs_after_one_lease() {
     let fleet = Fleet::new(at(ORIGIN));

@@ -104,6 +104,10 @@ impl RunLog for Cuttable {
         self.check(Operation::Runs, &start.lock)?;
         self.inner.run_finished(start, end).await
     }
+    async fn run_alive(&self, start: &RunStart, lease: Duration) -> Result<bool, Error> {
+        self.check(Operation::Runs, &start.lock)?;
+        self.inner.run_alive(start, lease).await
+    }
     async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>, Error> {
         self.check(Operation::Runs, query.lock.as_deref().unwrap_or("*"))?;
         self.inner.runs(query).await
