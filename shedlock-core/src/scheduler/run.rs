@@ -184,7 +184,7 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
                     log,
                     start,
                     lease,
-                    deadline: sent + lease,
+                    deadline: stop_by(sent, lease),
                     recorded,
                 };
                 tokio::select! {
@@ -234,9 +234,16 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
     }
 }
 
+/// When a run whose heartbeat was last confirmed by a renewal sent at `sent` stops: a fifth of
+/// the lease before the heartbeat can pass in the store (which counts from when the renewal
+/// arrived, after `sent`), so a late timer on a loaded machine still stops it first.
+fn stop_by(sent: Instant, lease: Duration) -> Instant {
+    sent + lease - lease / 5
+}
+
 /// The heartbeat of one running attempt: renews its record's `alive_until` every third of the
-/// lease; `deadline` is when the last renewal the store confirmed runs out, counted on this
-/// process's monotonic clock from before that renewal was sent (so never after the store's).
+/// lease; `deadline` is when the job is stopped unless a renewal is confirmed first
+/// ([`stop_by`] the last confirmed one), on this process's monotonic clock.
 struct Heartbeat<'a> {
     log: &'a dyn RunLog,
     start: &'a RunStart,
@@ -256,7 +263,7 @@ impl Heartbeat<'_> {
             tokio::time::sleep_until(next.min(self.deadline)).await;
             if Instant::now() >= self.deadline {
                 return format!(
-                    "its run heartbeat was not renewed within {} (the store did not answer)",
+                    "its run heartbeat (lease {}) could not be renewed: the store did not answer",
                     humantime::format_duration(self.lease)
                 );
             }
@@ -265,7 +272,7 @@ impl Heartbeat<'_> {
                 .await
             {
                 Ok(Ok(alive)) if alive || !self.recorded => {
-                    self.deadline = sent + self.lease;
+                    self.deadline = stop_by(sent, self.lease);
                     next = sent + every;
                 }
                 Ok(Ok(_)) => {
