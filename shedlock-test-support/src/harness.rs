@@ -10,6 +10,7 @@ use shedlock_core::conformance::runs::RunsHarness;
 use shedlock_core::{LockInspector, LockProvider, RunLog};
 
 type ProviderFor = dyn Fn(&str) -> Arc<dyn LockProvider> + Send + Sync;
+type RunLogKeeping = dyn Fn(Duration, u32) -> Arc<dyn RunLog> + Send + Sync;
 
 /// The conformance harness for a store on a real server: the provider for each holder comes
 /// from a closure (all on one store), and time passes by really waiting, since a server's clock
@@ -19,6 +20,7 @@ pub struct ServerHarness {
     provider_for: Box<ProviderFor>,
     inspector: Option<Arc<dyn LockInspector>>,
     run_log: Option<Arc<dyn RunLog>>,
+    run_log_keeping: Option<Box<RunLogKeeping>>,
     short_lease: Option<Duration>,
 }
 
@@ -31,6 +33,7 @@ impl ServerHarness {
             provider_for: Box::new(provider_for),
             inspector: None,
             run_log: None,
+            run_log_keeping: None,
             short_lease: None,
         }
     }
@@ -44,6 +47,17 @@ impl ServerHarness {
     /// The same, reading and writing run records through `run_log` (for `runs_tests!`).
     pub fn with_run_log(mut self, run_log: impl RunLog) -> Self {
         self.run_log = Some(Arc::new(run_log));
+        self
+    }
+
+    /// The same, with `keeping(retention, runs_per_lock)` building a run log on the same store
+    /// whose builder was given those settings (for the bounds cases of `runs_tests!` and the
+    /// longevity test).
+    pub fn with_run_log_keeping(
+        mut self,
+        keeping: impl Fn(Duration, u32) -> Arc<dyn RunLog> + Send + Sync + 'static,
+    ) -> Self {
+        self.run_log_keeping = Some(Box::new(keeping));
         self
     }
 
@@ -89,5 +103,10 @@ impl RunsHarness for ServerHarness {
     async fn run_log(&self) -> Arc<dyn RunLog> {
         let run_log = self.run_log.as_ref();
         Arc::clone(run_log.expect("build the harness with `with_run_log`"))
+    }
+
+    async fn run_log_keeping(&self, retention: Duration, runs_per_lock: u32) -> Arc<dyn RunLog> {
+        let keeping = self.run_log_keeping.as_ref();
+        keeping.expect("build the harness with `with_run_log_keeping`")(retention, runs_per_lock)
     }
 }
