@@ -2,8 +2,8 @@
 //! failed attempt under the same lock, and the takeover of an interrupted run.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use futures_util::FutureExt;
@@ -180,18 +180,26 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
         );
         let outcome = match (log, &start, plan.alive_for) {
             (Some(log), Some(start), Some(lease)) => {
+                let deadline = Arc::new(Mutex::new(stop_by(sent, lease)));
                 let beat = Heartbeat {
                     log,
                     start,
                     lease,
-                    deadline: stop_by(sent, lease),
+                    deadline: Arc::clone(&deadline),
                     recorded,
                 };
                 tokio::select! {
-                    outcome = run => outcome,
+                    biased;
                     lost = beat.keep() => {
                         return Err(stopped(log, start, &plan.job, lost).await);
                     }
+                    outcome = gated(run, &deadline) => match outcome {
+                        Some(outcome) => outcome,
+                        None => {
+                            let lost = not_renewed(lease);
+                            return Err(stopped(log, start, &plan.job, lost).await);
+                        }
+                    },
                 }
             }
             _ => run.await,
@@ -248,7 +256,7 @@ struct Heartbeat<'a> {
     log: &'a dyn RunLog,
     start: &'a RunStart,
     lease: Duration,
-    deadline: Instant,
+    deadline: Arc<Mutex<Instant>>,
     /// Whether the start was confirmed: a record that was never written is no record another
     /// instance could rerun, so finding none is no reason to stop.
     recorded: bool,
@@ -256,27 +264,26 @@ struct Heartbeat<'a> {
 
 impl Heartbeat<'_> {
     /// Renews until the heartbeat is lost, then says why; never returns while it holds.
-    async fn keep(mut self) -> String {
+    async fn keep(self) -> String {
         let every = self.lease / 3;
         let mut next = Instant::now() + every;
         loop {
-            tokio::time::sleep_until(next.min(self.deadline)).await;
-            if Instant::now() >= self.deadline {
-                return format!(
-                    "its run heartbeat (lease {}) could not be renewed: the store did not answer",
-                    humantime::format_duration(self.lease)
-                );
+            let deadline = *lock(&self.deadline);
+            tokio::time::sleep_until(next.min(deadline)).await;
+            if Instant::now() >= deadline {
+                return not_renewed(self.lease);
             }
             let sent = Instant::now();
-            match tokio::time::timeout_at(self.deadline, self.log.run_alive(self.start, self.lease))
+            match tokio::time::timeout_at(deadline, self.log.run_alive(self.start, self.lease))
                 .await
             {
                 Ok(Ok(alive)) if alive || !self.recorded => {
-                    self.deadline = stop_by(sent, self.lease);
+                    *lock(&self.deadline) = stop_by(sent, self.lease);
                     next = sent + every;
                 }
                 Ok(Ok(_)) => {
-                    return "its run record was ended, or its heartbeat had passed, in the store                             (another instance may run the tick again)"
+                    return "its run record was ended, or its heartbeat had passed, in the store \
+                            (another instance may run the tick again)"
                         .to_owned();
                 }
                 Ok(Err(error)) => {
@@ -287,6 +294,31 @@ impl Heartbeat<'_> {
             }
         }
     }
+}
+
+fn not_renewed(lease: Duration) -> String {
+    format!(
+        "its run heartbeat (lease {}) could not be renewed: the store did not answer",
+        humantime::format_duration(lease)
+    )
+}
+
+fn lock(deadline: &Mutex<Instant>) -> std::sync::MutexGuard<'_, Instant> {
+    deadline.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `run`, never polled once `deadline` has passed (then `None`): a process that was stopped
+/// (SIGSTOP, a long pause) and wakes past its heartbeat does not take one more step of the job
+/// before the heartbeat's own timer is seen.
+async fn gated<F: Future>(run: F, deadline: &Mutex<Instant>) -> Option<F::Output> {
+    let mut run = std::pin::pin!(run);
+    std::future::poll_fn(|cx| {
+        if Instant::now() >= *lock(deadline) {
+            return std::task::Poll::Ready(None);
+        }
+        run.as_mut().poll(cx).map(Some)
+    })
+    .await
 }
 
 /// A run stopped because its heartbeat was lost: it is recorded as interrupted (unless another
