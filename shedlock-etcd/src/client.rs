@@ -98,6 +98,8 @@ const KV_RANGE: &str = "/etcdserverpb.KV/Range";
 const KV_TXN: &str = "/etcdserverpb.KV/Txn";
 const LEASE_GRANT: &str = "/etcdserverpb.Lease/LeaseGrant";
 const LEASE_REVOKE: &str = "/etcdserverpb.Lease/LeaseRevoke";
+#[cfg(test)]
+const LEASE_LEASES: &str = "/etcdserverpb.Lease/LeaseLeases";
 const LEASE_KEEP_ALIVE: &str = "/etcdserverpb.Lease/LeaseKeepAlive";
 const WATCH: &str = "/etcdserverpb.Watch/Watch";
 const AUTHENTICATE: &str = "/etcdserverpb.Auth/Authenticate";
@@ -229,6 +231,15 @@ impl Client {
             Err(EtcdError::Status { message, .. }) if message.contains("lease not found") => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// The ids of every live lease of the cluster (all applications', not only this prefix's).
+    #[cfg(test)]
+    pub(crate) async fn leases(&self) -> Result<Vec<i64>, EtcdError> {
+        let response: wire::LeaseLeasesResponse = self
+            .unary(LEASE_LEASES, wire::LeaseLeasesRequest {}, Retry::Idempotent)
+            .await?;
+        Ok(response.leases.iter().map(|lease| lease.id).collect())
     }
 
     /// Revokes in the background: for leases whose keys were never written or are already

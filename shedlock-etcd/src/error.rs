@@ -70,6 +70,11 @@ impl EtcdError {
             || text.contains("error trying to connect")
     }
 
+    /// A write named a lease that no longer exists (revoked, or run out).
+    pub(crate) fn is_lease_not_found(&self) -> bool {
+        matches!(self, EtcdError::Status { message, .. } if message.contains("lease not found"))
+    }
+
     /// etcd's simple tokens expire (5 minutes by default): authenticate again.
     pub(crate) fn is_expired_token(&self) -> bool {
         matches!(self, EtcdError::Status { message, .. }

@@ -47,6 +47,7 @@ fn range_op(key: Vec<u8>, range_end: Vec<u8>, limit: i64, keys_only: bool) -> Re
             range_end,
             limit,
             keys_only,
+            ..wire::RangeRequest::default()
         })),
     }
 }

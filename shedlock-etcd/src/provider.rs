@@ -101,6 +101,23 @@ impl EtcdLockProvider {
         })
     }
 
+    /// The same cluster, connection, prefix and holder, keeping run records for `retention`
+    /// and `runs_per_lock` per lock (see
+    /// [`run_retention`](EtcdLockProviderBuilder::run_retention)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`run_retention`, `runs_per_lock`) as the builder checks them.
+    pub fn with_run_retention(
+        &self,
+        retention: Duration,
+        runs_per_lock: u32,
+    ) -> Result<Self, Error> {
+        Ok(EtcdLockProvider {
+            retention: Retention::new(retention, runs_per_lock)?,
+            ..self.clone()
+        })
+    }
+
     /// The prefix of every key this provider writes.
     pub fn prefix(&self) -> &str {
         self.keys.prefix()

@@ -44,9 +44,22 @@ pub(crate) struct RangeRequest {
     pub(crate) range_end: Vec<u8>,
     #[prost(int64, tag = "3")]
     pub(crate) limit: i64,
+    /// 0 (none: ascending, as etcd stores keys, stopping at the limit) or [`SORT_DESCEND`],
+    /// by key (`sort_target` 0).
+    #[prost(int32, tag = "5")]
+    pub(crate) sort_order: i32,
+    #[prost(int32, tag = "6")]
+    pub(crate) sort_target: i32,
     #[prost(bool, tag = "8")]
     pub(crate) keys_only: bool,
+    /// Only the number of keys in the range ([`RangeResponse::count`]), no keys.
+    #[prost(bool, tag = "9")]
+    pub(crate) count_only: bool,
 }
+
+/// `RangeRequest.sort_order`: descending. etcd reads the whole range before it sorts and cuts
+/// to the limit: only for ranges whose size the caller bounds.
+pub(crate) const SORT_DESCEND: i32 = 2;
 
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct RangeResponse {
@@ -56,6 +69,9 @@ pub(crate) struct RangeResponse {
     pub(crate) kvs: Vec<KeyValue>,
     #[prost(bool, tag = "3")]
     pub(crate) more: bool,
+    /// Keys in the range, whatever the limit.
+    #[prost(int64, tag = "4")]
+    pub(crate) count: i64,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -222,6 +238,27 @@ pub(crate) struct LeaseKeepAliveResponse {
     pub(crate) ttl: i64,
 }
 
+/// `LeaseLeases`: every live lease of the cluster (etcd 3.3 and later); for the tests.
+#[cfg(test)]
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct LeaseLeasesRequest {}
+
+#[cfg(test)]
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct LeaseStatus {
+    #[prost(int64, tag = "1")]
+    pub(crate) id: i64,
+}
+
+#[cfg(test)]
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct LeaseLeasesResponse {
+    #[prost(message, optional, tag = "1")]
+    pub(crate) header: Option<ResponseHeader>,
+    #[prost(message, repeated, tag = "2")]
+    pub(crate) leases: Vec<LeaseStatus>,
+}
+
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct WatchRequest {
     #[prost(oneof = "WatchRequestUnion", tags = "1")]
@@ -346,8 +383,13 @@ pub(crate) fn put(key: &[u8], value: Vec<u8>, lease: i64) -> RequestOp {
 }
 
 pub(crate) fn get(key: &[u8]) -> RequestOp {
+    range(RangeRequest::key(key))
+}
+
+/// A range as an operation of a transaction.
+pub(crate) fn range(request: RangeRequest) -> RequestOp {
     RequestOp {
-        request: Some(Request::Range(RangeRequest::key(key))),
+        request: Some(Request::Range(request)),
     }
 }
 
@@ -366,8 +408,18 @@ impl RangeRequest {
         RangeRequest {
             key: prefix.to_vec(),
             range_end: prefix_end(prefix),
-            limit: 0,
             keys_only,
+            ..RangeRequest::default()
+        }
+    }
+
+    /// The keys in `[key, range_end)`, ascending, at most `limit` (0: all).
+    pub(crate) fn between(key: Vec<u8>, range_end: Vec<u8>, limit: usize) -> Self {
+        RangeRequest {
+            key,
+            range_end,
+            limit: i64::try_from(limit).unwrap_or(i64::MAX),
+            ..RangeRequest::default()
         }
     }
 
@@ -387,13 +439,23 @@ impl TxnResponse {
 
     /// The key-values of the `index`-th operation, if it was a range.
     pub(crate) fn range(&self, index: usize) -> &[KeyValue] {
+        self.range_response(index).map_or(&[], |range| &range.kvs)
+    }
+
+    /// The keys in the range of the `index`-th operation (whatever its limit), if it was one.
+    pub(crate) fn count(&self, index: usize) -> u64 {
+        self.range_response(index)
+            .map_or(0, |range| u64::try_from(range.count).unwrap_or_default())
+    }
+
+    fn range_response(&self, index: usize) -> Option<&RangeResponse> {
         match self
             .responses
             .get(index)
             .and_then(|op| op.response.as_ref())
         {
-            Some(Response::Range(range)) => &range.kvs,
-            _ => &[],
+            Some(Response::Range(range)) => Some(range),
+            _ => None,
         }
     }
 }

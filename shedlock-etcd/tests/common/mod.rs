@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::LockProvider;
+use shedlock_core::{LockProvider, RunLog};
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_test_support::ServerHarness;
 pub(crate) use shedlock_test_support::{etcd_url, unique_key_prefix};
@@ -29,13 +29,22 @@ pub(crate) async fn provider(base: &str) -> Option<EtcdLockProvider> {
 }
 
 /// The conformance harness over `provider`: one holder per name, one store, and the provider
-/// as inspector and run log.
+/// as inspector and run log (and, with other run-record settings, as the run log keeping
+/// them).
 pub(crate) fn harness_over(provider: EtcdLockProvider) -> ServerHarness {
     let holders = provider.clone();
+    let keeping = provider.clone();
     ServerHarness::new(move |holder| {
         Arc::new(holders.with_holder(holder).expect("valid holder")) as Arc<dyn LockProvider>
     })
     .with_inspector(provider.clone())
     .with_run_log(provider)
+    .with_run_log_keeping(move |retention, runs_per_lock| {
+        Arc::new(
+            keeping
+                .with_run_retention(retention, runs_per_lock)
+                .expect("valid run-record settings"),
+        ) as Arc<dyn RunLog>
+    })
     .with_short_lease(SHORT_LEASE)
 }

@@ -1,0 +1,173 @@
+//! Run records on the test cluster, counted in etcd itself: leases, keys per section, and the
+//! heartbeat's lease. Needs `SHEDLOCK_TEST_ETCD_URL`; skipped without it, failed without it
+//! when `CI=true`.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use shedlock_core::{RUN_TRIM_SLACK, RunEnd, RunLog, RunOutcome, RunQuery, RunStart};
+use shedlock_test_support::{etcd_url, unique_key_prefix, unique_lock_name};
+
+use crate::EtcdLockProvider;
+use crate::record::{from_ms, now_ms};
+use crate::wire;
+
+async fn provider(base: &str, per_lock: u32) -> Option<EtcdLockProvider> {
+    let provider = EtcdLockProvider::builder(etcd_url()?)
+        .prefix(unique_key_prefix(base))
+        .holder("tester")
+        .runs_per_lock(per_lock)
+        .connect()
+        .await
+        .expect("connect to SHEDLOCK_TEST_ETCD_URL");
+    Some(provider)
+}
+
+/// Keys under `section` of the provider's prefix, and the distinct leases they are on.
+async fn keys_in(provider: &EtcdLockProvider, section: &str) -> (usize, HashSet<i64>) {
+    let response = provider
+        .client
+        .range(wire::RangeRequest::prefix(
+            &provider.keys.section(section),
+            true,
+        ))
+        .await
+        .expect("range");
+    let leases = response.kvs.iter().map(|kv| kv.lease).collect();
+    (response.kvs.len(), leases)
+}
+
+async fn live_leases(provider: &EtcdLockProvider) -> HashSet<i64> {
+    provider
+        .client
+        .leases()
+        .await
+        .expect("LeaseLeases")
+        .into_iter()
+        .collect()
+}
+
+/// Item 2 of issue 29: every record had a lease of its own, and trimming deleted the key
+/// without revoking it (320 live leases for 165 records). Now the records of a time bucket
+/// share one lease: after 450 runs the cluster has a handful more live leases, not 450; the
+/// index has exactly one entry per record kept; no heartbeat key outlives its run.
+#[tokio::test]
+async fn live_leases_stay_constant_as_records_grow() {
+    const PER_LOCK: u32 = 5;
+    const RUNS: u64 = 150;
+    let Some(provider) = provider("runs-leases", PER_LOCK).await else {
+        return;
+    };
+    let before = live_leases(&provider).await;
+    let locks = [
+        unique_lock_name("leases-a"),
+        unique_lock_name("leases-b/x"),
+        unique_lock_name("leases-c%"),
+    ];
+    for token in 1..=RUNS {
+        for lock in &locks {
+            let start =
+                RunStart::new(lock, "job", None, "a", token).alive_for(Duration::from_secs(60));
+            provider.run_started(&start).await.expect("start");
+            let end = if token % 3 == 0 {
+                RunEnd::with_error(RunOutcome::Failed, "boom")
+            } else {
+                RunEnd::succeeded()
+            };
+            provider.run_finished(&start, &end).await.expect("end");
+        }
+    }
+    let after = live_leases(&provider).await;
+    let new: Vec<_> = after.difference(&before).collect();
+    // One bucket lease (two across a bucket's end), and room for other tests' leases.
+    assert!(
+        new.len() <= 40,
+        "{} runs left {} new live leases",
+        RUNS * 3,
+        new.len()
+    );
+    let (records, record_leases) = keys_in(&provider, "run").await;
+    let (entries, _) = keys_in(&provider, "run-time").await;
+    let (heartbeats, _) = keys_in(&provider, "run-alive").await;
+    let (buckets, _) = keys_in(&provider, "run-leases").await;
+    let bound = 3 * (PER_LOCK + RUN_TRIM_SLACK) as usize;
+    assert!(records <= bound, "{records} records kept, bound {bound}");
+    assert_eq!(entries, records, "one index entry per record");
+    assert_eq!(heartbeats, 0, "heartbeats end with their runs");
+    assert!(record_leases.len() <= 2, "records on {record_leases:?}");
+    assert!((1..=2).contains(&buckets), "{buckets} bucket keys");
+    for lock in &locks {
+        let kept = provider.runs(&RunQuery::lock(lock)).await.expect("read");
+        assert!(kept.len() <= (PER_LOCK + RUN_TRIM_SLACK) as usize);
+        assert_eq!(kept[0].fencing_token, RUNS, "{lock} keeps its newest");
+    }
+}
+
+/// A run's heartbeat is its etcd lease: it reads as alive while etcd holds the lease, even
+/// once the deadline its runner wrote has passed (etcd rounds leases up to whole seconds and
+/// its minimum TTL), and as passed once etcd ended it; its runner, seeing its own deadline
+/// passed, ends the lease so that every instance sees what it saw.
+#[tokio::test]
+async fn a_heartbeat_lives_as_long_as_its_etcd_lease() {
+    let Some(provider) = provider("runs-heartbeat", 1000).await else {
+        return;
+    };
+    let lock = unique_lock_name("heartbeat");
+    let read = |provider: EtcdLockProvider, lock: String| async move {
+        let records = provider.runs(&RunQuery::lock(&lock)).await.expect("read");
+        (records, from_ms(now_ms()))
+    };
+
+    // A runner that dies: nobody renews; the record is alive until etcd ends the lease.
+    let died = RunStart::new(&lock, "job", None, "a", 1).alive_for(Duration::from_millis(100));
+    let written = provider.run_started(&died).await.expect("start");
+    let deadline = written.alive_until.expect("a deadline");
+    let (records, at) = read(provider.clone(), lock.clone()).await;
+    assert!(records[0].is_alive(at), "{records:?}");
+    let waited = Instant::now();
+    loop {
+        let (records, at) = read(provider.clone(), lock.clone()).await;
+        if !records[0].is_alive(at) {
+            assert!(at > deadline, "passed before its deadline");
+            assert!(records[0].is_interrupted(0, false, at));
+            break;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(10),
+            "the heartbeat's lease never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !provider
+            .run_alive(&died, Duration::from_secs(30))
+            .await
+            .expect("renew"),
+        "a heartbeat etcd ended is not renewed"
+    );
+
+    // A runner whose own deadline passed while etcd's lease still runs: it ends the lease.
+    let late = RunStart::new(&lock, "job", None, "a", 2).alive_for(Duration::from_millis(100));
+    provider.run_started(&late).await.expect("start");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (records, at) = read(provider.clone(), lock.clone()).await;
+    let record = records.iter().find(|r| r.fencing_token == 2).unwrap();
+    assert!(
+        record.is_alive(at),
+        "etcd's lease (2 s at least) still runs"
+    );
+    assert!(
+        !provider
+            .run_alive(&late, Duration::from_secs(30))
+            .await
+            .expect("renew"),
+    );
+    let (records, at) = read(provider.clone(), lock.clone()).await;
+    let record = records.iter().find(|r| r.fencing_token == 2).unwrap();
+    assert!(
+        !record.is_alive(at),
+        "passed for every instance: {record:?}"
+    );
+    let (heartbeats, _) = keys_in(&provider, "run-alive").await;
+    assert_eq!(heartbeats, 0);
+}
