@@ -169,9 +169,15 @@ impl ZkLockProviderBuilder {
     }
 
     shedlock_core::run_retention_setters! {
-        /// They are nodes under `<root>/runs`; older ones are deleted as runs of the same lock
-        /// end (every 32nd end a provider records, so an end stays one request).
+        /// They are nodes under `<root>/runs`; older ones are deleted on every lock, including
+        /// locks that never run again, by a sweep every 16th end a provider records
+        /// ([`RUN_TRIM_SLACK`](shedlock_core::RUN_TRIM_SLACK)).
         run_retention;
+        /// A lock's newest runs are kept: its directory is trimmed back to this many when a
+        /// start or an end finds it holding half of
+        /// [`RUN_TRIM_SLACK`](shedlock_core::RUN_TRIM_SLACK) more. At most 20,000 on
+        /// ZooKeeper: a lock's run node names are listed in one reply, which the ensemble
+        /// bounds (`jute.maxbuffer`, 1 MB by default).
         runs_per_lock;
     }
 

@@ -99,12 +99,35 @@
 //! [`LockProvider::run_log`](shedlock_core::LockProvider::run_log)) as nodes beside the lock
 //! nodes: `<root>/runs/<lock>/<token>-<attempt>`, the record as JSON in the node's data, its
 //! start the node's `ctime` and its end the `mtime` of the write that ended it (ensemble
-//! time). A start is one `create`; an end one `setData` expecting the version a start leaves,
-//! so the first end recorded stays (a stalled holder's late end is refused by ZooKeeper).
-//! Run nodes get the lock nodes' ACL. Every 32nd end a provider records trims that lock's
-//! runs to the newest [`runs_per_lock`](ZkLockProviderBuilder::runs_per_lock) (1000) and
-//! deletes those older than [`run_retention`](ZkLockProviderBuilder::run_retention)
-//! (14 days).
+//! time). Run nodes get the lock nodes' ACL.
+//!
+//! - **Writes**: a start is one `create`, an end one `setData` expecting the version a start
+//!   leaves (each with its lock directory's `Stat` in the same round trip), so the first end
+//!   recorded stays (a stalled holder's late end is refused by ZooKeeper). An end after
+//!   heartbeats reads the node first (2 round trips).
+//! - **Heartbeats** ([`RunLog::run_alive`](shedlock_core::RunLog::run_alive)): a running node
+//!   holds `alive_for`, and its run is known to go on until the `mtime` of the write that
+//!   started or last renewed it + `alive_for`. "Now" is the ensemble's, read as
+//!   [`store_time`](shedlock_core::LockInspector::store_time) reads it (a write to
+//!   `<root>/clock`, pipelined with the node's read); a renewal is a `setData` on the version
+//!   read, made only while the node runs and its heartbeat has not passed (2 round trips).
+//! - **Reads**: a lock's run node names sort as the lock granted its runs (token, then
+//!   attempt), so a page lists the lock's names and reads only the page's nodes; `before`
+//!   and pages across locks find their place from node `Stat`s (see
+//!   [`RunQuery`](shedlock_core::RunQuery)). No request or answer holds more than one record
+//!   or one lock's names, so no message grows with history.
+//! - **What is kept**: per lock at most
+//!   [`runs_per_lock`](ZkLockProviderBuilder::runs_per_lock) (1000, at most 20,000 so that a
+//!   lock's names fit ZooKeeper's 1 MB reply) +
+//!   [`RUN_TRIM_SLACK`](shedlock_core::RUN_TRIM_SLACK), the newest: the lock directory's
+//!   child count, read by every start and end, triggers the trim, whichever instance writes.
+//!   Runs older than [`run_retention`](ZkLockProviderBuilder::run_retention) (14 days) go,
+//!   on every lock, including locks that never run again, within
+//!   [`RUN_TRIM_SLACK`](shedlock_core::RUN_TRIM_SLACK) ends of a provider: every 16th end it
+//!   records sweeps the lock directories, each of which holds a lower bound of its runs'
+//!   starts (one small read per lock), and trims those past the retention; a directory left
+//!   empty is deleted. No TTL nodes (they need `zookeeper.extendedTypesEnabled` on the
+//!   ensemble).
 //!
 //! ```no_run
 //! use shedlock_core::{LockProvider, RunQuery};

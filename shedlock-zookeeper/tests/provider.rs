@@ -143,6 +143,43 @@ async fn foreign_nodes_are_clear_errors_and_names_are_plain() {
     assert_eq!(names, ["..", "50% off", "a/b"]);
 }
 
+/// A page of `list_locks` reads only its own nodes (its limit goes before the reads): a
+/// foreign node sorting after the page does not fail it, and is still reported by a listing
+/// that reaches it.
+#[tokio::test]
+async fn a_page_of_locks_reads_only_its_nodes() {
+    let Some(provider) = common::provider("lock-page").await else {
+        return;
+    };
+    for name in ["a-1", "a-2", "a-3"] {
+        let config = config(name, Duration::from_secs(5));
+        assert!(provider.acquire(&config).await.unwrap().is_some());
+    }
+    let client = common::raw_client().await;
+    let open =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let foreign = format!("{}/locks/z-hand-made", provider.root());
+    client.create(&foreign, b"hello", &open).await.unwrap();
+    let page: Vec<String> = provider
+        .list_locks(&LockQuery::all().limit(2))
+        .await
+        .expect("the page does not reach the foreign node")
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(page, ["a-1", "a-2"]);
+    let next: Vec<String> = provider
+        .list_locks(&LockQuery::all().after("a-2").limit(1))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(next, ["a-3"]);
+    let message = common::store_error(provider.list_locks(&LockQuery::all()).await);
+    assert!(message.contains("z-hand-made"), "{message}");
+}
+
 /// Without `create_schema`, acquisition fails saying what to run.
 #[tokio::test]
 async fn a_missing_schema_says_how_to_create_it() {

@@ -83,22 +83,29 @@ impl LockInspector for ZkLockProvider {
             .filter(|name| query.matches(name))
             .collect();
         names.sort_unstable();
-        // All reads leave at once; answers come back in order.
-        let paths: Vec<String> = names.iter().map(|name| self.paths.lock(name)).collect();
-        let reads: Vec<_> = paths.iter().map(|path| client.get_data(path)).collect();
-        let mut records = Vec::with_capacity(names.len());
-        for (name, read) in names.iter().zip(reads) {
-            match self.session.timed(read).await {
-                Ok((data, stat)) => {
-                    let lease = self.decode(name, Operation::Read, &data)?;
-                    records.push(record(name, &lease, &stat, now));
+        // Only the page's nodes are read (the names alone decide it), in batches whose reads
+        // leave at once; answers come back in order. A node deleted since the listing is
+        // replaced by the next name.
+        let limit = query.limit.unwrap_or(usize::MAX);
+        let mut records = Vec::with_capacity(names.len().min(limit));
+        let mut rest = &names[..];
+        while records.len() < limit && !rest.is_empty() {
+            let (batch, after) = rest.split_at(rest.len().min(limit - records.len()).min(64));
+            rest = after;
+            let paths: Vec<String> = batch.iter().map(|name| self.paths.lock(name)).collect();
+            let reads: Vec<_> = paths.iter().map(|path| client.get_data(path)).collect();
+            for (name, read) in batch.iter().zip(reads) {
+                match self.session.timed(read).await {
+                    Ok((data, stat)) => {
+                        let lease = self.decode(name, Operation::Read, &data)?;
+                        records.push(record(name, &lease, &stat, now));
+                    }
+                    // Deleted since the listing.
+                    Err(ZkError::Client(zookeeper_client::Error::NoNode)) => {}
+                    Err(error) => return Err(error.into_store(Operation::Read, name)),
                 }
-                // Deleted since the listing.
-                Err(ZkError::Client(zookeeper_client::Error::NoNode)) => {}
-                Err(error) => return Err(error.into_store(Operation::Read, name)),
             }
         }
-        records.truncate(query.limit.unwrap_or(usize::MAX));
         Ok(records)
     }
 

@@ -1,46 +1,58 @@
 //! Run records ([`RunLog`]) as nodes beside the lock nodes:
 //!
 //! ```text
+//! <root>/runs/<lock name>                     a lock's directory; its data: the oldest start
+//!                                             it may still hold (ms), for the age sweep
 //! <root>/runs/<lock name>/<token>-<attempt>   one persistent node per run (attempt)
 //! ```
 //!
 //! The lock name is encoded as for lock nodes; token and attempt are zero-padded (20 and 10
-//! digits) so that the names of a lock's runs sort as its runs started. The node's data is the
-//! rest of the record as JSON (job, tick, holder, outcome, error); its times are the node's:
-//! `ctime` is the start and, once the run ended, `mtime` the end, both stamped by the
-//! ensemble's leader, so no instance's clock enters.
+//! digits) so that the names of a lock's runs sort as the lock granted them, which is the order
+//! they started in: a lock's newest runs are found from its children's names alone, and only
+//! the nodes of the page asked for are read (`read`). The node's data is the rest of the record
+//! as JSON (job, tick, holder, outcome, error, heartbeat); its times are the node's: `ctime` is
+//! the start and, once the run ended, `mtime` the end, both stamped by the ensemble's leader,
+//! so no instance's clock enters.
 //!
-//! - **Start**: one `create`; a node that exists already is read back unchanged.
-//! - **End**: one `setData` expecting version 0, the version a start creates: the first end
-//!   moves the node to version 1, so every later end is refused by ZooKeeper itself (the first
-//!   end stays). An end without a start (its write failed) creates the node ended, in one
-//!   transaction that also moves it to version 1.
-//! - **Retention**: every 32nd end a provider records trims that lock's runs to the newest
-//!   [`runs_per_lock`](crate::ZkLockProviderBuilder::runs_per_lock) and deletes those started
-//!   longer than [`run_retention`](crate::ZkLockProviderBuilder::run_retention) before the end
-//!   just written (ensemble time).
+//! - **Start**: one `create` (with the lock directory's `Stat` in the same round trip); a node
+//!   that exists already is read back unchanged.
+//! - **End**: one `setData` expecting version 0, the version a start creates (with the
+//!   directory's `Stat` in the same round trip). A run whose heartbeat was renewed has a later
+//!   version: its node is read, and written over the version read while it still runs. The
+//!   first end stays: once ended, a node is never written again. An end without a start (its
+//!   write failed) creates the node ended, in one transaction that also moves it to version 1.
+//! - **Heartbeat** ([`RunLog::run_alive`]): the node holds `alive_for`, and the run is known
+//!   to go on until the `mtime` of the write that started or last renewed it + `alive_for`.
+//!   "Now" is read as everywhere in this crate, from a write to `<root>/clock` (pipelined with
+//!   the node's read); a renewal is a `setData` on the version read, so an end or another
+//!   renewal in between makes it read again.
+//! - **Retention** (`trim`): by count, per lock, from the directory's `Stat` every start and
+//!   end reads anyway; by age, every [`RUN_TRIM_SLACK`] ends a provider records, a sweep over
+//!   the directories' data (one small read per lock).
 //! - Nodes get the ACL of the provider's lock nodes; `<root>/runs` and a lock's directory are
-//!   created on its first record.
+//!   created on its first record, and a directory is deleted once the age sweep emptied it.
 
+mod read;
 mod stored;
+mod trim;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use shedlock_core::{
-    Error, Operation, RunEnd, RunLog, RunQuery, RunRecord, RunStart, async_trait,
-    validate_run_retention,
+    Error, Operation, RUN_TRIM_SLACK, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart,
+    async_trait, validate_run_retention,
 };
 use zookeeper_client::{Client, MultiWriteError, MultiWriteResult, Stat};
 
 use crate::ZkLockProvider;
 use crate::error::ZkError;
-use crate::paths::{decode_name, encode_name};
-use stored::{decode, encode, node_name, parse_node_name};
+use crate::paths::encode_name;
+use stored::{decode, encode, encode_renewal, node_name, start_of};
 
-/// Old records are deleted after every this many ends a provider records, not after each, so
-/// that an end stays one request.
-const TRIM_EVERY: u64 = 32;
+/// The most run records a provider may keep per lock: a lock's run node names are listed in one
+/// reply, which ZooKeeper bounds by `jute.maxbuffer` (1 MB by default; a name takes 35 bytes).
+pub(crate) const MAX_RUNS_PER_LOCK: u32 = 20_000;
 
 /// Where a provider's run nodes live and what is kept of them.
 #[derive(Debug)]
@@ -49,6 +61,7 @@ pub(crate) struct RunNodes {
     dir: String,
     retention_ms: i64,
     per_lock: usize,
+    /// Ends this provider (and its clones) recorded: every [`RUN_TRIM_SLACK`]th sweeps.
     ends: AtomicU64,
 }
 
@@ -66,6 +79,14 @@ impl RunNodes {
     /// Checks the builder's run settings.
     pub(crate) fn new(root: &str, retention: Duration, per_lock: u32) -> Result<Self, Error> {
         validate_run_retention(retention, per_lock)?;
+        if per_lock > MAX_RUNS_PER_LOCK {
+            return Err(Error::invalid_config(
+                "runs_per_lock",
+                format!(
+                    "at most {MAX_RUNS_PER_LOCK} on ZooKeeper: a lock's run records are listed in one reply, which the ensemble bounds (jute.maxbuffer, 1 MB by default)"
+                ),
+            ));
+        }
         Ok(RunNodes {
             dir: format!("{root}/runs"),
             retention_ms: i64::try_from(retention.as_millis()).unwrap_or(i64::MAX),
@@ -81,16 +102,26 @@ impl RunNodes {
     fn run_path(&self, start: &RunStart) -> String {
         format!("{}/{}", self.lock_dir(&start.lock), node_name(start))
     }
+
+    /// A lock directory holding this many nodes is trimmed to `per_lock`: half the slack, so
+    /// that runs starting while it is trimmed stay within it.
+    fn full_at(&self) -> usize {
+        self.per_lock + (RUN_TRIM_SLACK / 2) as usize
+    }
 }
 
 fn is(error: &ZkError, expected: &zookeeper_client::Error) -> bool {
     matches!(error, ZkError::Client(e) if std::mem::discriminant(e) == std::mem::discriminant(expected))
 }
 
+fn no_node(error: &ZkError) -> bool {
+    is(error, &zookeeper_client::Error::NoNode)
+}
+
 impl ZkLockProvider {
     /// The error for a failure at `path`; a missing parent means a missing schema.
     fn runs_error(&self, lock: &str, path: &str, error: ZkError) -> Error {
-        if is(&error, &zookeeper_client::Error::NoNode) {
+        if no_node(&error) {
             return self.fail(Operation::Runs, lock, path, error);
         }
         error.at(path).into_store(Operation::Runs, lock)
@@ -151,69 +182,41 @@ impl ZkLockProvider {
         }
     }
 
-    /// Deletes the runs of `lock` beyond the newest `runs_per_lock` and those started more
-    /// than the retention before `now_ms` (ensemble time); oldest first, stopping at the first
-    /// one young enough.
-    async fn trim_runs(&self, client: &Client, lock: &str, now_ms: i64) -> Result<(), ZkError> {
-        let dir = self.runs.lock_dir(lock);
-        let mut names: Vec<String> = self.session.timed(client.list_children(&dir)).await?;
-        names.retain(|name| parse_node_name(name).is_some());
-        names.sort_unstable();
-        let excess = names.len().saturating_sub(self.runs.per_lock);
-        let mut doomed: Vec<String> = names.drain(..excess).collect();
-        'aging: for batch in names.chunks(16) {
-            let paths: Vec<String> = batch.iter().map(|name| format!("{dir}/{name}")).collect();
-            let stats: Vec<_> = paths.iter().map(|path| client.check_stat(path)).collect();
-            for (name, stat) in batch.iter().zip(stats) {
-                match self.session.timed(stat).await? {
-                    Some(stat) if stat.ctime < now_ms.saturating_sub(self.runs.retention_ms) => {
-                        doomed.push(name.clone());
-                    }
-                    Some(_) => break 'aging,
-                    None => {}
-                }
-            }
-        }
-        let paths: Vec<String> = doomed.iter().map(|name| format!("{dir}/{name}")).collect();
-        let deletes: Vec<_> = paths.iter().map(|path| client.delete(path, None)).collect();
-        for delete in deletes {
-            match self.session.timed(delete).await {
-                Ok(()) => {}
-                Err(error) if is(&error, &zookeeper_client::Error::NoNode) => {}
-                Err(error) => return Err(error),
-            }
-        }
-        Ok(())
-    }
-
-    /// The records of `lock`, newest first by node name, at most `limit` when given.
-    async fn lock_runs(
+    /// Ends the node at `path`, which a start or a heartbeat moved past version 0: reads it and
+    /// writes over the version read while it still runs. `Ok(None)`: ended already (the first
+    /// end stays), or gone.
+    async fn end_renewed(
         &self,
         client: &Client,
         lock: &str,
-        limit: Option<usize>,
-    ) -> Result<Vec<RunRecord>, Error> {
-        let dir = self.runs.lock_dir(lock);
-        let mut names = match self.session.timed(client.list_children(&dir)).await {
-            Ok(names) => names,
-            Err(error) if is(&error, &zookeeper_client::Error::NoNode) => return Ok(Vec::new()),
-            Err(error) => return Err(self.runs_error(lock, &dir, error)),
-        };
-        names.sort_unstable_by(|a, b| b.cmp(a));
-        names.truncate(limit.unwrap_or(usize::MAX));
-        // All reads leave at once; answers come back in order.
-        let paths: Vec<String> = names.iter().map(|name| format!("{dir}/{name}")).collect();
-        let reads: Vec<_> = paths.iter().map(|path| client.get_data(path)).collect();
-        let mut records = Vec::with_capacity(names.len());
-        for ((name, path), read) in names.iter().zip(&paths).zip(reads) {
-            match self.session.timed(read).await {
-                Ok(node) => records.push(self.run_record(lock, path, name, &node)?),
-                // Trimmed since the listing.
-                Err(error) if is(&error, &zookeeper_client::Error::NoNode) => {}
+        path: &str,
+        data: &[u8],
+    ) -> Result<Option<Stat>, Error> {
+        for _ in 0..5 {
+            let (node, stat) = match self.session.timed(client.get_data(path)).await {
+                Ok(node) => node,
+                Err(error) if no_node(&error) => return Ok(None),
+                Err(error) => return Err(self.runs_error(lock, path, error)),
+            };
+            let name = path.rsplit('/').next().unwrap_or_default();
+            let record = self.run_record(lock, path, name, &(node, stat))?;
+            if record.outcome != RunOutcome::Running {
+                return Ok(None);
+            }
+            match self
+                .session
+                .timed(client.set_data(path, data, Some(stat.version)))
+                .await
+            {
+                Ok(stat) => return Ok(Some(stat)),
+                // Renewed or ended meanwhile: read again.
+                Err(error) if is(&error, &zookeeper_client::Error::BadVersion) => {}
+                Err(error) if no_node(&error) => return Ok(None),
                 Err(error) => return Err(self.runs_error(lock, path, error)),
             }
         }
-        Ok(records)
+        let gave_up = "the node kept changing between the requests of the end";
+        Err(Error::store(Operation::Runs, lock, gave_up))
     }
 }
 
@@ -222,27 +225,30 @@ impl RunLog for ZkLockProvider {
     async fn run_started(&self, start: &RunStart) -> Result<RunRecord, Error> {
         let lock = &start.lock;
         let client = self.client(Operation::Runs, lock).await?;
-        let path = self.runs.run_path(start);
+        let (path, dir) = (self.runs.run_path(start), self.runs.lock_dir(lock));
         let data = encode(start, None);
         let options = self.session.access().persistent();
         for _ in 0..3 {
-            match self
-                .session
-                .timed(client.create(&path, &data, &options))
-                .await
-            {
+            // The directory's `Stat` (how many runs it holds) in the same round trip.
+            let (created, counted) = tokio::join!(
+                self.session.timed(client.create(&path, &data, &options)),
+                self.session.timed(client.check_stat(&dir)),
+            );
+            match created {
                 Ok((stat, _)) => {
-                    return self.run_record(lock, &path, &node_name(start), &(data, stat));
+                    let record = self.run_record(lock, &path, &node_name(start), &(data, stat))?;
+                    self.trim_if_full(&client, lock, counted, stat.ctime).await;
+                    return Ok(record);
                 }
                 Err(error) if is(&error, &zookeeper_client::Error::NodeExists) => {
                     match self.session.timed(client.get_data(&path)).await {
                         Ok(node) => return self.run_record(lock, &path, &node_name(start), &node),
                         // Trimmed meanwhile: create it again.
-                        Err(error) if is(&error, &zookeeper_client::Error::NoNode) => {}
+                        Err(error) if no_node(&error) => {}
                         Err(error) => return Err(self.runs_error(lock, &path, error)),
                     }
                 }
-                Err(error) if is(&error, &zookeeper_client::Error::NoNode) => {
+                Err(error) if no_node(&error) => {
                     self.make_run_dir(&client, lock).await?;
                 }
                 Err(error) => return Err(self.runs_error(lock, &path, error)),
@@ -258,27 +264,31 @@ impl RunLog for ZkLockProvider {
     async fn run_finished(&self, start: &RunStart, end: &RunEnd) -> Result<(), Error> {
         let lock = &start.lock;
         let client = self.client(Operation::Runs, lock).await?;
-        let path = self.runs.run_path(start);
+        let (path, dir) = (self.runs.run_path(start), self.runs.lock_dir(lock));
         let data = encode(start, Some(end));
         // Three tries: a start or a trim may come between the requests of an end.
-        let ended_at = 'write: {
+        let (ended, counted) = 'write: {
             for _ in 0..3 {
-                match self
-                    .session
-                    .timed(client.set_data(&path, &data, Some(0)))
-                    .await
-                {
-                    Ok(stat) => break 'write stat.mtime,
-                    // Ended already: the first end stays.
+                let (written, counted) = tokio::join!(
+                    self.session.timed(client.set_data(&path, &data, Some(0))),
+                    self.session.timed(client.check_stat(&dir)),
+                );
+                match written {
+                    Ok(stat) => break 'write (stat, counted),
+                    // Ended already, or renewed by its heartbeat: it decides.
                     Err(error) if is(&error, &zookeeper_client::Error::BadVersion) => {
-                        return Ok(());
+                        match self.end_renewed(&client, lock, &path, &data).await? {
+                            Some(stat) => break 'write (stat, counted),
+                            // The first end stays.
+                            None => return Ok(()),
+                        }
                     }
-                    Err(error) if is(&error, &zookeeper_client::Error::NoNode) => {
+                    Err(error) if no_node(&error) => {
                         match self.create_ended(&client, &path, &data).await {
-                            Ok(Some(stat)) => break 'write stat.mtime,
+                            Ok(Some(stat)) => break 'write (stat, counted),
                             // Started (or ended) meanwhile: end it as any other.
                             Ok(None) => {}
-                            Err(error) if is(&error, &zookeeper_client::Error::NoNode) => {
+                            Err(error) if no_node(&error) => {
                                 self.make_run_dir(&client, lock).await?;
                             }
                             Err(error) => return Err(self.runs_error(lock, &path, error)),
@@ -290,37 +300,58 @@ impl RunLog for ZkLockProvider {
             let gave_up = "the node kept changing between the requests of the end";
             return Err(Error::store(Operation::Runs, lock, gave_up));
         };
-        if self.runs.ends.fetch_add(1, Ordering::Relaxed) % TRIM_EVERY == TRIM_EVERY - 1 {
-            // Housekeeping: a failure is logged, never the run's.
-            if let Err(error) = self.trim_runs(&client, lock, ended_at).await {
-                tracing::warn!(%error, lock = %lock, "deleting old run records failed");
-            }
-        }
+        self.trim_if_full(&client, lock, counted, ended.mtime).await;
+        self.sweep_now_and_then(&client, ended.mtime).await;
         Ok(())
     }
 
-    async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>, Error> {
-        let lock_name = query.lock.as_deref().unwrap_or("*");
-        let client = self.client(Operation::Runs, lock_name).await?;
-        let locks = match &query.lock {
-            Some(lock) => vec![lock.clone()],
-            None => match self
+    async fn run_alive(&self, start: &RunStart, lease: Duration) -> Result<bool, Error> {
+        let lock = &start.lock;
+        let client = self.client(Operation::Runs, lock).await?;
+        let path = self.runs.run_path(start);
+        for _ in 0..3 {
+            // Ensemble time, then the node, in one round trip: ZooKeeper answers a session in
+            // order, so the node is read after "now" was taken.
+            let (clock, read) = tokio::join!(
+                self.session
+                    .timed(client.set_data(&self.paths.clock, &[], None)),
+                self.session.timed(client.get_data(&path)),
+            );
+            let now = clock
+                .map_err(|e| self.fail(Operation::Runs, lock, &self.paths.clock, e))?
+                .mtime;
+            let node = match read {
+                Ok(node) => node,
+                Err(error) if no_node(&error) => return Ok(false),
+                Err(error) => return Err(self.runs_error(lock, &path, error)),
+            };
+            let version = node.1.version;
+            let record = self.run_record(lock, &path, &node_name(start), &node)?;
+            let passed = record
+                .alive_until
+                .is_some_and(|until| until <= crate::record::system_time(now));
+            if record.outcome != RunOutcome::Running || passed {
+                return Ok(false);
+            }
+            // What the start wrote, under a heartbeat of `lease` from this write on.
+            let data = encode_renewal(&start_of(&record), lease);
+            match self
                 .session
-                .timed(client.list_children(&self.runs.dir))
+                .timed(client.set_data(&path, &data, Some(version)))
                 .await
             {
-                Ok(nodes) => nodes.iter().filter_map(|node| decode_name(node)).collect(),
-                Err(error) if is(&error, &zookeeper_client::Error::NoNode) => Vec::new(),
-                Err(error) => return Err(self.runs_error("*", &self.runs.dir, error)),
-            },
-        };
-        // Names sort as runs started: the newest `limit` by name are the newest, unless a
-        // `since` must look further.
-        let limit = query.limit.filter(|_| query.since.is_none());
-        let mut records = Vec::new();
-        for lock in locks {
-            records.extend(self.lock_runs(&client, &lock, limit).await?);
+                Ok(_) => return Ok(true),
+                // Ended or renewed meanwhile: read again.
+                Err(error) if is(&error, &zookeeper_client::Error::BadVersion) => {}
+                Err(error) if no_node(&error) => return Ok(false),
+                Err(error) => return Err(self.runs_error(lock, &path, error)),
+            }
         }
-        Ok(query.apply(records))
+        let gave_up = "the node kept changing between the requests of the heartbeat";
+        Err(Error::store(Operation::Runs, lock, gave_up))
+    }
+
+    async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>, Error> {
+        self.read_runs(query).await
     }
 }

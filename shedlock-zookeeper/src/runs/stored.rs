@@ -1,5 +1,6 @@
 //! A run node: its name (token and attempt) and its data (the rest of the record, JSON); its
-//! times are the node's `ctime` (start) and, once ended, `mtime` (end).
+//! times are the node's `ctime` (start) and, once ended, `mtime` (end); while it runs under a
+//! heartbeat, `alive_until` is the `mtime` of its last write (start or renewal) + `alive_for`.
 
 use std::borrow::Cow;
 use std::time::{Duration, UNIX_EPOCH};
@@ -21,6 +22,10 @@ struct Stored<'a> {
     outcome: Cow<'a, str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<Cow<'a, str>>,
+    /// While running under a heartbeat: milliseconds after the node's `mtime` (the write that
+    /// started or last renewed it) that the run is known to go on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    alive_for: Option<u64>,
 }
 
 /// The node name of a run: token and attempt, zero-padded so that names sort as numbers.
@@ -39,8 +44,17 @@ pub(crate) fn parse_node_name(name: &str) -> Option<(u64, u32)> {
     Some((token.parse().ok()?, attempt.parse().ok()?))
 }
 
-/// The data of `start`'s node, running or ended with `end`.
+/// The data of `start`'s node, running (under its heartbeat lease, if any) or ended with `end`.
 pub(crate) fn encode(start: &RunStart, end: Option<&RunEnd>) -> Vec<u8> {
+    encode_alive(start, end, start.lease.filter(|_| end.is_none()))
+}
+
+/// The data of `start`'s node running under a heartbeat of `lease` from this write on.
+pub(crate) fn encode_renewal(start: &RunStart, lease: Duration) -> Vec<u8> {
+    encode_alive(start, None, Some(lease))
+}
+
+fn encode_alive(start: &RunStart, end: Option<&RunEnd>, lease: Option<Duration>) -> Vec<u8> {
     let stored = Stored {
         job: Cow::Borrowed(&start.job),
         tick: start
@@ -50,6 +64,7 @@ pub(crate) fn encode(start: &RunStart, end: Option<&RunEnd>) -> Vec<u8> {
         holder: Cow::Borrowed(&start.holder),
         outcome: Cow::Borrowed(end.map_or(RunOutcome::Running, |end| end.outcome).as_str()),
         error: end.and_then(|end| end.error.as_deref()).map(Cow::Borrowed),
+        alive_for: lease.map(|lease| u64::try_from(lease.as_millis()).unwrap_or(u64::MAX)),
     };
     serde_json::to_vec(&stored).expect("a record serializes")
 }
@@ -79,7 +94,27 @@ pub(crate) fn decode(
     record.outcome = outcome;
     record.error = stored.error.map(Cow::into_owned);
     record.finished_at = outcome.is_final().then(|| system_time(stat.mtime));
+    record.alive_until = match stored.alive_for {
+        Some(alive_for) if !outcome.is_final() => {
+            let alive_for = i64::try_from(alive_for).unwrap_or(i64::MAX);
+            Some(system_time(stat.mtime.saturating_add(alive_for)))
+        }
+        _ => None,
+    };
     Ok(record)
+}
+
+/// The start a record was written from (for rewriting its node: a renewal keeps what the
+/// start wrote).
+pub(crate) fn start_of(record: &RunRecord) -> RunStart {
+    RunStart::new(
+        &record.lock,
+        &record.job,
+        record.tick,
+        &record.holder,
+        record.fencing_token,
+    )
+    .attempt(record.attempt)
 }
 
 #[cfg(test)]

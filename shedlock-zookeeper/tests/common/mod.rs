@@ -5,7 +5,11 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use shedlock_core::conformance::Harness;
+use shedlock_core::conformance::runs::RunsHarness;
+use shedlock_core::{LockProvider, RunLog};
 use shedlock_zookeeper::{ZkLockProvider, ZkLockProviderBuilder};
 
 use shedlock_test_support::ServerHarness;
@@ -163,4 +167,78 @@ pub(crate) fn harness_over(provider: ZkLockProvider) -> ServerHarness {
     let inspector = provider.clone();
     ServerHarness::new(move |holder| Arc::new(provider.with_holder(holder).expect("valid holder")))
         .with_inspector(inspector)
+}
+
+/// The run-record harness on `provider`'s root: a provider per holder on it, the provider
+/// itself as run log, and providers with other run settings on the same root and credentials.
+pub(crate) struct RunsOn {
+    provider: ZkLockProvider,
+    authenticated: bool,
+}
+
+impl RunsOn {
+    /// On `provider`, built with the tests' digest credentials when `authenticated`.
+    pub(crate) fn new(provider: ZkLockProvider, authenticated: bool) -> Self {
+        RunsOn {
+            provider,
+            authenticated,
+        }
+    }
+
+    /// A provider on the same root and credentials keeping `runs_per_lock` for `retention`.
+    pub(crate) async fn keeping(&self, retention: Duration, runs_per_lock: u32) -> ZkLockProvider {
+        let mut builder = ZkLockProvider::builder(zk_url().expect("SHEDLOCK_TEST_ZK_URL"))
+            .root(self.provider.root())
+            .holder("tester")
+            .run_retention(retention)
+            .runs_per_lock(runs_per_lock);
+        if self.authenticated {
+            builder = builder.digest_auth(DIGEST_USER, DIGEST_PASSWORD);
+        }
+        builder
+            .connect()
+            .await
+            .expect("connect to SHEDLOCK_TEST_ZK_URL")
+    }
+
+    pub(crate) fn zk(&self) -> &ZkLockProvider {
+        &self.provider
+    }
+}
+
+#[shedlock_core::async_trait]
+impl Harness for RunsOn {
+    async fn provider(&self, holder: &str) -> Arc<dyn LockProvider> {
+        Arc::new(self.provider.with_holder(holder).expect("valid holder"))
+    }
+
+    async fn pass_time(&self, duration: Duration) {
+        // The ensemble's clock cannot be stepped: time passes by waiting.
+        tokio::time::sleep(duration).await;
+    }
+}
+
+#[shedlock_core::async_trait]
+impl RunsHarness for RunsOn {
+    async fn run_log(&self) -> Arc<dyn RunLog> {
+        Arc::new(self.provider.clone())
+    }
+
+    async fn run_log_keeping(&self, retention: Duration, runs_per_lock: u32) -> Arc<dyn RunLog> {
+        Arc::new(self.keeping(retention, runs_per_lock).await)
+    }
+}
+
+/// The run nodes of `lock` under `root`, counted in ZooKeeper (0 when its directory is gone),
+/// and whether its directory exists.
+pub(crate) async fn run_nodes(
+    client: &zookeeper_client::Client,
+    root: &str,
+    lock: &str,
+) -> (usize, bool) {
+    match client.list_children(&format!("{root}/runs/{lock}")).await {
+        Ok(names) => (names.len(), true),
+        Err(zookeeper_client::Error::NoNode) => (0, false),
+        Err(error) => panic!("listing {lock}'s runs: {error}"),
+    }
 }
