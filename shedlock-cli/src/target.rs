@@ -26,7 +26,7 @@ use url::Url;
 
 use crate::cli::DbKind;
 use crate::failure::{Exit, Failure};
-use crate::secrets::{Masked, url_list};
+use crate::secrets::{Masked, UrlParts, url_list};
 
 /// SQLite waits this long for another process's write to finish.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -91,6 +91,17 @@ impl Target {
     pub(crate) fn parse(url: &str) -> Result<Self, Failure> {
         let shown = Masked::any(url).shown;
         let scheme = url.trim().split_once("://").map(|(scheme, _)| scheme);
+        let ambiguous = url_list(url)
+            .into_iter()
+            .any(|url| UrlParts::of(url).ambiguous);
+        if ambiguous {
+            return Err(Failure::new(
+                Exit::Usage,
+                "the URL has an `@` after its hosts (in its path, query or fragment), so where \
+                 its user and password end is unclear: write a `/`, `?`, `#` or `@` in the user \
+                 or password percent-encoded (%2F, %3F, %23, %40)",
+            ));
+        }
         let kind = match scheme {
             Some("zookeeper" | "zk") => StoreKind::ZooKeeper,
             Some("etcd") => StoreKind::Etcd,
@@ -143,7 +154,7 @@ impl Target {
         Ok(Target {
             kind: StoreKind::Sql(kind),
             url: url.to_owned(),
-            shown: Masked::of(url, &parsed).shown,
+            shown: Masked::any(url).shown,
             user: Some(user.into_owned()).filter(|user| !user.is_empty()),
         })
     }
@@ -187,8 +198,9 @@ impl Target {
         })
     }
 
-    /// The credentials (percent-decoded) and the hosts of a multi-host URL such as
-    /// `zookeeper://user:password@h1:2181,h2:2181/chroot`.
+    /// The credentials (percent-decoded) and the hosts (with the path: ZooKeeper's chroot) of
+    /// a multi-host URL such as `zookeeper://user:password@h1:2181,h2:2181/chroot`, split as
+    /// every URL is ([`UrlParts`]): the userinfo ends at the last `@` before the first `/`.
     fn hosts(&self, store: &str, form: &str) -> Result<(Option<Credentials>, &str), Failure> {
         let usage = |what: &str| {
             Failure::new(
@@ -196,24 +208,23 @@ impl Target {
                 format!("the {store} URL {what}; expected {form}"),
             )
         };
-        let (_, rest) = self.url.split_once("://").unwrap_or_default();
-        if rest.contains(['?', '#']) {
+        let parts = UrlParts::of(&self.url);
+        if parts.query.is_some() || parts.fragment.is_some() {
             return Err(usage("has a query or fragment"));
         }
-        let (credentials, hosts) = match rest.rsplit_once('@') {
-            Some((userinfo, hosts)) => {
-                let (user, password) = userinfo
-                    .split_once(':')
-                    .ok_or_else(|| usage("has a user without a password"))?;
-                let decode = |text: &str| percent_decode_str(text).decode_utf8_lossy().into_owned();
-                (Some((decode(user), decode(password))), hosts)
-            }
-            None => (None, rest),
+        let decode = |text: &str| percent_decode_str(text).decode_utf8_lossy().into_owned();
+        let credentials = match (parts.user, parts.password) {
+            (Some(user), Some(password)) => Some((decode(user), decode(password))),
+            (Some(_), None) => return Err(usage("has a user without a password")),
+            (None, _) => None,
         };
-        if hosts.is_empty() || hosts.starts_with('/') {
+        if parts.hosts.is_empty() {
             return Err(usage("names no server"));
         }
-        Ok((credentials, hosts))
+        // The hosts and the path, as they follow each other in the URL.
+        let (_, after) = self.url.split_once("://").unwrap_or_default();
+        let start = after.len() - parts.hosts.len() - parts.path.len();
+        Ok((credentials, &after[start..]))
     }
 
     /// Opens a connection (failing at once if the database cannot be reached, rather than
@@ -358,6 +369,52 @@ mod tests {
             address.credentials,
             Some(("app".to_owned(), "s@cret".to_owned()))
         );
+    }
+
+    /// Issue 29 item 6: the credentials of a multi-host URL are read where the masking hides
+    /// them (userinfo up to the last `@` before the first `/`), whatever they hold; a URL with
+    /// an `@` after its hosts is refused without quoting it.
+    #[test]
+    fn multi_host_credentials_are_read_where_they_are_masked() {
+        for (written, password) in [
+            ("s3cr%2Fet", "s3cr/et"),
+            ("p@ss:w,rd", "p@ss:w,rd"),
+            ("a%40%3A%2C%25%3F%23b", "a@:,%?#b"),
+        ] {
+            let etcd = format!("etcd://root:{written}@h1:2379,h2:22379");
+            let target = Target::parse(&etcd).unwrap();
+            assert_eq!(target.shown, "etcd://root:***@h1:2379,h2:22379");
+            let address = target.etcd().unwrap();
+            assert_eq!(address.connect_string, "http://h1:2379,http://h2:22379");
+            let expected = Some(("root".to_owned(), password.to_owned()));
+            assert_eq!(address.credentials, expected, "{etcd}");
+            for scheme in ["zookeeper", "zk"] {
+                let zk = format!("{scheme}://app:{written}@h1:2181,h2:2181/chroot");
+                let target = Target::parse(&zk).unwrap();
+                assert_eq!(
+                    target.shown,
+                    format!("{scheme}://app:***@h1:2181,h2:2181/chroot")
+                );
+                let address = target.zookeeper().unwrap();
+                assert_eq!(address.connect_string, "h1:2181,h2:2181/chroot");
+                let expected = Some(("app".to_owned(), password.to_owned()));
+                assert_eq!(address.credentials, expected, "{zk}");
+            }
+        }
+        for url in [
+            "etcd://root:s3cr/et@h1:2379,h2:22379",
+            "zookeeper://app:s3cr/et@h1:2181/chroot",
+            "zk://app:s3cr?et@h1:2181",
+            "postgres://app:s3cr#et@h/db",
+            "redis://:s3cr/et@h:6379",
+            "redis://h:1,redis://:s3cr/et@h:6379",
+            "mysql://root:s3cr/et@h/db",
+        ] {
+            let refused = Target::parse(url).unwrap_err();
+            assert_eq!(refused.exit, Exit::Usage, "{url}");
+            assert!(!refused.message.contains("s3cr"), "{}", refused.message);
+            assert!(refused.message.contains("%2F"), "{}", refused.message);
+        }
     }
 
     #[test]
