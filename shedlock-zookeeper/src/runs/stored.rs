@@ -140,4 +140,47 @@ mod tests {
             assert_eq!(parse_node_name(bad), None, "{bad}");
         }
     }
+
+    fn stat(ctime: i64, mtime: i64) -> Stat {
+        Stat {
+            czxid: 1,
+            mzxid: 2,
+            pzxid: 1,
+            ctime,
+            mtime,
+            version: 1,
+            cversion: 0,
+            aversion: 0,
+            ephemeral_owner: 0,
+            data_length: 0,
+            num_children: 0,
+        }
+    }
+
+    #[test]
+    fn a_heartbeat_runs_from_the_last_write() {
+        let lease = Duration::from_millis(30_000);
+        let start = RunStart::new("l", "j", None, "h", 7).alive_for(lease);
+        let at = |ms: i64| UNIX_EPOCH + Duration::from_millis(ms as u64);
+        let started = decode(
+            "l",
+            &node_name(&start),
+            &encode(&start, None),
+            &stat(1000, 1000),
+        );
+        assert_eq!(started.unwrap().alive_until, Some(at(31_000)));
+        let renewal = encode_renewal(&start_of(&RunRecord::started(&start, at(1000))), lease);
+        let renewed = decode("l", &node_name(&start), &renewal, &stat(1000, 5000)).unwrap();
+        assert_eq!(renewed.alive_until, Some(at(35_000)));
+        assert_eq!((renewed.job.as_str(), renewed.holder.as_str()), ("j", "h"));
+        let ended = encode(&start, Some(&RunEnd::succeeded()));
+        let ended = decode("l", &node_name(&start), &ended, &stat(1000, 6000)).unwrap();
+        assert_eq!(
+            (ended.alive_until, ended.finished_at),
+            (None, Some(at(6000)))
+        );
+        let plain = RunStart::new("l", "j", None, "h", 8);
+        let plain = decode("l", &node_name(&plain), &encode(&plain, None), &stat(1, 1));
+        assert_eq!(plain.unwrap().alive_until, None, "no lease, no heartbeat");
+    }
 }
