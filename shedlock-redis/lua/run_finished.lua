@@ -1,4 +1,4 @@
--- After run_keep.lua. ARGV[10] outcome, ARGV[11] error text (absent: none).
+-- After run_keep.lua. ARGV[12] outcome, ARGV[13] error text (absent: none).
 -- Replies 1 when the end was recorded, 0 when the record had ended already (the first end
 -- stays).
 local found = redis.call('HGET', KEYS[1], ARGV[1])
@@ -16,11 +16,12 @@ if found then
   run = decoded
 else
   run = started_now()
-  redis.call('ZADD', KEYS[2], now, ARGV[1])
+  index_run()
 end
 run.finished_at = string.format('%d', now)
-run.outcome = ARGV[10]
-run.error = ARGV[11]
+run.outcome = ARGV[12]
+run.error = ARGV[13]
+run.alive_until = nil
 redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(run))
 keep()
 return 1

@@ -1,8 +1,9 @@
 -- Shared head of run_started.lua and run_finished.lua (prepended to each).
 -- KEYS[1] records (hash: run id -> JSON), KEYS[2] started (zset: run id by start ms),
--- KEYS[3] locks (zset: lock name by last write ms).
+-- KEYS[3] index (zset: '<run id>:<lock>' by start ms, every lock's runs).
 -- ARGV[1] run id, ARGV[2] lock, ARGV[3] job, ARGV[4] tick ms or '', ARGV[5] holder,
--- ARGV[6] token, ARGV[7] attempt, ARGV[8] retention ms, ARGV[9] runs per lock.
+-- ARGV[6] token, ARGV[7] attempt, ARGV[8] retention ms, ARGV[9] runs per lock,
+-- ARGV[10] runs key prefix, ARGV[11] most old records of other locks deleted by one write.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local kinds = {'hash', 'zset', 'zset'}
@@ -22,17 +23,31 @@ local function started_now()
   return run
 end
 
--- Deletes the ids from both keys, a thousand at a time (unpack has a limit).
+-- Adds this run (started now) to its lock's index and to the index of every lock.
+local function index_run()
+  redis.call('ZADD', KEYS[2], now, ARGV[1])
+  redis.call('ZADD', KEYS[3], now, ARGV[1] .. ':' .. ARGV[2])
+end
+
+-- Deletes this lock's runs `ids` from the three keys, a thousand at a time (unpack has a
+-- limit).
 local function forget(ids)
   for i = 1, #ids, 1000 do
     local batch = {unpack(ids, i, math.min(i + 999, #ids))}
     redis.call('HDEL', KEYS[1], unpack(batch))
     redis.call('ZREM', KEYS[2], unpack(batch))
+    for j = 1, #batch do
+      batch[j] = batch[j] .. ':' .. ARGV[2]
+    end
+    redis.call('ZREM', KEYS[3], unpack(batch))
   end
 end
 
--- Keeps what the retention allows: records started within it, the newest `runs per lock`;
--- every key expires a retention after its last write (then all its records are older).
+-- Keeps what the retention allows. This lock: records started within it, the newest `runs
+-- per lock` (so a lock never holds more, whatever other locks do). Every lock: the oldest
+-- runs of the index that are past the retention, at most ARGV[11] of them, so that a lock
+-- that never runs again loses its old records too, at a bounded cost per write. Every key
+-- expires a retention after its last write (then all its records are older).
 local function keep()
   local retention, per_lock = tonumber(ARGV[8]), tonumber(ARGV[9])
   local cutoff = '(' .. string.format('%d', now - retention)
@@ -41,8 +56,16 @@ local function keep()
   if extra > 0 then
     forget(redis.call('ZRANGE', KEYS[2], 0, extra - 1))
   end
-  redis.call('ZADD', KEYS[3], now, ARGV[2])
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', cutoff)
+  local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', cutoff, 'LIMIT', 0, ARGV[11])
+  for _, member in ipairs(old) do
+    -- '<20-digit token>:<10-digit attempt>:<lock>'
+    local id, lock = string.sub(member, 1, 31), string.sub(member, 33)
+    redis.call('HDEL', ARGV[10] .. 'records:' .. lock, id)
+    redis.call('ZREM', ARGV[10] .. 'started:' .. lock, id)
+  end
+  if #old > 0 then
+    redis.call('ZREM', KEYS[3], unpack(old))
+  end
   for i = 1, 3 do
     redis.call('PEXPIRE', KEYS[i], retention)
   end

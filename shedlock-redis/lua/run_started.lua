@@ -1,10 +1,15 @@
--- After run_keep.lua. Replies the run's record (JSON): the one found, or the one written now.
+-- After run_keep.lua. ARGV[12] heartbeat lease ms, or '' for none. Replies the run's record
+-- (JSON): the one found, or the one written now.
 local found = redis.call('HGET', KEYS[1], ARGV[1])
 if found then
   return found
 end
-local record = cjson.encode(started_now())
+local run = started_now()
+if ARGV[12] ~= '' then
+  run.alive_until = string.format('%d', now + tonumber(ARGV[12]))
+end
+local record = cjson.encode(run)
 redis.call('HSET', KEYS[1], ARGV[1], record)
-redis.call('ZADD', KEYS[2], now, ARGV[1])
+index_run()
 keep()
 return record

@@ -38,6 +38,7 @@ pub struct RedisLockProviderBuilder<K = SingleServer> {
     pub(crate) runs_key_prefix: Option<String>,
     pub(crate) run_retention: Duration,
     pub(crate) runs_per_lock: u32,
+    pub(crate) tls_root_certificates: Option<Arc<[u8]>>,
     kind: K,
 }
 
@@ -91,6 +92,8 @@ pub(crate) struct Settings {
     pub(crate) channel: Arc<str>,
     pub(crate) timeout: Duration,
     pub(crate) runs: RunKeys,
+    /// PEM root certificates to trust instead of the system's, for `rediss://`.
+    pub(crate) tls_root_certificates: Option<Arc<[u8]>>,
 }
 
 impl<K: Default> Default for RedisLockProviderBuilder<K> {
@@ -104,6 +107,7 @@ impl<K: Default> Default for RedisLockProviderBuilder<K> {
             runs_key_prefix: None,
             run_retention: DEFAULT_RUN_RETENTION,
             runs_per_lock: DEFAULT_RUNS_PER_LOCK,
+            tls_root_certificates: None,
             kind: K::default(),
         }
     }
@@ -153,6 +157,29 @@ impl<K> RedisLockProviderBuilder<K> {
         self
     }
 
+    /// For `rediss://` URLs: trust the root certificates in `pem` (one or more PEM
+    /// certificates, e.g. the private CA that signed the servers' certificates) instead of the
+    /// system's. Without it the system's roots are trusted, and the `SSL_CERT_FILE` and
+    /// `SSL_CERT_DIR` environment variables name other ones (so does the `shedlock` command).
+    /// Connecting fails (`InvalidConfig`, `tls_root_certificates`) for a `redis://` URL.
+    ///
+    /// ```no_run
+    /// use shedlock_redis::RedisLockProvider;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let provider = RedisLockProvider::builder()
+    ///     .tls_root_certificates(std::fs::read("/etc/redis/ca.pem")?)
+    ///     .connect("rediss://:secret@redis.internal:6380")
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root_certificates = Some(pem.into().into());
+        self
+    }
+
     shedlock_core::run_retention_setters! {
         /// Older ones are deleted by the script that records a run of the same lock, and a
         /// lock's records all expire this long after its last run was recorded.
@@ -192,6 +219,7 @@ impl<K> RedisLockProviderBuilder<K> {
             holder,
             channel: channel.into(),
             timeout: self.timeout,
+            tls_root_certificates: self.tls_root_certificates,
         })
     }
 }
@@ -220,6 +248,7 @@ impl RedisLockProviderBuilder<SingleServer> {
             runs_key_prefix: self.runs_key_prefix,
             run_retention: self.run_retention,
             runs_per_lock: self.runs_per_lock,
+            tls_root_certificates: self.tls_root_certificates,
             kind: Majority::default(),
         }
     }

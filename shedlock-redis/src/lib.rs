@@ -88,13 +88,30 @@
 //! the lock hashes, under keys of their own: `runs:<key prefix>` unless
 //! [configured](RedisLockProviderBuilder::runs_key_prefix), so `runs:shedlock:records:<lock>` (a
 //! hash of the lock's records, JSON), `runs:shedlock:started:<lock>` (a sorted set of them by
-//! start) and `runs:shedlock:locks` (the locks with records). Starting and ending a run is
-//! one script each, one round trip, on Redis's `TIME`; the first end recorded stays (a run
-//! marked interrupted is not turned into a success by its stalled holder's late end); records
-//! older than [`run_retention`](RedisLockProviderBuilder::run_retention) (14 days) or beyond the
-//! newest [`runs_per_lock`](RedisLockProviderBuilder::runs_per_lock) (1000) are deleted by the
-//! same scripts. On RedLock every master keeps a copy, and a read keeps what a majority holds
-//! (see [`RedLockProvider`]).
+//! start) and `runs:shedlock:index` (a sorted set of every lock's runs by start).
+//!
+//! - **Writes**: starting, ending and renewing a run's heartbeat is one script each, one round
+//!   trip, on Redis's `TIME`; the first end recorded stays (a run marked interrupted is not
+//!   turned into a success by its stalled holder's late end).
+//! - **Bounded by construction**: the scripts that start and end a run delete, in the same
+//!   round trip, the lock's records older than
+//!   [`run_retention`](RedisLockProviderBuilder::run_retention) (14 days) or beyond its newest
+//!   [`runs_per_lock`](RedisLockProviderBuilder::runs_per_lock) (1000), so no lock ever holds
+//!   more, whatever the order in which locks run; and up to 64 of the oldest runs of any lock
+//!   past the retention, so a lock that never runs again loses its old records to the writes
+//!   of the others. Every key also expires a retention after its last write. Nothing else is
+//!   kept: no key per instance or holder.
+//! - **Reads** are one script that reads only the page asked for: one lock's runs from its
+//!   sorted set, every lock's from the index, newest first, from
+//!   [`before`](shedlock_core::RunQuery::before) (exclusive), cut by the limit in Redis.
+//! - **Heartbeats**: a run started with a [lease](shedlock_core::RunStart::lease) records
+//!   `alive_until` = `TIME` + lease, which
+//!   [`run_alive`](shedlock_core::RunLog::run_alive) moves on while the record still runs and
+//!   its heartbeat has not passed (Redis's clock, as the locks use); an end clears it.
+//!
+//! On RedLock every master keeps a copy, and a read keeps what a majority holds
+//! (see [`RedLockProvider`]). The scripts name the keys of other locks they sweep, as a
+//! single server or RedLock's independent masters allow (Redis Cluster is not supported).
 //!
 //! ```no_run
 //! use shedlock_core::{LockProvider, RunQuery};
@@ -114,6 +131,14 @@
 //! subscribes to it, so election candidates retry at once after a leader resigns instead of
 //! at their next poll. Messages published while a subscriber reconnects are lost: hints only
 //! wake waiters early, polling stays the mechanism.
+//!
+//! # TLS
+//!
+//! `rediss://` URLs connect over TLS (the `tls` feature, on by default: redis-rs's rustls
+//! support with ring). The servers' certificates are checked against the system's roots, or
+//! those named by the `SSL_CERT_FILE` / `SSL_CERT_DIR` environment variables, or those given
+//! to [`tls_root_certificates`](RedisLockProviderBuilder::tls_root_certificates) (a private
+//! CA). `rediss://host:port/#insecure` (no check) is refused.
 //!
 //! # The client
 //!

@@ -9,6 +9,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, FromRedisValue, ScriptInvocation};
 use shedlock_core::Error;
 
+use crate::builder::Settings;
 use crate::error::{ServerError, ServerErrorKind};
 use crate::scripts::{ACQUIRE, AcquireReply, EXTEND, RELEASE, STATE, UNDO, stored_number};
 
@@ -27,6 +28,47 @@ pub(crate) struct Node {
     server: Arc<str>,
     timeout: Duration,
     down: Arc<AtomicBool>,
+}
+
+/// The client of `url`: TLS for `rediss://` (with the builder's root certificates, if any).
+fn client(url: &str, settings: &Settings) -> Result<Client, Error> {
+    let tls_url = url
+        .trim_start()
+        .to_ascii_lowercase()
+        .starts_with("rediss://");
+    if !tls_url && settings.tls_root_certificates.is_some() {
+        return Err(Error::invalid_config(
+            "tls_root_certificates",
+            "given for a redis:// URL: use rediss:// for TLS",
+        ));
+    }
+    if tls_url && !cfg!(feature = "tls") {
+        return Err(Error::invalid_config(
+            "url",
+            "rediss:// needs the `tls` feature of shedlock-redis (on by default)",
+        ));
+    }
+    let parse_error = |error: redis::RedisError| {
+        Error::invalid_config("url", format!("not a Redis URL: {error}"))
+    };
+    #[cfg(feature = "tls")]
+    if tls_url {
+        // rustls needs a crypto provider; ring unless the program installed another.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        if let Some(roots) = &settings.tls_root_certificates {
+            let certificates = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(roots.to_vec()),
+            };
+            return Client::build_with_tls(url, certificates).map_err(|error| {
+                Error::invalid_config(
+                    "tls_root_certificates",
+                    format!("not usable with this URL: {error}"),
+                )
+            });
+        }
+    }
+    Client::open(url).map_err(parse_error)
 }
 
 /// How often a server marked down is probed.
@@ -48,14 +90,19 @@ impl Node {
     /// Parses `url` and prepares the connection, without connecting yet.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] (`url`) when the URL does not parse; the message never repeats
-    /// the URL, which may hold a password.
-    pub(crate) fn open(url: &str, timeout: Duration) -> Result<Node, Error> {
-        let client = Client::open(url)
-            .map_err(|error| Error::invalid_config("url", format!("not a Redis URL: {error}")))?;
+    /// [`Error::InvalidConfig`] (`url`) when the URL does not parse, or is `rediss://` without
+    /// the `tls` feature; (`tls_root_certificates`) when they are given for a `redis://` URL
+    /// or do not parse. The message never repeats the URL, which may hold a password.
+    pub(crate) fn open(url: &str, settings: &Settings) -> Result<Node, Error> {
+        let timeout = settings.timeout;
+        let client = client(url, settings)?;
         let info = client.get_connection_info();
+        let scheme = match info.addr() {
+            redis::ConnectionAddr::TcpTls { .. } => "rediss",
+            _ => "redis",
+        };
         let server: Arc<str> =
-            format!("redis://{}/{}", info.addr(), info.redis_settings().db()).into();
+            format!("{scheme}://{}/{}", info.addr(), info.redis_settings().db()).into();
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(timeout))
             .set_connection_timeout(Some(timeout))

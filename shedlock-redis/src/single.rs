@@ -74,7 +74,7 @@ impl RedisLockProvider {
     }
 
     pub(crate) async fn connect_with(settings: Settings, url: &str) -> Result<Self, Error> {
-        let node = Node::open(url, settings.timeout)?;
+        let node = Node::open(url, &settings)?;
         node.ping()
             .await
             .map_err(|e| store_error(Operation::Read, "*", e))?;
@@ -94,6 +94,22 @@ impl RedisLockProvider {
     pub fn with_holder(&self, holder: impl Into<String>) -> Result<Self, Error> {
         let mut provider = self.clone();
         provider.settings.holder = validate_holder(holder.into())?;
+        Ok(provider)
+    }
+
+    /// The same server, connection, prefixes and holder, keeping run records for
+    /// `retention` and `runs_per_lock` per lock (see
+    /// [`run_retention`](crate::RedisLockProviderBuilder::run_retention)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`run_retention`, `runs_per_lock`) as the builder checks them.
+    pub fn with_run_retention(
+        &self,
+        retention: Duration,
+        runs_per_lock: u32,
+    ) -> Result<Self, Error> {
+        let mut provider = self.clone();
+        provider.settings.runs = self.settings.runs.keeping(retention, runs_per_lock)?;
         Ok(provider)
     }
 

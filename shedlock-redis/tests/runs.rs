@@ -6,12 +6,12 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{connection, redis_url, redlock_urls, unique_key_prefix};
 use redis::AsyncCommands as _;
 use shedlock_core::conformance::unique_lock_name;
-use shedlock_core::{Error, LockProvider, RunEnd, RunOutcome, RunQuery, RunStart};
+use shedlock_core::{Error, LockProvider, RUN_TRIM_SLACK, RunEnd, RunOutcome, RunQuery, RunStart};
 use shedlock_redis::{RedLockProvider, RedisLockProvider, RedisLockProviderBuilder};
 use shedlock_test_support::runs::{
     assert_runs_error, end_runs, late_end_of_a_stalled_holder, run_tokens,
@@ -89,6 +89,213 @@ async fn corrupt_record_is_a_store_error(
     assert_eq!(kept, "{not json", "nothing was written over it");
 }
 
+/// The retention of the sweep test: long enough for a write and a read on a loaded machine.
+const SWEEP_RETENTION: Duration = Duration::from_secs(2);
+
+/// Redis's clock (`TIME`) on the server at `url`.
+async fn redis_time(url: &str) -> SystemTime {
+    let (seconds, micros): (u64, u64) = redis::cmd("TIME")
+        .query_async(&mut connection(url).await)
+        .await
+        .unwrap();
+    UNIX_EPOCH + Duration::from_secs(seconds) + Duration::from_micros(micros)
+}
+
+/// Whether each server at `urls` holds run `id` of `lock` under `runs_prefix`: in the lock's
+/// hash, its sorted set, and the index of every lock.
+async fn held(urls: &[String], runs_prefix: &str, lock: &str, id: &str) -> Vec<[bool; 3]> {
+    let mut held = Vec::new();
+    for url in urls {
+        let mut redis = connection(url).await;
+        let in_hash: bool = redis
+            .hexists(format!("{runs_prefix}records:{lock}"), id)
+            .await
+            .unwrap();
+        let in_set: Option<f64> = redis
+            .zscore(format!("{runs_prefix}started:{lock}"), id)
+            .await
+            .unwrap();
+        let in_index: Option<f64> = redis
+            .zscore(format!("{runs_prefix}index"), format!("{id}:{lock}"))
+            .await
+            .unwrap();
+        held.push([in_hash, in_set.is_some(), in_index.is_some()]);
+    }
+    held
+}
+
+/// Item 2 on Redis: a lock that never runs again loses its records past the retention to the
+/// writes of other locks (at most `RUN_TRIM_SLACK` of them), on every server, although its
+/// keys live on (they expire a retention after the lock's last write).
+async fn old_runs_are_swept(provider: &dyn LockProvider, runs_prefix: &str, urls: &[String]) {
+    let log = provider.run_log().expect("a run log");
+    let (idle, busy) = (unique_lock_name("runs-idle"), unique_lock_name("runs-busy"));
+    let first = RunStart::new(&idle, "job", None, "a", 1);
+    log.run_started(&first).await.unwrap();
+    log.run_finished(&first, &RunEnd::succeeded())
+        .await
+        .unwrap();
+    // A later run of the same lock: its write keeps the lock's keys for a retention more.
+    tokio::time::sleep(SWEEP_RETENTION * 3 / 5).await;
+    let second = RunStart::new(&idle, "job", None, "a", 2);
+    let second_at = log.run_started(&second).await.unwrap().started_at;
+    log.run_finished(&second, &RunEnd::succeeded())
+        .await
+        .unwrap();
+    // The first is past the retention on Redis's clock after this (nothing else to wait on).
+    tokio::time::sleep(SWEEP_RETENTION * 3 / 5).await;
+    for token in 1..=u64::from(RUN_TRIM_SLACK) {
+        let start = RunStart::new(&busy, "job", None, "a", token);
+        log.run_started(&start).await.unwrap();
+        log.run_finished(&start, &RunEnd::succeeded())
+            .await
+            .unwrap();
+    }
+    let first_id = "00000000000000000001:0000000001";
+    assert_eq!(
+        held(urls, runs_prefix, &idle, first_id).await,
+        vec![[false; 3]; urls.len()],
+        "the first run is past the retention on every server"
+    );
+    let second_id = "00000000000000000002:0000000001";
+    let second_held = held(urls, runs_prefix, &idle, second_id).await;
+    // Kept unless this machine stalled past its retention too.
+    if redis_time(&urls[0]).await < second_at + SWEEP_RETENTION - Duration::from_millis(100) {
+        assert_eq!(
+            second_held,
+            vec![[true; 3]; urls.len()],
+            "within the retention"
+        );
+        assert_eq!(run_tokens(log, &idle).await, [2]);
+    }
+}
+
+/// Item 1 on Redis: two locks with 1000 failed runs each (errors of `MAX_ERROR_LEN` bytes) read
+/// by pages: a page is the newest records and no more, and paging with `before` walks the
+/// whole history of one lock and of both without gaps or repeats.
+async fn long_histories_page(provider: &dyn LockProvider, urls: &[String]) {
+    const RUNS: u64 = 1000;
+    let log = provider.run_log().expect("a run log");
+    let locks = [
+        unique_lock_name("runs-long-a"),
+        unique_lock_name("runs-long-b"),
+    ];
+    let error = "e".repeat(shedlock_core::MAX_ERROR_LEN);
+    let marker = RunStart::new(unique_lock_name("runs-long-marker"), "job", None, "a", 1);
+    let since = log.run_started(&marker).await.unwrap().started_at;
+    let write = |lock: &str| {
+        let (lock, error) = (lock.to_owned(), error.clone());
+        async move {
+            for token in 2..=RUNS + 1 {
+                let start = RunStart::new(&lock, "job", None, "a", token);
+                log.run_started(&start).await.unwrap();
+                let end = RunEnd::with_error(RunOutcome::Failed, error.as_str());
+                log.run_finished(&start, &end).await.unwrap();
+            }
+        }
+    };
+    futures_util::join!(write(&locks[0]), write(&locks[1]));
+    let page = log
+        .runs(&RunQuery::all().since(since).limit(50))
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 50);
+    assert!(
+        page.iter().all(|r| r.fencing_token > RUNS + 1 - 50),
+        "the newest"
+    );
+    assert!(
+        page.iter()
+            .all(|r| r.error.as_deref() == Some(error.as_str()))
+    );
+    let walk = |query: RunQuery| async move {
+        let mut seen: Vec<shedlock_core::RunRecord> = Vec::new();
+        let mut query = query.limit(150);
+        loop {
+            let page = log.runs(&query).await.unwrap();
+            assert!(page.len() <= 150);
+            let Some(last) = page.last() else { break };
+            query = query.before(last.cursor());
+            seen.extend(page);
+        }
+        seen
+    };
+    let one = walk(RunQuery::lock(&locks[1])).await;
+    let tokens: Vec<u64> = one.iter().map(|r| r.fencing_token).collect();
+    assert_eq!(tokens, (2..=RUNS + 1).rev().collect::<Vec<_>>(), "one lock");
+    let both = walk(RunQuery::all().since(since)).await;
+    assert_eq!(both.len() as u64, 2 * RUNS + 1, "both locks and the marker");
+    assert!(
+        both.windows(2).all(|w| w[0].cursor() > w[1].cursor()),
+        "newest first, no repeats"
+    );
+    let _ = urls;
+}
+
+/// Writes `days` of a fleet's history through `harness` and counts in every
+/// server what is kept: each lock's hash and set hold the same runs, at most `runs_per_lock`
+/// (the scripts trim on every write, so with no slack), the index holds exactly the runs the
+/// hashes hold, and there are no other keys than those.
+async fn month_stays_bounded(
+    harness: &ServerHarness,
+    runs_prefix: &str,
+    urls: &[String],
+    days: u32,
+) {
+    use shedlock_core::conformance::longevity::{LOCKS, RUNS_PER_LOCK, month_of_history};
+    {
+        let figures = month_of_history(harness, days).await;
+        println!("redis ({} server(s)) {figures}", urls.len());
+        for url in urls {
+            let mut redis = connection(url).await;
+            let prefix = runs_prefix;
+            let mut records = 0;
+            let locks = (0..LOCKS)
+                .map(|i| format!("{}-{i:03}", figures.prefix))
+                .chain([format!("{}-marker", figures.prefix)]);
+            for lock in locks {
+                let in_hash: usize = redis.hlen(format!("{prefix}records:{lock}")).await.unwrap();
+                let in_set: usize = redis
+                    .zcard(format!("{prefix}started:{lock}"))
+                    .await
+                    .unwrap();
+                assert_eq!(in_hash, in_set, "{lock}: hash and set hold the same runs");
+                assert!(in_hash <= RUNS_PER_LOCK as usize, "{lock} keeps {in_hash}");
+                records += in_hash;
+            }
+            let indexed: usize = redis
+                .zcount(format!("{prefix}index"), "-inf", "+inf")
+                .await
+                .unwrap();
+            let keys: Vec<String> = redis.keys(format!("{prefix}*")).await.unwrap();
+            let mut bytes = 0u64;
+            for key in &keys {
+                let usage: Option<u64> = redis::cmd("MEMORY")
+                    .arg("USAGE")
+                    .arg(key)
+                    .query_async(&mut redis)
+                    .await
+                    .unwrap();
+                bytes += usage.unwrap_or(0);
+            }
+            println!(
+                "  {url}: {records} records in {} keys, {indexed} in the index, {bytes} bytes",
+                keys.len()
+            );
+            assert_eq!(
+                figures.kept + 1,
+                records,
+                "what a read finds is what is stored"
+            );
+            assert_eq!(
+                indexed, records,
+                "the index holds the stored runs, no others"
+            );
+            assert!(keys.len() <= 2 * (LOCKS + 1) + 1, "{} keys", keys.len());
+        }
+    }
+}
+
 /// The cases of both providers: `$connect` connects a builder's provider, `$urls` are the
 /// servers it is on.
 macro_rules! shared_cases {
@@ -96,14 +303,21 @@ macro_rules! shared_cases {
         mod conformance {
             use super::*;
 
-            async fn harness() -> Option<ServerHarness> {
+            pub(super) async fn harness() -> Option<ServerHarness> {
                 let provider = $connect(builder("a")).await?;
-                let log = provider.clone();
+                let (holders, keeping) = (provider.clone(), provider.clone());
                 Some(
                     ServerHarness::new(move |holder| {
-                        Arc::new(provider.with_holder(holder).unwrap())
+                        Arc::new(holders.with_holder(holder).unwrap())
                     })
-                    .with_run_log(log),
+                    .with_run_log(provider)
+                    .with_run_log_keeping(move |retention, runs_per_lock| {
+                        Arc::new(
+                            keeping
+                                .with_run_retention(retention, runs_per_lock)
+                                .unwrap(),
+                        )
+                    }),
                 )
             }
 
@@ -134,6 +348,45 @@ macro_rules! shared_cases {
             let prefix = provider.key_prefix().to_owned();
             corrupt_record_is_a_store_error(&provider, &prefix, &$urls).await;
         }
+
+        #[tokio::test]
+        async fn old_runs_of_a_lock_that_no_longer_runs_are_swept() {
+            if let Some(provider) = $connect(builder("a").run_retention(SWEEP_RETENTION)).await {
+                let runs_prefix = format!("runs:{}", provider.key_prefix());
+                old_runs_are_swept(&provider, &runs_prefix, &$urls).await;
+            }
+        }
+
+        #[tokio::test]
+        async fn long_histories_page_without_gaps() {
+            if let Some(provider) = $connect(builder("a")).await {
+                long_histories_page(&provider, &$urls).await;
+            }
+        }
+
+        /// A month of a fleet's history: what the store keeps stays within the settings,
+        /// counted in Redis itself (every master's keys on RedLock).
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_month_of_history_stays_bounded() {
+            for days in [1, 30] {
+                let Some(provider) = $connect(builder("a")).await else {
+                    return;
+                };
+                let runs_prefix = format!("runs:{}", provider.key_prefix());
+                let keeping = provider.clone();
+                let harness = ServerHarness::new(move |holder| {
+                    Arc::new(provider.with_holder(holder).unwrap())
+                })
+                .with_run_log_keeping(move |retention, runs_per_lock| {
+                    Arc::new(
+                        keeping
+                            .with_run_retention(retention, runs_per_lock)
+                            .unwrap(),
+                    )
+                });
+                month_stays_bounded(&harness, &runs_prefix, &$urls, days).await;
+            }
+        }
     };
 }
 
@@ -158,12 +411,13 @@ mod single {
         for key in [
             format!("{prefix}records:{lock}"),
             format!("{prefix}started:{lock}"),
+            format!("{prefix}index"),
         ] {
             let ttl: i64 = redis.pttl(&key).await.unwrap();
             assert!((1..=60_000).contains(&ttl), "{key} expires in {ttl} ms");
         }
-        let locks: Vec<String> = redis.zrange(format!("{prefix}locks"), 0, -1).await.unwrap();
-        assert_eq!(locks, std::slice::from_ref(&lock));
+        let indexed: Vec<String> = redis.zrange(format!("{prefix}index"), 0, -1).await.unwrap();
+        assert_eq!(indexed, [format!("00000000000000000001:0000000001:{lock}")]);
         assert_eq!(only_run(&provider, &lock).await.fencing_token, 1);
     }
 

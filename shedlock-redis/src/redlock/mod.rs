@@ -148,7 +148,7 @@ impl RedLockProvider {
         }
         let mut nodes: Vec<Node> = Vec::with_capacity(urls.len());
         for url in urls {
-            let node = Node::open(url, settings.timeout)?;
+            let node = Node::open(url, &settings)?;
             if nodes.iter().any(|n| n.server() == node.server()) {
                 return Err(Error::invalid_config(
                     "urls",
@@ -196,6 +196,22 @@ impl RedLockProvider {
     pub fn with_holder(&self, holder: impl Into<String>) -> Result<Self, Error> {
         let mut provider = self.clone();
         provider.settings.holder = validate_holder(holder.into())?;
+        Ok(provider)
+    }
+
+    /// The same masters, connections, prefixes and holder, keeping run records for
+    /// `retention` and `runs_per_lock` per lock (see
+    /// [`run_retention`](crate::RedisLockProviderBuilder::run_retention)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] (`run_retention`, `runs_per_lock`) as the builder checks them.
+    pub fn with_run_retention(
+        &self,
+        retention: std::time::Duration,
+        runs_per_lock: u32,
+    ) -> Result<Self, Error> {
+        let mut provider = self.clone();
+        provider.settings.runs = self.settings.runs.keeping(retention, runs_per_lock)?;
         Ok(provider)
     }
 

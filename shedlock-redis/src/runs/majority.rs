@@ -11,20 +11,33 @@
 //!   reads as running, with no end time;
 //! - its times are the masters' `N − quorum + 1`-th earliest (the median of three): a time
 //!   that at least one master of every majority had reached, so a run never reads as
-//!   started before the lease the majority granted it.
+//!   started before the lease the majority granted it;
+//! - a running record's heartbeat (`alive_until`) is the same agreed time of the masters'
+//!   heartbeats: a renewal counts when a majority renewed, and then a majority holds the new
+//!   time, so the merged time is the new one; a renewal on a minority leaves it where it was.
+//!
+//! A page is read from every master (the same script as on one server, newest first by that
+//! master's times, [`FETCH_SLACK`] more than the page) and merged. A master that answered a
+//! full page may hold more runs older than its last one, so the merged page keeps only what is
+//! newer than the last run of every full answer, and reads again with twice as many when that
+//! leaves it short: a run held by a majority is not skipped because a minority held others.
 //!
 //! A record that a master holds corrupt fails the read, naming the master and the key.
 
 use std::collections::BTreeMap;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use futures_util::future::join_all;
 use shedlock_core::{
-    Error, Operation, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart, async_trait,
+    Error, Operation, RunCursor, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart,
+    async_trait,
 };
 
 use crate::RedLockProvider;
 use crate::error::{QuorumError, ServerError};
+
+/// How many more records than a page each master is asked for.
+const FETCH_SLACK: usize = 16;
 
 impl RedLockProvider {
     /// What each master answered, or `Err` when fewer than a majority did.
@@ -69,7 +82,7 @@ impl RunLog for RedLockProvider {
         .await;
         let mut versions = Vec::new();
         for (server, entry) in self.answers(&start.lock, replies)? {
-            versions.extend(entry.record(server, &start.lock)?);
+            versions.extend(entry.record(server)?);
         }
         let merged = merge(vec![versions], self.nodes.len(), self.quorum());
         merged.into_iter().next().ok_or_else(|| {
@@ -92,25 +105,54 @@ impl RunLog for RedLockProvider {
         self.answers(&start.lock, replies).map(drop)
     }
 
+    async fn run_alive(&self, start: &RunStart, lease: Duration) -> Result<bool, Error> {
+        let keys = &self.settings.runs;
+        let replies = join_all(
+            self.nodes
+                .iter()
+                .map(|node| node.run_alive(keys, start, lease)),
+        )
+        .await;
+        let renewed = self.answers(&start.lock, replies)?;
+        Ok(renewed.into_iter().filter(|&renewed| renewed).count() >= self.quorum())
+    }
+
     async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>, Error> {
         let keys = &self.settings.runs;
         let lock_name = query.lock.as_deref().unwrap_or("*");
-        let replies = join_all(self.nodes.iter().map(|node| async move {
-            let locks = node.runs(keys, query).await?;
-            Ok((node.server(), locks))
-        }))
-        .await;
-        let mut masters = Vec::new();
-        for (server, locks) in self.answers(lock_name, replies)? {
-            let mut records = Vec::new();
-            for (lock, entries) in locks {
+        let mut fetch = query.limit.map(|limit| limit.saturating_add(FETCH_SLACK));
+        loop {
+            let replies = join_all(self.nodes.iter().map(|node| async move {
+                let entries = node.runs(keys, query, fetch).await?;
+                Ok((node.server(), entries))
+            }))
+            .await;
+            let mut masters = Vec::new();
+            // The oldest run of each master that answered a full page: older ones it holds
+            // may be missing from its answer.
+            let mut horizon: Option<RunCursor> = None;
+            for (server, entries) in self.answers(lock_name, replies)? {
+                let full = fetch.is_some_and(|fetch| entries.len() >= fetch);
+                let mut records = Vec::with_capacity(entries.len());
                 for entry in entries {
-                    records.extend(entry.record(server, &lock)?);
+                    records.extend(entry.record(server)?);
                 }
+                if full && let Some(last) = records.iter().map(RunRecord::cursor).min() {
+                    horizon = horizon.max(Some(last));
+                }
+                masters.push(records);
             }
-            masters.push(records);
+            let mut page = query.apply(merge(masters, self.nodes.len(), self.quorum()));
+            let Some(horizon) = horizon else {
+                // Every master answered all it holds.
+                return Ok(page);
+            };
+            page.retain(|record| record.cursor() > horizon);
+            if query.limit.is_some_and(|limit| page.len() >= limit) {
+                return Ok(page);
+            }
+            fetch = fetch.map(|fetch| fetch.saturating_mul(2));
         }
-        Ok(query.apply(merge(masters, self.nodes.len(), self.quorum())))
     }
 }
 
@@ -141,6 +183,11 @@ fn merge(masters: Vec<Vec<RunRecord>>, total: usize, quorum: usize) -> Vec<RunRe
                     let holding = versions.iter().filter(|v| (v.outcome, &v.error) == end);
                     holding.count() >= quorum
                 });
+            let alive = versions
+                .iter()
+                .filter(|v| v.outcome == RunOutcome::Running)
+                .filter_map(|v| v.alive_until)
+                .collect();
             match end {
                 Some((outcome, error)) => {
                     let ended = versions
@@ -149,11 +196,13 @@ fn merge(masters: Vec<Vec<RunRecord>>, total: usize, quorum: usize) -> Vec<RunRe
                     record.finished_at = agreed(ended.filter_map(|v| v.finished_at).collect());
                     record.outcome = outcome;
                     record.error = error.clone();
+                    record.alive_until = None;
                 }
                 None => {
                     record.outcome = RunOutcome::Running;
                     record.finished_at = None;
                     record.error = None;
+                    record.alive_until = agreed(alive);
                 }
             }
             record

@@ -7,15 +7,29 @@
 //! ```text
 //! R records:<lock>   hash: run id -> the record as JSON (every number a decimal string)
 //! R started:<lock>   sorted set: run id, scored by its start (ms of the server's TIME)
-//! R locks            sorted set: the names of the locks with records, by their last write
+//! R index            sorted set: '<run id>:<lock>' of every lock's runs, scored the same
 //! ```
 //!
 //! A run id is `<token>:<attempt>`, both zero-padded (20 and 10 digits), so that runs that
-//! started in the same millisecond sort by token and attempt. Starting and ending a run is one
-//! script each (one round trip): it reads `TIME`, writes the record, keeps "the first end stays"
-//! (an end meets a record still running, or none), and trims what the retention no longer
-//! allows. Reads of one lock are one script; a read of every lock reads `R locks` first, then
-//! each lock: no key is ever scanned for.
+//! started in the same millisecond sort by token and attempt: a sorted set's order (score,
+//! then member) is the order runs are listed in ([`RunCursor`](shedlock_core::RunCursor)).
+//!
+//! Starting and ending a run is one script each (one round trip, as before the index): it reads
+//! `TIME`, writes the record, keeps "the first end stays" (an end meets a record still running,
+//! or none), and trims by construction: the lock's records past the retention and beyond the
+//! newest `runs_per_lock` go in the same script, and so do up to [`SWEEP_PER_WRITE`] of the
+//! oldest runs of the index past the retention, of any lock (a lock that never runs again loses
+//! its old records to the writes of the others). A lock therefore never holds more than
+//! `runs_per_lock` records, and a record past the retention goes at the next write of its lock
+//! or within the next writes of any lock (each write removes up to [`SWEEP_PER_WRITE`] of
+//! them, while it adds one). Every key also expires a retention after its last write.
+//!
+//! A heartbeat renewal (`run_alive`) is one script on the record's hash.
+//!
+//! A read is one script: a page of one lock from its `started` set, or of every lock from the
+//! index, newest first from `before` (`ZREVRANGEBYSCORE` with an exclusive maximum, then the
+//! runs of the cursor's own millisecond that sort below it) and cut by `LIMIT` in Redis: it
+//! reads the page and nothing more, however long the history.
 
 mod majority;
 mod single;
@@ -24,14 +38,18 @@ mod stored;
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures_util::future::try_join_all;
 use redis::Script;
-use shedlock_core::{Error, RunEnd, RunQuery, RunStart, validate_run_retention};
+use shedlock_core::{Error, RunCursor, RunEnd, RunQuery, RunStart, validate_run_retention};
 
 use crate::error::ServerError;
 use crate::keys::{millis, validate_prefix};
 use crate::node::Node;
 pub(crate) use stored::RunEntry;
+
+/// How many runs of other locks past the retention one write deletes at most (the sweep of
+/// locks that no longer run): bounded, so a write's cost does not depend on the history, and
+/// more than the one record a write adds, so the backlog shrinks.
+pub(crate) const SWEEP_PER_WRITE: u32 = 64;
 
 /// Writes a run's start; replies its record. See `lua/run_keep.lua` for the arguments.
 static RUN_STARTED: LazyLock<Script> = LazyLock::new(|| {
@@ -49,12 +67,12 @@ static RUN_FINISHED: LazyLock<Script> = LazyLock::new(|| {
     ))
 });
 
-/// Reads one lock's records, newest first: `{id, JSON, …}`.
-static RUNS: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/runs.lua")));
+/// Renews a running record's heartbeat; replies 1 when renewed, 0 when not.
+static RUN_ALIVE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/run_alive.lua")));
 
-/// The locks with records written since a time.
-static RUN_LOCKS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/run_locks.lua")));
+/// Reads a page of one lock's runs or of every lock's, newest first: `{member, JSON, …}`.
+static RUNS: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/runs.lua")));
 
 /// Where run records live and what is kept of them.
 #[derive(Debug, Clone)]
@@ -100,6 +118,16 @@ impl RunKeys {
         })
     }
 
+    /// The same keys, keeping records for `retention` and `per_lock` per lock.
+    pub(crate) fn keeping(&self, retention: Duration, per_lock: u32) -> Result<Self, Error> {
+        validate_run_retention(retention, per_lock)?;
+        Ok(RunKeys {
+            prefix: Arc::clone(&self.prefix),
+            retention_ms: millis(retention),
+            per_lock,
+        })
+    }
+
     fn records(&self, lock: &str) -> String {
         format!("{}records:{lock}", self.prefix)
     }
@@ -108,14 +136,27 @@ impl RunKeys {
         format!("{}started:{lock}", self.prefix)
     }
 
-    fn locks(&self) -> String {
-        format!("{}locks", self.prefix)
+    fn index(&self) -> String {
+        format!("{}index", self.prefix)
+    }
+
+    /// The records hash and the field of an index member (`<run id>:<lock>`).
+    fn member_record(&self, member: &str) -> Option<(String, String, String)> {
+        let (id, lock) = (member.get(..RUN_ID_LEN)?, member.get(RUN_ID_LEN + 1..)?);
+        Some((self.records(lock), id.to_owned(), lock.to_owned()))
     }
 }
 
+/// The length of a run id: `<20 digits>:<10 digits>`.
+const RUN_ID_LEN: usize = 31;
+
 /// A run's id in its lock's keys: token and attempt, zero-padded so ids sort as numbers.
 fn run_id(start: &RunStart) -> String {
-    format!("{:020}:{:010}", start.fencing_token, start.attempt)
+    format_id(start.fencing_token, start.attempt)
+}
+
+fn format_id(token: u64, attempt: u32) -> String {
+    format!("{token:020}:{attempt:010}")
 }
 
 /// Milliseconds since the epoch as the scripts take them, rounded up (a record at a whole
@@ -127,6 +168,34 @@ fn since_arg(since: Option<SystemTime>) -> String {
     }
 }
 
+/// The read script's bounds for the page after `before` (records store whole milliseconds):
+/// the newest start to read (`ARGV[3]`), and the millisecond whose runs are read first, those
+/// below the cursor's `<run id>:<lock>` (`ARGV[4]`, `ARGV[5]`).
+fn before_args(before: Option<&RunCursor>) -> (String, String, String) {
+    let Some(cursor) = before else {
+        return ("+inf".to_owned(), String::new(), String::new());
+    };
+    let Ok(since_epoch) = cursor.started_at.duration_since(UNIX_EPOCH) else {
+        // Before the epoch: nothing is older.
+        return ("(-inf".to_owned(), String::new(), String::new());
+    };
+    let ms = since_epoch.as_millis();
+    if since_epoch.subsec_nanos() % 1_000_000 == 0 {
+        (
+            format!("({ms}"),
+            ms.to_string(),
+            format!(
+                "{}:{}",
+                format_id(cursor.fencing_token, cursor.attempt),
+                cursor.lock
+            ),
+        )
+    } else {
+        // Between two milliseconds: every run of the one below is older.
+        (ms.to_string(), String::new(), String::new())
+    }
+}
+
 impl Node {
     /// Runs a run-writing script with the arguments of `lua/run_keep.lua`.
     async fn write_run<T: redis::FromRedisValue>(
@@ -134,7 +203,7 @@ impl Node {
         script: &Script,
         keys: &RunKeys,
         start: &RunStart,
-        end: Option<&RunEnd>,
+        extra: &[&str],
     ) -> Result<T, ServerError> {
         let records = keys.records(&start.lock);
         let tick = start
@@ -145,7 +214,7 @@ impl Node {
         invocation
             .key(&records)
             .key(keys.started(&start.lock))
-            .key(keys.locks())
+            .key(keys.index())
             .arg(run_id(start))
             .arg(&start.lock)
             .arg(&start.job)
@@ -154,12 +223,11 @@ impl Node {
             .arg(start.fencing_token.to_string())
             .arg(start.attempt.to_string())
             .arg(keys.retention_ms)
-            .arg(keys.per_lock);
-        if let Some(end) = end {
-            invocation.arg(end.outcome.as_str());
-            if let Some(error) = &end.error {
-                invocation.arg(error);
-            }
+            .arg(keys.per_lock)
+            .arg(&*keys.prefix)
+            .arg(SWEEP_PER_WRITE);
+        for arg in extra {
+            invocation.arg(*arg);
         }
         self.run(Some(&records), &invocation).await
     }
@@ -170,10 +238,14 @@ impl Node {
         keys: &RunKeys,
         start: &RunStart,
     ) -> Result<RunEntry, ServerError> {
-        let json: String = self.write_run(&RUN_STARTED, keys, start, None).await?;
+        let lease = start
+            .lease
+            .map_or_else(String::new, |lease| millis(lease).to_string());
+        let json: String = self.write_run(&RUN_STARTED, keys, start, &[&lease]).await?;
         Ok(RunEntry {
             key: keys.records(&start.lock),
             id: run_id(start),
+            lock: start.lock.clone(),
             json: Some(json),
         })
     }
@@ -185,71 +257,96 @@ impl Node {
         start: &RunStart,
         end: &RunEnd,
     ) -> Result<(), ServerError> {
-        let _written: i64 = self
-            .write_run(&RUN_FINISHED, keys, start, Some(end))
-            .await?;
+        let mut extra = vec![end.outcome.as_str()];
+        extra.extend(end.error.as_deref());
+        let _written: i64 = self.write_run(&RUN_FINISHED, keys, start, &extra).await?;
         Ok(())
     }
 
-    /// The stored records of one lock, newest first.
-    async fn lock_runs(
+    /// Renews the heartbeat of `start`'s record: whether it was (still running, heartbeat not
+    /// passed).
+    pub(crate) async fn run_alive(
         &self,
         keys: &RunKeys,
-        lock: &str,
-        query: &RunQuery,
-    ) -> Result<Vec<RunEntry>, ServerError> {
-        let records = keys.records(lock);
-        let limit = query
-            .limit
-            .map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
-        let mut invocation = RUNS.prepare_invoke();
+        start: &RunStart,
+        lease: Duration,
+    ) -> Result<bool, ServerError> {
+        let records = keys.records(&start.lock);
+        let mut invocation = RUN_ALIVE.prepare_invoke();
         invocation
             .key(&records)
-            .key(keys.started(lock))
-            .arg(since_arg(query.since))
-            .arg(limit);
-        let reply: Vec<Option<String>> = self.run(Some(&records), &invocation).await?;
-        Ok(reply
-            .chunks(2)
-            .map(|pair| RunEntry {
-                key: records.clone(),
-                id: pair[0].clone().unwrap_or_default(),
-                json: pair.get(1).cloned().flatten(),
-            })
-            .collect())
+            .arg(run_id(start))
+            .arg(millis(lease));
+        let renewed: i64 = self.run(Some(&records), &invocation).await?;
+        Ok(renewed == 1)
     }
 
-    /// The locks with records written at or after `since`.
-    async fn run_locks(
-        &self,
-        keys: &RunKeys,
-        since: Option<SystemTime>,
-    ) -> Result<Vec<String>, ServerError> {
-        let locks = keys.locks();
-        let mut invocation = RUN_LOCKS.prepare_invoke();
-        invocation.key(&locks).arg(since_arg(since));
-        self.run(Some(&locks), &invocation).await
-    }
-
-    /// The stored records `query` asks for, of every lock it covers; newest first per lock,
-    /// each lock cut to the query's limit.
+    /// The stored records of the page `query` asks for (at most `limit` of them, `None`:
+    /// all), newest first by this server's times: of its lock, or of every lock.
     pub(crate) async fn runs(
         &self,
         keys: &RunKeys,
         query: &RunQuery,
-    ) -> Result<Vec<(String, Vec<RunEntry>)>, ServerError> {
-        if query.limit == Some(0) {
+        limit: Option<usize>,
+    ) -> Result<Vec<RunEntry>, ServerError> {
+        if limit == Some(0) {
             return Ok(Vec::new());
         }
-        let locks = match &query.lock {
-            Some(lock) => vec![lock.clone()],
-            None => self.run_locks(keys, query.since).await?,
+        let limit = limit.map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
+        let (newest, tied_ms, tied_below) = before_args(query.before.as_ref());
+        let mut invocation = RUNS.prepare_invoke();
+        let (index, records) = match &query.lock {
+            Some(lock) => (keys.started(lock), keys.records(lock)),
+            None => (keys.index(), String::new()),
         };
-        try_join_all(locks.into_iter().map(|lock| async move {
-            let entries = self.lock_runs(keys, &lock, query).await?;
-            Ok((lock, entries))
-        }))
-        .await
+        invocation.key(&index);
+        if query.lock.is_some() {
+            invocation.key(&records);
+        }
+        invocation
+            .arg(since_arg(query.since))
+            .arg(limit)
+            .arg(newest)
+            .arg(tied_ms)
+            .arg(tied_below)
+            .arg(if query.lock.is_some() {
+                ""
+            } else {
+                &*keys.prefix
+            })
+            .arg(query.lock.as_deref().unwrap_or(""));
+        let reply: Vec<String> = self.run(Some(&index), &invocation).await?;
+        let mut entries = Vec::with_capacity(reply.len() / 2);
+        for pair in reply.chunks_exact(2) {
+            let (member, json) = (&pair[0], pair[1].clone());
+            let entry = match &query.lock {
+                Some(lock) => RunEntry {
+                    key: records.clone(),
+                    id: member.clone(),
+                    lock: lock.clone(),
+                    json: Some(json),
+                },
+                None => {
+                    let Some((key, id, lock)) = keys.member_record(member) else {
+                        return Err(ServerError::new(
+                            self.server(),
+                            Some(&index),
+                            crate::error::ServerErrorKind::UnexpectedReply(format!(
+                                "index member {member:?} is not `<run id>:<lock>`"
+                            )),
+                        ));
+                    };
+                    RunEntry {
+                        key,
+                        id,
+                        lock,
+                        json: Some(json),
+                    }
+                }
+            };
+            entries.push(entry);
+        }
+        Ok(entries)
     }
 }
 
@@ -271,7 +368,7 @@ mod tests {
         let default = keys("shedlock:", None).unwrap();
         assert_eq!(default.records("a"), "runs:shedlock:records:a");
         assert_eq!(default.started("a"), "runs:shedlock:started:a");
-        assert_eq!(default.locks(), "runs:shedlock:locks");
+        assert_eq!(default.index(), "runs:shedlock:index");
         let longest = format!("{}:", "a".repeat(127));
         assert!(
             keys(&longest, None).is_ok(),
@@ -296,6 +393,44 @@ mod tests {
         assert_eq!(id(7, 2), "00000000000000000007:0000000002");
         assert!(id(10, 1) > id(9, 2) && id(9, 2) > id(9, 1));
         assert_eq!(id(u64::MAX, u32::MAX).len(), 31);
+    }
+
+    #[test]
+    fn index_members_name_their_record() {
+        let keys = keys("shedlock:", None).unwrap();
+        let member = format!("{}:a:b", format_id(7, 2));
+        let (key, id, lock) = keys.member_record(&member).unwrap();
+        assert_eq!(
+            (key.as_str(), id.as_str(), lock.as_str()),
+            (
+                "runs:shedlock:records:a:b",
+                "00000000000000000007:0000000002",
+                "a:b"
+            )
+        );
+        assert!(keys.member_record("7:1:a").is_none());
+    }
+
+    #[test]
+    fn pages_start_below_the_cursor() {
+        assert_eq!(
+            before_args(None),
+            ("+inf".into(), String::new(), String::new())
+        );
+        let whole = RunCursor::new(UNIX_EPOCH + Duration::from_millis(1500), 7, 2, "l");
+        assert_eq!(
+            before_args(Some(&whole)),
+            (
+                "(1500".into(),
+                "1500".into(),
+                format!("{}:l", format_id(7, 2))
+            )
+        );
+        let between = RunCursor::new(UNIX_EPOCH + Duration::from_micros(1_500_500), 7, 2, "l");
+        assert_eq!(
+            before_args(Some(&between)),
+            ("1500".into(), String::new(), String::new())
+        );
     }
 
     #[test]

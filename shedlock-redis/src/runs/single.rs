@@ -1,5 +1,7 @@
 //! Run records on the one server of a [`RedisLockProvider`].
 
+use std::time::Duration;
+
 use shedlock_core::{Error, Operation, RunEnd, RunLog, RunQuery, RunRecord, RunStart, async_trait};
 
 use crate::RedisLockProvider;
@@ -13,7 +15,7 @@ impl RunLog for RedisLockProvider {
             .run_started(&self.settings.runs, start)
             .await
             .map_err(|e| store_error(Operation::Runs, &start.lock, e))?;
-        entry.record(self.server(), &start.lock)?.ok_or_else(|| {
+        entry.record(self.server())?.ok_or_else(|| {
             Error::store(
                 Operation::Runs,
                 &start.lock,
@@ -29,19 +31,25 @@ impl RunLog for RedisLockProvider {
             .map_err(|e| store_error(Operation::Runs, &start.lock, e))
     }
 
+    async fn run_alive(&self, start: &RunStart, lease: Duration) -> Result<bool, Error> {
+        self.node
+            .run_alive(&self.settings.runs, start, lease)
+            .await
+            .map_err(|e| store_error(Operation::Runs, &start.lock, e))
+    }
+
     async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>, Error> {
         let lock_name = query.lock.as_deref().unwrap_or("*");
-        let locks = self
+        let entries = self
             .node
-            .runs(&self.settings.runs, query)
+            .runs(&self.settings.runs, query, query.limit)
             .await
             .map_err(|e| store_error(Operation::Runs, lock_name, e))?;
-        let mut records = Vec::new();
-        for (lock, entries) in locks {
-            for entry in entries {
-                records.extend(entry.record(self.server(), &lock)?);
-            }
+        let mut records = Vec::with_capacity(entries.len());
+        for entry in entries {
+            records.extend(entry.record(self.server())?);
         }
+        // The store's page already; `apply` only checks it.
         Ok(query.apply(records))
     }
 }

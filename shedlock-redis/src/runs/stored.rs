@@ -13,6 +13,8 @@ pub(crate) struct RunEntry {
     pub(crate) key: String,
     /// The run id (the hash field).
     pub(crate) id: String,
+    /// The run's lock.
+    pub(crate) lock: String,
     /// The record; `None` when the index names a run the hash does not hold.
     pub(crate) json: Option<String>,
 }
@@ -28,6 +30,7 @@ struct Stored {
     finished_at: Option<String>,
     outcome: String,
     error: Option<String>,
+    alive_until: Option<String>,
 }
 
 /// A record that is not what the scripts write: edited by hand, or another program's data.
@@ -53,12 +56,13 @@ impl fmt::Display for CorruptRun {
 impl std::error::Error for CorruptRun {}
 
 impl RunEntry {
-    /// The record of a run under `lock`, read from `server`.
+    /// The record, read from `server`.
     ///
     /// # Errors
     /// [`Error::Store`] (`Operation::Runs`) naming the key and field when the record is not
     /// what the scripts write.
-    pub(crate) fn record(&self, server: &str, lock: &str) -> Result<Option<RunRecord>, Error> {
+    pub(crate) fn record(&self, server: &str) -> Result<Option<RunRecord>, Error> {
+        let lock = self.lock.as_str();
         let Some(json) = &self.json else {
             return Ok(None);
         };
@@ -103,6 +107,10 @@ impl RunEntry {
             .transpose()?;
         record.outcome = outcome;
         record.error = stored.error;
+        record.alive_until = stored
+            .alive_until
+            .map(|at| time("alive_until", &at))
+            .transpose()?;
         Ok(Some(record))
     }
 }
@@ -115,6 +123,7 @@ mod tests {
         RunEntry {
             key: "runs:x:records:l".into(),
             id: "00000000000000000007:0000000001".into(),
+            lock: "l".into(),
             json: Some(json.into()),
         }
     }
@@ -123,11 +132,19 @@ mod tests {
     fn records_read_back() {
         let json = r#"{"job":"j","holder":"h","token":"7","attempt":"1","started_at":"5",
             "outcome":"failed","finished_at":"9","error":"a\/b\n","tick":"3"}"#;
-        let record = entry(json).record("redis://s", "l").unwrap().unwrap();
+        let record = entry(json).record("redis://s").unwrap().unwrap();
         assert_eq!(record.outcome, RunOutcome::Failed);
         assert_eq!(record.error.as_deref(), Some("a/b\n"));
         assert_eq!(record.tick, Some(UNIX_EPOCH + Duration::from_millis(3)));
         assert_eq!(record.duration(), Some(Duration::from_millis(4)));
+        assert_eq!(record.alive_until, None);
+        let running = r#"{"job":"j","holder":"h","token":"7","attempt":"1","started_at":"5",
+            "outcome":"running","alive_until":"30005"}"#;
+        let record = entry(running).record("redis://s").unwrap().unwrap();
+        assert_eq!(
+            record.alive_until,
+            Some(UNIX_EPOCH + Duration::from_millis(30_005))
+        );
     }
 
     #[test]
@@ -137,7 +154,7 @@ mod tests {
             r#"{"job":"j","holder":"h","token":"-7","attempt":"1","started_at":"5","outcome":"running"}"#,
             r#"{"job":"j","holder":"h","token":"7","attempt":"1","started_at":"5","outcome":"done"}"#,
         ] {
-            let error = entry(json).record("redis://s", "l").unwrap_err();
+            let error = entry(json).record("redis://s").unwrap_err();
             let text = format!("{error} {:?}", std::error::Error::source(&error));
             assert!(
                 matches!(
