@@ -1,11 +1,11 @@
 //! `shedlock dashboard`: the dashboard of `shedlock-dashboard` over the command's store, served
 //! on 127.0.0.1 until ctrl-c.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use clap::Args;
 use shedlock_core::LockProvider;
-use shedlock_dashboard::{DashboardOptions, router};
+use shedlock_dashboard::{DashboardOptions, MIN_RELEASE_TOKEN_CHARS, router};
 
 use crate::failure::{Exit, Failure};
 
@@ -21,12 +21,17 @@ pub(crate) struct DashboardArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
     /// Let the page release held locks, for whoever types the token in SHEDLOCK_DASHBOARD_TOKEN
-    /// on its confirmation page. Read-only without it.
+    /// (at least 16 characters) on its confirmation page. Read-only without it.
     #[arg(long)]
     allow_release: bool,
     /// An election to show with its leader (repeat for more).
     #[arg(long = "election", value_name = "NAME")]
     elections: Vec<String>,
+    /// Another host name the page answers to, with an optional port (repeat for more), e.g.
+    /// the name a proxy in front serves it as. Always answered: localhost, 127.0.0.1, [::1]
+    /// and the --listen address; a request for any other host gets 421 (DNS rebinding).
+    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
+    allow_hosts: Vec<String>,
 }
 
 /// Serves the dashboard over `provider` until ctrl-c.
@@ -35,17 +40,11 @@ pub(crate) async fn run(
     shown_url: &str,
     args: &DashboardArgs,
 ) -> Result<Exit, Failure> {
-    let mut options = DashboardOptions::new().elections(args.elections.clone());
-    if args.allow_release {
-        let token = std::env::var(TOKEN_VARIABLE).unwrap_or_default();
-        if token.is_empty() {
-            return Err(Failure::new(
-                Exit::Usage,
-                format!("--allow-release needs a release token in {TOKEN_VARIABLE}"),
-            ));
-        }
-        options = options.allow_release(token);
-    }
+    let token = args
+        .allow_release
+        .then(|| std::env::var(TOKEN_VARIABLE).unwrap_or_default());
+    // Every setting is checked before the port is taken.
+    let options = options(args, token, args.listen)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| {
@@ -56,6 +55,7 @@ pub(crate) async fn run(
         })?;
     // The address bound, not the one asked for: port 0 picks a free one.
     let address = listener.local_addr().unwrap_or(args.listen);
+    let options = options_for(options, args, address)?;
     let mode = if args.allow_release {
         "release enabled"
     } else {
@@ -69,4 +69,125 @@ pub(crate) async fn run(
         .await
         .map_err(|e| Failure::new(Exit::Error, format!("the dashboard stopped: {e}")))?;
     Ok(Exit::Ok)
+}
+
+/// The dashboard's options from the arguments, the release token (`None` without
+/// `--allow-release`) and the address served.
+fn options(
+    args: &DashboardArgs,
+    token: Option<String>,
+    address: SocketAddr,
+) -> Result<DashboardOptions, Failure> {
+    let mut options = DashboardOptions::new().elections(args.elections.clone());
+    if let Some(token) = token {
+        if token.is_empty() {
+            return Err(Failure::new(
+                Exit::Usage,
+                format!("--allow-release needs a release token in {TOKEN_VARIABLE}"),
+            ));
+        }
+        let chars = token.chars().count();
+        options = options.allow_release(token).map_err(|_| {
+            Failure::new(
+                Exit::Usage,
+                format!(
+                    "{TOKEN_VARIABLE} is too short for a release token: {chars} characters, \
+                     at least {MIN_RELEASE_TOKEN_CHARS} are needed"
+                ),
+            )
+        })?;
+    }
+    options_for(options, args, address)
+}
+
+/// `options` answering the loopback names, `address` (when it names one interface) and every
+/// `--allow-host`.
+fn options_for(
+    options: DashboardOptions,
+    args: &DashboardArgs,
+    address: SocketAddr,
+) -> Result<DashboardOptions, Failure> {
+    let mut hosts = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "[::1]".to_owned(),
+    ];
+    let ip = address.ip();
+    if !ip.is_unspecified() && !ip.is_loopback() {
+        hosts.push(match ip {
+            IpAddr::V4(v4) => format!("{v4}:{}", address.port()),
+            IpAddr::V6(v6) => format!("[{v6}]:{}", address.port()),
+        });
+    }
+    hosts.extend(args.allow_hosts.iter().cloned());
+    options
+        .allowed_hosts(&hosts)
+        .map_err(|e| Failure::new(Exit::Usage, format!("--allow-host: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Command {
+        #[command(flatten)]
+        args: DashboardArgs,
+    }
+
+    fn args(line: &[&str]) -> DashboardArgs {
+        Command::parse_from(std::iter::once("dashboard").chain(line.iter().copied())).args
+    }
+
+    const ADDRESS: &str = "127.0.0.1:8080";
+
+    /// Issue 29, item 5: a one-character SHEDLOCK_DASHBOARD_TOKEN was accepted.
+    #[test]
+    fn a_short_token_is_refused_by_name() {
+        let release = args(&["--allow-release"]);
+        let address = ADDRESS.parse().unwrap();
+        for short in ["x", "fifteen-chars-x"] {
+            let failure = options(&release, Some(short.to_owned()), address).unwrap_err();
+            assert_eq!(failure.exit, Exit::Usage);
+            assert!(
+                failure.message.contains(TOKEN_VARIABLE) && failure.message.contains("at least 16"),
+                "{}",
+                failure.message
+            );
+            assert!(
+                !failure.message.contains(short),
+                "the token is never printed"
+            );
+        }
+        let empty = options(&release, Some(String::new()), address).unwrap_err();
+        assert!(empty.message.contains(TOKEN_VARIABLE), "{}", empty.message);
+        assert!(options(&release, Some("sixteen-chars-xx".to_owned()), address).is_ok());
+        assert!(options(&args(&[]), None, address).is_ok());
+    }
+
+    #[test]
+    fn allowed_hosts_are_checked() {
+        let address = ADDRESS.parse().unwrap();
+        let bad = args(&["--allow-host", "http://dash.example.com"]);
+        let failure = options(&bad, None, address).unwrap_err();
+        assert_eq!(failure.exit, Exit::Usage);
+        assert!(
+            failure.message.contains("--allow-host"),
+            "{}",
+            failure.message
+        );
+        let good = args(&[
+            "--allow-host",
+            "dash.example.com",
+            "--allow-host",
+            "[::1]:9",
+        ]);
+        let options = options(&good, None, "10.0.0.5:8080".parse().unwrap()).unwrap();
+        let shown = format!("{options:?}");
+        for host in ["localhost", "10.0.0.5:8080", "dash.example.com", "[::1]:9"] {
+            assert!(shown.contains(host), "{host} missing from {shown}");
+        }
+    }
 }

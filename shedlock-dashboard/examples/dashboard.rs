@@ -3,7 +3,7 @@
 //! page shows who ran each tick.
 //!
 //! Run with: `cargo run -p shedlock-dashboard --example dashboard`, then open
-//! <http://127.0.0.1:8080/>. Add `-- release` to allow releasing locks with the token `demo`.
+//! <http://127.0.0.1:8080/>. Add `-- release` to allow releasing locks with the token `demo-release-token`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,7 +66,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut options = DashboardOptions::new().timeline(Duration::from_secs(300));
     if std::env::args().nth(1).as_deref() == Some("release") {
-        options = options.allow_release("demo");
+        options = options.allow_release("demo-release-token")?;
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
     println!("dashboard at http://127.0.0.1:8080/ (ctrl-c to stop)");

@@ -33,10 +33,11 @@
 //! ```
 
 mod form;
+mod guard;
 mod options;
 mod read;
 mod routes;
 mod view;
 
-pub use options::DashboardOptions;
+pub use options::{DashboardOptions, MIN_RELEASE_TOKEN_CHARS};
 pub use routes::router;

@@ -1,23 +1,27 @@
-//! The router: the page (GET) and the two steps of a release (POST), on one path so the router
-//! can be mounted anywhere.
+//! The router: the pages (GET: the overview, one lock's runs, one run, told apart by the query
+//! string) and the two steps of a release (POST), on one path so the router can be mounted
+//! anywhere. Every request is first checked for its host, every release for its origin and
+//! then against the attempts left.
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Form, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use shedlock_core::{LockProvider, LockRecord};
 
 use crate::DashboardOptions;
 use crate::form::ReleaseForm;
-use crate::read::{PageQuery, snapshot};
+use crate::guard::{Attempts, Refused, check_host, check_origin};
+use crate::read::{PageQuery, Unreadable, history, one_run, snapshot};
 use crate::view;
 
 struct Dashboard {
     provider: Arc<dyn LockProvider>,
     options: DashboardOptions,
+    attempts: Attempts,
 }
 
 /// The dashboard over `provider` (any lock store; an `Arc` of one too), as a router with one
@@ -26,17 +30,40 @@ pub fn router(provider: impl LockProvider, options: DashboardOptions) -> Router 
     let dashboard = Arc::new(Dashboard {
         provider: Arc::new(provider),
         options,
+        attempts: Attempts::new(),
     });
     Router::new()
         .route("/", get(page).post(release))
         .with_state(dashboard)
 }
 
-async fn page(State(dashboard): State<Arc<Dashboard>>, Query(query): Query<PageQuery>) -> Response {
-    match snapshot(&*dashboard.provider, &dashboard.options, &query).await {
-        Ok(snapshot) => html(
-            StatusCode::OK,
-            view::page(&snapshot, &dashboard.options, &query),
+async fn page(
+    State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+    uri: Uri,
+    Query(query): Query<PageQuery>,
+) -> Response {
+    let options = &dashboard.options;
+    if let Err(refused) = check_host(&options.allowed_hosts, &headers, &uri) {
+        return refusal(refused);
+    }
+    let provider = &*dashboard.provider;
+    let read = match (&query.run, &query.lock) {
+        (Some(run), _) => one_run(provider, run)
+            .await
+            .map(|run| view::run_page(&run, options)),
+        (None, Some(lock)) => history(provider, lock, query.before.as_deref())
+            .await
+            .map(|history| view::history_page(&history, options)),
+        (None, None) => snapshot(provider, options, &query)
+            .await
+            .map(|snapshot| view::page(&snapshot, options, &query)),
+    };
+    match read {
+        Ok(page) => html(StatusCode::OK, page),
+        Err(error @ Unreadable::BadCursor(_)) => html(
+            StatusCode::BAD_REQUEST,
+            view::message("No such page", &error.to_string()),
         ),
         Err(error) => html(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -47,9 +74,17 @@ async fn page(State(dashboard): State<Arc<Dashboard>>, Query(query): Query<PageQ
 
 async fn release(
     State(dashboard): State<Arc<Dashboard>>,
+    headers: HeaderMap,
+    uri: Uri,
     Form(form): Form<ReleaseForm>,
 ) -> Response {
     let options = &dashboard.options;
+    // Checked before anything else: a page of another site gets no answer but the refusal.
+    if let Err(refused) =
+        check_host(&options.allowed_hosts, &headers, &uri).and_then(|()| check_origin(&headers))
+    {
+        return refusal(refused);
+    }
     if !options.release_allowed() {
         return html(
             StatusCode::FORBIDDEN,
@@ -62,6 +97,11 @@ async fn release(
     let Some(given) = &form.release_token else {
         return html(StatusCode::OK, view::confirm_release(&form));
     };
+    // Counted before the token is compared: once the attempts are spent no answer tells a
+    // right token from a wrong one.
+    if let Err(refused) = dashboard.attempts.take() {
+        return refusal(refused);
+    }
     if !options.release_token_is(given) {
         return html(
             StatusCode::FORBIDDEN,
@@ -113,9 +153,46 @@ async fn release(
 fn html(status: StatusCode, body: maud::Markup) -> Response {
     (
         status,
-        // The page is the operator's own view: never framed by another site.
-        [(header::X_FRAME_OPTIONS, "DENY")],
+        [
+            // The page is the operator's own view: never framed by another site, never
+            // cached, and it loads nothing from anywhere.
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::CACHE_CONTROL, "no-store"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+        ],
         Html(body.into_string()),
     )
         .into_response()
+}
+
+/// Nothing but the page's own inline style and script, its forms to itself.
+const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; \
+                   connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// A request turned away: a short plain text, never the page.
+fn refusal(refused: Refused) -> Response {
+    let (status, text) = match refused {
+        Refused::Host => (
+            StatusCode::MISDIRECTED_REQUEST,
+            "421: this dashboard does not answer for that host (see its allowed hosts: \
+             DashboardOptions::allowed_hosts, shedlock dashboard --allow-host)\n",
+        ),
+        Refused::Origin => (
+            StatusCode::FORBIDDEN,
+            "403: a release must come from the dashboard's own page (same Origin)\n",
+        ),
+        Refused::TooManyAttempts(_) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            "429: too many release attempts; try again in a few seconds\n",
+        ),
+    };
+    let mut response = (status, text).into_response();
+    if let Refused::TooManyAttempts(wait) = refused {
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        if let Ok(value) = HeaderValue::from_str(&seconds.max(1).to_string()) {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+    }
+    response
 }

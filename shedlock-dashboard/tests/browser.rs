@@ -267,7 +267,7 @@ async fn check(
     let read_only = serve(router(Arc::clone(&web1), options.clone())).await;
     let releasing = serve(router(
         Arc::clone(&web1),
-        options.allow_release(RELEASE_TOKEN),
+        options.allow_release(RELEASE_TOKEN).unwrap(),
     ))
     .await;
     let filter = format!("?prefix={}", names.prefix);
@@ -299,7 +299,7 @@ async fn check(
         "the name's script ran"
     );
     // The failing job: red, with its error as text.
-    let failed = format!(r#"table.runs[data-job="{import}"] tr.run.failed"#);
+    let failed = format!(r#"table.runs[data-lock="{import}"] tr.run.failed"#);
     assert_eq!(text(&client, &format!("{failed} .outcome")).await, "failed");
     let red = client
         .find(Locator::Css(&format!("{failed} .outcome")))
@@ -315,13 +315,26 @@ async fn check(
     );
     assert_eq!(text(&client, &format!("{failed} .holder")).await, "web-2");
     // The succeeding job ran once on each instance.
-    let succeeded = format!(r#"table.runs[data-job="{report}"] tr.run.succeeded .holder"#);
+    let succeeded = format!(r#"table.runs[data-lock="{report}"] tr.run.succeeded .holder"#);
     let mut holders = Vec::new();
     for cell in client.find_all(Locator::Css(&succeeded)).await.unwrap() {
         holders.push(cell.text().await.unwrap());
     }
     holders.sort();
     assert_eq!(holders, ["web-1", "web-2"]);
+
+    // Colours say the outcome: a legend of five, however many instances ran the jobs.
+    let legend = client
+        .find_all(Locator::Css("#timeline .legend .swatch"))
+        .await
+        .unwrap();
+    assert_eq!(legend.len(), 5);
+    assert!(!text(&client, "#timeline .legend").await.contains("web-1"));
+    // The locks table says how each lock's last run went.
+    assert_eq!(
+        text(&client, &format!("{} .last-run", row(&import))).await,
+        "failed"
+    );
 
     if screenshot {
         let png = client.screenshot().await.unwrap();
@@ -330,6 +343,18 @@ async fn check(
         std::fs::write(&path, png).unwrap();
         eprintln!("screenshot: {path}");
     }
+
+    // The run's own page: its whole error, and the way back.
+    client
+        .find(Locator::Css(&format!("{failed} td.started a")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(text(&client, "#error").await, "upstream said <b>503</b>");
+    assert_eq!(text(&client, "dl.run .holder").await, "web-2");
+    client.goto(&format!("{read_only}{filter}")).await.unwrap();
 
     // Released by its holder: no longer held.
     released_lock.release().await.unwrap();

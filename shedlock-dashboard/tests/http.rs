@@ -1,5 +1,6 @@
 //! The dashboard over HTTP without a browser (so a newcomer's `cargo test` checks it too):
-//! escaping, the release rules, paging, and mounting under a path.
+//! escaping, the release rules, the hosts and origins it answers, paging, a month of history,
+//! and mounting under a path.
 
 use std::time::Duration;
 
@@ -13,7 +14,10 @@ use shedlock_core::{
 use shedlock_dashboard::{DashboardOptions, router};
 use tower::ServiceExt;
 
-const TOKEN: &str = "tr0ub4dor&3";
+const TOKEN: &str = "tr0ub4dor&3-correct-horse";
+/// The host the requests of these tests are addressed to, and the origin of their forms.
+const HOST: &str = "127.0.0.1:8080";
+const ORIGIN: &str = "http://127.0.0.1:8080";
 
 async fn call(app: &Router, request: Request<Body>) -> (StatusCode, String) {
     let response = app.clone().oneshot(request).await.unwrap();
@@ -25,20 +29,30 @@ async fn call(app: &Router, request: Request<Body>) -> (StatusCode, String) {
 }
 
 async fn get(app: &Router, uri: &str) -> (StatusCode, String) {
-    call(app, Request::get(uri).body(Body::empty()).unwrap()).await
+    let request = Request::get(uri).header(header::HOST, HOST);
+    call(app, request.body(Body::empty()).unwrap()).await
 }
 
 async fn post(app: &Router, form: &[(&str, &str)]) -> (StatusCode, String) {
+    post_with(app, form, &[(header::HOST, HOST), (header::ORIGIN, ORIGIN)]).await
+}
+
+async fn post_with(
+    app: &Router,
+    form: &[(&str, &str)],
+    headers: &[(header::HeaderName, &str)],
+) -> (StatusCode, String) {
     let body = form
         .iter()
         .map(|(k, v)| format!("{k}={}", encode(v)))
         .collect::<Vec<_>>()
         .join("&");
-    let request = Request::post("/")
-        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body(Body::from(body))
-        .unwrap();
-    call(app, request).await
+    let mut request =
+        Request::post("/").header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    for (name, value) in headers {
+        request = request.header(name, *value);
+    }
+    call(app, request.body(Body::from(body)).unwrap()).await
 }
 
 fn encode(value: &str) -> String {
@@ -113,7 +127,7 @@ async fn release_needs_the_flag_the_confirmation_and_the_token() {
 
     let releasing = router(
         provider.clone(),
-        DashboardOptions::new().allow_release(TOKEN),
+        DashboardOptions::new().allow_release(TOKEN).unwrap(),
     );
     assert!(get(&releasing, "/").await.1.contains("Release…"));
     // The first step only asks: what, and the token.
@@ -121,7 +135,7 @@ async fn release_needs_the_flag_the_confirmation_and_the_token() {
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains("Release this lock?") && page.contains(r#"name="release_token""#));
     assert!(is_held().await);
-    let (status, _) = post(&releasing, &form(Some("tr0ub4dor&4"))).await;
+    let (status, _) = post(&releasing, &form(Some("tr0ub4dor&4-correct-horse"))).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(is_held().await);
     let (status, page) = post(&releasing, &form(Some(TOKEN))).await;
@@ -169,6 +183,10 @@ async fn it_mounts_under_a_path() {
     let (status, page) = get(&app, "/ops/shedlock").await;
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains("<h2>Locks</h2>"));
+    // The other pages are the same path with a query string: links stay under the mount.
+    let (status, page) = get(&app, "/ops/shedlock?lock=nightly").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("No runs recorded."), "{page}");
 }
 
 #[tokio::test]
@@ -183,6 +201,12 @@ async fn elections_runs_and_the_timeline() {
         .await
         .unwrap();
     // A run that failed, and one whose instance died: still marked running, its lock free.
+    // Their locks were held to run them (the dashboard lists runs under their locks).
+    let executor = LockingTaskExecutor::new(provider.clone());
+    for name in ["import", "report"] {
+        let lease = executor.try_lock(&lock(name)).await.unwrap().unwrap();
+        lease.release().await.unwrap();
+    }
     let failed = RunStart::new("import", "import", None, "web-2", 3);
     provider.run_started(&failed).await.unwrap();
     let end = RunEnd::with_error(RunOutcome::Failed, "upstream said 503");
@@ -198,9 +222,184 @@ async fn elections_runs_and_the_timeline() {
     assert!(page.contains(r#"data-name="nobody-runs"><td class="name">nobody-runs</td><td class="meta" colspan="3">no leader</td>"#));
     assert!(page.contains(r#"<tr class="run failed" data-lock="import">"#));
     assert!(page.contains(r#"<tr class="run interrupted" data-lock="report">"#));
-    assert_eq!(page.matches("<rect").count(), 2, "a bar per run");
+    assert_eq!(
+        page.matches(r#"<rect class="run "#).count(),
+        2,
+        "a bar per run"
+    );
     assert!(
-        page.contains(r#"data-outcome="failed""#) && page.contains(r#"data-outcome="interrupted""#)
+        page.contains(r#"<rect class="run failed""#)
+            && page.contains(r#"<rect class="run interrupted""#)
     );
     election.resign().await;
+}
+
+/// Issue 29, item 5: `Host: evil.example` got the page (DNS rebinding: a name the attacker
+/// points at 127.0.0.1 reads the dashboard from the attacker's page).
+#[tokio::test]
+async fn another_host_gets_no_page() {
+    let provider = InMemoryLockProvider::new().with_holder("web-1");
+    let _held = LockingTaskExecutor::new(provider.clone())
+        .try_lock(&lock("nightly"))
+        .await
+        .unwrap()
+        .unwrap();
+    let app = router(provider.clone(), DashboardOptions::new());
+    let request = |host: Option<&str>, uri: &str| {
+        let mut request = Request::get(uri);
+        if let Some(host) = host {
+            request = request.header(header::HOST, host);
+        }
+        request.body(Body::empty()).unwrap()
+    };
+    for host in ["localhost:8080", "127.0.0.1", "[::1]:1234"] {
+        let (status, page) = call(&app, request(Some(host), "/")).await;
+        assert_eq!(status, StatusCode::OK, "{host}");
+        assert!(page.contains(r#"data-name="nightly""#));
+    }
+    for (host, uri) in [
+        (Some("evil.example"), "/"),
+        (Some("evil.example:8080"), "/?lock=nightly"),
+        (Some("127.0.0.1.evil.example"), "/"),
+        (None, "/"),
+        (Some("localhost"), "http://evil.example/"),
+    ] {
+        let (status, page) = call(&app, request(host, uri)).await;
+        assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{host:?} {uri}");
+        assert!(
+            !page.contains("nightly") && !page.contains("<html"),
+            "{page}"
+        );
+    }
+    // A host of one's own, when configured, and then only it.
+    let proxied = router(
+        provider,
+        DashboardOptions::new()
+            .allowed_hosts(["dash.example.com"])
+            .unwrap(),
+    );
+    let (status, _) = call(&proxied, request(Some("dash.example.com"), "/")).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = call(&proxied, request(Some("localhost"), "/")).await;
+    assert_eq!(status, StatusCode::MISDIRECTED_REQUEST);
+}
+
+/// Issue 29, item 5: a cross-origin POST with the token released a lock.
+#[tokio::test]
+async fn a_release_from_another_origin_is_refused_before_anything() {
+    let provider = InMemoryLockProvider::new().with_holder("web-1");
+    let held = LockingTaskExecutor::new(provider.clone())
+        .try_lock(&lock("nightly"))
+        .await
+        .unwrap()
+        .unwrap();
+    let token = held.fencing_token().to_string();
+    let form = [
+        ("name", "nightly"),
+        ("holder", "web-1"),
+        ("token", token.as_str()),
+        ("release_token", TOKEN),
+    ];
+    let app = router(
+        provider.clone(),
+        DashboardOptions::new().allow_release(TOKEN).unwrap(),
+    );
+    let is_held = || async { provider.lock_record("nightly").await.unwrap().unwrap().held };
+    for headers in [
+        vec![
+            (header::HOST, HOST),
+            (header::ORIGIN, "http://evil.example"),
+        ],
+        vec![(header::HOST, HOST), (header::ORIGIN, "null")],
+        // Another page on this machine (another port) is another origin.
+        vec![
+            (header::HOST, HOST),
+            (header::ORIGIN, "http://127.0.0.1:3000"),
+        ],
+        vec![
+            (header::HOST, HOST),
+            (
+                header::REFERER,
+                "http://evil.example/?to=http://127.0.0.1:8080/",
+            ),
+        ],
+        // Neither header: nothing tells where the form came from.
+        vec![(header::HOST, HOST)],
+        // A rebound name: refused for its host already.
+        vec![
+            (header::HOST, "evil.example:8080"),
+            (header::ORIGIN, "http://evil.example:8080"),
+        ],
+    ] {
+        let (status, page) = post_with(&app, &form, &headers).await;
+        assert!(
+            status == StatusCode::FORBIDDEN || status == StatusCode::MISDIRECTED_REQUEST,
+            "{headers:?}: {status}"
+        );
+        assert!(!page.contains("<html"), "{page}");
+        assert!(is_held().await, "released by {headers:?}");
+    }
+    // The same form from the dashboard's own page (its Referer when no Origin is sent).
+    let own = [
+        (header::HOST, HOST),
+        (header::REFERER, "http://127.0.0.1:8080/?prefix="),
+    ];
+    let (status, page) = post_with(&app, &form, &own).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(!is_held().await);
+}
+
+/// Issue 29, item 5: wrong tokens could be tried without limit (3,000 in 0.75 s). The clock
+/// is tokio's, paused: the bucket refills only when the test says so.
+#[tokio::test(start_paused = true)]
+async fn wrong_tokens_are_answered_429_after_a_burst() {
+    let provider = InMemoryLockProvider::new().with_holder("web-1");
+    let held = LockingTaskExecutor::new(provider.clone())
+        .try_lock(&lock("nightly"))
+        .await
+        .unwrap()
+        .unwrap();
+    let token = held.fencing_token().to_string();
+    let app = router(
+        provider.clone(),
+        DashboardOptions::new().allow_release(TOKEN).unwrap(),
+    );
+    let attempt = |release_token: String| {
+        let (app, token) = (&app, &token);
+        async move {
+            let form = [
+                ("name", "nightly"),
+                ("holder", "web-1"),
+                ("token", token.as_str()),
+                ("release_token", release_token.as_str()),
+            ];
+            post(app, &form).await.0
+        }
+    };
+    let (mut wrong, mut limited) = (0, 0);
+    for guess in 0..3000 {
+        match attempt(format!("guess-{guess:012}-xxxxx")).await {
+            StatusCode::FORBIDDEN => wrong += 1,
+            StatusCode::TOO_MANY_REQUESTS => limited += 1,
+            other => panic!("guess {guess}: {other}"),
+        }
+    }
+    assert_eq!((wrong, limited), (10, 2990));
+    // Spent: the right token is not told apart either, and releases nothing.
+    assert_eq!(
+        attempt(TOKEN.to_owned()).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert!(provider.lock_record("nightly").await.unwrap().unwrap().held);
+    // The first step (confirmation, no token) is not an attempt.
+    let confirm = [
+        ("name", "nightly"),
+        ("holder", "web-1"),
+        ("token", token.as_str()),
+    ];
+    assert_eq!(post(&app, &confirm).await.0, StatusCode::OK);
+    // One attempt comes back every 2 s.
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(attempt(TOKEN.to_owned()).await, StatusCode::OK);
+    assert!(!provider.lock_record("nightly").await.unwrap().unwrap().held);
 }

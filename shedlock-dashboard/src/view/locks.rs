@@ -2,7 +2,7 @@
 
 use maud::{Markup, html};
 
-use super::{duration, time};
+use super::{duration, encode, history_link, time};
 use crate::DashboardOptions;
 use crate::read::{PageQuery, Snapshot};
 
@@ -24,6 +24,7 @@ pub(super) fn locks(snapshot: &Snapshot, options: &DashboardOptions, query: &Pag
                     thead { tr {
                         th { "Name" } th { "State" } th { "Holder" } th { "Remaining" }
                         th { "Until" } th { "Token" }
+                        @if snapshot.runs.is_some() { th { "Last run" } }
                         @if options.release_allowed() { th {} }
                     } }
                     tbody {
@@ -39,6 +40,19 @@ pub(super) fn locks(snapshot: &Snapshot, options: &DashboardOptions, query: &Pag
                                 }
                                 td { (time(lock.lock_until)) }
                                 td.token { (lock.fencing_token) }
+                                @if let Some(runs) = &snapshot.runs {
+                                    td.last-run {
+                                        @match runs.get(&lock.name).and_then(|runs| runs.runs.first()) {
+                                            Some(run) => {
+                                                @let outcome = snapshot.outcome(run);
+                                                a.(outcome.as_str()) href=(history_link(&lock.name, None)) title=(time(run.started_at)) {
+                                                    (outcome.as_str())
+                                                }
+                                            }
+                                            None => { "–" }
+                                        }
+                                    }
+                                }
                                 @if options.release_allowed() {
                                     td { @if lock.held {
                                         form.inline method="post" {
@@ -64,18 +78,6 @@ pub(super) fn locks(snapshot: &Snapshot, options: &DashboardOptions, query: &Pag
 /// The next page's query string, its values percent-encoded.
 fn next_page(prefix: &str, after: &str) -> String {
     format!("?prefix={}&after={}", encode(prefix), encode(after))
-}
-
-fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                char::from(b).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 pub(super) fn elections(snapshot: &Snapshot) -> Markup {
