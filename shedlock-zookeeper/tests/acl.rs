@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use shedlock_core::conformance::election::Candidates;
 use shedlock_core::{
-    ElectionConfig, Elector, LockConfiguration, LockInspector, LockProvider, LockQuery,
+    ElectionConfig, Elector, LockConfiguration, LockInspector, LockProvider, LockQuery, RunLog,
+    RunStart,
 };
 use shedlock_zookeeper::ZkLockProvider;
 use zookeeper_client::{Acls, Client, CreateMode};
@@ -169,6 +170,10 @@ async fn create_schema_with_credentials_closes_an_open_tree() {
         .set_data(&child, b"anyone may", None)
         .await
         .expect("open");
+    let run = RunStart::new("nightly", "job", None, "tester", lease.fencing_token());
+    open.run_started(&run).await.unwrap();
+    let run_dir = format!("{}/runs/nightly", open.root());
+    let run_node = only_child(&anonymous, &run_dir).await;
 
     let closed = ZkLockProvider::builder(common::zk_url().unwrap())
         .root(open.root())
@@ -185,6 +190,9 @@ async fn create_schema_with_credentials_closes_an_open_tree() {
         format!("{}/elections", open.root()),
         lock.clone(),
         child,
+        format!("{}/runs", open.root()),
+        run_dir,
+        run_node,
     ] {
         assert_refused("anonymous", &anonymous, &node).await;
     }
@@ -195,6 +203,28 @@ async fn create_schema_with_credentials_closes_an_open_tree() {
     );
     let taken = closed.acquire(&config("other")).await.unwrap();
     assert!(taken.is_some(), "the provider with credentials works");
+}
+
+/// On a closed tree `create_schema` reads a node per lock, not per run record: the runs in a
+/// closed run directory are not looked at (only this user could have created them). Shown
+/// with a run node the user itself created open by hand in a closed directory: it is left
+/// as it is, while an open run directory is closed with its runs.
+#[tokio::test]
+async fn create_schema_does_not_read_the_runs_of_closed_run_directories() {
+    let Some(provider) = common::authenticated_provider("acl-runs").await else {
+        return;
+    };
+    let start = RunStart::new("nightly", "job", None, "tester", 1);
+    provider.run_started(&start).await.unwrap();
+    let owner = common::client_as(common::DIGEST_USER, common::DIGEST_PASSWORD).await;
+    let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    let run_dir = format!("{}/runs/nightly", provider.root());
+    let by_hand = format!("{run_dir}/00000000000000000002-0000000001");
+    owner.create(&by_hand, b"{}", &open).await.unwrap();
+    provider.create_schema().await.unwrap();
+    let (acl, _) = owner.get_acl(&by_hand).await.unwrap();
+    assert_eq!(&acl, &*Acls::anyone_all(), "not looked at");
+    common::assert_digest_only(&owner, &run_dir).await;
 }
 
 /// A candidate without credentials on a closed election is refused each time it tries to
