@@ -23,11 +23,21 @@ CREATE TABLE IF NOT EXISTS shedlock_runs (
     error         VARCHAR(2000),
     PRIMARY KEY (lock_name, fencing_token, attempt)
 );
-CREATE INDEX IF NOT EXISTS shedlock_runs_started ON shedlock_runs (started_at);
+CREATE INDEX IF NOT EXISTS shedlock_runs_lock_newest ON shedlock_runs (lock_name, started_at, fencing_token, attempt);
+CREATE INDEX IF NOT EXISTS shedlock_runs_newest ON shedlock_runs (started_at, fencing_token, attempt);
 
 -- Run records (RunLog): one row per attempt of a run of a locked job, kept beside the lock
--- table; create_schema() creates this table too. Rows older than the retention (default 14
--- days), and past the newest 1000 of a lock, are deleted as runs end.
+-- table; create_schema() creates this table too. Each run's start deletes its lock's rows past
+-- the newest runs_per_lock (default 1000) and every row older than the retention (default 14
+-- days); a run whose heartbeat is live is never deleted. While a row's outcome is 'running',
+-- finished_at holds its heartbeat deadline (RunRecord::alive_until; NULL: none), which the
+-- running instance moves on; the run's end sets it to the end time.
+-- The two indexes serve "newest N of this lock" (lists, rerun decisions, the per-lock trim)
+-- and "newest N of all locks" (lists, the retention). A table made before them had an index on
+-- started_at alone, which they replace; create_schema() adds them and drops it. By hand:
+--   CREATE INDEX IF NOT EXISTS shedlock_runs_lock_newest ON shedlock_runs (lock_name, started_at, fencing_token, attempt);
+--   CREATE INDEX IF NOT EXISTS shedlock_runs_newest ON shedlock_runs (started_at, fencing_token, attempt);
+--   DROP INDEX IF EXISTS shedlock_runs_started;
 
 -- A table created by ShedLock (Java) keeps working once it has the token column; existing rows
 -- start at token 0. Java instances may keep using the table: they never touch the new column.

@@ -1,21 +1,25 @@
 //! Run records in a second table beside the lock table (`<table>_runs` by default): one row per
 //! attempt of a run, keyed by lock, fencing token and attempt.
+//!
+//! What keeps the table bounded, by construction: every start deletes its lock's rows past
+//! the newest `runs_per_lock`, and every row past the retention, in the start's own statement
+//! (PostgreSQL) or, where a read after the start finds a lock more than [`TRIM_BATCH`] rows
+//! over or a row past the retention, in a statement after it (MySQL, SQLite). A run whose
+//! heartbeat is live is never deleted.
+//!
+//! [`TRIM_BATCH`]: crate::dialect::runs::TRIM_BATCH
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use chrono::NaiveDateTime;
+use chrono::{NaiveDate, NaiveDateTime};
 use shedlock_core::{
-    Error, Operation, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart, async_trait,
+    Error, Operation, RunCursor, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart,
+    async_trait,
 };
 
 use crate::dialect::RunDialect;
 use crate::provider::retry::run;
 use crate::{Dialect, SqlLockProvider, system_time, token_param};
-
-/// Old records are deleted after every this many ends a provider records (on the lock just
-/// ended, and by age on all), not after each: the hot path stays one statement.
-const TRIM_EVERY: u64 = 32;
 
 /// `<table>_runs` (in the table's schema); when that is longer than an identifier may be, the
 /// table's name is cut and a hash of it (FNV-1a, the same in every process and build) keeps
@@ -25,17 +29,29 @@ pub(crate) fn default_runs_table(table: &str) -> String {
         Some((schema, name)) => (format!("{schema}."), name),
         None => (String::new(), table),
     };
-    let runs = format!("{name}_runs");
-    if runs.len() <= crate::identifier::MAX_IDENTIFIER_LEN {
-        return format!("{schema}{runs}");
+    format!("{schema}{}", fitted(name, "runs"))
+}
+
+/// `<name>_<suffix>`, cut and given a hash of `name` when longer than an identifier may be.
+fn fitted(name: &str, suffix: &str) -> String {
+    let whole = format!("{name}_{suffix}");
+    if whole.len() <= crate::identifier::MAX_IDENTIFIER_LEN {
+        return whole;
     }
     let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
-    let suffix = format!("_{hash:016x}_runs");
+    let suffix = format!("_{hash:016x}_{suffix}");
     // Identifiers are ASCII (validated), so any cut is a character boundary.
     let cut = crate::identifier::MAX_IDENTIFIER_LEN - suffix.len();
-    format!("{schema}{}{suffix}", &name[..cut])
+    format!("{}{suffix}", &name[..cut])
+}
+
+/// The name of an index of the run table `table` (unqualified): `<table>_<suffix>`, cut and
+/// hashed like [`default_runs_table`] to fit an identifier.
+#[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
+pub(crate) fn index_name(table: &str, suffix: &str) -> String {
+    fitted(table, suffix)
 }
 
 /// The run table and what is kept of it.
@@ -78,16 +94,94 @@ pub struct RunArgs<'a> {
     pub(crate) job: &'a str,
     pub(crate) tick: Option<NaiveDateTime>,
     pub(crate) holder: &'a str,
+    /// The run's heartbeat lease, if it has one.
+    pub(crate) lease: Option<Duration>,
 }
 
-/// Counts recorded ends, for trimming every [`TRIM_EVERY`].
-#[derive(Debug, Default)]
-pub(crate) struct Ends(AtomicU64);
+/// A page of a [`RunQuery`] as the list statements bind it: no `since` or `before` is written
+/// as a bound past every row, so each statement has one plan, served by an index.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct Page {
+    /// Rows started at or after this.
+    pub(crate) since: NaiveDateTime,
+    /// Rows before this position: start, token, attempt, lock (only rows at the same start,
+    /// token and attempt are compared by lock; byte order).
+    pub(crate) before: (NaiveDateTime, i64, i32, String),
+    /// The most rows.
+    pub(crate) limit: i64,
+}
 
-impl Ends {
-    fn due(&self) -> bool {
-        self.0.fetch_add(1, Ordering::Relaxed) % TRIM_EVERY == TRIM_EVERY - 1
+/// Before any row: the earliest `DATETIME` MySQL takes.
+fn earliest() -> NaiveDateTime {
+    NaiveDate::from_ymd_opt(1000, 1, 1)
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .unwrap_or(NaiveDateTime::MIN)
+}
+
+/// After any row: the latest `DATETIME(3)` MySQL and SQLite's text hold.
+fn latest() -> NaiveDateTime {
+    NaiveDate::from_ymd_opt(9999, 12, 31)
+        .and_then(|d| d.and_hms_milli_opt(23, 59, 59, 999))
+        .unwrap_or(NaiveDateTime::MAX)
+}
+
+impl Page {
+    /// `query`'s page for a table whose times have `precision`: `since` rounded up and the
+    /// cursor down to it (a cursor between two representable times also takes every row at
+    /// the earlier one), tokens and attempts past what the columns hold cut to their largest.
+    pub(crate) fn of(query: &RunQuery, precision: Duration) -> Self {
+        let limit = query
+            .limit
+            .map_or(i64::MAX, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
+        let since = query.since.map_or_else(earliest, |since| {
+            let (floor, cut) = floor(since, precision);
+            let up = if cut {
+                floor.checked_add_signed(chrono::TimeDelta::from_std(precision).unwrap_or_default())
+            } else {
+                Some(floor)
+            };
+            up.unwrap_or_else(latest).max(earliest())
+        });
+        let none = || (latest(), i64::MAX, i32::MAX, String::new());
+        let before = query.before.as_ref().map_or_else(none, |cursor| {
+            let RunCursor {
+                started_at,
+                fencing_token,
+                attempt,
+                lock,
+                ..
+            } = cursor;
+            let (time, cut) = floor(*started_at, precision);
+            match (i64::try_from(*fencing_token), i32::try_from(*attempt), cut) {
+                (Ok(token), Ok(attempt), false) => (time, token, attempt, lock.clone()),
+                // Past every row at `time`: all of them come before it.
+                _ => (time, i64::MAX, i32::MAX, String::new()),
+            }
+        });
+        Page {
+            since,
+            before: (
+                before.0.clamp(earliest(), latest()),
+                before.1,
+                before.2,
+                before.3,
+            ),
+            limit,
+        }
     }
+}
+
+/// `time` in UTC rounded down to `precision`, and whether anything was cut.
+fn floor(time: SystemTime, precision: Duration) -> (NaiveDateTime, bool) {
+    let utc = chrono::DateTime::<chrono::Utc>::from(time).naive_utc();
+    let step = precision.as_nanos().max(1);
+    let nanos = u128::from(utc.nanosecond());
+    let kept = u32::try_from(nanos / step * step).unwrap_or(0);
+    (
+        utc.with_nanosecond(kept).unwrap_or(utc),
+        u128::from(kept) != nanos,
+    )
 }
 
 fn args(start: &RunStart) -> Result<RunArgs<'_>, Error> {
@@ -100,18 +194,19 @@ fn args(start: &RunStart) -> Result<RunArgs<'_>, Error> {
         job: &start.job,
         tick: start.tick.map(naive),
         holder: &start.holder,
+        lease: start.lease,
     })
 }
 
 /// A UTC time as the tables hold it, in whole milliseconds.
 pub(crate) fn naive(time: SystemTime) -> NaiveDateTime {
-    let utc = chrono::DateTime::<chrono::Utc>::from(time).naive_utc();
-    utc.with_nanosecond((utc.nanosecond() / 1_000_000) * 1_000_000)
-        .unwrap_or(utc)
+    floor(time, Duration::from_millis(1)).0
 }
 
 use chrono::Timelike as _;
 
+/// A row as a record. A running row's `finished_at` holds its heartbeat deadline: it is the
+/// record's `alive_until`, and its `finished_at` is none.
 fn record(row: RunRow) -> Result<RunRecord, Error> {
     let (lock, token, attempt, job, tick, holder, started, finished, outcome, error) = row;
     let unreadable = |what: String| Error::store(Operation::Runs, lock.clone(), what);
@@ -129,7 +224,11 @@ fn record(row: RunRow) -> Result<RunRecord, Error> {
         system_time(started),
     );
     record.outcome = outcome;
-    record.finished_at = finished.map(system_time);
+    if outcome == RunOutcome::Running {
+        record.alive_until = finished.map(system_time);
+    } else {
+        record.finished_at = finished.map(system_time);
+    }
     record.error = error;
     Ok(record)
 }
@@ -150,38 +249,31 @@ impl<D: Dialect> RunLog for SqlLockProvider<D> {
         run!(self, |c| <D::Runs as RunDialect>::finished(
             c, sql, args, outcome, error
         ))
-        .map_err(|e| self.operation_error(Operation::Runs, &start.lock, e))?;
-        if self.run_ends.due() {
-            // Housekeeping: a failure is logged, never the run's.
-            if let Err(error) =
-                <D::Runs as RunDialect>::trim(&self.pool, sql, &self.run_table, &start.lock).await
-            {
-                tracing::warn!(%error, lock = %start.lock, "deleting old run records failed");
-            }
-        }
-        Ok(())
+        .map_err(|e| self.operation_error(Operation::Runs, &start.lock, e))
+    }
+
+    async fn run_alive(&self, start: &RunStart, lease: Duration) -> Result<bool, Error> {
+        let args = args(start)?;
+        let sql = &*self.run_sql;
+        run!(self, |c| <D::Runs as RunDialect>::alive(
+            c, sql, args, lease
+        ))
+        .map_err(|e| self.operation_error(Operation::Runs, &start.lock, e))
     }
 
     async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>, Error> {
-        let limit = query
-            .limit
-            .map_or(i64::MAX, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
-        let rows = <D::Runs as RunDialect>::list(
-            &self.pool,
-            &self.run_sql,
-            query.lock.as_deref(),
-            query.since.map(naive),
-            limit,
-        )
-        .await
-        .map_err(|e| {
-            crate::store_error(
-                Operation::Runs,
-                query.lock.as_deref().unwrap_or("*"),
-                self.table_ref(),
-                e,
-            )
-        })?;
+        let page = Page::of(query, <D::Runs as RunDialect>::PRECISION);
+        let rows =
+            <D::Runs as RunDialect>::list(&self.pool, &self.run_sql, query.lock.as_deref(), page)
+                .await
+                .map_err(|e| {
+                    crate::store_error(
+                        Operation::Runs,
+                        query.lock.as_deref().unwrap_or("*"),
+                        self.table_ref(),
+                        e,
+                    )
+                })?;
         rows.into_iter().map(record).collect()
     }
 }
@@ -189,6 +281,37 @@ impl<D: Dialect> RunLog for SqlLockProvider<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pages_round_to_the_table_and_bound_what_is_missing() {
+        let ms = Duration::from_millis(1);
+        let at = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 5_000_000);
+        let exact = Page::of(&RunQuery::all().before(RunCursor::new(at, 7, 2, "l")), ms);
+        assert_eq!(exact.before, (naive(at), 7, 2, "l".to_owned()));
+        // Between two milliseconds: every row at the earlier one comes before it.
+        let between = at + Duration::from_micros(300);
+        let cut = Page::of(
+            &RunQuery::all().before(RunCursor::new(between, 7, 2, "l")),
+            ms,
+        );
+        assert_eq!(cut.before, (naive(at), i64::MAX, i32::MAX, String::new()));
+        let since = Page::of(&RunQuery::all().since(between), ms);
+        assert_eq!(since.since, naive(at + ms), "since rounds up");
+        let all = Page::of(&RunQuery::all(), ms);
+        assert!(all.since < naive(SystemTime::UNIX_EPOCH) && all.before.0 > naive(at));
+        assert_eq!(all.limit, i64::MAX);
+        let far = RunCursor::new(at, u64::MAX, u32::MAX, "l");
+        let far = Page::of(&RunQuery::lock("l").before(far).limit(3), ms);
+        assert_eq!(
+            (far.before.1, far.before.2, far.limit),
+            (i64::MAX, i32::MAX, 3)
+        );
+        let micros = Page::of(
+            &RunQuery::all().before(RunCursor::new(between, 7, 2, "l")),
+            Duration::from_micros(1),
+        );
+        assert_eq!((micros.before.1, micros.before.2), (7, 2), "kept at µs");
+    }
 
     #[test]
     fn run_tables_fit_an_identifier_and_stay_apart() {
@@ -204,5 +327,7 @@ mod tests {
             "{one} {two}"
         );
         assert_eq!(one, default_runs_table(&long), "the same in every process");
+        let index = index_name(&one, "lock_newest");
+        assert!(index.len() <= 63 && index != index_name(&two, "lock_newest"));
     }
 }

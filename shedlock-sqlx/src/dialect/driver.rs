@@ -11,7 +11,7 @@ use sqlx::{
     error::BoxDynError,
 };
 
-use crate::runs::{RunArgs, RunRow};
+use crate::runs::{Page, RunArgs, RunRow};
 use crate::{Acquire, Lease, RowParts, single};
 
 /// A value the dialects bind: encodable for the driver `DB`.
@@ -76,29 +76,55 @@ pub trait Driver: Database {
         duration: impl Param<Self>,
     ) -> Result<Self::Arguments, sqlx::Error>;
 
-    /// A run as the run statements bind it: lock, token, attempt, job, `tick` (a time or NULL,
-    /// as the dialect holds times) and holder, then its `end` (outcome, error) if given.
-    fn run_arguments(
+    /// A run's start as the start statement binds it: lock, token, attempt, job, `tick` (a time
+    /// or NULL, as the dialect holds times), holder, and its heartbeat `lease` or NULL.
+    fn start_arguments(
         run: &RunArgs<'_>,
         tick: impl Param<Self>,
-        end: Option<(&str, Option<&str>)>,
+        lease: Option<impl Param<Self>>,
     ) -> Result<Self::Arguments, sqlx::Error>;
 
-    /// A query of the run rows as the list statements bind it: a lock or NULL, `since` (a time
-    /// or NULL, as the dialect holds times), and the most rows.
-    fn query_arguments(
+    /// A run's end as the end statement binds it: the run as for a start (without lease), then
+    /// outcome and error.
+    fn end_arguments(
+        run: &RunArgs<'_>,
+        tick: impl Param<Self>,
+        outcome: &str,
+        error: Option<&str>,
+    ) -> Result<Self::Arguments, sqlx::Error>;
+
+    /// A heartbeat as the alive statement binds it: lock, token, attempt and the lease.
+    fn alive_arguments(
+        run: &RunArgs<'_>,
+        lease: impl Param<Self>,
+    ) -> Result<Self::Arguments, sqlx::Error>;
+
+    /// A page as the list statements bind it (numbered parameters): the lock if one, `since`
+    /// and the cursor's time (as the dialect holds times), the cursor's token, attempt and
+    /// lock, and the most rows.
+    fn page_arguments(
         lock: Option<&str>,
         since: impl Param<Self>,
-        limit: i64,
+        before_time: impl Param<Self>,
+        page: &Page,
     ) -> Result<Self::Arguments, sqlx::Error>;
 
-    /// What a trim statement binds: the lock, how many of its rows to keep, and the retention
-    /// as the dialect takes it.
-    fn trim_arguments(
-        lock: &str,
-        per_lock: u32,
-        retention: impl Param<Self>,
-    ) -> Result<Self::Arguments, sqlx::Error>;
+    /// `lock`, bound `times` times.
+    fn lock_argument(lock: &str, times: usize) -> Result<Self::Arguments, sqlx::Error>;
+
+    /// The one row of two integers `sql` returns.
+    fn flags<'a>(
+        connection: &'a mut Self::Connection,
+        sql: &'a SqlStr,
+        arguments: Self::Arguments,
+    ) -> impl Future<Output = Result<(i64, i64), sqlx::Error>> + Send + 'a;
+
+    /// Runs `sql`, which returns no rows: how many rows it matched.
+    fn affected<'a>(
+        connection: &'a mut Self::Connection,
+        sql: &'a SqlStr,
+        arguments: Self::Arguments,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
 
     /// The run rows `sql` returns, read to the end.
     fn run_rows<'a>(
@@ -123,10 +149,13 @@ where
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
     for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
     i64: Param<DB>,
+    Option<i64>: Param<DB>,
     i32: Param<DB>,
     (NaiveDateTime,): for<'r> FromRow<'r, DB::Row>,
     RowParts: for<'r> FromRow<'r, DB::Row>,
     RunRow: for<'r> FromRow<'r, DB::Row>,
+    (i64, i64): for<'r> FromRow<'r, DB::Row>,
+    DB::QueryResult: Matched,
 {
     async fn connect(url: &str) -> Result<Pool<Self>, sqlx::Error> {
         PoolOptions::new()
@@ -208,48 +237,88 @@ where
         })
     }
 
-    fn run_arguments(
+    fn start_arguments(
         run: &RunArgs<'_>,
         tick: impl Param<Self>,
-        end: Option<(&str, Option<&str>)>,
+        lease: Option<impl Param<Self>>,
+    ) -> Result<Self::Arguments, sqlx::Error> {
+        arguments::<Self>(|a| {
+            add_run::<Self>(a, run, tick)?;
+            match lease {
+                Some(lease) => a.add(lease),
+                None => a.add(None::<i64>),
+            }
+        })
+    }
+
+    fn end_arguments(
+        run: &RunArgs<'_>,
+        tick: impl Param<Self>,
+        outcome: &str,
+        error: Option<&str>,
+    ) -> Result<Self::Arguments, sqlx::Error> {
+        arguments::<Self>(|a| {
+            add_run::<Self>(a, run, tick)?;
+            a.add(outcome)?;
+            a.add(error)
+        })
+    }
+
+    fn alive_arguments(
+        run: &RunArgs<'_>,
+        lease: impl Param<Self>,
     ) -> Result<Self::Arguments, sqlx::Error> {
         arguments::<Self>(|a| {
             a.add(run.lock)?;
             a.add(run.token)?;
             a.add(run.attempt)?;
-            a.add(run.job)?;
-            a.add(tick)?;
-            a.add(run.holder)?;
-            if let Some((outcome, error)) = end {
-                a.add(outcome)?;
-                a.add(error)?;
-            }
-            Ok(())
+            a.add(lease)
         })
     }
 
-    fn query_arguments(
+    fn page_arguments(
         lock: Option<&str>,
         since: impl Param<Self>,
-        limit: i64,
+        before_time: impl Param<Self>,
+        page: &Page,
     ) -> Result<Self::Arguments, sqlx::Error> {
+        let (_, token, attempt, ref after) = page.before;
         arguments::<Self>(|a| {
-            a.add(lock)?;
+            if let Some(lock) = lock {
+                a.add(lock)?;
+            }
             a.add(since)?;
-            a.add(limit)
+            a.add(before_time)?;
+            a.add(token)?;
+            a.add(attempt)?;
+            a.add(after.as_str())?;
+            a.add(page.limit)
         })
     }
 
-    fn trim_arguments(
-        lock: &str,
-        per_lock: u32,
-        retention: impl Param<Self>,
-    ) -> Result<Self::Arguments, sqlx::Error> {
-        arguments::<Self>(|a| {
-            a.add(lock)?;
-            a.add(i64::from(per_lock))?;
-            a.add(retention)
-        })
+    fn lock_argument(lock: &str, times: usize) -> Result<Self::Arguments, sqlx::Error> {
+        arguments::<Self>(|a| (0..times).try_for_each(|_| a.add(lock)))
+    }
+
+    async fn flags<'a>(
+        connection: &'a mut Self::Connection,
+        sql: &'a SqlStr,
+        arguments: Self::Arguments,
+    ) -> Result<(i64, i64), sqlx::Error> {
+        sqlx::query_as_with(sql.clone(), arguments)
+            .fetch_one(connection)
+            .await
+    }
+
+    async fn affected<'a>(
+        connection: &'a mut Self::Connection,
+        sql: &'a SqlStr,
+        arguments: Self::Arguments,
+    ) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query_with(sql.clone(), arguments)
+            .execute(connection)
+            .await?;
+        Ok(done.matched())
     }
 
     async fn run_rows<'a>(
@@ -272,6 +341,52 @@ where
             .await
             .map(drop)
     }
+}
+
+/// A statement's result: how many rows it matched.
+pub trait Matched {
+    /// Rows the statement matched (MySQL: found, as sqlx connects with `CLIENT_FOUND_ROWS`).
+    fn matched(&self) -> u64;
+}
+
+#[cfg(feature = "postgres")]
+impl Matched for sqlx::postgres::PgQueryResult {
+    fn matched(&self) -> u64 {
+        self.rows_affected()
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl Matched for sqlx::mysql::MySqlQueryResult {
+    fn matched(&self) -> u64 {
+        self.rows_affected()
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl Matched for sqlx::sqlite::SqliteQueryResult {
+    fn matched(&self) -> u64 {
+        self.rows_affected()
+    }
+}
+
+/// A run's key and start: lock, token, attempt, job, `tick`, holder.
+fn add_run<DB: Database>(
+    a: &mut DB::Arguments,
+    run: &RunArgs<'_>,
+    tick: impl Param<DB>,
+) -> Result<(), BoxDynError>
+where
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    i64: Param<DB>,
+    i32: Param<DB>,
+{
+    a.add(run.lock)?;
+    a.add(run.token)?;
+    a.add(run.attempt)?;
+    a.add(run.job)?;
+    a.add(tick)?;
+    a.add(run.holder)
 }
 
 /// Arguments added by `add`; an encoding failure is reported as `bind` reports it.

@@ -18,7 +18,7 @@ pub(crate) mod retry;
 pub(crate) use dedicated::DedicatedConnections;
 
 use crate::dialect::{RunDialect, RunStatements, Statements};
-use crate::runs::{Ends, RunTable};
+use crate::runs::RunTable;
 use crate::schema_check::schema_issues;
 use crate::{
     Acquire, Acquired, Dialect, Lease, SchemaIssue, SqlLockProviderBuilder, Table, check_lock_name,
@@ -68,7 +68,6 @@ pub struct SqlLockProvider<D: Dialect> {
     pub(crate) state: Arc<D::State>,
     pub(crate) run_table: Arc<RunTable>,
     pub(crate) run_sql: Arc<RunStatements<<D::Runs as RunDialect>::OwnStatements>>,
-    pub(crate) run_ends: Arc<Ends>,
 }
 
 impl<D: Dialect> Clone for SqlLockProvider<D> {
@@ -84,7 +83,6 @@ impl<D: Dialect> Clone for SqlLockProvider<D> {
             state: Arc::clone(&self.state),
             run_table: Arc::clone(&self.run_table),
             run_sql: Arc::clone(&self.run_sql),
-            run_ends: Arc::clone(&self.run_ends),
         }
     }
 }
@@ -144,7 +142,6 @@ impl<D: Dialect> SqlLockProvider<D> {
             state: Arc::new(state),
             run_sql: Arc::new(<D::Runs as RunDialect>::statements(&run_table)),
             run_table: Arc::new(run_table),
-            run_ends: Arc::default(),
         }
     }
 

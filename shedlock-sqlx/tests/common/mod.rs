@@ -16,27 +16,42 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{LockConfiguration, LockInspector, LockLease, LockProvider, RunLog};
+use shedlock_core::{LockConfiguration, LockLease, LockProvider};
+use shedlock_sqlx::SqlLockProvider;
+use shedlock_sqlx::dialect::Dialect;
 
-/// The conformance harness over `provider`'s table: a provider per holder on it, and the
-/// provider itself as inspector and run log.
-pub(crate) fn harness_over<P>(provider: P) -> ServerHarness
-where
-    P: LockProvider
-        + LockInspector
-        + RunLog
-        + Clone
-        + scenarios::ProviderExt
-        + Send
-        + Sync
-        + 'static,
-{
+use scenarios::ProviderExt as _;
+
+/// The conformance harness over `provider`'s table: a provider per holder on it, the provider
+/// itself as inspector and run log, and providers on the same tables with other run settings.
+pub(crate) fn harness_over<D: Dialect>(provider: SqlLockProvider<D>) -> ServerHarness {
     ServerHarness::new({
         let provider = provider.clone();
         move |holder| Arc::new(provider.clone_as(holder))
     })
     .with_inspector(provider.clone())
+    .with_run_log_keeping({
+        let provider = provider.clone();
+        move |retention, runs_per_lock| Arc::new(keeping(&provider, retention, runs_per_lock))
+    })
     .with_run_log(provider)
+}
+
+/// A provider on `provider`'s pool and tables whose builder was given `run_retention(retention)`
+/// and `runs_per_lock(runs_per_lock)`.
+pub(crate) fn keeping<D: Dialect>(
+    provider: &SqlLockProvider<D>,
+    retention: Duration,
+    runs_per_lock: u32,
+) -> SqlLockProvider<D> {
+    SqlLockProvider::<D>::builder(provider.pool().clone())
+        .table(provider.table())
+        .runs_table(provider.runs_table())
+        .holder("keeping")
+        .run_retention(retention)
+        .runs_per_lock(runs_per_lock)
+        .build()
+        .expect("valid run settings")
 }
 
 /// Whole milliseconds between two instants of the same clock, `later - earlier`.

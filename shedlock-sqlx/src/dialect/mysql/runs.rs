@@ -1,25 +1,42 @@
-//! MySQL and MariaDB run records: `INSERT IGNORE` and a read to start, one
-//! `INSERT … ON DUPLICATE KEY UPDATE` to end, times from `UTC_TIMESTAMP(3)`.
+//! MySQL and MariaDB run records: `INSERT IGNORE` and a read to start (the read also says
+//! whether a trim is due; when one is, its `DELETE` follows), one
+//! `INSERT … ON DUPLICATE KEY UPDATE` to end, one `UPDATE` per heartbeat; times from
+//! `UTC_TIMESTAMP(3)`.
 
 use std::time::Duration;
 
 use chrono::NaiveDateTime;
 use sqlx::{MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
 
-use super::{MySql, NOW};
+use super::{MySql, NOW, mysql_error_number, schema_and_name};
+use crate::dialect::runs::{
+    NEWEST_FIRST, RUN_INDEXES, TRIM_BATCH, Trims, deletable, page_sql, run_trims,
+};
 use crate::dialect::{Driver, RunDialect, RunStatements};
-use crate::runs::{RUN_COLUMNS, RUN_KEY, RunArgs, RunRow, RunTable};
-use crate::{ColumnTypes, Dialect, lease_millis, trusted_sql};
+use crate::runs::{Page, RUN_COLUMNS, RUN_KEY, RunArgs, RunRow, RunTable};
+use crate::{ColumnTypes, Dialect, Table, lease_millis, trusted_sql};
 
-/// The run statements only MySQL has: where the others return a row from a write or delete in
-/// one statement, it needs a second.
+/// `ALTER TABLE … ADD INDEX` of a name the table has.
+const ER_DUP_KEYNAME: u16 = 1061;
+/// `ALTER TABLE … DROP INDEX` of a name the table does not have.
+const ER_CANT_DROP_FIELD_OR_KEY: u16 = 1091;
+
+/// The index names of a table (schema or the connection's database, table).
+const INDEX_NAMES: &str = "SELECT DISTINCT index_name FROM information_schema.statistics \
+     WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?";
+
+/// The index on `started_at` alone that tables made before [`RUN_INDEXES`] have (MySQL names an
+/// unnamed index after its first column).
+const REPLACED_INDEX: &str = "started_at";
+
+/// The run statements only MySQL has: where the others return a row from a write, it needs a
+/// second statement.
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct MySqlRunStatements {
-    /// lock, token, attempt: the row `started` wrote (or found).
+    /// lock, lock, token, attempt: the row `started` wrote (or found), then whether the lock is
+    /// more than `TRIM_BATCH` rows over and whether a row is past the retention.
     read: SqlStr,
-    /// retention in µs: deletes every row past it.
-    trim_old: SqlStr,
 }
 
 /// The run records of MySql.
@@ -27,33 +44,65 @@ pub struct MySqlRunStatements {
 #[derive(Debug)]
 pub struct MySqlRuns;
 
+/// [`RunRow`] and the two trims' flags.
+type ReadRow = (
+    String,
+    i64,
+    i32,
+    String,
+    Option<NaiveDateTime>,
+    String,
+    NaiveDateTime,
+    Option<NaiveDateTime>,
+    String,
+    Option<String>,
+    i64,
+    i64,
+);
+
 impl RunDialect for MySqlRuns {
     type Database = MySqlDb;
     type OwnStatements = MySqlRunStatements;
     type Time = Option<NaiveDateTime>;
     /// In microseconds.
-    type Retention = i64;
+    type Lease = i64;
+
+    const PRECISION: Duration = Duration::from_millis(1);
 
     fn time(time: Option<NaiveDateTime>) -> Option<NaiveDateTime> {
         time
     }
 
-    fn retention(retention: Duration) -> i64 {
-        lease_millis(retention) * 1000
+    fn lease(lease: Duration) -> i64 {
+        lease_millis(lease) * 1000
     }
 
-    /// `started` writes nothing when the row exists and returns none (`read` does); `list`
-    /// binds lock, lock, since, since, limit; `trim` lock, lock, rows kept (the retention goes
-    /// to `trim_old`).
+    /// `started` binds the run and its lease (µs) or NULL, writes nothing when the row exists
+    /// and returns none (`read` does); `alive` binds the lease, then the run's key; `list_lock`
+    /// the lock, then (as `list_all`) the page as `page_sql` says; the per-lock trim binds the
+    /// lock twice.
     fn statements(table: &RunTable) -> RunStatements<MySqlRunStatements> {
         let (r, key) = (&table.name, RUN_KEY);
+        let cutoff = format!(
+            "{NOW} - INTERVAL {} MICROSECOND",
+            lease_millis(table.retention) * 1000
+        );
+        let deletable = deletable("", NOW);
+        let over = format!(
+            "(SELECT started_at FROM {r} WHERE lock_name = ? ORDER BY {NEWEST_FIRST} \
+             LIMIT 1 OFFSET {}) IS NOT NULL",
+            table.per_lock + TRIM_BATCH
+        );
+        let aged =
+            format!("EXISTS (SELECT 1 FROM {r} WHERE started_at < {cutoff} AND {deletable})");
+        let page = |across| page_sql(|_| "?".to_owned(), "lock_name", across);
         // Assignments read `outcome` before it is assigned last, so they mean the same whether
         // they see old or new values (MariaDB's SIMULTANEOUS_ASSIGNMENT).
         let running = "outcome = 'running'";
         RunStatements {
             started: trusted_sql(format!(
-                "INSERT IGNORE INTO {r} ({key}, job, tick, holder, started_at, outcome) \
-                 VALUES (?, ?, ?, ?, ?, ?, {NOW}, 'running')"
+                "INSERT IGNORE INTO {r} ({key}, job, tick, holder, started_at, finished_at, outcome) \
+                 VALUES (?, ?, ?, ?, ?, ?, {NOW}, {NOW} + INTERVAL ? MICROSECOND, 'running')"
             )),
             finished: trusted_sql(format!(
                 "INSERT INTO {r} ({key}, job, tick, holder, started_at, finished_at, outcome, error) \
@@ -62,24 +111,39 @@ impl RunDialect for MySqlRuns {
                  error = IF({running}, VALUES(error), error), \
                  outcome = IF({running}, VALUES(outcome), outcome)"
             )),
-            list: trusted_sql(format!(
-                "SELECT {RUN_COLUMNS} FROM {r} WHERE (? IS NULL OR lock_name = ?) \
-                 AND (? IS NULL OR started_at >= ?) \
-                 ORDER BY started_at DESC, fencing_token DESC, attempt DESC LIMIT ?"
+            alive: trusted_sql(format!(
+                "UPDATE {r} SET finished_at = {NOW} + INTERVAL ? MICROSECOND \
+                 WHERE lock_name = ? AND fencing_token = ? AND attempt = ? \
+                 AND outcome = 'running' AND (finished_at IS NULL OR finished_at > {NOW})"
             )),
-            // The inner select is materialised first: MySQL refuses a subquery reading the table
-            // a DELETE writes.
-            trim: trusted_sql(format!(
-                "DELETE FROM {r} WHERE lock_name = ? AND started_at < (SELECT started_at FROM \
-                 (SELECT started_at FROM {r} WHERE lock_name = ? ORDER BY started_at DESC \
-                 LIMIT 1 OFFSET ?) AS kept)"
+            list_lock: trusted_sql(format!(
+                "SELECT {RUN_COLUMNS} FROM {r} WHERE lock_name = ? AND {}",
+                page(false)
             )),
+            list_all: trusted_sql(format!(
+                "SELECT {RUN_COLUMNS} FROM {r} WHERE {}",
+                page(true)
+            )),
+            trims: Some(Trims {
+                due: trusted_sql(format!("SELECT {over}, {aged}")),
+                // The inner select is materialised first (a derived table with a LIMIT is
+                // never merged): MySQL refuses a subquery reading the table a DELETE writes.
+                per_lock: trusted_sql(format!(
+                    "DELETE FROM {r} WHERE lock_name = ? \
+                     AND (started_at, fencing_token, attempt) <= (SELECT started_at, \
+                     fencing_token, attempt FROM (SELECT started_at, fencing_token, attempt \
+                     FROM {r} WHERE lock_name = ? ORDER BY {NEWEST_FIRST} LIMIT 1 OFFSET {}) \
+                     AS kept) AND {deletable}",
+                    table.per_lock
+                )),
+                aged: trusted_sql(format!(
+                    "DELETE FROM {r} WHERE started_at < {cutoff} AND {deletable}"
+                )),
+            }),
             own: MySqlRunStatements {
                 read: trusted_sql(format!(
-                    "SELECT {RUN_COLUMNS} FROM {r} WHERE lock_name = ? AND fencing_token = ? AND attempt = ?"
-                )),
-                trim_old: trusted_sql(format!(
-                    "DELETE FROM {r} WHERE started_at < {NOW} - INTERVAL ? MICROSECOND"
+                    "SELECT {RUN_COLUMNS}, {over}, {aged} FROM {r} \
+                     WHERE lock_name = ? AND fencing_token = ? AND attempt = ?"
                 )),
             },
         }
@@ -87,6 +151,10 @@ impl RunDialect for MySqlRuns {
 
     fn create_sql(table: &RunTable) -> String {
         let ColumnTypes { name, time, .. } = MySql::COLUMN_TYPES;
+        let indexes: String = RUN_INDEXES
+            .iter()
+            .map(|(index, columns)| format!(",\n    INDEX {index} ({columns})"))
+            .collect();
         format!(
             "CREATE TABLE IF NOT EXISTS {r} (\n    \
              lock_name     {name} NOT NULL,\n    \
@@ -99,8 +167,7 @@ impl RunDialect for MySqlRuns {
              finished_at   {time} NULL,\n    \
              outcome       VARCHAR(16) NOT NULL,\n    \
              error         VARCHAR(2000) CHARACTER SET utf8mb4 NULL,\n    \
-             PRIMARY KEY (lock_name, fencing_token, attempt),\n    \
-             INDEX (started_at)\n);",
+             PRIMARY KEY (lock_name, fencing_token, attempt){indexes}\n);",
             r = table.name
         )
     }
@@ -110,56 +177,101 @@ impl RunDialect for MySqlRuns {
         sql: &RunStatements<MySqlRunStatements>,
         args: RunArgs<'_>,
     ) -> Result<RunRow, sqlx::Error> {
-        let run = MySqlDb::run_arguments(&args, args.tick, None)?;
+        let lease = args.lease.map(Self::lease);
+        let run = MySqlDb::start_arguments(&args, args.tick, lease)?;
         MySqlDb::execute(&mut *connection, &sql.started, run).await?;
-        sqlx::query_as(sql.own.read.clone())
+        let read: ReadRow = sqlx::query_as(sql.own.read.clone())
+            .bind(args.lock)
             .bind(args.lock)
             .bind(args.token)
             .bind(args.attempt)
-            .fetch_one(connection)
-            .await
+            .fetch_one(&mut *connection)
+            .await?;
+        let (l, t, a, j, tick, h, s, f, o, e, over, aged) = read;
+        if let Some(trims) = &sql.trims {
+            run_trims::<MySqlDb>(connection, trims, args.lock, (over, aged), 2).await;
+        }
+        Ok((l, t, a, j, tick, h, s, f, o, e))
+    }
+
+    async fn alive(
+        connection: &mut MySqlConnection,
+        sql: &RunStatements<MySqlRunStatements>,
+        args: RunArgs<'_>,
+        lease: Duration,
+    ) -> Result<bool, sqlx::Error> {
+        let done = sqlx::query(sql.alive.clone())
+            .bind(Self::lease(lease))
+            .bind(args.lock)
+            .bind(args.token)
+            .bind(args.attempt)
+            .execute(connection)
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     async fn list(
         pool: &MySqlPool,
         sql: &RunStatements<MySqlRunStatements>,
         lock: Option<&str>,
-        since: Option<NaiveDateTime>,
-        limit: i64,
+        page: Page,
     ) -> Result<Vec<RunRow>, sqlx::Error> {
-        sqlx::query_as(sql.list.clone())
-            .bind(lock)
-            .bind(lock)
-            .bind(since)
-            .bind(since)
-            .bind(limit)
+        let query = match lock {
+            Some(lock) => sqlx::query_as(sql.list_lock.clone()).bind(lock),
+            None => sqlx::query_as(sql.list_all.clone()),
+        };
+        let (time, token, attempt, after) = page.before;
+        // S T T K A T K A C L, as `page_sql` writes them.
+        query
+            .bind(page.since)
+            .bind(time)
+            .bind(time)
+            .bind(token)
+            .bind(attempt)
+            .bind(time)
+            .bind(token)
+            .bind(attempt)
+            .bind(after)
+            .bind(page.limit)
             .fetch_all(pool)
             .await
     }
 
-    async fn trim(
-        pool: &MySqlPool,
-        sql: &RunStatements<MySqlRunStatements>,
-        table: &RunTable,
-        lock: &str,
-    ) -> Result<(), sqlx::Error> {
-        sqlx::query(sql.trim.clone())
-            .bind(lock)
-            .bind(lock)
-            .bind(i64::from(table.per_lock))
-            .execute(pool)
-            .await?;
-        sqlx::query(sql.own.trim_old.clone())
-            .bind(Self::retention(table.retention))
-            .execute(pool)
-            .await
-            .map(drop)
-    }
-
+    /// A table made before the two indexes gets them (checked first: MySQL has no
+    /// `ADD INDEX IF NOT EXISTS`), and loses the one on `started_at` they replace; what another
+    /// instance did in between is no error.
     async fn create(pool: &MySqlPool, table: &RunTable) -> Result<(), sqlx::Error> {
         sqlx::query(trusted_sql(Self::create_sql(table)))
             .execute(pool)
-            .await
-            .map(drop)
+            .await?;
+        let runs = Table {
+            name: table.name.clone(),
+            columns: Default::default(),
+        };
+        let (schema, name) = schema_and_name(&runs);
+        let found: Vec<String> = sqlx::query_scalar(INDEX_NAMES)
+            .bind(schema)
+            .bind(name)
+            .fetch_all(pool)
+            .await?;
+        let has = |index: &str| found.iter().any(|f| f.eq_ignore_ascii_case(index));
+        let mut changes = Vec::new();
+        for (index, columns) in RUN_INDEXES {
+            if !has(index) {
+                changes.push((format!("ADD INDEX {index} ({columns})"), ER_DUP_KEYNAME));
+            }
+        }
+        if has(REPLACED_INDEX) {
+            let drop = format!("DROP INDEX {REPLACED_INDEX}");
+            changes.push((drop, ER_CANT_DROP_FIELD_OR_KEY));
+        }
+        for (change, done_already) in changes {
+            let alter = trusted_sql(format!("ALTER TABLE {} {change}", table.name));
+            match sqlx::query(alter).execute(pool).await {
+                Err(e) if mysql_error_number(&e) == Some(done_already) => {}
+                result => result.map(drop)?,
+            }
+        }
+        Ok(())
     }
 }

@@ -1,4 +1,5 @@
-//! PostgreSQL run records: one upsert to start, one to end, times from `clock_timestamp()`.
+//! PostgreSQL run records: one statement to start (which also trims), one to end, one per
+//! heartbeat; times from `clock_timestamp()`.
 
 use std::time::Duration;
 
@@ -6,7 +7,10 @@ use chrono::NaiveDateTime;
 use sqlx::PgPool;
 
 use super::{NOW, Pg, schema_transaction};
-use crate::dialect::{RunDialect, RunStatements, runs::aligned_run_table_sql};
+use crate::dialect::runs::{
+    NEWEST_FIRST, aligned_run_table_sql, create_run_indexes, deletable, page_sql, split_schema,
+};
+use crate::dialect::{RunDialect, RunStatements};
 use crate::runs::{RUN_COLUMNS, RUN_KEY, RunTable};
 use crate::{Dialect, lease_millis, trusted_sql};
 
@@ -15,30 +19,61 @@ use crate::{Dialect, lease_millis, trusted_sql};
 #[derive(Debug)]
 pub struct PgRuns;
 
+/// A duration in milliseconds as SQL (`$n` or a literal): an interval.
+fn millis(value: &str) -> String {
+    format!("{value} * INTERVAL '1 millisecond'")
+}
+
 impl RunDialect for PgRuns {
     type Database = sqlx::Postgres;
     type OwnStatements = ();
     type Time = Option<NaiveDateTime>;
     /// In milliseconds.
-    type Retention = i64;
+    type Lease = i64;
+
+    const PRECISION: Duration = Duration::from_micros(1);
 
     fn time(time: Option<NaiveDateTime>) -> Option<NaiveDateTime> {
         time
     }
 
-    fn retention(retention: Duration) -> i64 {
-        lease_millis(retention)
+    fn lease(lease: Duration) -> i64 {
+        lease_millis(lease)
     }
 
-    /// `$1`-`$6` the run (`$7`, `$8` its end), and `$1`-`$3` the query or the trim.
+    /// `$1`-`$6` the run (`started`: `$7` its lease or NULL; `finished`: `$7`, `$8` its end),
+    /// `alive` `$1`-`$3` its key and `$4` the lease; `list_lock` `$1` the lock, then (as
+    /// `list_all` from `$1`) since, the cursor's time, token, attempt and lock, and the limit.
     fn statements(table: &RunTable) -> RunStatements {
         let (r, key) = (&table.name, RUN_KEY);
+        let retention = millis(&lease_millis(table.retention).to_string());
+        let per_lock = table.per_lock;
+        let o_deletable = deletable("o.", "db.now");
+        // Numbered from `first`, in the order `page_arguments` binds them.
+        let page = |first: usize, across: bool| {
+            let param = |name: char| {
+                let at = "STKACL".find(name).unwrap_or_default();
+                format!("${}", first + at)
+            };
+            page_sql(param, "lock_name COLLATE \"C\"", across)
+        };
         RunStatements {
-            // The no-op update makes RETURNING give an existing row too.
+            // One clock reading (`db`) for the start, the heartbeat and the trims. The trim
+            // deletes the lock's rows past its newest `per_lock` as they were before this start
+            // (the statement's snapshot), and every row past the retention; never this run's
+            // row (the upsert's), never a run whose heartbeat is live. The no-op update makes
+            // RETURNING give an existing row too.
             started: trusted_sql(format!(
-                "INSERT INTO {r} AS r ({key}, job, tick, holder, started_at, outcome) \
-                 VALUES ($1, $2, $3, $4, $5, $6, {NOW}, 'running') \
-                 ON CONFLICT ({key}) DO UPDATE SET lock_name = r.lock_name RETURNING {RUN_COLUMNS}"
+                "WITH db AS (SELECT {NOW} AS now), trimmed AS (\
+                 DELETE FROM {r} AS o USING db WHERE ((o.lock_name = $1 \
+                 AND (o.started_at, o.fencing_token, o.attempt) <= (SELECT started_at, \
+                 fencing_token, attempt FROM {r} WHERE lock_name = $1 ORDER BY {NEWEST_FIRST} \
+                 OFFSET {per_lock} LIMIT 1)) OR o.started_at < db.now - {retention}) \
+                 AND (o.fencing_token, o.attempt) <> ($2, $3) AND {o_deletable}) \
+                 INSERT INTO {r} AS r ({key}, job, tick, holder, started_at, finished_at, outcome) \
+                 SELECT $1, $2, $3, $4, $5, $6, db.now, db.now + {lease}, 'running' FROM db \
+                 ON CONFLICT ({key}) DO UPDATE SET lock_name = r.lock_name RETURNING {RUN_COLUMNS}",
+                lease = millis("$7"),
             )),
             finished: trusted_sql(format!(
                 "INSERT INTO {r} AS r ({key}, job, tick, holder, started_at, finished_at, outcome, error) \
@@ -46,35 +81,49 @@ impl RunDialect for PgRuns {
                  ON CONFLICT ({key}) DO UPDATE SET finished_at = EXCLUDED.finished_at, \
                  outcome = EXCLUDED.outcome, error = EXCLUDED.error WHERE r.outcome = 'running'"
             )),
-            list: trusted_sql(format!(
-                "SELECT {RUN_COLUMNS} FROM {r} \
-                 WHERE ($1::text IS NULL OR lock_name = $1) \
-                 AND ($2::timestamp IS NULL OR started_at >= $2) \
-                 ORDER BY started_at DESC, fencing_token DESC, attempt DESC LIMIT $3"
+            alive: trusted_sql(format!(
+                "UPDATE {r} AS r SET finished_at = db.now + {lease} FROM (SELECT {NOW} AS now) AS db \
+                 WHERE r.lock_name = $1 AND r.fencing_token = $2 AND r.attempt = $3 \
+                 AND r.outcome = 'running' AND (r.finished_at IS NULL OR r.finished_at > db.now)",
+                lease = millis("$4"),
             )),
-            trim: trusted_sql(format!(
-                "DELETE FROM {r} WHERE (lock_name = $1 AND started_at < (SELECT started_at FROM {r} \
-                 WHERE lock_name = $1 ORDER BY started_at DESC OFFSET $2 LIMIT 1)) \
-                 OR started_at < {NOW} - $3 * INTERVAL '1 millisecond'"
+            list_lock: trusted_sql(format!(
+                "SELECT {RUN_COLUMNS} FROM {r} WHERE lock_name = $1 AND {}",
+                page(2, false)
             )),
+            list_all: trusted_sql(format!(
+                "SELECT {RUN_COLUMNS} FROM {r} WHERE {}",
+                page(1, true)
+            )),
+            trims: None,
             own: (),
         }
     }
 
     fn create_sql(table: &RunTable) -> String {
-        let r = &table.name;
-        let index = format!("{}_started", r.replace('.', "_"));
-        let index = format!("CREATE INDEX IF NOT EXISTS {index} ON {r} (started_at);");
-        aligned_run_table_sql(r, &Pg::COLUMN_TYPES, &index)
+        aligned_run_table_sql(
+            &table.name,
+            &Pg::COLUMN_TYPES,
+            &create_run_indexes(&table.name, false),
+        )
     }
 
     /// Under the same advisory lock as the lock table's creation: concurrent `CREATE TABLE IF NOT
-    /// EXISTS` of one name can fail in PostgreSQL's catalog (`pg_type`'s unique index).
+    /// EXISTS` of one name can fail in PostgreSQL's catalog (`pg_type`'s unique index). A table
+    /// made before the two indexes gets them, and loses the one on `started_at` they replace.
     async fn create(pool: &PgPool, table: &RunTable) -> Result<(), sqlx::Error> {
         let mut tx = schema_transaction(pool).await?;
         sqlx::raw_sql(sqlx::AssertSqlSafe(Self::create_sql(table)))
             .execute(&mut *tx)
             .await?;
+        let r = &table.name;
+        let (schema, _) = split_schema(r);
+        let replaced = format!("{schema}{}_started", r.replace('.', "_"));
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP INDEX IF EXISTS {replaced}"
+        )))
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await
     }
 }
