@@ -1,5 +1,6 @@
 # Redis for the tests, sourced by .ci/run: the server on 6379 (started if not running) and three
-# independent masters on 6380-6382 for RedLock, nothing on disk. Each start registers its stop
+# independent masters on 6380-6382 for RedLock, nothing on disk; openssl for the TLS tests,
+# which start their own TLS server. Each start registers its stop
 # in run's `cleanup` list. Runs stand-alone too: `bash .ci/redis.sh start|stop`.
 
 REDLOCK_PORTS=(6380 6381 6382)
@@ -25,6 +26,11 @@ redis_stop_server() {
 ensure_redis() {
   if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
+  fi
+  # shedlock-redis's TLS tests start their own `redis-server --tls-port` (Debian's is built
+  # with TLS) with a certificate they make with the openssl command.
+  if ! command -v openssl >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
   fi
   if ! redis-cli -p 6379 ping >/dev/null 2>&1; then
     log "starting Redis on 6379"

@@ -226,6 +226,41 @@ mod tests {
     }
 
     #[test]
+    fn a_heartbeat_moves_when_a_majority_renewed_it() {
+        let at = |ms| UNIX_EPOCH + Duration::from_millis(ms);
+        let alive = |until| {
+            let mut record = version(4, 10, None);
+            record.alive_until = Some(at(until));
+            record
+        };
+        // Renewed to 900 on two masters of three: the run goes on until (about) then.
+        let renewed = vec![vec![alive(500)], vec![alive(900)], vec![alive(905)]];
+        let [run] = &merge(renewed, 3, 2)[..] else {
+            panic!("one run")
+        };
+        assert_eq!(run.alive_until, Some(at(900)));
+        // Renewed on one master only (the renewal returned false): the old heartbeat stays.
+        let minority = vec![vec![alive(500)], vec![alive(502)], vec![alive(905)]];
+        let [run] = &merge(minority, 3, 2)[..] else {
+            panic!("one run")
+        };
+        assert_eq!(run.alive_until, Some(at(502)));
+        // Ended on a majority: no heartbeat.
+        let ended = version(4, 10, Some((RunEnd::succeeded(), 20)));
+        let [run] = &merge(
+            vec![vec![ended.clone()], vec![ended], vec![alive(905)]],
+            3,
+            2,
+        )[..] else {
+            panic!("one run")
+        };
+        assert_eq!(
+            (run.outcome, run.alive_until),
+            (RunOutcome::Succeeded, None)
+        );
+    }
+
+    #[test]
     fn a_run_needs_a_majority_and_its_end_too() {
         let failed = || RunEnd::with_error(RunOutcome::Failed, "boom");
         let masters = vec![
