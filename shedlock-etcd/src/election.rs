@@ -3,8 +3,9 @@
 //! whose key has the lowest create revision leads, and that revision is its term.
 
 use shedlock_core::async_trait;
-use shedlock_core::{Candidacy, ElectionConfig, Elector, Error};
+use shedlock_core::{Candidacy, ElectionConfig, Elector, Error, LockRecord, Operation};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -78,6 +79,45 @@ impl EtcdElector {
     /// The identity written into this candidate's keys.
     pub fn holder(&self) -> &str {
         &self.holder
+    }
+
+    /// Who leads `election` now, as its candidates' keys record it: the candidate whose key
+    /// has the lowest create revision, whether or not that candidate is this elector. For
+    /// tools (the `shedlock` command's dashboard) that show an election's leader; `None` when
+    /// no candidate campaigns. One read of the election's keys (one per candidate), writes
+    /// nothing and renews no one's lease.
+    ///
+    /// The record: `name` is the election, `holder` the leader's identity, `fencing_token`
+    /// its term (its key's create revision, as `on_elected` received it), `held` true.
+    /// A reader of etcd learns that the leader's key exists, not when its lease will end:
+    /// `locked_at` is `read_at` (this machine's clock, as the provider's `store_time`) and
+    /// `lock_until` one millisecond later.
+    ///
+    /// # Errors
+    /// [`Error::Store`] ([`Operation::Read`](shedlock_core::Operation::Read)) when the
+    /// cluster does not answer within the request timeout.
+    pub async fn leader(&self, election: &str) -> Result<Option<LockRecord>, Error> {
+        let prefix = self.keys.election(election);
+        let range = self
+            .client
+            .range(wire::RangeRequest::prefix(&prefix, false))
+            .await
+            .map_err(|e| e.into_store(Operation::Read, election))?;
+        let read_at = SystemTime::now();
+        Ok(range
+            .kvs
+            .iter()
+            .min_by_key(|kv| kv.create_revision)
+            .map(|kv| {
+                LockRecord::new(
+                    election,
+                    String::from_utf8_lossy(&kv.value),
+                    read_at,
+                    read_at + Duration::from_millis(1),
+                    u64::try_from(kv.create_revision).unwrap_or_default(),
+                    read_at,
+                )
+            }))
     }
 
     pub(crate) fn from_parts(client: Client, keys: Arc<Keys>, holder: Arc<str>) -> Self {

@@ -344,7 +344,7 @@ async fn session_end(client: &Client) {
 }
 
 /// The sequence number ZooKeeper appended to a candidate node `n-<sequence>`.
-fn sequence(node: &str) -> Option<i64> {
+pub(super) fn sequence(node: &str) -> Option<i64> {
     node.strip_prefix("n-")?.parse().ok()
 }
 

@@ -3,14 +3,19 @@
 mod campaign;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use shedlock_core::{Candidacy, ElectionConfig, Elector, Error, LockConfiguration, async_trait};
+use shedlock_core::{
+    Candidacy, ElectionConfig, Elector, Error, LockConfiguration, LockRecord, Operation,
+    async_trait,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::ZkElectorBuilder;
 use crate::access::Access;
+use crate::error::ZkError;
 use crate::paths::Paths;
+use crate::session::{connect, timed};
 
 /// Leader election on ZooKeeper: ephemeral sequential nodes, the lowest leads, each other
 /// candidate watches only the node just below its own.
@@ -101,7 +106,65 @@ impl ZkElector {
     pub fn holder(&self) -> &str {
         &self.holder
     }
+
+    /// Who leads `election` now, as its candidates' nodes record it: the candidate whose
+    /// node has the lowest sequence number, whether or not that candidate is this elector.
+    /// For tools (the `shedlock` command's dashboard) that show an election's leader; `None`
+    /// when no candidate campaigns. Opens a session of its own for the read (closed after
+    /// it), lists the election's node and reads the leader's node; writes nothing.
+    ///
+    /// The record: `name` is the election, `holder` the leader's identity, `held` true,
+    /// `locked_at` when the leader's node was created (the ensemble's clock). ZooKeeper keeps
+    /// no record of the term (the zxid of the leader's first write in office): the
+    /// `fencing_token` is 0. A reader learns that the leader's node exists, not when its
+    /// session would expire: `read_at` is this machine's clock and `lock_until` one
+    /// millisecond later.
+    ///
+    /// # Errors
+    /// [`Error::Store`] ([`Operation::Read`]) when no server accepts a session or answers
+    /// within 10 s, or the credentials may not read the election's nodes.
+    pub async fn leader(&self, election: &str) -> Result<Option<LockRecord>, Error> {
+        let dir = self.paths.election(election);
+        let fail = |e: ZkError| e.at(&dir).into_store(Operation::Read, election);
+        let timeout = LEADER_READ_TIMEOUT;
+        let client = connect(&self.connect_string, &self.access, timeout, timeout)
+            .await
+            .map_err(fail)?;
+        let children = match timed(timeout, client.list_children(&dir)).await {
+            Ok(children) => children,
+            Err(ZkError::Client(zookeeper_client::Error::NoNode)) => return Ok(None),
+            Err(error) => return Err(fail(error)),
+        };
+        let mut candidates: Vec<(i64, &String)> = children
+            .iter()
+            .filter_map(|node| campaign::sequence(node).map(|sequence| (sequence, node)))
+            .collect();
+        candidates.sort();
+        // A candidate may leave between the listing and the read: the next one leads then.
+        for (_, node) in candidates {
+            let path = format!("{dir}/{node}");
+            let (data, stat) = match timed(timeout, client.get_data(&path)).await {
+                Ok(read) => read,
+                Err(ZkError::Client(zookeeper_client::Error::NoNode)) => continue,
+                Err(error) => return Err(fail(error)),
+            };
+            let read_at = SystemTime::now();
+            let created = UNIX_EPOCH + Duration::from_millis(stat.ctime.max(0).unsigned_abs());
+            return Ok(Some(LockRecord::new(
+                election,
+                String::from_utf8_lossy(&data),
+                created,
+                read_at + Duration::from_millis(1),
+                0,
+                read_at,
+            )));
+        }
+        Ok(None)
+    }
 }
+
+/// How long [`ZkElector::leader`] waits for a session, and then for each read.
+const LEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Longest session timeout ZooKeeper's protocol can carry (milliseconds in an `i32`).
 const MAX_SESSION_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
