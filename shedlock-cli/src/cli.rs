@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use shedlock_core::RunCursor;
 
 use crate::secrets::Masked;
 
@@ -27,7 +28,7 @@ Exit codes:
 
 /// See and clear the locks of shedlock on any store: a lock table (shedlock-rs, or Java
 /// ShedLock plus a `fencing_token` column) on PostgreSQL, MySQL/MariaDB or SQLite; Redis (one
-/// server, or RedLock masters); ZooKeeper.
+/// server, or RedLock masters); ZooKeeper; etcd.
 ///
 /// Times are the store's (UTC), and so is "remaining": this machine's clock plays no part.
 #[derive(Debug, Parser)]
@@ -45,10 +46,12 @@ pub(crate) struct DatabaseArgs {
     /// Store URL: postgres://…, mysql://… (MySQL, MariaDB), sqlite:FILE; redis://[:PASSWORD@]HOST:PORT[/DB]
     /// (one Redis server); the RedLock masters' Redis URLs separated by commas
     /// (redis://H1:P1,redis://H2:P2,redis://H3:P3); zookeeper://[USER:PASSWORD@]HOST:PORT,HOST:PORT[/CHROOT]
-    /// (digest credentials). Prefer setting SHEDLOCK_URL (or DATABASE_URL, read when
-    /// SHEDLOCK_URL is not set) to --url: other users of this machine see a command line in
-    /// `ps`, and it stays in the shell's history. The password and other secrets of the URL
-    /// are never printed.
+    /// (zk:// too; digest credentials); etcd://[USER:PASSWORD@]HOST:PORT,HOST:PORT. A password
+    /// may hold `@`, `:` and `,` as they are; write `/`, `?`, `#` and `%` in it
+    /// percent-encoded (%2F, %3F, %23, %25): a URL with an `@` after its hosts is refused.
+    /// Prefer setting SHEDLOCK_URL (or DATABASE_URL, read when SHEDLOCK_URL is not set) to
+    /// --url: other users of this machine see a command line in `ps`, and it stays in the
+    /// shell's history. The password and other secrets of the URL are never printed.
     #[arg(
         long,
         value_name = "URL",
@@ -138,12 +141,32 @@ pub(crate) enum Command {
     Dashboard(crate::dashboard::DashboardArgs),
 }
 
+/// The largest page `locks list` and `runs list` read at once.
+pub(crate) const MAX_PAGE: u64 = 10_000;
+
+/// A page size: 1 to [`MAX_PAGE`].
+fn page_size() -> clap::builder::RangedU64ValueParser<u64> {
+    clap::value_parser!(u64).range(1..=MAX_PAGE)
+}
+
 /// The `locks` subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum LocksCommand {
-    /// Every lock: held or free, holder, fencing token, times and time left.
+    /// The locks in name order, a page at a time: held or free, holder, fencing token, times
+    /// and time left. When there are more, the last line names the --after that lists the
+    /// next page.
     #[command(after_help = EXIT_CODES)]
     List {
+        /// Only locks whose name starts with this.
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Only locks whose name comes after this one (byte order): the last name of the
+        /// previous page.
+        #[arg(long, value_name = "NAME")]
+        after: Option<String>,
+        /// At most this many locks (1 to 10000).
+        #[arg(long, default_value_t = 1000, value_parser = page_size())]
+        limit: u64,
         /// One JSON array of lock objects (fields: name, held, locked_by, fencing_token,
         /// locked_at, lock_until, remaining_ms, database_time).
         #[arg(long)]
@@ -170,17 +193,22 @@ pub(crate) enum LocksCommand {
 /// The `runs` subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum RunsCommand {
-    /// The newest runs, of every lock or of one.
+    /// The newest runs, of every lock or of one, a page at a time: when there are older
+    /// runs, the last line names the --before that lists the next page.
     #[command(after_help = EXIT_CODES)]
     List {
         /// Only the runs of this lock.
         #[arg(long)]
         lock: Option<String>,
-        /// At most this many runs, the newest.
-        #[arg(long, default_value_t = 20)]
-        limit: usize,
+        /// At most this many runs, the newest (1 to 10000).
+        #[arg(long, default_value_t = 50, value_parser = page_size())]
+        limit: u64,
+        /// Only runs older than this one: the `cursor` of the last run of the previous page
+        /// (`<unix nanoseconds>-<token>-<attempt>-<lock>`).
+        #[arg(long, value_name = "CURSOR")]
+        before: Option<RunCursor>,
         /// One JSON array of run objects (fields: lock, job, tick, holder, fencing_token,
-        /// attempt, started_at, finished_at, duration_ms, outcome, error).
+        /// attempt, started_at, finished_at, duration_ms, outcome, error, cursor).
         #[arg(long)]
         json: bool,
     },

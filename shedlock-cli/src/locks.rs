@@ -34,14 +34,29 @@ pub(crate) async fn run(
     command: &LocksCommand,
 ) -> Result<Exit, Failure> {
     match command {
-        LocksCommand::List { json } => {
-            let rows = provider
-                .list_locks(&LockQuery::all())
+        LocksCommand::List {
+            prefix,
+            after,
+            limit,
+            json,
+        } => {
+            let limit = usize::try_from(*limit).unwrap_or(usize::MAX);
+            // One more than asked for: whether there is a next page.
+            let mut query = LockQuery::all().limit(limit.saturating_add(1));
+            query.prefix = prefix.clone();
+            query.after = after.clone();
+            let mut rows = provider
+                .list_locks(&query)
                 .await
                 .map_err(|e| store_failure(&e))?;
+            let more = rows.len() > limit;
+            rows.truncate(limit);
             let views: Vec<LockView<'_>> = rows.iter().map(LockView::of).collect();
             let none = format_args!("no locks in {}", place.name);
             print_views(&views, *json, print_table, none);
+            if let (true, false, Some(last)) = (more, *json, rows.last()) {
+                out!("next page: --after {}", Escaped(&last.name));
+            }
             Ok(Exit::Ok)
         }
         LocksCommand::Show { name, json } => {

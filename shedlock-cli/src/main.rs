@@ -1,7 +1,7 @@
 //! `shedlock`: see and clear the locks of shedlock on any store (SQL, Redis, RedLock,
-//! ZooKeeper), print or create a lock table's schema, and check a store with `doctor`. Built on
-//! the providers' `LockInspector`; see `shedlock --help` and the README's "Command-line tool"
-//! section.
+//! ZooKeeper, etcd), read their run records, serve a dashboard, print or create a lock table's
+//! schema, and check a store with `doctor`. Built on the providers' `LockInspector`; see
+//! `shedlock --help` and the README's "Command-line tool" section.
 
 /// A line on stdout, scrubbed of secrets and escaped for the terminal ([`output::line`]).
 macro_rules! out {
@@ -15,6 +15,7 @@ mod commands;
 mod connect;
 mod dashboard;
 mod doctor;
+mod elections;
 mod failure;
 mod locks;
 mod output;

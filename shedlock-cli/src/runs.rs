@@ -1,12 +1,17 @@
-//! `runs list` and `runs show`: the run records a store keeps beside its locks.
+//! `runs list` and `runs show`: the run records a store keeps beside its locks, read a page
+//! at a time: no command reads more records than it shows (plus one, to tell whether there
+//! are more), however long the store's history.
 
 use serde::Serialize;
-use shedlock_core::{RunLog, RunQuery, RunRecord};
+use shedlock_core::{Operation, RunCursor, RunLog, RunQuery, RunRecord};
 
 use crate::cli::RunsCommand;
 use crate::failure::{Exit, Failure};
-use crate::locks::{Place, print_columns, print_json, print_views, store_failure, timestamp};
+use crate::locks::{Place, print_columns, print_json, print_views, timestamp};
 use crate::terminal::Escaped;
+
+/// How many records `runs show` reads at a time while it looks for a token or attempt.
+const SEARCH_PAGE: usize = 200;
 
 /// Runs a `runs` command on a store's run log; a store without one is a usage error.
 pub(crate) async fn run(
@@ -21,13 +26,28 @@ pub(crate) async fn run(
         ));
     };
     match command {
-        RunsCommand::List { lock, limit, json } => {
-            let mut query = RunQuery::all().limit(*limit);
+        RunsCommand::List {
+            lock,
+            limit,
+            before,
+            json,
+        } => {
+            let limit = usize::try_from(*limit).unwrap_or(usize::MAX);
+            // One more than asked for: whether there is a next page.
+            let mut query = RunQuery::all().limit(limit.saturating_add(1));
             query.lock = lock.clone();
-            let records = log.runs(&query).await.map_err(|e| store_failure(&e))?;
+            if let Some(before) = before {
+                query = query.before(before.clone());
+            }
+            let mut records = read(log, &query, place).await?;
+            let more = records.len() > limit;
+            records.truncate(limit);
             let views: Vec<RunView<'_>> = records.iter().map(RunView::of).collect();
             let none = format_args!("no runs recorded in {}", place.name);
             print_views(&views, *json, print_table, none);
+            if let (true, false, Some(last)) = (more, *json, records.last()) {
+                out!("next page: --before {}", last.cursor());
+            }
             Ok(Exit::Ok)
         }
         RunsCommand::Show {
@@ -36,19 +56,22 @@ pub(crate) async fn run(
             attempt,
             json,
         } => {
-            let records = log
-                .runs(&RunQuery::lock(lock.clone()))
-                .await
-                .map_err(|e| store_failure(&e))?;
-            let Some(record) = records.iter().find(|r| {
+            let wanted = |r: &RunRecord| {
                 token.is_none_or(|t| t == r.fencing_token) && attempt.is_none_or(|a| a == r.attempt)
-            }) else {
+            };
+            // Any run will do without a token or attempt: the newest one alone is read.
+            let page = if token.is_none() && attempt.is_none() {
+                1
+            } else {
+                SEARCH_PAGE
+            };
+            let Some(record) = find(log, place, lock, page, wanted).await? else {
                 return Err(Failure::new(
                     Exit::NotFound,
                     format!("no such run of lock `{}` in {}", Escaped(lock), place.name),
                 ));
             };
-            let view = RunView::of(record);
+            let view = RunView::of(&record);
             if *json {
                 print_json(&view);
             } else {
@@ -57,6 +80,69 @@ pub(crate) async fn run(
             Ok(Exit::Ok)
         }
     }
+}
+
+/// The newest run of `lock` that is `wanted`, read `page` records at a time: never the
+/// lock's whole history at once.
+async fn find(
+    log: &dyn RunLog,
+    place: &Place,
+    lock: &str,
+    page: usize,
+    wanted: impl Fn(&RunRecord) -> bool,
+) -> Result<Option<RunRecord>, Failure> {
+    let size = page;
+    let mut before: Option<RunCursor> = None;
+    loop {
+        let mut query = RunQuery::lock(lock).limit(size);
+        if let Some(cursor) = before.take() {
+            query = query.before(cursor);
+        }
+        let page = read(log, &query, place).await?;
+        if let Some(found) = page.iter().find(|r| wanted(r)) {
+            return Ok(Some(found.clone()));
+        }
+        match page.last() {
+            Some(last) if page.len() == size => before = Some(last.cursor()),
+            _ => return Ok(None),
+        }
+    }
+}
+
+/// One page of `query`; a store that cannot be read is named as such (exit 1).
+async fn read(
+    log: &dyn RunLog,
+    query: &RunQuery,
+    place: &Place,
+) -> Result<Vec<RunRecord>, Failure> {
+    log.runs(query)
+        .await
+        .map_err(|error| read_failure(&error, query.lock.as_deref(), place))
+}
+
+/// A run-record read that failed, said as a read: the store's error names its operation
+/// `Runs` as recording ("failed to record the runs of lock …"), which a read is not.
+fn read_failure(error: &shedlock_core::Error, lock: Option<&str>, place: &Place) -> Failure {
+    let whose = match lock {
+        Some(lock) => format!("lock `{}`", Escaped(lock)),
+        None => "every lock".to_owned(),
+    };
+    let cause = match error {
+        shedlock_core::Error::Store {
+            operation: Operation::Runs,
+            source,
+            ..
+        } => source.to_string(),
+        other => other.to_string(),
+    };
+    Failure::new(
+        Exit::Error,
+        format!(
+            "cannot read the run records of {whose} in {}: {cause}\n`shedlock doctor` (with the \
+             same options) says what is wrong and how to fix it",
+            place.name
+        ),
+    )
 }
 
 /// One run as printed; its field names are the JSON output's.
@@ -73,6 +159,8 @@ struct RunView<'a> {
     duration_ms: Option<u64>,
     outcome: &'static str,
     error: Option<&'a str>,
+    /// Where the run stands newest first: `runs list --before` this lists the older runs.
+    cursor: String,
 }
 
 impl<'a> RunView<'a> {
@@ -91,6 +179,7 @@ impl<'a> RunView<'a> {
                 .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             outcome: record.outcome.as_str(),
             error: record.error.as_deref(),
+            cursor: record.cursor().to_string(),
         }
     }
 

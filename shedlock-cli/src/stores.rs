@@ -7,6 +7,7 @@ use crate::cli::{Cli, Command, SchemaArgs};
 use crate::connect::{
     etcd_provider, redis_provider, redlock_provider, usage_or_unreachable, zookeeper_provider,
 };
+use crate::elections::{StoreElector, WithElector};
 use crate::failure::{Exit, Failure};
 use crate::locks::{self, Place};
 use crate::runs;
@@ -43,7 +44,7 @@ pub(crate) async fn run(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
             let place = Place::new(format!("key prefix `{}`", provider.key_prefix()), "hash");
             match &cli.command {
                 Command::Doctor => doctor::redis(&provider, target).await,
-                command => run_locks(&provider, &place, command, target).await,
+                command => run_locks(&provider, &place, command, target, None).await,
             }
         }
         StoreKind::RedLock => {
@@ -55,7 +56,7 @@ pub(crate) async fn run(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
                 format!("key prefix `{}`", provider.key_prefix()),
                 "hash on each master",
             );
-            run_locks(&provider, &place, &cli.command, target).await
+            run_locks(&provider, &place, &cli.command, target, None).await
         }
         StoreKind::ZooKeeper => {
             let provider = zookeeper_provider(&cli.database, target).await?;
@@ -72,7 +73,10 @@ pub(crate) async fn run(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
                     );
                     Ok(Exit::Ok)
                 }
-                command => run_locks(&provider, &place, command, target).await,
+                command => {
+                    let elector = StoreElector::ZooKeeper(provider.elector());
+                    run_locks(&provider, &place, command, target, Some(elector)).await
+                }
             }
         }
         StoreKind::Etcd => {
@@ -80,21 +84,33 @@ pub(crate) async fn run(cli: &Cli, target: &Target) -> Result<Exit, Failure> {
             let place = Place::new(format!("key prefix `{}`", provider.prefix()), "key");
             match &cli.command {
                 Command::Doctor => doctor::etcd(&provider, target).await,
-                command => run_locks(&provider, &place, command, target).await,
+                command => {
+                    let elector = StoreElector::Etcd(provider.elector());
+                    run_locks(&provider, &place, command, target, Some(elector)).await
+                }
             }
         }
         StoreKind::Sql(_) => unreachable!("SQL is run by `commands`"),
     }
 }
 
+/// `elector`: the store's own election recipe, whose leaders the dashboard shows too.
 async fn run_locks<P: LockInspector + LockProvider + Clone>(
     provider: &P,
     place: &Place,
     command: &Command,
     target: &Target,
+    elector: Option<StoreElector>,
 ) -> Result<Exit, Failure> {
     match command {
-        Command::Dashboard(args) => dashboard::run(provider.clone(), &target.shown, args).await,
+        // An election run by the store's own elector is found where it keeps its leader.
+        Command::Dashboard(args) => match elector {
+            Some(elector) => {
+                let provider = WithElector::new(provider.clone(), elector);
+                dashboard::run(provider, &target.shown, args).await
+            }
+            None => dashboard::run(provider.clone(), &target.shown, args).await,
+        },
         Command::Locks(command) => locks::run(provider, place, command).await,
         Command::Runs(command) => runs::run(provider.run_log(), place, command).await,
         _ => unreachable!("doctor and schema are dispatched before"),

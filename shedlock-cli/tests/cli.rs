@@ -187,6 +187,12 @@ async fn record_runs<D: Dialect>(url: &str, table: &str, lock: &str) {
     common::record_two_runs(&provider, lock).await;
 }
 
+async fn paged_runs<D: Dialect>(db: &Db) {
+    let provider = provider::<D>(&db.url, &db.table, "web-1").await;
+    let log = provider.run_log().expect("SQL keeps run records");
+    common::assert_runs_paged(|args| db.shedlock(args), log).await;
+}
+
 async fn lock_state_of<D: Dialect>(url: &str, table: &str, name: &str) -> Option<LockRecord> {
     let provider = provider::<D>(url, table, "reader").await;
     provider.lock_record(name).await.expect("read the lock")
@@ -213,6 +219,23 @@ mod cases {
         db.shedlock(&["schema", "--apply"]).expect(0);
         on_dialect!(db, record_runs(&db.url, &db.table, "nightly"));
         common::assert_runs_listed(|args| db.shedlock(args), "nightly");
+        db.remove().await;
+    }
+
+    /// Issue 29 item 3: `runs list` pages with `--limit` and `--before`.
+    pub(super) async fn runs_are_paged(db: Db) {
+        db.shedlock(&["schema", "--apply"]).expect(0);
+        on_dialect!(db, paged_runs(&db));
+        db.remove().await;
+    }
+
+    /// `locks list` pages with `--limit` and `--after`, and filters with `--prefix`.
+    pub(super) async fn locks_are_paged(db: Db) {
+        db.shedlock(&["schema", "--apply"]).expect(0);
+        for name in ["page-a", "page-b", "page-c", "other"] {
+            db.acquire(name, "web-1").await;
+        }
+        common::assert_locks_paged(|args| db.shedlock(args));
         db.remove().await;
     }
 
@@ -488,4 +511,51 @@ case_tests!(|_test| {
     a_wrong_password_is_never_echoed: a_password_is_never_printed,
     an_unreachable_database_exits_1: unreachable_database_is_an_error,
     runs_are_listed_and_shown: runs_list_and_show,
+    runs_are_listed_a_page_at_a_time: runs_are_paged,
+    locks_are_listed_a_page_at_a_time: locks_are_paged,
 });
+
+/// Issue 29 item 7: a run-record read that fails is reported as a read ("cannot read the run
+/// records of …"), not as "failed to record the runs".
+#[tokio::test]
+async fn a_failed_run_read_is_reported_as_a_read() {
+    use sqlx::{Connection, SqliteConnection};
+    let table = unique_table("cli_runs_unreadable");
+    let file = std::env::temp_dir().join(format!("{table}.db"));
+    let url = format!("sqlite:{}", file.display());
+    let shedlock = |args: &[&str]| {
+        Run::of(
+            shedlock_command()
+                .args(["--url", &url, "--table", &table])
+                .args(args),
+        )
+    };
+    shedlock(&["schema", "--apply"]).expect(0);
+    // A run table another program replaced with one the provider cannot read.
+    let mut connection = SqliteConnection::connect(&url).await.expect("connect");
+    for sql in [
+        format!("DROP TABLE {table}_runs"),
+        format!("CREATE TABLE {table}_runs (x INTEGER)"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&mut connection)
+            .await
+            .expect("replace the run table");
+    }
+    connection.close().await.expect("close");
+    for (args, whose) in [
+        (&["runs", "list"][..], "of every lock"),
+        (&["runs", "list", "--lock", "nightly"], "of lock `nightly`"),
+        (&["runs", "show", "nightly"], "of lock `nightly`"),
+    ] {
+        let stderr = shedlock(args).expect(1).stderr();
+        assert!(
+            stderr.contains(&format!("cannot read the run records {whose}")),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("record the runs"), "{args:?}: {stderr}");
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", file.display()));
+    }
+}

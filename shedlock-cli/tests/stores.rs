@@ -14,10 +14,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    Run, assert_held_and_free_listed, assert_release_refused, assert_runs_listed, find,
-    record_two_runs, shedlock_command,
+    Dashboard, Run, assert_held_and_free_listed, assert_locks_paged, assert_release_refused,
+    assert_runs_listed, assert_runs_paged, election_row, find, record_two_runs, shedlock_command,
 };
-use shedlock_core::{LockConfiguration, LockInspector, LockProvider, LockRecord};
+use shedlock_core::{
+    Elector, LeaderElection, LeaderState, LockConfiguration, LockInspector, LockProvider,
+    LockRecord,
+};
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
 use shedlock_test_support::{
@@ -37,7 +40,8 @@ struct Store {
 
 #[derive(Clone)]
 enum Provider {
-    Redis(RedisLockProvider),
+    // Boxed: a single server's provider is much larger than the others.
+    Redis(Box<RedisLockProvider>),
     RedLock(RedLockProvider),
     ZooKeeper(ZkLockProvider),
     Etcd(EtcdLockProvider),
@@ -53,9 +57,18 @@ impl Provider {
         }
     }
 
+    /// The store's own elector (etcd's, ZooKeeper's) campaigning as `holder`, if it has one.
+    fn elector(&self, holder: &str) -> Option<Arc<dyn Elector>> {
+        match self {
+            Provider::Etcd(p) => Some(Arc::new(p.with_holder(holder).unwrap().elector())),
+            Provider::ZooKeeper(p) => Some(Arc::new(p.with_holder(holder).unwrap().elector())),
+            Provider::Redis(_) | Provider::RedLock(_) => None,
+        }
+    }
+
     fn inspector(&self) -> &dyn LockInspector {
         match self {
-            Provider::Redis(p) => p,
+            Provider::Redis(p) => p.as_ref(),
             Provider::RedLock(p) => p,
             Provider::ZooKeeper(p) => p,
             Provider::Etcd(p) => p,
@@ -81,7 +94,9 @@ impl Store {
             Provider::RedLock(masters.expect("connect to SHEDLOCK_TEST_REDLOCK_URLS"))
         } else {
             let server = builder.connect(&urls[0]).await;
-            Provider::Redis(server.expect("connect to SHEDLOCK_TEST_REDIS_URL"))
+            Provider::Redis(Box::new(
+                server.expect("connect to SHEDLOCK_TEST_REDIS_URL"),
+            ))
         };
         Store {
             url: urls.join(","),
@@ -260,6 +275,76 @@ mod cases {
         assert_runs_listed(|args| store.shedlock(args), "nightly");
     }
 
+    /// Issue 29 item 3: `runs list` pages with `--limit` and `--before`.
+    pub(super) async fn runs_are_paged(store: Store) {
+        let provider = store.provider.as_holder("web-1");
+        let log = provider.run_log().expect("the store keeps run records");
+        assert_runs_paged(|args| store.shedlock(args), log).await;
+    }
+
+    /// `locks list` pages with `--limit` and `--after`, and filters with `--prefix`.
+    pub(super) async fn locks_are_paged(store: Store) {
+        for name in ["page-a", "page-b", "page-c", "other"] {
+            store.acquire(name, "web-1").await;
+        }
+        assert_locks_paged(|args| store.shedlock(args));
+    }
+
+    /// Issue 29 item 7: `dashboard --election NAME` shows the leader of an election run on
+    /// the store's locks, and (etcd, ZooKeeper) of one run by the store's own elector, which
+    /// keeps its candidates where no lock read finds them; and "no leader" for an election
+    /// nobody runs.
+    pub(super) async fn elections_show_their_leaders(store: Store) {
+        let on_locks = LeaderElection::builder("on-locks", store.provider.as_holder("web-1"))
+            .start()
+            .expect("start the election");
+        let by_elector = store.provider.elector("web-2").map(|elector| {
+            LeaderElection::builder_shared("by-elector", elector)
+                .start()
+                .expect("start the election")
+        });
+        let lock_term = elected(&on_locks).await;
+        let elector_term = match &by_elector {
+            Some(election) => Some(elected(election).await),
+            None => None,
+        };
+
+        let dashboard = Dashboard::start(
+            shedlock_command()
+                .args(["--url", &store.url])
+                .args(&store.place)
+                .args(["dashboard", "--listen", "127.0.0.1:0"])
+                .args(["--election", "on-locks", "--election", "by-elector"])
+                .args(["--election", "nobody"]),
+        );
+        let page = dashboard.page();
+        drop(dashboard);
+        let row = election_row(&page, "on-locks");
+        assert!(row.contains(r#"<td class="holder">web-1</td>"#), "{row}");
+        assert!(row.contains(&format!("<td>{lock_term}</td>")), "{row}");
+        assert!(
+            election_row(&page, "nobody").contains("no leader"),
+            "{page}"
+        );
+        let row = election_row(&page, "by-elector");
+        match (&store.provider, elector_term) {
+            (Provider::Etcd(_), Some(term)) => {
+                assert!(row.contains(r#"<td class="holder">web-2</td>"#), "{row}");
+                // etcd's term is the leader's key's create revision, as read.
+                assert!(row.contains(&format!("<td>{term}</td>")), "{row}");
+            }
+            (Provider::ZooKeeper(_), Some(_)) => {
+                // ZooKeeper keeps no record of a term: the leader is named, the term is 0.
+                assert!(row.contains(r#"<td class="holder">web-2</td>"#), "{row}");
+            }
+            _ => assert!(row.contains("no leader"), "{row}"),
+        }
+        on_locks.resign().await;
+        if let Some(election) = by_elector {
+            election.resign().await;
+        }
+    }
+
     /// Options of another kind of store are refused (exit 2), naming the option.
     pub(super) async fn sql_options_are_refused(store: Store) {
         let run = store
@@ -287,4 +372,22 @@ case_tests!(|test| {
     the_url_comes_from_the_environment_too: url_from_the_environment,
     sql_options_are_refused: sql_options_are_refused,
     runs_are_listed_and_shown: runs_list_and_show,
+    runs_are_listed_a_page_at_a_time: runs_are_paged,
+    locks_are_listed_a_page_at_a_time: locks_are_paged,
+    the_dashboard_shows_the_leader_of_every_kind_of_election: elections_show_their_leaders,
 });
+
+/// The term of `election` once this candidate leads.
+async fn elected(election: &LeaderElection) -> u64 {
+    let mut state = election.subscribe();
+    let leading = state.wait_for(|s| matches!(s, LeaderState::Leader { .. }));
+    // A guard, not a synchronization: the only candidate leads within a round trip or two.
+    let state = tokio::time::timeout(Duration::from_secs(60), leading)
+        .await
+        .expect("elected within a minute")
+        .expect("the election runs");
+    match *state {
+        LeaderState::Leader { term } => term,
+        LeaderState::Follower => unreachable!("waited for leadership"),
+    }
+}

@@ -224,3 +224,204 @@ pub(crate) fn assert_runs_listed(shedlock: impl Fn(&[&str]) -> Run, lock: &str) 
     );
     shedlock(&["runs", "show", "no-such-lock"]).expect(3);
 }
+
+/// The `next page: --before …` or `--after …` value a page ends with, if any.
+pub(crate) fn next_page(text: &str, option: &str) -> Option<String> {
+    let marker = format!("next page: {option} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&marker))
+        .map(str::to_owned)
+}
+
+/// Writes `count` finished runs of `lock` into `log` as holder `web-1`, tokens 1 to `count`.
+pub(crate) async fn record_runs(log: &dyn shedlock_core::RunLog, lock: &str, count: u64) {
+    use shedlock_core::{RunEnd, RunStart};
+    for token in 1..=count {
+        let start = RunStart::new(lock, "paged-job", None, "web-1", token);
+        log.run_started(&start).await.expect("record a start");
+        log.run_finished(&start, &RunEnd::succeeded())
+            .await
+            .expect("record an end");
+    }
+}
+
+/// Issue 29 item 3: `runs list` reads a page at a time with `--limit` and `--before`, and says
+/// where the next page starts; the pages together are every run once, newest first, for one
+/// lock and for all. Writes 7 runs of `paged` and 3 of `paged-other` into `log` first.
+pub(crate) async fn assert_runs_paged(
+    shedlock: impl Fn(&[&str]) -> Run,
+    log: &dyn shedlock_core::RunLog,
+) {
+    record_runs(log, "paged", 7).await;
+    record_runs(log, "paged-other", 3).await;
+    let tokens = |json: &Value| -> Vec<u64> {
+        let runs = json.as_array().expect("a JSON array");
+        runs.iter()
+            .map(|run| run["fencing_token"].as_u64().unwrap())
+            .collect()
+    };
+    // One lock: 3, 3, then 1, each page starting where the last ended.
+    let mut before: Option<String> = None;
+    let mut pages = Vec::new();
+    loop {
+        let mut args = vec!["runs", "list", "--lock", "paged", "--limit", "3"];
+        if let Some(cursor) = &before {
+            args.extend(["--before", cursor.as_str()]);
+        }
+        let text = shedlock(&args).expect(0).stdout();
+        args.push("--json");
+        let json = shedlock(&args).expect(0).json();
+        pages.push(tokens(&json));
+        match next_page(&text, "--before") {
+            Some(cursor) => {
+                let last = json.as_array().unwrap().last().unwrap();
+                assert_eq!(last["cursor"], cursor.as_str(), "{text}");
+                before = Some(cursor);
+            }
+            None => break,
+        }
+        assert!(pages.len() < 10, "no last page: {pages:?}");
+    }
+    assert_eq!(pages, [vec![7, 6, 5], vec![4, 3, 2], vec![1]]);
+
+    // Every lock: pages of 4 until the last, every run once, newest first.
+    let mut before: Option<String> = None;
+    let mut seen: Vec<(String, u64)> = Vec::new();
+    let mut cursors = Vec::new();
+    loop {
+        let mut args = vec!["runs", "list", "--limit", "4"];
+        if let Some(cursor) = &before {
+            args.extend(["--before", cursor.as_str()]);
+        }
+        let text = shedlock(&args).expect(0).stdout();
+        args.push("--json");
+        for run in shedlock(&args).expect(0).json().as_array().unwrap() {
+            let lock = run["lock"].as_str().unwrap().to_owned();
+            seen.push((lock, run["fencing_token"].as_u64().unwrap()));
+            cursors.push(run["cursor"].as_str().unwrap().to_owned());
+        }
+        match next_page(&text, "--before") {
+            Some(cursor) => before = Some(cursor),
+            None => break,
+        }
+        assert!(cursors.len() < 100, "no last page: {seen:?}");
+    }
+    let mut paged: Vec<&(String, u64)> = seen.iter().filter(|(l, _)| l == "paged").collect();
+    paged.dedup();
+    assert_eq!(paged.len(), 7, "{seen:?}");
+    let others = seen.iter().filter(|(l, _)| l == "paged-other").count();
+    assert_eq!(others, 3, "{seen:?}");
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), seen.len(), "a run listed twice: {seen:?}");
+    let parsed: Vec<shedlock_core::RunCursor> = cursors
+        .iter()
+        .map(|c| c.parse().expect("a cursor"))
+        .collect();
+    assert!(
+        parsed.windows(2).all(|pair| pair[0] > pair[1]),
+        "not newest first: {cursors:?}"
+    );
+
+    // A run far down the history is found by its token; bad pages are usage errors.
+    let oldest = shedlock(&["runs", "show", "paged", "--token", "1", "--json"])
+        .expect(0)
+        .json();
+    assert_eq!(oldest["fencing_token"], 1);
+    shedlock(&["runs", "list", "--limit", "0"]).expect(2);
+    shedlock(&["runs", "list", "--before", "yesterday"]).expect(2);
+}
+
+/// `locks list` pages with `--limit` and `--after` (the next page's `--after` on the last
+/// line) and filters with `--prefix`, given the held locks `page-a`, `page-b`, `page-c` and
+/// `other`.
+pub(crate) fn assert_locks_paged(shedlock: impl Fn(&[&str]) -> Run) {
+    let names = |args: &[&str]| -> Vec<String> {
+        let mut args = args.to_vec();
+        args.push("--json");
+        let json = shedlock(&args).expect(0).json();
+        let locks = json.as_array().expect("a JSON array").clone();
+        locks
+            .iter()
+            .map(|lock| lock["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let first = ["locks", "list", "--prefix", "page-", "--limit", "2"];
+    assert_eq!(names(&first), ["page-a", "page-b"]);
+    let text = shedlock(&first).expect(0).stdout();
+    let after = next_page(&text, "--after").unwrap_or_else(|| panic!("a next page: {text}"));
+    assert_eq!(after, "page-b");
+    let second = [
+        "locks", "list", "--prefix", "page-", "--limit", "2", "--after", "page-b",
+    ];
+    assert_eq!(names(&second), ["page-c"]);
+    let last = shedlock(&second).expect(0).stdout();
+    assert_eq!(next_page(&last, "--after"), None, "{last}");
+    assert_eq!(names(&["locks", "list"]).len(), 4);
+    shedlock(&["locks", "list", "--limit", "0"]).expect(2);
+}
+
+/// A `shedlock dashboard` running until the test ends (also when it fails).
+pub(crate) struct Dashboard {
+    child: std::process::Child,
+    /// `127.0.0.1:PORT`.
+    pub(crate) address: String,
+}
+
+impl Dashboard {
+    /// Starts `command` (a `shedlock … dashboard --listen 127.0.0.1:0 …`) and waits for its
+    /// first line, which says where it listens once it does.
+    pub(crate) fn start(command: &mut Command) -> Dashboard {
+        use std::io::BufRead;
+        let mut child = command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the dashboard");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("its stdout"))
+            .read_line(&mut line)
+            .expect("its first line");
+        let address = line
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .map(str::to_owned);
+        let Some(address) = address else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no address in {line:?}");
+        };
+        Dashboard { child, address }
+    }
+
+    /// The response to `GET /` (HTTP/1.0, `Host: localhost`), headers and body.
+    pub(crate) fn page(&self) -> String {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(&self.address).expect("connect");
+        stream
+            .write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .expect("send the request");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("the response");
+        response
+    }
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The row of election `name` in a dashboard page.
+pub(crate) fn election_row<'a>(page: &'a str, name: &str) -> &'a str {
+    let start = format!(r#"<tr class="election" data-name="{name}">"#);
+    let at = page
+        .find(&start)
+        .unwrap_or_else(|| panic!("no row of election {name} in {page}"));
+    let row = &page[at..];
+    &row[..row.find("</tr>").unwrap_or(row.len())]
+}
