@@ -101,17 +101,17 @@ impl Keys {
     /// (`run-time/<start>-<id>-<lock>`): newest first, as [`RunCursor`] orders them, then by
     /// lock.
     pub(crate) fn by_time(&self, at: TimeKey<'_>) -> Vec<u8> {
-        let mut key = self.by_time_from(at.started_ms, at.token, at.attempt);
+        let mut key = self.by_time_from(at.started_us, at.token, at.attempt);
         key.extend_from_slice(escape(&at.lock).as_bytes());
         key
     }
 
-    /// Where the index keys of runs at (`started_ms`, `token`, `attempt`) start, whatever
+    /// Where the index keys of runs at (`started_us`, `token`, `attempt`) start, whatever
     /// their lock.
-    pub(crate) fn by_time_from(&self, started_ms: u64, token: u64, attempt: u32) -> Vec<u8> {
+    pub(crate) fn by_time_from(&self, started_us: u64, token: u64, attempt: u32) -> Vec<u8> {
         self.key(
             "run-time",
-            &format!("{:016x}-{}-", u64::MAX - started_ms, run_id(token, attempt)),
+            &format!("{:016x}-{}-", u64::MAX - started_us, run_id(token, attempt)),
         )
     }
 
@@ -126,7 +126,7 @@ impl Keys {
         let lock = rest.strip_prefix('-')?;
         Some(TimeKey {
             lock: std::borrow::Cow::Owned(unescape(lock)?),
-            started_ms: u64::MAX - u64::from_str_radix(started, 16).ok()?,
+            started_us: u64::MAX - u64::from_str_radix(started, 16).ok()?,
             token: u64::MAX - u64::from_str_radix(token, 16).ok()?,
             attempt: u32::MAX - u32::from_str_radix(attempt, 16).ok()?,
         })
@@ -155,7 +155,8 @@ impl Keys {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TimeKey<'a> {
     pub(crate) lock: std::borrow::Cow<'a, str>,
-    pub(crate) started_ms: u64,
+    /// Microseconds since the epoch.
+    pub(crate) started_us: u64,
     pub(crate) token: u64,
     pub(crate) attempt: u32,
 }
@@ -235,9 +236,9 @@ mod tests {
                 "{other:?} shares lock a's range"
             );
         }
-        let at = |lock: &'static str, started_ms, token| TimeKey {
+        let at = |lock: &'static str, started_us, token| TimeKey {
             lock: lock.into(),
-            started_ms,
+            started_us,
             token,
             attempt: 1,
         };

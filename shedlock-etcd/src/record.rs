@@ -65,6 +65,23 @@ pub(crate) fn from_ms(ms: u64) -> SystemTime {
         .unwrap_or_else(|| UNIX_EPOCH + Duration::from_secs(i64::MAX as u64 / 2))
 }
 
+/// Now, on this instance's clock, in whole microseconds (when run records started and ended:
+/// fine enough that runs of different locks rarely share a start).
+pub(crate) fn now_us() -> u64 {
+    to_us(SystemTime::now())
+}
+
+pub(crate) fn to_us(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
+/// A time from microseconds since the epoch (every `u64` of them fits).
+pub(crate) fn from_us(us: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_micros(us)
+}
+
 pub(crate) fn ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }

@@ -10,7 +10,7 @@ use super::value::decode;
 use crate::EtcdLockProvider;
 use crate::error::EtcdError;
 use crate::keys::{TimeKey, ttl_seconds};
-use crate::record::{ms, to_ms};
+use crate::record::{ms, to_us};
 use crate::wire::{self, KeyValue};
 
 /// A lock's records are trimmed back to `runs_per_lock` once a write finds more than
@@ -186,7 +186,7 @@ impl EtcdLockProvider {
                 if let Ok(record) = decode(kv) {
                     success.push(wire::delete(&self.keys.by_time(TimeKey {
                         lock: lock.into(),
-                        started_ms: to_ms(record.started_at),
+                        started_us: to_us(record.started_at),
                         token: record.fencing_token,
                         attempt: record.attempt,
                     })));

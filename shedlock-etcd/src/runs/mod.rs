@@ -32,7 +32,7 @@ use value::{decode, encode};
 use crate::EtcdLockProvider;
 use crate::error::EtcdError;
 use crate::keys::{TimeKey, ttl_seconds};
-use crate::record::{from_ms, now_ms, to_ms};
+use crate::record::{from_ms, from_us, now_ms, now_us, to_ms, to_us};
 use crate::wire::{self, KeyValue};
 
 /// A heartbeat key's lease, granted for a run: its id and TTL in whole seconds (the key's
@@ -99,7 +99,7 @@ impl EtcdLockProvider {
                 wire::put(
                     &self.keys.by_time(TimeKey {
                         lock: lock.into(),
-                        started_ms: to_ms(record.started_at),
+                        started_us: to_us(record.started_at),
                         token: record.fencing_token,
                         attempt: record.attempt,
                     }),
@@ -157,7 +157,7 @@ impl EtcdLockProvider {
 impl RunLog for EtcdLockProvider {
     async fn run_started(&self, start: &RunStart) -> Result<RunRecord, Error> {
         let fail = self.runs_error(&start.lock);
-        let mut record = RunRecord::started(start, from_ms(now_ms()));
+        let mut record = RunRecord::started(start, from_us(now_us()));
         record.alive_until = record.alive_until.map(ceil_ms);
         let heartbeat = match start.lease {
             Some(lease) => Some(self.grant_heartbeat(lease).await.map_err(&fail)?),
@@ -185,9 +185,9 @@ impl RunLog for EtcdLockProvider {
                 .range(wire::RangeRequest::key(&key))
                 .await
                 .map_err(&fail)?;
-            let now = now_ms();
+            let now = from_us(now_us());
             let Some(kv) = read.kvs.first() else {
-                let whole = RunRecord::started(start, from_ms(now)).finished(end, from_ms(now));
+                let whole = RunRecord::started(start, now).finished(end, now);
                 match self.create_run(&whole, None).await.map_err(&fail)? {
                     None => return Ok(()),
                     Some(_) => continue,
@@ -197,14 +197,14 @@ impl RunLog for EtcdLockProvider {
             if record.outcome != RunOutcome::Running {
                 return Ok(());
             }
-            let finished = record.finished(end, from_ms(now));
+            let finished = record.finished(end, now);
             let request = wire::TxnRequest {
                 compare: vec![wire::modified_at(&key, kv.mod_revision)],
                 success: vec![
                     wire::put(&key, encode(&finished), kv.lease),
                     wire::get(&alive),
                     wire::delete(&alive),
-                    self.expired_buckets(now),
+                    self.expired_buckets(to_ms(now)),
                 ],
                 failure: Vec::new(),
             };

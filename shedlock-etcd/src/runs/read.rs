@@ -10,7 +10,7 @@ use super::value::decode;
 use crate::EtcdLockProvider;
 use crate::error::EtcdError;
 use crate::keys::TimeKey;
-use crate::record::{from_ms, now_ms, to_ms};
+use crate::record::{from_ms, from_us, now_ms, to_us};
 use crate::wire;
 
 /// Records per etcd request: at most a few hundred KiB, about 1 MiB with errors of the
@@ -33,10 +33,10 @@ fn with_heartbeat(mut record: RunRecord, alive: bool, read_at: SystemTime) -> Ru
     record
 }
 
-/// Milliseconds since the epoch of `time`, rounded up.
-fn ms_up(time: SystemTime) -> u64 {
-    let floor = to_ms(time);
-    if from_ms(floor) < time {
+/// Microseconds since the epoch of `time`, rounded up.
+fn us_up(time: SystemTime) -> u64 {
+    let floor = to_us(time);
+    if from_us(floor) < time {
         floor + 1
     } else {
         floor
@@ -116,10 +116,10 @@ impl EtcdLockProvider {
         let section = self.keys.section("run-time");
         let mut from = match &query.before {
             // Past every entry at the cursor (any lock), or, for a cursor within a
-            // millisecond, at the first entry of that millisecond or older.
+            // microsecond, at the first entry of that microsecond or older.
             Some(before) => {
-                let at = to_ms(before.started_at);
-                if from_ms(at) == before.started_at {
+                let at = to_us(before.started_at);
+                if from_us(at) == before.started_at {
                     wire::prefix_end(&self.keys.by_time_from(
                         at,
                         before.fencing_token,
@@ -133,7 +133,7 @@ impl EtcdLockProvider {
             }
             None => section.clone(),
         };
-        let end = match query.since.map(ms_up) {
+        let end = match query.since.map(us_up) {
             // Entries started at `since` or later: start time (inverted) up to its own.
             Some(since) if since > 0 => {
                 let mut key = section.clone();
@@ -185,7 +185,7 @@ impl EtcdLockProvider {
                     continue;
                 };
                 let record: RunRecord = decode(kv)?;
-                if to_ms(record.started_at) != entry.started_ms {
+                if to_us(record.started_at) != entry.started_us {
                     // An entry left by a record written again since (a late end recorded
                     // whole after its start was trimmed): the record has its own entry.
                     continue;
@@ -223,7 +223,7 @@ mod tests {
             running.alive_until,
             "a deadline that passed reads as written"
         );
-        assert_eq!(ms_up(t0 + Duration::from_micros(1)), 1_000_001);
-        assert_eq!(ms_up(t0), 1_000_000);
+        assert_eq!(us_up(t0 + Duration::from_nanos(1)), 1_000_000_001);
+        assert_eq!(us_up(t0), 1_000_000_000);
     }
 }

@@ -3,10 +3,12 @@
 //! when `CI=true`.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shedlock_core::{RUN_TRIM_SLACK, RunEnd, RunLog, RunOutcome, RunQuery, RunStart};
-use shedlock_test_support::{etcd_url, unique_key_prefix, unique_lock_name};
+use shedlock_core::conformance::longevity;
+use shedlock_core::{LockProvider, RUN_TRIM_SLACK, RunEnd, RunLog, RunOutcome, RunQuery, RunStart};
+use shedlock_test_support::{ServerHarness, etcd_url, unique_key_prefix, unique_lock_name};
 
 use crate::EtcdLockProvider;
 use crate::record::{from_ms, now_ms};
@@ -170,4 +172,60 @@ async fn a_heartbeat_lives_as_long_as_its_etcd_lease() {
     );
     let (heartbeats, _) = keys_in(&provider, "run-alive").await;
     assert_eq!(heartbeats, 0);
+}
+
+/// A month of a fleet's history (`shedlock_core::conformance::longevity`) written through the
+/// provider, then what etcd keeps, counted in etcd: records within `runs_per_lock` + slack per
+/// lock, one index entry per record, no heartbeat left, one or two bucket keys, and the
+/// records on one or two leases (the bucket's), whatever the number of runs written.
+async fn history_of(days: u32) {
+    let Some(provider) = provider("runs-month", 1000).await else {
+        return;
+    };
+    let holders = provider.clone();
+    let keeping = provider.clone();
+    let harness = ServerHarness::new(move |holder| {
+        Arc::new(holders.with_holder(holder).expect("valid holder")) as Arc<dyn LockProvider>
+    })
+    .with_inspector(provider.clone())
+    .with_run_log(provider.clone())
+    .with_run_log_keeping(move |retention, per_lock| {
+        Arc::new(
+            keeping
+                .with_run_retention(retention, per_lock)
+                .expect("settings"),
+        ) as Arc<dyn RunLog>
+    });
+    let figures = longevity::month_of_history(&harness, days).await;
+    println!("etcd: {figures}");
+    let (records, record_leases) = keys_in(&provider, "run").await;
+    let (entries, entry_leases) = keys_in(&provider, "run-time").await;
+    let (heartbeats, _) = keys_in(&provider, "run-alive").await;
+    let (buckets, _) = keys_in(&provider, "run-leases").await;
+    println!(
+        "etcd: {records} record keys, {entries} index keys, {heartbeats} heartbeat keys, \
+         {buckets} bucket keys; the records on {} lease(s)",
+        record_leases.len()
+    );
+    // The fleet's records and the longevity run's marker.
+    assert!(
+        records <= figures.kept + 1,
+        "{records} records, {} kept",
+        figures.kept
+    );
+    assert!(records <= (longevity::LOCKS + 1) * figures.bound_per_lock);
+    assert_eq!(entries, records, "one index entry per record");
+    assert_eq!(heartbeats, 0);
+    assert!((1..=2).contains(&buckets), "{buckets} bucket keys");
+    assert!(record_leases.len() <= 2 && entry_leases == record_leases);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_day_of_history_stays_within_the_settings() {
+    history_of(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_month_of_history_stays_within_the_settings() {
+    history_of(30).await;
 }

@@ -1,11 +1,11 @@
-//! A run record's value: JSON, readable with etcdctl, times in milliseconds of the writing
-//! instance's clock (etcd has none).
+//! A run record's value: JSON, readable with etcdctl; start and end in microseconds, tick and
+//! heartbeat deadline in milliseconds, of the writing instance's clock (etcd has none).
 
 use serde::{Deserialize, Serialize};
 use shedlock_core::{RunEnd, RunOutcome, RunRecord, RunStart};
 
 use crate::error::EtcdError;
-use crate::record::{from_ms, to_ms};
+use crate::record::{from_ms, from_us, to_ms, to_us};
 use crate::wire::KeyValue;
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -17,9 +17,9 @@ struct RunValue {
     holder: String,
     token: u64,
     attempt: u32,
-    started_at_ms: u64,
+    started_at_us: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    finished_at_ms: Option<u64>,
+    finished_at_us: Option<u64>,
     outcome: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<String>,
@@ -38,8 +38,8 @@ impl RunValue {
             holder: record.holder.clone(),
             token: record.fencing_token,
             attempt: record.attempt,
-            started_at_ms: to_ms(record.started_at),
-            finished_at_ms: record.finished_at.map(to_ms),
+            started_at_us: to_us(record.started_at),
+            finished_at_us: record.finished_at.map(to_us),
             outcome: record.outcome.as_str().to_owned(),
             error: record.error.clone(),
             alive_until_ms: record.alive_until.map(to_ms),
@@ -57,13 +57,13 @@ impl RunValue {
             self.token,
         )
         .attempt(self.attempt);
-        let mut record = RunRecord::started(&start, from_ms(self.started_at_ms));
-        if let Some(finished) = self.finished_at_ms {
+        let mut record = RunRecord::started(&start, from_us(self.started_at_us));
+        if let Some(finished) = self.finished_at_us {
             let end = match self.error {
                 Some(error) => RunEnd::with_error(outcome, error),
                 None => RunEnd::succeeded(),
             };
-            record = record.finished(&end, from_ms(finished));
+            record = record.finished(&end, from_us(finished));
         }
         record.outcome = outcome;
         if outcome == RunOutcome::Running {
