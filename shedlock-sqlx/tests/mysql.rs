@@ -67,11 +67,21 @@ test_db!(MySql(MySqlPool) for MySqlLockProvider {
     }),
     enforces_varchar: true,
     statements: [3, 2, 1, 1, 2],
+    run_statements: [2, 1, 1],
+    old_run_table: "CREATE TABLE {r} (lock_name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE \
+                    utf8mb4_bin NOT NULL, fencing_token BIGINT NOT NULL, attempt INTEGER NOT NULL, \
+                    job VARCHAR(255) NOT NULL, tick DATETIME(3) NULL, holder VARCHAR(255) NOT NULL, \
+                    started_at DATETIME(3) NOT NULL, finished_at DATETIME(3) NULL, \
+                    outcome VARCHAR(16) NOT NULL, error VARCHAR(2000) CHARACTER SET utf8mb4 NULL, \
+                    PRIMARY KEY (lock_name, fencing_token, attempt), INDEX (started_at))",
+    index_names: "SELECT DISTINCT index_name FROM information_schema.statistics \
+                  WHERE table_schema = DATABASE() AND table_name = '{r}' AND index_name <> 'PRIMARY'",
     clock_query: "SELECT UTC_TIMESTAMP(3)",
     schema_query: "SELECT DATABASE()",
 });
 
 sql_provider_tests!(MySql, pool());
+sql_run_cases!(async { Some(MySql { pool: pool().await? }) });
 
 /// The whole suite (conformance and SQL cases) again under each `sql_mode` users set that
 /// changes how statements read: MariaDB's `SIMULTANEOUS_ASSIGNMENT` (an `UPDATE`'s assignments

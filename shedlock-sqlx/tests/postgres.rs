@@ -113,11 +113,22 @@ test_db!(Pg(PgPool) for PgLockProvider {
     }),
     enforces_varchar: true,
     statements: [1, 1, 1, 1, 1],
+    run_statements: [1, 1, 1],
+    old_run_table: "CREATE TABLE {r} (lock_name VARCHAR(64) NOT NULL, fencing_token BIGINT NOT NULL, \
+                    attempt INTEGER NOT NULL, job VARCHAR(255) NOT NULL, tick TIMESTAMP, \
+                    holder VARCHAR(255) NOT NULL, started_at TIMESTAMP NOT NULL, \
+                    finished_at TIMESTAMP, outcome VARCHAR(16) NOT NULL, error VARCHAR(2000), \
+                    PRIMARY KEY (lock_name, fencing_token, attempt)); \
+                    CREATE INDEX IF NOT EXISTS {r}_started ON {r} (started_at)",
+    index_names: "SELECT indexname::text FROM pg_indexes WHERE tablename = '{r}' \
+                  AND indexname <> '{r}_pkey'",
     clock_query: "SELECT timezone('utc', clock_timestamp())",
     schema_query: "SELECT current_schema()::text",
 });
 
 sql_provider_tests!(Pg, pool());
+
+sql_run_cases!(async { Some(Pg { pool: pool().await? }) });
 
 /// Whether no notification arrives within `millis`.
 async fn quiet_for(listener: &mut PgListener, millis: u64) -> bool {

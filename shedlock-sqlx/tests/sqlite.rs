@@ -137,11 +137,20 @@ test_db!(Sqlite(SqlitePool) for SqliteLockProvider {
     java: None,
     enforces_varchar: false,
     statements: [1, 1, 1, 1, 1],
+    run_statements: [2, 1, 1],
+    old_run_table: "CREATE TABLE {r} (lock_name VARCHAR(64) NOT NULL, fencing_token INTEGER NOT NULL, \
+                    attempt INTEGER NOT NULL, job VARCHAR(255) NOT NULL, tick TEXT, \
+                    holder VARCHAR(255) NOT NULL, started_at TEXT NOT NULL, finished_at TEXT, \
+                    outcome VARCHAR(16) NOT NULL, error VARCHAR(2000), \
+                    PRIMARY KEY (lock_name, fencing_token, attempt)); \
+                    CREATE INDEX IF NOT EXISTS {r}_started ON {r} (started_at)",
+    index_names: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = '{r}'",
     clock_query: "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
     schema_query: "SELECT 'main'",
 });
 
 sql_provider_tests!(Sqlite, async { Some(file_provider().await.pool().clone()) });
+sql_run_cases!(async { Some(Sqlite { pool: file_provider().await.pool().clone() }) });
 
 /// Every `sqlite::memory:` connection is a database of its own.
 #[tokio::test]

@@ -5,12 +5,14 @@ mod checks;
 mod hostile;
 mod java;
 mod reset;
+mod runs;
 mod schema;
 
 pub(crate) use checks::*;
 pub(crate) use hostile::*;
 pub(crate) use java::*;
 pub(crate) use reset::*;
+pub(crate) use runs::*;
 pub(crate) use schema::*;
 
 use std::time::{Duration, SystemTime};
@@ -40,6 +42,13 @@ pub(crate) trait TestDb: Send + Sync + Sized + 'static {
     /// Statements per operation: acquire on first use of a name, acquire of a free lock,
     /// acquire of a held lock, release, extend.
     const STATEMENTS: [usize; 5];
+    /// Statements on the run table per run: start (no trim due), heartbeat, end.
+    const RUN_STATEMENTS: [usize; 3];
+    /// The run table `{r}` as `create_schema` made it before its two indexes (one on
+    /// `started_at` instead), statements separated by `;`.
+    const OLD_RUN_TABLE: &'static str;
+    /// The names of table `{r}`'s indexes.
+    const INDEX_NAMES: &'static str;
 
     fn build(
         &self,
@@ -53,6 +62,10 @@ pub(crate) trait TestDb: Send + Sync + Sized + 'static {
     async fn now(&self) -> SystemTime;
     /// A schema the connection may qualify tables with.
     async fn schema(&self) -> String;
+    /// The one integer `sql` returns.
+    async fn scalar(&self, sql: &str) -> i64;
+    /// The texts `sql` returns, one per row.
+    async fn texts(&self, sql: &str) -> Vec<String>;
 }
 
 /// A provider on a new table of its own, created with `create_schema`.
@@ -147,6 +160,9 @@ macro_rules! test_db {
             java: $java:expr,
             enforces_varchar: $enforces_varchar:literal,
             statements: $statements:expr,
+            run_statements: $run_statements:expr,
+            old_run_table: $old_run_table:literal,
+            index_names: $index_names:literal,
             clock_query: $clock_query:literal,
             schema_query: $schema_query:literal $(,)?
         }
@@ -162,6 +178,9 @@ macro_rules! test_db {
             const ENFORCES_VARCHAR: bool = $enforces_varchar;
             const JAVA: Option<$crate::common::scenarios::JavaSql> = $java;
             const STATEMENTS: [usize; 5] = $statements;
+            const RUN_STATEMENTS: [usize; 3] = $run_statements;
+            const OLD_RUN_TABLE: &'static str = $old_run_table;
+            const INDEX_NAMES: &'static str = $index_names;
 
             fn build(
                 &self,
@@ -193,6 +212,18 @@ macro_rules! test_db {
                     .fetch_one(&self.pool)
                     .await
                     .expect("read the current schema")
+            }
+            async fn scalar(&self, sql: &str) -> i64 {
+                ::sqlx::query_scalar(::sqlx::AssertSqlSafe(sql.to_owned()))
+                    .fetch_one(&self.pool)
+                    .await
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            }
+            async fn texts(&self, sql: &str) -> Vec<String> {
+                ::sqlx::query_scalar(::sqlx::AssertSqlSafe(sql.to_owned()))
+                    .fetch_all(&self.pool)
+                    .await
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"))
             }
         }
     };
@@ -241,6 +272,21 @@ macro_rules! sql_provider_tests {
     };
 }
 
+/// The run-table cases each database runs once (not per session setting): a table made
+/// before the indexes, and a month of a fleet's history.
+#[macro_export]
+macro_rules! sql_run_cases {
+    ($db:expr) => {
+        mod run_cases {
+            use super::*;
+            $crate::sql_provider_cases!(@cases ($db)
+                run_tables_made_before_keep_working,
+                a_month_of_history_stays_within_the_bounds,
+            );
+        }
+    };
+}
+
 /// Generates one `#[tokio::test]` per case for a `TestDb` expression (`Option`, `None` skips).
 #[macro_export]
 macro_rules! sql_provider_cases {
@@ -266,6 +312,8 @@ macro_rules! sql_provider_cases {
             inspection_reads_the_database_clock,
             check_schema_names_what_does_not_fit,
             check_access_leaves_no_trace,
+            run_statements_per_run,
+            runs_stay_bounded_when_runs_never_end,
         );
     };
     (@cases ($db:expr) $($case:ident,)*) => {
