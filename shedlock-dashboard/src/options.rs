@@ -106,8 +106,10 @@ impl DashboardOptions {
         self
     }
 
-    /// Locks per page (1 to 500): each lock's runs are read for the page it is on, so this
-    /// bounds what one page reads.
+    /// Locks per page (1 to 500): each lock's runs are read for the page it is on, so a page
+    /// reads at most `page_size` locks and `page_size` × (the larger of `runs_per_job` and
+    /// `timeline_runs`, plus one) run records, and holds about 1 KB per lock and 150 bytes per
+    /// run shown, however long the history.
     pub fn page_size(mut self, locks: usize) -> Self {
         self.page_size = locks.clamp(1, 500);
         self
@@ -132,10 +134,10 @@ impl DashboardOptions {
         self
     }
 
-    /// Latest runs of each lock drawn on the timeline (at most 500); a lock that ran more
-    /// often within the span shows where its drawn runs begin.
+    /// Latest runs of each lock drawn on the timeline (at most 100); a lock that ran more
+    /// often within the span shows, greyed, the part its drawn runs do not reach.
     pub fn timeline_runs(mut self, runs: usize) -> Self {
-        self.timeline_runs = runs.min(500);
+        self.timeline_runs = runs.min(100);
         self
     }
 

@@ -79,16 +79,29 @@ async fn run(
     assert!(provider.release(&lease).await.unwrap());
 }
 
-/// `days` of history, ending at the clock's time when it returns: `nightlies` locks that run
-/// once a day (every third night failing with a long error), `busy` locks that run every 10 s
-/// in the last `busy_runs` ticks (one in five failing with a long error), one lock
-/// (`old-only`) whose only run failed `days` ago, and an instance restart a day.
-async fn month(
+/// A fleet's history.
+struct Fleet {
+    /// Days of it, ending at the clock's time.
     days: u64,
+    /// Locks run once a day (every third night failing with a long error).
     nightlies: usize,
+    /// Locks run every 10 s in the last `ticks` ticks (one in five failing with a long error).
     busy: usize,
-    busy_runs: usize,
-) -> (InMemoryLockProvider, Arc<ManualClock>) {
+    ticks: usize,
+    /// Whether the busy locks also ran every three hours of every day (one in seven failing).
+    busy_days: bool,
+}
+
+/// `fleet`'s history, ending at the clock's time when it returns, and one lock (`old-only`)
+/// whose only run failed `days` ago; an instance restart a day.
+async fn month(fleet: Fleet) -> (InMemoryLockProvider, Arc<ManualClock>) {
+    let Fleet {
+        days,
+        nightlies,
+        busy,
+        ticks: busy_runs,
+        busy_days,
+    } = fleet;
     let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_790_000_000);
     let clock = Arc::new(ManualClock::new(start));
     // A month kept (the default retention is two weeks).
@@ -119,6 +132,23 @@ async fn month(
                 error,
             )
             .await;
+        }
+        for hour in (3..24).step_by(3).filter(|_| busy_days) {
+            clock.set(start + DAY * day as u32 + Duration::from_secs(3600 * hour));
+            for n in 0..busy {
+                let name = format!("busy-{n:02}");
+                let error = (hour == 12).then(|| long_error(&name, day));
+                let holder = instance(day);
+                run(
+                    &store,
+                    &clock,
+                    &name,
+                    &holder,
+                    Duration::from_secs(2),
+                    error,
+                )
+                .await;
+            }
         }
     }
     // The busy locks' last ticks, up to the end of the last day.
@@ -175,7 +205,14 @@ async fn a_month_of_history_is_a_small_page_showing_every_lock() {
     // 150 nightly locks x 30 nights, 50 busy locks x 45 ticks (more than a page draws), and
     // the old one: 6,751 runs, a third of the nights and a fifth of the ticks failing with
     // 2,000-byte errors.
-    let (store, _clock) = month(30, 150, 50, 45).await;
+    let fleet = Fleet {
+        days: 30,
+        nightlies: 150,
+        busy: 50,
+        ticks: 45,
+        busy_days: false,
+    };
+    let (store, _clock) = month(fleet).await;
     let app = router(store.clone(), DashboardOptions::new());
     let pages = every_page(&app).await;
     let mut locks = BTreeSet::new();
@@ -260,7 +297,14 @@ async fn a_month_of_history_is_a_small_page_showing_every_lock() {
 #[ignore = "a measurement: prints figures"]
 async fn page_figures_at_one_day_and_thirty() {
     for days in [1, 30] {
-        let (store, _clock) = month(days, 150, 50, 60).await;
+        let fleet = Fleet {
+            days,
+            nightlies: 150,
+            busy: 50,
+            ticks: 60,
+            busy_days: true,
+        };
+        let (store, _clock) = month(fleet).await;
         let records = store
             .runs(&shedlock_core::RunQuery::all())
             .await

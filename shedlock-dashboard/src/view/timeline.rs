@@ -91,6 +91,9 @@ pub(super) fn timeline(snapshot: &Snapshot) -> Markup {
                 @for outcome in OUTCOMES {
                     span { span.(format!("swatch {}", outcome.as_str())) {} (outcome.as_str()) }
                 }
+                @if rows.iter().any(|(_, _, cut)| *cut) {
+                    span { span.swatch.undrawn {} "older runs, not drawn" }
+                }
                 span.meta { "instance and times: hover a bar" }
             }
         }
