@@ -292,33 +292,39 @@ mod cases {
 
     /// Issue 29 item 7: `dashboard --election NAME` shows the leader of an election run on
     /// the store's locks, and (etcd, ZooKeeper) of one run by the store's own elector, which
-    /// keeps its candidates where no lock read finds them; and "no leader" for an election
-    /// nobody runs.
+    /// keeps its candidates where no lock read finds them: the candidate that leads, not a
+    /// later one, and its successor once it resigns; "no leader" for an election nobody runs.
     pub(super) async fn elections_show_their_leaders(store: Store) {
         let on_locks = LeaderElection::builder("on-locks", store.provider.as_holder("web-1"))
             .start()
             .expect("start the election");
-        let by_elector = store.provider.elector("web-2").map(|elector| {
-            LeaderElection::builder_shared("by-elector", elector)
-                .start()
-                .expect("start the election")
-        });
         let lock_term = elected(&on_locks).await;
-        let elector_term = match &by_elector {
+        let candidate = |holder: &str| {
+            store.provider.elector(holder).map(|elector| {
+                LeaderElection::builder_shared("by-elector", elector)
+                    .start()
+                    .expect("start the election")
+            })
+        };
+        let first = candidate("web-2");
+        let first_term = match &first {
             Some(election) => Some(elected(election).await),
             None => None,
         };
-
-        let dashboard = Dashboard::start(
-            shedlock_command()
-                .args(["--url", &store.url])
-                .args(&store.place)
-                .args(["dashboard", "--listen", "127.0.0.1:0"])
-                .args(["--election", "on-locks", "--election", "by-elector"])
-                .args(["--election", "nobody"]),
-        );
-        let page = dashboard.page();
-        drop(dashboard);
+        // A later candidate, following.
+        let second = candidate("web-3");
+        let dashboard = || {
+            Dashboard::start(
+                shedlock_command()
+                    .args(["--url", &store.url])
+                    .args(&store.place)
+                    .args(["dashboard", "--listen", "127.0.0.1:0"])
+                    .args(["--election", "on-locks", "--election", "by-elector"])
+                    .args(["--election", "nobody"]),
+            )
+            .page()
+        };
+        let page = dashboard();
         let row = election_row(&page, "on-locks");
         assert!(row.contains(r#"<td class="holder">web-1</td>"#), "{row}");
         assert!(row.contains(&format!("<td>{lock_term}</td>")), "{row}");
@@ -327,22 +333,22 @@ mod cases {
             "{page}"
         );
         let row = election_row(&page, "by-elector");
-        match (&store.provider, elector_term) {
-            (Provider::Etcd(_), Some(term)) => {
-                assert!(row.contains(r#"<td class="holder">web-2</td>"#), "{row}");
-                // etcd's term is the leader's key's create revision, as read.
-                assert!(row.contains(&format!("<td>{term}</td>")), "{row}");
-            }
-            (Provider::ZooKeeper(_), Some(_)) => {
-                // ZooKeeper keeps no record of a term: the leader is named, the term is 0.
-                assert!(row.contains(r#"<td class="holder">web-2</td>"#), "{row}");
-            }
-            _ => assert!(row.contains("no leader"), "{row}"),
-        }
+        let (Some(first), Some(first_term), Some(second)) = (first, first_term, second) else {
+            assert!(row.contains("no leader"), "{row}");
+            on_locks.resign().await;
+            return;
+        };
+        assert_leader_row(row, &store.provider, "web-2", first_term);
+
+        // The leader resigns: its successor is shown, with its own term.
+        first.resign().await;
+        let second_term = elected(&second).await;
+        assert!(second_term > first_term, "{second_term} after {first_term}");
+        let page = dashboard();
+        let row = election_row(&page, "by-elector");
+        assert_leader_row(row, &store.provider, "web-3", second_term);
+        second.resign().await;
         on_locks.resign().await;
-        if let Some(election) = by_elector {
-            election.resign().await;
-        }
     }
 
     /// Options of another kind of store are refused (exit 2), naming the option.
@@ -376,6 +382,18 @@ case_tests!(|test| {
     locks_are_listed_a_page_at_a_time: locks_are_paged,
     the_dashboard_shows_the_leader_of_every_kind_of_election: elections_show_their_leaders,
 });
+
+/// An election row naming `holder` as leader: with its `term` on etcd (its key's create
+/// revision); ZooKeeper keeps no record of a term (0).
+fn assert_leader_row(row: &str, provider: &Provider, holder: &str, term: u64) {
+    assert!(
+        row.contains(&format!(r#"<td class="holder">{holder}</td>"#)),
+        "{holder} in {row}"
+    );
+    if let Provider::Etcd(_) = provider {
+        assert!(row.contains(&format!("<td>{term}</td>")), "{term} in {row}");
+    }
+}
 
 /// The term of `election` once this candidate leads.
 async fn elected(election: &LeaderElection) -> u64 {
