@@ -105,12 +105,14 @@
 //!   leaves (each with its lock directory's `Stat` in the same round trip), so the first end
 //!   recorded stays (a stalled holder's late end is refused by ZooKeeper). An end after
 //!   heartbeats reads the node first (2 round trips).
-//! - **Heartbeats** ([`RunLog::run_alive`](shedlock_core::RunLog::run_alive)): a running node
-//!   holds `alive_for`, and its run is known to go on until the `mtime` of the write that
-//!   started or last renewed it + `alive_for`. "Now" is the ensemble's, read as
-//!   [`store_time`](shedlock_core::LockInspector::store_time) reads it (a write to
-//!   `<root>/clock`, pipelined with the node's read); a renewal is a `setData` on the version
-//!   read, made only while the node runs and its heartbeat has not passed (2 round trips).
+//! - **Heartbeats** ([`RunLog::run_alive`](shedlock_core::RunLog::run_alive)): a start
+//!   under a heartbeat writes `alive_for` (its run goes on until the node's `ctime` +
+//!   `alive_for`), a renewal writes `alive_until` = now + the lease. "Now" is the ensemble's,
+//!   read as [`store_time`](shedlock_core::LockInspector::store_time) reads it (a write to
+//!   `<root>/clock`, pipelined with the node's read). A renewal is a `setData` on the version
+//!   read, made only while the node runs and its heartbeat has not passed (2 round trips); one
+//!   that reaches the ensemble after the heartbeat passed puts it back as it was and reports
+//!   the run as not alive (ZooKeeper cannot make a write depend on its time).
 //! - **Reads**: a lock's run node names sort as the lock granted its runs (token, then
 //!   attempt), so a page lists the lock's names and reads only the page's nodes; `before`
 //!   and pages across locks find their place from node `Stat`s (see

@@ -14,6 +14,7 @@ use shedlock_core::{
 use shedlock_test_support::runs::{
     assert_runs_error, end_runs, late_end_of_a_stalled_holder, run_tokens,
 };
+use shedlock_test_support::{CutProxy, ProxyMode};
 use shedlock_zookeeper::ZkLockProvider;
 
 use common::{RunsOn, run_nodes};
@@ -213,6 +214,49 @@ async fn an_end_after_heartbeats_ends_the_run_once() {
     assert_eq!(
         (ended.outcome, ended.error.as_deref(), ended.alive_until),
         (RunOutcome::Failed, Some("boom"), None)
+    );
+}
+
+/// A renewal that reaches the ensemble after the heartbeat it read passed (its answers held
+/// by the network for longer than the lease) puts the heartbeat back as it was and says the
+/// run is not alive: an instance that saw the heartbeat pass decides on the record as it saw
+/// it.
+#[tokio::test]
+async fn a_renewal_landing_after_the_heartbeat_passed_is_put_back() {
+    let Some(direct) = common::provider("runs-late-beat").await else {
+        return;
+    };
+    let upstream = common::zk_url().unwrap();
+    let upstream = upstream.split(',').next().unwrap().to_owned();
+    let proxy = CutProxy::start(&upstream).await.unwrap();
+    let slow = ZkLockProvider::builder(proxy.addr().to_string())
+        .root(direct.root())
+        .holder("tester")
+        .connect()
+        .await
+        .unwrap();
+    let lease = Duration::from_millis(600);
+    let lock = unique_lock_name("runs-late-beat");
+    let start = RunStart::new(&lock, "job", None, "a", 9).alive_for(lease);
+    let started = slow.run_started(&start).await.unwrap();
+    // The renewal's read (ensemble time and the node) is answered while the heartbeat holds;
+    // the answers reach the provider only after it passed, so its write lands after it too.
+    proxy.set(ProxyMode::HoldAnswers);
+    let renewal = tokio::spawn({
+        let slow = slow.clone();
+        let start = start.clone();
+        async move { slow.run_alive(&start, Duration::from_secs(30)).await }
+    });
+    tokio::time::sleep(lease * 2).await;
+    proxy.set(ProxyMode::Open);
+    assert!(!renewal.await.unwrap().unwrap(), "renewed after it passed");
+    let [record] = &direct.runs(&RunQuery::lock(&lock)).await.unwrap()[..] else {
+        panic!("one record");
+    };
+    assert_eq!(record.outcome, RunOutcome::Running);
+    assert_eq!(
+        record.alive_until, started.alive_until,
+        "put back as it was"
     );
 }
 

@@ -21,11 +21,16 @@
 //!   version: its node is read, and written over the version read while it still runs. The
 //!   first end stays: once ended, a node is never written again. An end without a start (its
 //!   write failed) creates the node ended, in one transaction that also moves it to version 1.
-//! - **Heartbeat** ([`RunLog::run_alive`]): the node holds `alive_for`, and the run is known
-//!   to go on until the `mtime` of the write that started or last renewed it + `alive_for`.
+//! - **Heartbeat** ([`RunLog::run_alive`]): a start under a heartbeat writes `alive_for` (the
+//!   run goes on until `ctime` + `alive_for`), a renewal `alive_until` = now + the lease.
 //!   "Now" is read as everywhere in this crate, from a write to `<root>/clock` (pipelined with
-//!   the node's read); a renewal is a `setData` on the version read, so an end or another
-//!   renewal in between makes it read again.
+//!   the node's read), so it is never later than the renewal's own write. A renewal is a
+//!   `setData` on the version read, made only while the node runs and its heartbeat has not
+//!   passed; an end or another renewal in between makes it read again. ZooKeeper cannot make
+//!   a write depend on its time: a renewal that reaches the ensemble after the heartbeat it
+//!   read passed (the request took that long) puts the heartbeat back as it was and reports
+//!   the run as not alive, so a heartbeat another instance saw pass reads, one round trip
+//!   later, as it saw it.
 //! - **Retention** (`trim`): by count, per lock, from the directory's `Stat` every start and
 //!   end reads anyway; by age, every [`RUN_TRIM_SLACK`] ends a provider records, a sweep over
 //!   the directories' data (one small read per lock).
@@ -48,6 +53,7 @@ use zookeeper_client::{Client, MultiWriteError, MultiWriteResult, Stat};
 use crate::ZkLockProvider;
 use crate::error::ZkError;
 use crate::paths::encode_name;
+use crate::record::{epoch_millis, millis};
 use stored::{decode, encode, encode_renewal, node_name, start_of};
 
 /// The most run records a provider may keep per lock: a lock's run node names are listed in one
@@ -327,19 +333,30 @@ impl RunLog for ZkLockProvider {
             };
             let version = node.1.version;
             let record = self.run_record(lock, &path, &node_name(start), &node)?;
-            let passed = record
-                .alive_until
-                .is_some_and(|until| until <= crate::record::system_time(now));
-            if record.outcome != RunOutcome::Running || passed {
+            let until = record.alive_until.map(epoch_millis);
+            if record.outcome != RunOutcome::Running || until.is_some_and(|until| until <= now) {
                 return Ok(false);
             }
-            // What the start wrote, under a heartbeat of `lease` from this write on.
-            let data = encode_renewal(&start_of(&record), lease);
+            // What the start wrote, alive until a lease after "now" (read before this write,
+            // so never later than the write's time + the lease).
+            let renewed = encode_renewal(&start_of(&record), now.saturating_add(millis(lease)));
             match self
                 .session
-                .timed(client.set_data(&path, &data, Some(version)))
+                .timed(client.set_data(&path, &renewed, Some(version)))
                 .await
             {
+                // Written after the heartbeat passed (the request took that long): the run may
+                // be rerun already, so the heartbeat is put back as it was, and the run stops.
+                Ok(written) if until.is_some_and(|until| written.mtime >= until) => {
+                    let until = until.unwrap_or_default();
+                    let restored = encode_renewal(&start_of(&record), until);
+                    let put_back = client.set_data(&path, &restored, Some(written.version));
+                    if let Err(error) = self.session.timed(put_back).await {
+                        // Ended (or deleted) meanwhile: it is not alive either way.
+                        tracing::debug!(%error, lock = %lock, "run heartbeat not put back");
+                    }
+                    return Ok(false);
+                }
                 Ok(_) => return Ok(true),
                 // Ended or renewed meanwhile: read again.
                 Err(error) if is(&error, &zookeeper_client::Error::BadVersion) => {}

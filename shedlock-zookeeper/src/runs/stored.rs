@@ -1,6 +1,7 @@
 //! A run node: its name (token and attempt) and its data (the rest of the record, JSON); its
-//! times are the node's `ctime` (start) and, once ended, `mtime` (end); while it runs under a
-//! heartbeat, `alive_until` is the `mtime` of its last write (start or renewal) + `alive_for`.
+//! times are the node's `ctime` (start) and, once ended, `mtime` (end). While it runs under a
+//! heartbeat, the start wrote `alive_for` (the lease: until `ctime` + `alive_for`) and each
+//! renewal `alive_until` (ensemble time, ms).
 
 use std::borrow::Cow;
 use std::time::{Duration, UNIX_EPOCH};
@@ -22,10 +23,14 @@ struct Stored<'a> {
     outcome: Cow<'a, str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<Cow<'a, str>>,
-    /// While running under a heartbeat: milliseconds after the node's `mtime` (the write that
-    /// started or last renewed it) that the run is known to go on.
+    /// Written by a start under a heartbeat: milliseconds after the node's `ctime` that the
+    /// run is known to go on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     alive_for: Option<u64>,
+    /// Written by a renewal: until when (ms since the epoch, ensemble time) the run is known to
+    /// go on; it replaces `alive_for`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    alive_until: Option<i64>,
 }
 
 /// The node name of a run: token and attempt, zero-padded so that names sort as numbers.
@@ -49,12 +54,22 @@ pub(crate) fn encode(start: &RunStart, end: Option<&RunEnd>) -> Vec<u8> {
     encode_alive(start, end, start.lease.filter(|_| end.is_none()))
 }
 
-/// The data of `start`'s node running under a heartbeat of `lease` from this write on.
-pub(crate) fn encode_renewal(start: &RunStart, lease: Duration) -> Vec<u8> {
-    encode_alive(start, None, Some(lease))
+/// The data of `start`'s node running under a heartbeat until `alive_until_ms` (ensemble
+/// time).
+pub(crate) fn encode_renewal(start: &RunStart, alive_until_ms: i64) -> Vec<u8> {
+    encode_stored(start, None, None, Some(alive_until_ms))
 }
 
 fn encode_alive(start: &RunStart, end: Option<&RunEnd>, lease: Option<Duration>) -> Vec<u8> {
+    encode_stored(start, end, lease, None)
+}
+
+fn encode_stored(
+    start: &RunStart,
+    end: Option<&RunEnd>,
+    lease: Option<Duration>,
+    alive_until: Option<i64>,
+) -> Vec<u8> {
     let stored = Stored {
         job: Cow::Borrowed(&start.job),
         tick: start
@@ -65,6 +80,7 @@ fn encode_alive(start: &RunStart, end: Option<&RunEnd>, lease: Option<Duration>)
         outcome: Cow::Borrowed(end.map_or(RunOutcome::Running, |end| end.outcome).as_str()),
         error: end.and_then(|end| end.error.as_deref()).map(Cow::Borrowed),
         alive_for: lease.map(|lease| u64::try_from(lease.as_millis()).unwrap_or(u64::MAX)),
+        alive_until,
     };
     serde_json::to_vec(&stored).expect("a record serializes")
 }
@@ -94,12 +110,14 @@ pub(crate) fn decode(
     record.outcome = outcome;
     record.error = stored.error.map(Cow::into_owned);
     record.finished_at = outcome.is_final().then(|| system_time(stat.mtime));
-    record.alive_until = match stored.alive_for {
-        Some(alive_for) if !outcome.is_final() => {
+    record.alive_until = match (stored.alive_until, stored.alive_for) {
+        _ if outcome.is_final() => None,
+        (Some(until), _) => Some(system_time(until)),
+        (None, Some(alive_for)) => {
             let alive_for = i64::try_from(alive_for).unwrap_or(i64::MAX);
-            Some(system_time(stat.mtime.saturating_add(alive_for)))
+            Some(system_time(stat.ctime.saturating_add(alive_for)))
         }
-        _ => None,
+        (None, None) => None,
     };
     Ok(record)
 }
@@ -169,7 +187,7 @@ mod tests {
             &stat(1000, 1000),
         );
         assert_eq!(started.unwrap().alive_until, Some(at(31_000)));
-        let renewal = encode_renewal(&start_of(&RunRecord::started(&start, at(1000))), lease);
+        let renewal = encode_renewal(&start_of(&RunRecord::started(&start, at(1000))), 35_000);
         let renewed = decode("l", &node_name(&start), &renewal, &stat(1000, 5000)).unwrap();
         assert_eq!(renewed.alive_until, Some(at(35_000)));
         assert_eq!((renewed.job.as_str(), renewed.holder.as_str()), ("j", "h"));
