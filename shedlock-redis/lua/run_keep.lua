@@ -43,28 +43,59 @@ local function forget(ids)
   end
 end
 
+-- Whether run `id` in the records hash `records` runs under a heartbeat that has not passed:
+-- its instance still runs it (and stops if its record goes), so the bounds keep it until it
+-- ends or its heartbeat passes.
+local function live(records, id)
+  local json = redis.call('HGET', records, id)
+  if not json then
+    return false
+  end
+  local ok, run = pcall(cjson.decode, json)
+  return ok and type(run) == 'table' and run.outcome == 'running' and run.alive_until ~= nil and
+    (tonumber(run.alive_until) or 0) > now
+end
+
+-- The ids of this lock's runs `ids` that are not live.
+local function not_live(ids)
+  local kept = {}
+  for _, id in ipairs(ids) do
+    if not live(KEYS[1], id) then
+      kept[#kept + 1] = id
+    end
+  end
+  return kept
+end
+
 -- Keeps what the retention allows. This lock: records started within it, the newest `runs
 -- per lock` (so a lock never holds more, whatever other locks do). Every lock: the oldest
 -- runs of the index that are past the retention, at most ARGV[11] of them, so that a lock
--- that never runs again loses its old records too, at a bounded cost per write. Every key
--- expires a retention after its last write (then all its records are older).
+-- that never runs again loses its old records too, at a bounded cost per write. A run that
+-- is live (running, heartbeat not passed) stays past both bounds until it ends or its
+-- heartbeat passes. Every key expires a retention after its last write (then all its
+-- records are older).
 local function keep()
   local retention, per_lock = tonumber(ARGV[8]), tonumber(ARGV[9])
   local cutoff = '(' .. string.format('%d', now - retention)
-  forget(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', cutoff))
+  forget(not_live(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', cutoff)))
   local extra = redis.call('ZCARD', KEYS[2]) - per_lock
   if extra > 0 then
-    forget(redis.call('ZRANGE', KEYS[2], 0, extra - 1))
+    forget(not_live(redis.call('ZRANGE', KEYS[2], 0, extra - 1)))
   end
   local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', cutoff, 'LIMIT', 0, ARGV[11])
+  local swept = {}
   for _, member in ipairs(old) do
     -- '<20-digit token>:<10-digit attempt>:<lock>'
     local id, lock = string.sub(member, 1, 31), string.sub(member, 33)
-    redis.call('HDEL', ARGV[10] .. 'records:' .. lock, id)
-    redis.call('ZREM', ARGV[10] .. 'started:' .. lock, id)
+    local records = ARGV[10] .. 'records:' .. lock
+    if not live(records, id) then
+      redis.call('HDEL', records, id)
+      redis.call('ZREM', ARGV[10] .. 'started:' .. lock, id)
+      swept[#swept + 1] = member
+    end
   end
-  if #old > 0 then
-    redis.call('ZREM', KEYS[3], unpack(old))
+  if #swept > 0 then
+    redis.call('ZREM', KEYS[3], unpack(swept))
   end
   for i = 1, 3 do
     redis.call('PEXPIRE', KEYS[i], retention)

@@ -5,11 +5,18 @@ if found then
   return found
 end
 local run = started_now()
-if ARGV[12] ~= '' then
-  run.alive_until = string.format('%d', now + tonumber(ARGV[12]))
+local lease = tonumber(ARGV[12])
+if lease then
+  run.alive_until = string.format('%d', now + lease)
 end
 local record = cjson.encode(run)
 redis.call('HSET', KEYS[1], ARGV[1], record)
 index_run()
 keep()
+-- The keys expire a retention after this write; a heartbeat longer than that keeps them.
+if lease and lease > tonumber(ARGV[8]) then
+  for i = 1, 3 do
+    redis.call('PEXPIRE', KEYS[i], lease)
+  end
+end
 return record

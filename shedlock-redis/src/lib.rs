@@ -100,7 +100,9 @@
 //!   more, whatever the order in which locks run; and up to 64 of the oldest runs of any lock
 //!   past the retention, so a lock that never runs again loses its old records to the writes
 //!   of the others. Every key also expires a retention after its last write. Nothing else is
-//!   kept: no key per instance or holder.
+//!   kept: no key per instance or holder. A run still live (running under a heartbeat that has
+//!   not passed) is kept past both bounds until it ends or its heartbeat passes: trimming
+//!   history never stops a job that still runs.
 //! - **Reads** are one script that reads only the page asked for: one lock's runs from its
 //!   sorted set, every lock's from the index, newest first, from
 //!   [`before`](shedlock_core::RunQuery::before) (exclusive), cut by the limit in Redis.

@@ -170,6 +170,37 @@ async fn old_runs_are_swept(provider: &dyn LockProvider, runs_prefix: &str, urls
     }
 }
 
+/// A run still live (running, heartbeat not passed) is kept past `runs_per_lock` (1) and the
+/// retention, so its heartbeat goes on: trimming history never stops a job that still runs
+/// (its runner stops when a renewal finds no record). Once it ended, the bounds take it.
+async fn live_run_outlives_the_bounds(provider: &dyn LockProvider) {
+    let log = provider.run_log().expect("a run log");
+    let lock = unique_lock_name("runs-live-kept");
+    let lease = Duration::from_secs(30);
+    let long = RunStart::new(&lock, "job", None, "a", 1).alive_for(lease);
+    log.run_started(&long).await.unwrap();
+    // The next ticks' runs (its lock passed at lock_at_most_for), past runs_per_lock.
+    end_runs(log, &lock, 2..=4).await;
+    assert!(
+        log.run_alive(&long, lease).await.unwrap(),
+        "kept past runs_per_lock"
+    );
+    // And past the retention, on Redis's clock (nothing to wait on but time).
+    tokio::time::sleep(SWEEP_RETENTION / 2 + Duration::from_millis(200)).await;
+    end_runs(log, &lock, 5..=5).await;
+    assert!(
+        log.run_alive(&long, lease).await.unwrap(),
+        "kept past the retention"
+    );
+    assert_eq!(run_tokens(log, &lock).await, [5, 1]);
+    log.run_finished(&long, &RunEnd::succeeded()).await.unwrap();
+    assert_eq!(
+        run_tokens(log, &lock).await,
+        [5],
+        "ended, it is one too many"
+    );
+}
+
 /// Item 1 on Redis: two locks with 1000 failed runs each (errors of `MAX_ERROR_LEN` bytes) read
 /// by pages: a page is the newest records and no more, and paging with `before` walks the
 /// whole history of one lock and of both without gaps or repeats.
@@ -354,6 +385,16 @@ macro_rules! shared_cases {
             if let Some(provider) = $connect(builder("a").run_retention(SWEEP_RETENTION)).await {
                 let runs_prefix = format!("runs:{}", provider.key_prefix());
                 old_runs_are_swept(&provider, &runs_prefix, &$urls).await;
+            }
+        }
+
+        #[tokio::test]
+        async fn a_live_run_outlives_the_bounds() {
+            let builder = builder("a")
+                .runs_per_lock(1)
+                .run_retention(SWEEP_RETENTION / 2);
+            if let Some(provider) = $connect(builder).await {
+                live_run_outlives_the_bounds(&provider).await;
             }
         }
 

@@ -22,9 +22,13 @@
 //! its old records to the writes of the others). A lock therefore never holds more than
 //! `runs_per_lock` records, and a record past the retention goes at the next write of its lock
 //! or within the next writes of any lock (each write removes up to [`SWEEP_PER_WRITE`] of
-//! them, while it adds one). Every key also expires a retention after its last write.
+//! them, while it adds one). Every key also expires a retention after its last write. The one
+//! exception is a live run (running, heartbeat not passed): both bounds keep it until it ends
+//! or its heartbeat passes, since its runner stops when a renewal finds no record; so a lock
+//! holds at most `runs_per_lock` plus its live runs.
 //!
-//! A heartbeat renewal (`run_alive`) is one script on the record's hash.
+//! A heartbeat renewal (`run_alive`) is one script on the record's hash; it also keeps the
+//! lock's keys from expiring before the new heartbeat.
 //!
 //! A read is one script: a page of one lock from its `started` set, or of every lock from the
 //! index, newest first from `before` (`ZREVRANGEBYSCORE` with an exclusive maximum, then the
@@ -275,6 +279,8 @@ impl Node {
         let mut invocation = RUN_ALIVE.prepare_invoke();
         invocation
             .key(&records)
+            .key(keys.started(&start.lock))
+            .key(keys.index())
             .arg(run_id(start))
             .arg(millis(lease));
         let renewed: i64 = self.run(Some(&records), &invocation).await?;
