@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use shedlock_core::conformance::unique_lock_name;
 use shedlock_core::{
-    Error, LockProvider, RUN_TRIM_SLACK, RunEnd, RunLog, RunOutcome, RunQuery, RunStart,
+    Error, LockProvider, RUN_TRIM_SLACK, RunCursor, RunEnd, RunLog, RunOutcome, RunQuery, RunStart,
 };
 use shedlock_test_support::runs::{
     assert_runs_error, end_runs, late_end_of_a_stalled_holder, run_tokens,
@@ -179,6 +179,56 @@ async fn a_page_reads_only_its_own_nodes() {
     assert_eq!(deep.len(), 5, "{deep:?}");
     assert!(deep.iter().all(|r| r.cursor() < across[11].cursor()));
     assert_runs_error(provider.runs(&RunQuery::lock(&lock)).await, &lock, &[&path]);
+}
+
+/// Any cursor, not only a record's own (the dashboard asks for "just after" a run to find it,
+/// a URL can hold any time): a page `before` it is what the whole history filtered by it
+/// reads, in one lock and across locks.
+#[tokio::test]
+async fn pages_before_any_cursor_match_the_whole_history() {
+    let Some(provider) = common::provider("runs-cursors").await else {
+        return;
+    };
+    let (lock, other) = (
+        unique_lock_name("runs-cur-a"),
+        unique_lock_name("runs-cur-b"),
+    );
+    for token in 1..=12 {
+        let (lock, attempts) = if token % 3 == 0 {
+            (&other, 1)
+        } else {
+            (&lock, 1 + token % 2)
+        };
+        for attempt in 1..=u32::try_from(attempts).unwrap() {
+            let start = RunStart::new(lock, "job", None, "a", token).attempt(attempt);
+            provider
+                .run_finished(&start, &RunEnd::succeeded())
+                .await
+                .unwrap();
+        }
+        if token % 4 == 0 {
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+    }
+    let all = provider.runs(&RunQuery::all()).await.unwrap();
+    let ms = Duration::from_millis(1);
+    for record in &all {
+        let at = record.cursor();
+        let cursors = [
+            at.clone(),
+            RunCursor::new(at.started_at, at.fencing_token, at.attempt + 1, &*at.lock),
+            RunCursor::new(at.started_at + ms, at.fencing_token, at.attempt, &*at.lock),
+            RunCursor::new(at.started_at - ms, at.fencing_token, at.attempt, &*at.lock),
+            RunCursor::new(at.started_at, 0, 0, &*at.lock),
+        ];
+        for cursor in cursors {
+            for query in [RunQuery::lock(&record.lock), RunQuery::all()] {
+                let query = query.before(cursor.clone()).limit(3);
+                let page = provider.runs(&query).await.unwrap();
+                assert_eq!(page, query.apply(all.clone()), "{query:?}");
+            }
+        }
+    }
 }
 
 /// Issue 29, item 3 on ZooKeeper: a heartbeat renews the run node (its version moves on), and

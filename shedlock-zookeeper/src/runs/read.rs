@@ -5,10 +5,10 @@
 //! are its last names: a page lists the lock's children (names only, at most `runs_per_lock`
 //! + the slack) and reads the data of the page's nodes alone.
 //!
-//! - `before` a record of the same lock: the page starts after that record's name.
-//!   `before` a record of another lock (a page across locks): a binary search over the names,
-//!   reading node `Stat`s (`ctime` is the start), all locks' searches in lockstep (one round
-//!   trip per step, about ten for a thousand runs).
+//! - `before`: a binary search over the names, reading node `Stat`s (`ctime` is the start),
+//!   all locks' searches in lockstep (one round trip per step, about ten for a thousand
+//!   runs); the next page of one lock settles in one step (its first probe is the cursor's
+//!   own record).
 //! - Across locks, or with `since`: the locks' newest-first streams are merged on their nodes'
 //!   `Stat`s (read a few at a time per lock), then the data of the chosen nodes is read.
 //!
@@ -134,36 +134,43 @@ impl ZkLockProvider {
         Ok(streams)
     }
 
-    /// Moves each stream to its first run older than `before`: after the cursor's own record
-    /// in its lock, by binary search (on `Stat`s, every lock a step per round trip) elsewhere.
+    /// Moves each stream to its first run older than `before`, by binary search on the nodes'
+    /// `Stat`s, every lock a step per round trip. In the cursor's own lock the first probe is
+    /// the node named by its token and attempt: when that is the cursor's record (the next
+    /// page of one lock), one probe settles it.
     async fn position(
         &self,
         client: &Client,
         streams: &mut [Stream],
         before: &RunCursor,
     ) -> Result<(), Error> {
-        let mut ranges: Vec<(usize, usize)> = Vec::with_capacity(streams.len());
-        for stream in streams.iter() {
-            let own = (stream.lock == before.lock)
-                .then(|| {
-                    stream.names.binary_search_by(|(_, token, attempt)| {
-                        (before.fencing_token, before.attempt).cmp(&(*token, *attempt))
+        let mut ranges: Vec<(usize, usize)> = streams
+            .iter()
+            .map(|stream| (0, stream.names.len()))
+            .collect();
+        let mut hints: Vec<Option<usize>> = streams
+            .iter()
+            .map(|stream| {
+                let key = (before.fencing_token, before.attempt);
+                (stream.lock == before.lock)
+                    .then(|| {
+                        let found = stream
+                            .names
+                            .binary_search_by(|(_, token, attempt)| key.cmp(&(*token, *attempt)));
+                        found.ok()
                     })
-                })
-                .and_then(Result::ok);
-            ranges.push(match own {
-                Some(index) => (index + 1, index + 1),
-                None => (0, stream.names.len()),
-            });
-        }
+                    .flatten()
+            })
+            .collect();
         loop {
             let probes: Vec<(usize, usize, String)> = ranges
                 .iter()
                 .enumerate()
                 .filter(|(_, (low, high))| low < high)
-                .map(|(i, (low, high))| {
-                    let mid = low + (high - low) / 2;
-                    (i, mid, streams[i].path(mid))
+                .map(|(i, &(low, high))| {
+                    let hint = hints[i].take().filter(|hint| (low..high).contains(hint));
+                    let probe = hint.unwrap_or(low + (high - low) / 2);
+                    (i, probe, streams[i].path(probe))
                 })
                 .collect();
             if probes.is_empty() {
@@ -173,18 +180,22 @@ impl ZkLockProvider {
                 .iter()
                 .map(|(_, _, path)| client.check_stat(path))
                 .collect();
-            for ((i, mid, path), read) in probes.iter().zip(reads) {
-                let older = match self.session.timed(read).await {
-                    Ok(Some(stat)) => streams[*i].cursor(*mid, &stat) < *before,
-                    // Trimmed since the listing: it was among the oldest.
-                    Ok(None) => true,
-                    Err(error) => return Err(self.runs_error(&streams[*i].lock, path, error)),
-                };
+            for ((i, probe, path), read) in probes.iter().zip(reads) {
                 let (low, high) = &mut ranges[*i];
-                if older {
-                    *high = *mid;
-                } else {
-                    *low = mid + 1;
+                match self.session.timed(read).await {
+                    Ok(Some(stat)) => {
+                        let cursor = streams[*i].cursor(*probe, &stat);
+                        if cursor == *before {
+                            (*low, *high) = (probe + 1, probe + 1);
+                        } else if cursor < *before {
+                            *high = *probe;
+                        } else {
+                            *low = probe + 1;
+                        }
+                    }
+                    // Trimmed since the listing: it was among the oldest.
+                    Ok(None) => *high = *probe,
+                    Err(error) => return Err(self.runs_error(&streams[*i].lock, path, error)),
                 }
             }
         }
