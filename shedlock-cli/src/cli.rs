@@ -129,15 +129,17 @@ pub(crate) enum Command {
     /// creates the root's nodes; Redis needs no schema).
     #[command(after_help = EXIT_CODES)]
     Schema(SchemaArgs),
-    /// List and show the run records the store keeps beside its locks (every run of a
-    /// locked scheduled job: tick, instance, token, attempt, times, outcome, error).
+    /// List and show the run records the store keeps beside its locks: the latest runs of
+    /// each locked scheduled job, as many as the store's runs_per_lock and run_retention keep
+    /// (tick, instance, token, attempt, times, outcome, error).
     #[command(subcommand)]
     Runs(RunsCommand),
     /// Check the store: reachable, clock; SQL: table and column types, privileges; RedLock:
     /// each master; ZooKeeper: the root's nodes and access to them.
     #[command(after_help = EXIT_CODES)]
     Doctor,
-    /// Serve a page of every lock, election and recent run (read-only unless --allow-release).
+    /// Serve a page of the locks (a page at a time), the leaders of the elections named with
+    /// --election and each job's latest runs (read-only unless --allow-release).
     Dashboard(crate::dashboard::DashboardArgs),
 }
 
