@@ -170,7 +170,8 @@ pub(crate) enum LocksCommand {
         #[arg(long, default_value_t = 1000, value_parser = page_size())]
         limit: u64,
         /// One JSON array of lock objects (fields: name, held, locked_by, fencing_token,
-        /// locked_at, lock_until, remaining_ms, database_time).
+        /// locked_at, lock_until, remaining_ms, database_time); the next page starts
+        /// --after the last name.
         #[arg(long)]
         json: bool,
     },
@@ -210,7 +211,8 @@ pub(crate) enum RunsCommand {
         #[arg(long, value_name = "CURSOR")]
         before: Option<RunCursor>,
         /// One JSON array of run objects (fields: lock, job, tick, holder, fencing_token,
-        /// attempt, started_at, finished_at, duration_ms, outcome, error, cursor).
+        /// attempt, started_at, finished_at, duration_ms, outcome, error, cursor); the next
+        /// page starts --before the last cursor.
         #[arg(long)]
         json: bool,
     },
