@@ -233,6 +233,18 @@ fn record(row: RunRow) -> Result<RunRecord, Error> {
     Ok(record)
 }
 
+impl<D: Dialect> SqlLockProvider<D> {
+    /// The statements that read a page of one lock's runs and of every lock's, for `EXPLAIN`
+    /// in tests and by operators. Not a stable API.
+    #[doc(hidden)]
+    pub fn run_page_sql(&self) -> [&str; 2] {
+        [
+            self.run_sql.list_lock.as_str(),
+            self.run_sql.list_all.as_str(),
+        ]
+    }
+}
+
 #[async_trait]
 impl<D: Dialect> RunLog for SqlLockProvider<D> {
     async fn run_started(&self, start: &RunStart) -> Result<RunRecord, Error> {

@@ -81,7 +81,11 @@ test_db!(MySql(MySqlPool) for MySqlLockProvider {
 });
 
 sql_provider_tests!(MySql, pool());
-sql_run_cases!(async { Some(MySql { pool: pool().await? }) });
+sql_run_cases!(async {
+    Some(MySql {
+        pool: pool().await?,
+    })
+});
 
 /// The whole suite (conformance and SQL cases) again under each `sql_mode` users set that
 /// changes how statements read: MariaDB's `SIMULTANEOUS_ASSIGNMENT` (an `UPDATE`'s assignments

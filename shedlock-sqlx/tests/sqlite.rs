@@ -150,7 +150,11 @@ test_db!(Sqlite(SqlitePool) for SqliteLockProvider {
 });
 
 sql_provider_tests!(Sqlite, async { Some(file_provider().await.pool().clone()) });
-sql_run_cases!(async { Some(Sqlite { pool: file_provider().await.pool().clone() }) });
+sql_run_cases!(async {
+    Some(Sqlite {
+        pool: file_provider().await.pool().clone(),
+    })
+});
 
 /// Every `sqlite::memory:` connection is a database of its own.
 #[tokio::test]

@@ -30,9 +30,9 @@ pub struct RunStatements<Own = ()> {
     /// Moves a running row's heartbeat on if it has not passed; one row affected if so.
     pub(super) alive: SqlStr,
     /// A page of one lock's rows, newest first.
-    pub(super) list_lock: SqlStr,
+    pub(crate) list_lock: SqlStr,
     /// A page of every lock's rows, newest first.
-    pub(super) list_all: SqlStr,
+    pub(crate) list_all: SqlStr,
     /// The trims a start runs when they are due (none where `started` trims itself).
     pub(super) trims: Option<Trims>,
     /// The dialect's own.

@@ -155,7 +155,10 @@ pub(crate) async fn run_tables_made_before_keep_working<D: TestDb>(db: &D) {
     let lease = Duration::from_secs(60);
     let running = RunStart::new(&lock, "job", None, "old", 2).alive_for(lease);
     let started = provider.run_started(&running).await.unwrap();
-    assert!(started.alive_until.is_some(), "a heartbeat without a new column");
+    assert!(
+        started.alive_until.is_some(),
+        "a heartbeat without a new column"
+    );
     assert!(provider.run_alive(&running, lease).await.unwrap());
     let before = provider.runs(&RunQuery::lock(&lock)).await.unwrap();
     assert_eq!(before.len(), 2);
@@ -171,7 +174,12 @@ pub(crate) async fn run_tables_made_before_keep_working<D: TestDb>(db: &D) {
         names.sort();
         names
     };
-    assert!(names().await.iter().any(|n| n.ends_with("started") || n.ends_with("started_at")));
+    assert!(
+        names()
+            .await
+            .iter()
+            .any(|n| n.ends_with("started") || n.ends_with("started_at"))
+    );
     for _ in 0..2 {
         provider.create_schema().await.expect("create schema");
         let names = names().await;
@@ -227,5 +235,52 @@ pub(crate) async fn a_month_of_history_stays_within_the_bounds<D: TestDb>(db: &D
     }
     let bound = i64::from(RUNS_PER_LOCK + RUN_TRIM_SLACK);
     assert!(kept[1] <= (LOCKS as i64 + 1) * bound);
+    drop_table(db, provider.table()).await;
+}
+
+/// Pages across locks order records as `RunCursor` does, rows of the same start, token and
+/// attempt by lock name in byte order, and page through such ties without gaps or repeats.
+pub(crate) async fn run_pages_order_ties_by_lock<D: TestDb>(db: &D) {
+    let provider = fresh(db, "ties").await;
+    let r = provider.runs_table().to_owned();
+    let prefix = unique_lock_name("tie");
+    // Byte order: 'B' < 'a' < 'é'; a collation that ignores case or accents orders them apart.
+    let locks = [
+        format!("{prefix}-a"),
+        format!("{prefix}-B"),
+        format!("{prefix}-é"),
+    ];
+    for lock in &locks {
+        db.execute(&format!(
+            "INSERT INTO {r} (lock_name, fencing_token, attempt, job, tick, holder, started_at, \
+             finished_at, outcome, error) VALUES ('{lock}', 5, 1, 'job', NULL, 'h', \
+             '2001-01-01 00:00:00.000', '2001-01-01 00:00:01.000', 'succeeded', NULL)"
+        ))
+        .await;
+    }
+    let mut query = RunQuery::all().limit(1);
+    let mut seen = Vec::new();
+    while let Some(record) = provider.runs(&query).await.unwrap().pop() {
+        if !record.lock.starts_with(&prefix) {
+            break;
+        }
+        query = query.before(record.cursor());
+        seen.push(record);
+    }
+    let mut expected = locks.to_vec();
+    expected.sort_unstable_by(|a, b| b.cmp(a));
+    let order: Vec<&str> = seen.iter().map(|r| r.lock.as_str()).collect();
+    assert_eq!(
+        order, expected,
+        "newest first, ties by lock name, each once"
+    );
+    for lock in &locks {
+        let one = provider
+            .runs(&RunQuery::lock(lock).before(seen[0].cursor()))
+            .await
+            .unwrap();
+        let expected = usize::from(lock != &seen[0].lock);
+        assert_eq!(one.len(), expected, "{lock} before {:?}", seen[0].lock);
+    }
     drop_table(db, provider.table()).await;
 }
