@@ -13,6 +13,7 @@
 //!   per lock, pipelined) and trims only the directories whose bound is past the retention, so
 //!   it costs a read per lock, not per record; a directory the sweep emptied is deleted.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use shedlock_core::RUN_TRIM_SLACK;
@@ -26,6 +27,9 @@ use crate::paths::decode_name;
 
 /// Lock directories whose bounds a sweep reads at once.
 const SWEEP_BATCH: usize = 64;
+
+/// Lock directories a sweep trims at once.
+const SWEEP_TRIMS: usize = 8;
 
 impl ZkLockProvider {
     /// Trims `lock`'s runs if its directory, read as `counted` alongside a write at ensemble
@@ -50,7 +54,7 @@ impl ZkLockProvider {
 
     /// Every [`RUN_TRIM_SLACK`]th end this provider records: deletes the runs of every lock
     /// older than the retention at ensemble time `now_ms`.
-    pub(super) async fn sweep_now_and_then(&self, client: &Client, now_ms: i64) {
+    pub(super) async fn sweep_now_and_then(&self, client: &Arc<Client>, now_ms: i64) {
         let ends = self.runs.ends.fetch_add(1, Ordering::Relaxed) + 1;
         if !ends.is_multiple_of(u64::from(RUN_TRIM_SLACK)) {
             return;
@@ -60,8 +64,9 @@ impl ZkLockProvider {
         }
     }
 
-    /// Reads every lock directory's bound and trims those past the retention.
-    pub(crate) async fn sweep(&self, client: &Client, now_ms: i64) -> Result<(), ZkError> {
+    /// Reads every lock directory's bound and trims those past the retention,
+    /// [`SWEEP_TRIMS`] at a time.
+    pub(crate) async fn sweep(&self, client: &Arc<Client>, now_ms: i64) -> Result<(), ZkError> {
         let cutoff = now_ms.saturating_sub(self.runs.retention_ms);
         let dirs = match self
             .session
@@ -77,22 +82,36 @@ impl ZkLockProvider {
             .filter(|dir| decode_name(dir).is_some())
             .map(|dir| format!("{}/{dir}", self.runs.dir))
             .collect();
+        let mut aged = Vec::new();
         for batch in dirs.chunks(SWEEP_BATCH) {
             let reads: Vec<_> = batch.iter().map(|dir| client.get_data(dir)).collect();
-            let mut aged = Vec::new();
             for (dir, read) in batch.iter().zip(reads) {
                 match self.session.timed(read).await {
-                    Ok((data, _)) if oldest_start(&data) < cutoff => aged.push(dir),
+                    Ok((data, _)) if oldest_start(&data) < cutoff => aged.push(dir.clone()),
                     Ok(_) => {}
                     Err(error) if no_node(&error) => {}
                     Err(error) => return Err(error.at(dir)),
                 }
             }
-            for dir in aged {
-                self.trim_dir(client, dir, now_ms).await?;
+        }
+        // Dropping the set (the end was cancelled) stops the trims.
+        let mut trims = tokio::task::JoinSet::new();
+        let mut failed = None;
+        for dir in aged {
+            if trims.len() >= SWEEP_TRIMS
+                && let Some(Ok(Err(error))) = trims.join_next().await
+            {
+                failed.get_or_insert(error);
+            }
+            let (this, client) = (self.clone(), Arc::clone(client));
+            trims.spawn(async move { this.trim_dir(&client, &dir, now_ms).await });
+        }
+        while let Some(done) = trims.join_next().await {
+            if let Ok(Err(error)) = done {
+                failed.get_or_insert(error);
             }
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     /// Deletes the runs in lock directory `dir` beyond the newest `runs_per_lock` and those
