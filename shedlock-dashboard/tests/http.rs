@@ -403,3 +403,54 @@ async fn wrong_tokens_are_answered_429_after_a_burst() {
     assert_eq!(attempt(TOKEN.to_owned()).await, StatusCode::OK);
     assert!(!provider.lock_record("nightly").await.unwrap().unwrap().held);
 }
+
+/// A lock's runs a page at a time, with `before` cursors: each once, newest first; one run by
+/// its cursor, whole; a cursor that is none is a 400, a run the store no longer keeps says so.
+#[tokio::test]
+async fn a_locks_runs_are_paged_with_cursors() {
+    let provider = InMemoryLockProvider::new().with_holder("web-1");
+    let executor = LockingTaskExecutor::new(provider.clone());
+    for _ in 0..120 {
+        let held = executor.try_lock(&lock("hourly")).await.unwrap().unwrap();
+        let start = RunStart::new("hourly", "hourly", None, "web-1", held.fencing_token());
+        provider.run_started(&start).await.unwrap();
+        let end = RunEnd::with_error(RunOutcome::Failed, format!("run {}", held.fencing_token()));
+        provider.run_finished(&start, &end).await.unwrap();
+        held.release().await.unwrap();
+    }
+    let app = router(provider, DashboardOptions::new());
+    let mut tokens = Vec::new();
+    let mut query = "/?lock=hourly".to_owned();
+    let mut pages = 0;
+    loop {
+        let (status, page) = get(&app, &query).await;
+        assert_eq!(status, StatusCode::OK, "{query}");
+        pages += 1;
+        for cell in page.split(r#"<td class="error">run "#).skip(1) {
+            tokens.push(cell.split('<').next().unwrap().parse::<u64>().unwrap());
+        }
+        match page.split(r#"<a id="older" href=""#).nth(1) {
+            Some(rest) => {
+                let next = rest.split('"').next().unwrap().replace("&amp;", "&");
+                query = format!("/{next}");
+            }
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    let newest_first: Vec<u64> = (1..=120).rev().collect();
+    assert_eq!(tokens, newest_first, "every run once, newest first");
+
+    // The overview lists 5 and links the rest.
+    let (_, overview) = get(&app, "/").await;
+    assert_eq!(overview.matches(r#"<tr class="run failed""#).count(), 5);
+    assert!(overview.contains(r#"<a class="all-runs" href="?lock=hourly">"#));
+
+    let (status, _) = get(&app, "/?run=not-a-cursor").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = get(&app, "/?lock=hourly&before=1-2").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, page) = get(&app, "/?run=1000-1-1-hourly").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("The store keeps no such run"), "{page}");
+}
