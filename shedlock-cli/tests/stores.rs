@@ -15,11 +15,12 @@ use std::time::Duration;
 
 use common::{
     Dashboard, Run, assert_held_and_free_listed, assert_locks_paged, assert_release_refused,
-    assert_runs_listed, assert_runs_paged, election_row, find, record_two_runs, shedlock_command,
+    assert_runs_listed, assert_runs_paged, election_row, find, next_page, record_two_runs,
+    shedlock_command,
 };
 use shedlock_core::{
     Elector, LeaderElection, LeaderState, LockConfiguration, LockInspector, LockProvider,
-    LockRecord,
+    LockRecord, MAX_ERROR_LEN, RunEnd, RunOutcome, RunStart,
 };
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
@@ -408,4 +409,51 @@ async fn elected(election: &LeaderElection) -> u64 {
         LeaderState::Leader { term } => term,
         LeaderState::Follower => unreachable!("waited for leadership"),
     }
+}
+
+/// Issue 29 item 1, as the command met it: on etcd, two locks with 1000 failed runs each (the
+/// default `runs_per_lock`, errors of the longest kept: over 4 MiB together) made `shedlock
+/// runs list` exit 1 ("decoded message length too large"). The command reads a page, and
+/// `runs show` finds the oldest run a page at a time, whatever the history.
+#[tokio::test]
+async fn runs_are_read_a_page_at_a_time_from_a_long_etcd_history() {
+    const RUNS: u64 = 1000;
+    let Some(store) = Store::etcd("cli_long_history").await else {
+        return;
+    };
+    let Provider::Etcd(provider) = &store.provider else {
+        unreachable!("an etcd store");
+    };
+    let error = "x".repeat(MAX_ERROR_LEN);
+    let mut writers = tokio::task::JoinSet::new();
+    for writer in 0..8 {
+        let (provider, error) = (provider.clone(), error.clone());
+        writers.spawn(async move {
+            let log = provider.run_log().expect("etcd keeps run records");
+            for n in (writer..2 * RUNS).step_by(8) {
+                let lock = if n % 2 == 0 { "failing-a" } else { "failing-b" };
+                let start = RunStart::new(lock, "import", None, "web-1", n / 2 + 1);
+                log.run_started(&start).await.expect("record a start");
+                let end = RunEnd::with_error(RunOutcome::Failed, error.clone());
+                log.run_finished(&start, &end).await.expect("record an end");
+            }
+        });
+    }
+    while let Some(written) = writers.join_next().await {
+        written.expect("a writer");
+    }
+
+    let every = store.shedlock(&["runs", "list", "--json"]).expect(0).json();
+    assert_eq!(every.as_array().map(Vec::len), Some(50));
+    let one = store
+        .shedlock(&["runs", "list", "--lock", "failing-a"])
+        .expect(0)
+        .stdout();
+    assert!(next_page(&one, "--before").is_some(), "{one}");
+    let oldest = store
+        .shedlock(&["runs", "show", "failing-b", "--token", "1", "--json"])
+        .expect(0)
+        .json();
+    assert_eq!(oldest["fencing_token"], 1);
+    assert_eq!(oldest["error"].as_str().map(str::len), Some(MAX_ERROR_LEN));
 }
