@@ -202,9 +202,13 @@ impl EtcdLockProviderBuilder {
     common_setters!();
 
     shedlock_core::run_retention_setters! {
-        /// Each record lives on an etcd lease of this length, so etcd deletes it then.
+        /// Records live on one etcd lease per time bucket (1/64 of the retention, whole
+        /// seconds, at least one), revoked by the first write after the bucket's start is a
+        /// retention old: a record is kept at least the retention less a bucket and at most
+        /// the retention. At least one second.
         run_retention;
-        /// Older ones are deleted every 32nd end a provider records.
+        /// Counted as each record is written: past this + 8 the lock's oldest are deleted,
+        /// whichever instance writes and whatever other locks do.
         runs_per_lock;
     }
 

@@ -58,10 +58,57 @@
 //! Under the prefix (default `shedlock/`): `locks/<name>` (the record: last holder, token and
 //! times, JSON, kept after release), `held/<name>` (on the lease; exists while held),
 //! `least/<name>` (on a lease of `lock_at_least_for`; exists until the minimum hold has
-//! passed), `runs/<name>/<token>-<attempt>` (run records, each on a lease of the retention),
-//! `elections/<election>/<lease>` (candidates). To reset a lock by hand, delete its keys
-//! (`etcdctl del --prefix shedlock/held/<name>` and the like): its holder, if it still runs,
-//! is then refused at release and extension, and the next token is above every earlier one.
+//! passed), `elections/<election>/<lease>` (candidates), and the run records' keys: `run/`,
+//! `run-time/`, `run-alive/` and `run-leases/` (see [Run records](#run-records)). To reset a
+//! lock by hand, delete its keys (`etcdctl del --prefix shedlock/held/<name>` and the like):
+//! its holder, if it still runs, is then refused at release and extension, and the next token
+//! is above every earlier one.
+//!
+//! # Run records
+//!
+//! [`RunLog`](shedlock_core::RunLog) keeps a record per run (JSON, readable with etcdctl):
+//!
+//! - `run/<lock>/<id>`: the record. The id is the run's token and attempt, each subtracted
+//!   from its largest value, so a lock's records sort newest first in etcd's key order and a
+//!   page is one range with a limit: etcd reads what the page returns, not the lock's history.
+//!   Within a lock the order is the tokens': the order etcd granted the leases the runs
+//!   started under, which is the order they started in; it is the start times' order too
+//!   while the instances' clocks agree. A `before` cursor pages a lock from its token and
+//!   attempt, so pages neither skip nor repeat.
+//! - `run-time/<start>-<id>-<lock>`: an empty key per record, every lock's runs by start
+//!   (microseconds, newest first): a read across locks ranges over it with its `before`,
+//!   `since` and limit, keys only, then reads the records it names. Reads go in pages of 64
+//!   records, well within gRPC's 4 MiB message limit whatever the records hold.
+//! - `run-leases/<retention>/<bucket>`: retention without a lease per record. Time is cut in
+//!   buckets of 1/64 of `run_retention` (whole seconds, at least one; 5¼ hours for the
+//!   default 14 days), and every record written in a bucket, by any instance keeping records
+//!   as long, lives on that bucket's one lease. Every write's transaction also finds the
+//!   buckets whose start is a retention old, and the writer revokes their leases, which
+//!   deletes their records. So a record is kept at most `run_retention` (a write later) and at
+//!   least `run_retention` less a bucket, on every lock, also one that never runs again; and
+//!   the records hold about 65 leases, whatever their number. If no instance writes, each
+//!   lease still runs out a bucket past the retention.
+//! - A lock's records are counted in the transaction that writes one; past `runs_per_lock` +
+//!   8 the oldest go down to `runs_per_lock`, on whichever instance wrote: a lock never keeps
+//!   more than `runs_per_lock` + [`RUN_TRIM_SLACK`](shedlock_core::RUN_TRIM_SLACK), whatever
+//!   the other locks do.
+//! - `run-alive/<lock>/<id>`: a running run's heartbeat, on an etcd lease of the run's
+//!   heartbeat lease (whole seconds, rounded up), renewed by
+//!   [`run_alive`](shedlock_core::RunLog::run_alive) and deleted with its lease when the run
+//!   ends. etcd has no clock, so its lease is the heartbeat: a run reads as alive
+//!   ([`RunRecord::alive_until`](shedlock_core::RunRecord::alive_until) after the read time)
+//!   while the key exists, and as passed once etcd ended the lease; the deadline written in
+//!   the record (the runner's clock) is what the runner itself goes by, and a runner that
+//!   finds it passed ends the lease at once, so no instance sees the run go on after its
+//!   runner stopped. A renewal reaches etcd after the runner started counting its own
+//!   deadline, and etcd's lease is at least as long: the key outlives the run.
+//!
+//! Costs in round trips: a start 1 transaction (2 with a heartbeat: its lease's grant); an
+//! end 2 (read, transaction); a heartbeat 3 (read, lease renewal, transaction); every 9th run
+//! of a lock adds 2 (the lock's oldest, a deletion); a bucket once per bucket and instance 1
+//! to 3 (read, or grant and publish), and its end one revocation. Records written by versions
+//! before these keys (`runs/<lock>/…`, a lease each) are no longer read; their leases end them
+//! within their retention.
 //!
 //! # Fencing tokens
 //!

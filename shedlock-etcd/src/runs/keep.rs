@@ -157,29 +157,49 @@ impl EtcdLockProvider {
     }
 
     /// Deletes the oldest records of `lock` beyond `runs_per_lock` (with their index entries
-    /// and heartbeats), as many as the lock's count past its bound in the same read.
+    /// and heartbeats), as many as the lock's count past its bound in the same read. A run
+    /// still alive (running, its heartbeat key present) is kept however old: deleting its
+    /// record would stop a job that still runs; the next oldest goes instead.
     pub(super) async fn trim(&self, lock: &str) -> Result<(), EtcdError> {
         let start = self.keys.runs_of(lock);
         let end = wire::prefix_end(&start);
+        let alive_start = self.keys.alive_of(lock);
         let per_lock = u64::from(self.retention.per_lock);
         loop {
             // The lock's records are bounded (runs_per_lock + slack), so etcd's reading the
             // whole range to sort it is too; the answer carries only the oldest.
             let read = self
                 .client
-                .range(wire::RangeRequest {
-                    sort_order: wire::SORT_DESCEND,
-                    ..wire::RangeRequest::between(start.clone(), end.clone(), TRIM_PAGE)
+                .read_txn(wire::TxnRequest {
+                    compare: Vec::new(),
+                    success: vec![
+                        wire::range(wire::RangeRequest {
+                            sort_order: wire::SORT_DESCEND,
+                            ..wire::RangeRequest::between(start.clone(), end.clone(), TRIM_PAGE)
+                        }),
+                        wire::range(wire::RangeRequest::prefix(&alive_start, true)),
+                    ],
+                    failure: Vec::new(),
                 })
                 .await?;
-            let count = u64::try_from(read.count).unwrap_or_default();
-            let excess = usize::try_from(count.saturating_sub(per_lock)).unwrap_or(usize::MAX);
-            let victims = &read.kvs[..excess.min(read.kvs.len())];
-            if victims.is_empty() {
-                return Ok(());
-            }
-            let mut success = Vec::with_capacity(victims.len() * 3);
-            for kv in victims {
+            let alive: Vec<&[u8]> = read
+                .range(1)
+                .iter()
+                .map(|kv| &kv.key[alive_start.len()..])
+                .collect();
+            let excess =
+                usize::try_from(read.count(0).saturating_sub(per_lock)).unwrap_or(usize::MAX);
+            let oldest = read.range(0);
+            let mut success = Vec::new();
+            let mut deleted = 0;
+            for kv in oldest {
+                if deleted == excess {
+                    break;
+                }
+                if alive.contains(&&kv.key[start.len()..]) {
+                    continue;
+                }
+                deleted += 1;
                 success.push(wire::delete(&kv.key));
                 // A value shedlock cannot read still goes; its index entry, if any, goes with
                 // its bucket.
@@ -197,6 +217,9 @@ impl EtcdLockProvider {
                     )));
                 }
             }
+            if deleted == 0 {
+                return Ok(());
+            }
             self.client
                 .txn(wire::TxnRequest {
                     compare: Vec::new(),
@@ -204,7 +227,7 @@ impl EtcdLockProvider {
                     failure: Vec::new(),
                 })
                 .await?;
-            if excess <= victims.len() {
+            if deleted == excess || oldest.len() < TRIM_PAGE {
                 return Ok(());
             }
         }

@@ -293,6 +293,23 @@ impl RunLog for EtcdLockProvider {
             // A run recorded without a heartbeat counts as live: it gets one now.
             (_, None) => (self.grant_heartbeat(lease).await.map_err(&fail)?, true),
         };
+        // The record and its index entry move to the current bucket's lease: a run that still
+        // runs is never deleted with its start's bucket, however long it runs.
+        let bucket = match self.bucket_lease(now).await {
+            Ok(bucket) => bucket,
+            Err(error) => {
+                if granted {
+                    self.client.revoke_later(heartbeat.lease);
+                }
+                return Err(fail(error));
+            }
+        };
+        let index_key = self.keys.by_time(TimeKey {
+            lock: start.lock.as_str().into(),
+            started_us: to_us(record.started_at),
+            token: record.fencing_token,
+            attempt: record.attempt,
+        });
         let mut renewed = record;
         renewed.alive_until = Some(ceil_ms(from_ms(now) + lease));
         let alive_compare = match alive {
@@ -302,7 +319,8 @@ impl RunLog for EtcdLockProvider {
         let request = wire::TxnRequest {
             compare: vec![wire::modified_at(&key, kv.mod_revision), alive_compare],
             success: vec![
-                wire::put(&key, encode(&renewed), kv.lease),
+                wire::put(&key, encode(&renewed), bucket),
+                wire::put(&index_key, Vec::new(), bucket),
                 wire::put(
                     &alive_key,
                     heartbeat.ttl.to_string().into_bytes(),
@@ -316,11 +334,15 @@ impl RunLog for EtcdLockProvider {
         } else {
             Vec::new()
         };
-        let response = self
-            .client
-            .txn_on_leases(request, &new_leases)
-            .await
-            .map_err(&fail)?;
+        let response = match self.client.txn_on_leases(request, &new_leases).await {
+            Ok(response) => response,
+            Err(error) => {
+                if error.is_lease_not_found() {
+                    self.retention.forget(bucket);
+                }
+                return Err(fail(error));
+            }
+        };
         if response.succeeded
             && granted
             && let Some(old) = alive

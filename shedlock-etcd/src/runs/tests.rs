@@ -229,3 +229,50 @@ async fn a_day_of_history_stays_within_the_settings() {
 async fn a_month_of_history_stays_within_the_settings() {
     history_of(30).await;
 }
+
+/// A run that still runs is never deleted under its runner: trimming a lock past
+/// `runs_per_lock` skips it (the next oldest goes), and its heartbeat moves its record to the
+/// current bucket's lease, so the sweep of its start's bucket leaves it. Without either,
+/// `run_alive` finds no record and the scheduler stops a job that still runs.
+#[tokio::test]
+async fn a_live_run_outlives_trimming_and_its_starts_bucket() {
+    let Some(provider) = provider("runs-live", 1000).await else {
+        return;
+    };
+    let provider = provider
+        .with_run_retention(Duration::from_secs(2), 5)
+        .expect("settings");
+    let lock = unique_lock_name("live");
+    let beat = Duration::from_secs(30);
+    let long = RunStart::new(&lock, "job", None, "a", 1).alive_for(beat);
+    provider.run_started(&long).await.expect("start");
+    let passing = Instant::now();
+    let mut token = 1;
+    // Past the retention (2 s; buckets of 1 s), with a heartbeat every 300 ms and other runs
+    // of the same lock ending in between: trims and sweeps.
+    while passing.elapsed() < Duration::from_secs(4) {
+        for _ in 0..4 {
+            token += 1;
+            let start = RunStart::new(&lock, "job", None, "a", token);
+            provider.run_started(&start).await.expect("start");
+            provider
+                .run_finished(&start, &RunEnd::succeeded())
+                .await
+                .expect("end");
+        }
+        assert!(
+            provider.run_alive(&long, beat).await.expect("renew"),
+            "the long run's record went after {:?} and {token} runs",
+            passing.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let kept = provider.runs(&RunQuery::lock(&lock)).await.expect("read");
+    assert!(
+        kept.len() <= (5 + RUN_TRIM_SLACK + 1) as usize,
+        "{} records",
+        kept.len()
+    );
+    let running = kept.iter().find(|r| r.fencing_token == 1).expect("kept");
+    assert_eq!(running.outcome, RunOutcome::Running);
+}
