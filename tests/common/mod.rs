@@ -262,3 +262,19 @@ pub(crate) async fn another_instance(of: &Provider, holder: &str) -> Provider {
         on_table(pool, p.table(), holder)
     })
 }
+
+/// Another instance on the same table, connected to the server at `url` (e.g. through a
+/// proxy); not for SQLite.
+pub(crate) async fn instance_at(of: &Provider, url: &str, holder: &str) -> Provider {
+    match of {
+        Provider::Sqlite(_) => panic!("SQLite has no server URL"),
+        Provider::Postgres(p) => {
+            let pool = sqlx::PgPool::connect(url).await.unwrap();
+            Provider::Postgres(on_table(pool, p.table(), holder))
+        }
+        Provider::MySql(p) => {
+            let pool = sqlx::MySqlPool::connect(url).await.unwrap();
+            Provider::MySql(on_table(pool, p.table(), holder))
+        }
+    }
+}
