@@ -89,6 +89,8 @@ impl<'a> UrlParts<'a> {
                 path,
                 query,
                 fragment,
+                // `postgres:user:password@host`: credentials without `//` in front.
+                ambiguous: url.contains('@') && !url.starts_with("sqlite:"),
                 ..UrlParts::default()
             };
         };
@@ -183,6 +185,19 @@ impl Masked {
                     "{scheme}://{userinfo}{}{}",
                     parts.hosts,
                     shown_tail(&parts, &mut secrets)
+                )
+            }
+            None if parts.ambiguous => {
+                // Everything between the scheme's `:` and the last `@` may be credentials.
+                let (head, rest) = url.rsplit_once('@').unwrap_or_default();
+                let (scheme, userinfo) = head.split_once(':').unwrap_or((head, ""));
+                if let Some((user, password)) = userinfo.split_once(':') {
+                    secrets.add_value(password, Some(user).filter(|u| !u.is_empty()));
+                }
+                secrets.add_value(userinfo, None);
+                format!(
+                    "{scheme}:{MASK}@{}",
+                    shown_tail(&UrlParts::of(rest), &mut secrets)
                 )
             }
             None => shown_tail(&parts, &mut secrets),
@@ -646,6 +661,11 @@ mod tests {
         }
         let etcd = Masked::any("etcd://root:s3cr/et@h1:2379,h2:22379");
         assert_eq!(etcd.shown, "etcd://***@h1:2379,h2:22379");
+        // Credentials without `//` in front are hidden too.
+        let bare = Masked::any("postgres:app:s3cr/et@h/db");
+        assert!(UrlParts::of("postgres:app:s3cr/et@h/db").ambiguous);
+        assert_eq!(bare.shown, "postgres:***@h/db");
+        assert_scrubbed(&bare, "postgres:app:s3cr/et@h/db", "app", "s3cr/et");
     }
 
     /// A password too short to be told from a piece of a word is hidden where it stands, never

@@ -409,6 +409,7 @@ mod tests {
             "redis://:s3cr/et@h:6379",
             "redis://h:1,redis://:s3cr/et@h:6379",
             "mysql://root:s3cr/et@h/db",
+            "postgres:app:s3cr/et@h/db",
         ] {
             let refused = Target::parse(url).unwrap_err();
             assert_eq!(refused.exit, Exit::Usage, "{url}");
