@@ -48,7 +48,8 @@ async fn page(
         return refusal(refused);
     }
     let provider = &*dashboard.provider;
-    let read = match (&query.run, &query.lock) {
+    let lock = query.lock.as_deref().filter(|lock| !lock.is_empty());
+    let read = match (&query.run, lock) {
         (Some(run), _) => one_run(provider, run)
             .await
             .map(|run| view::run_page(&run, options)),

@@ -391,6 +391,17 @@ async fn wrong_tokens_are_answered_429_after_a_burst() {
         StatusCode::TOO_MANY_REQUESTS
     );
     assert!(provider.lock_record("nightly").await.unwrap().unwrap().held);
+    // The answer says when to come back, and no more than that.
+    let body = format!("name=nightly&holder=web-1&token={token}&release_token=x");
+    let request = Request::post("/")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::HOST, HOST)
+        .header(header::ORIGIN, ORIGIN)
+        .body(Body::from(body))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(response.headers()[header::RETRY_AFTER], "2");
     // The first step (confirmation, no token) is not an attempt.
     let confirm = [
         ("name", "nightly"),
@@ -446,6 +457,12 @@ async fn a_locks_runs_are_paged_with_cursors() {
     assert_eq!(overview.matches(r#"<tr class="run failed""#).count(), 5);
     assert!(overview.contains(r#"<a class="all-runs" href="?lock=hourly">"#));
 
+    let (status, page) = get(&app, "/?lock=").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page.contains("<h2>Locks</h2>"),
+        "an empty lock is the overview"
+    );
     let (status, _) = get(&app, "/?run=not-a-cursor").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let (status, _) = get(&app, "/?lock=hourly&before=1-2").await;
