@@ -558,6 +558,48 @@ mod redlock {
         assert!(records.is_empty(), "{records:?}");
     }
 
+    /// Runs that a minority holds (writes that reached one master only) and are newer than
+    /// the others take the first places of that master's answers: pages are still full and
+    /// walk every run a majority holds, one lock and all locks, without gaps or repeats.
+    #[tokio::test]
+    async fn minority_runs_leave_no_gaps_in_pages() {
+        let Some(provider) = redlock_with(builder("a")).await else {
+            return;
+        };
+        let urls = redlock_urls().unwrap();
+        let log = provider.run_log().unwrap();
+        let lock = unique_lock_name("runs-minority-pages");
+        let since = log
+            .run_started(&RunStart::new(&lock, "job", None, "a", 1))
+            .await
+            .unwrap()
+            .started_at;
+        end_runs(log, &lock, 2..=30).await;
+        // Newer runs on one master each, different ones: never a majority.
+        for (master, url) in urls.iter().take(2).enumerate() {
+            let alone = RedisLockProvider::builder()
+                .key_prefix(provider.key_prefix())
+                .connect(url)
+                .await
+                .unwrap();
+            let tokens = 100 * (master as u64 + 1)..=100 * (master as u64 + 1) + 19;
+            end_runs(alone.run_log().unwrap(), &lock, tokens).await;
+        }
+        for query in [RunQuery::lock(&lock), RunQuery::all().since(since)] {
+            let mut tokens = Vec::new();
+            let mut query = query.limit(5);
+            loop {
+                let page = log.runs(&query).await.unwrap();
+                let Some(last) = page.last() else { break };
+                query = query.before(last.cursor());
+                // Full pages while runs remain (a short page reads as the end to a reader).
+                assert_eq!(page.len(), 5.min(30 - tokens.len()), "{page:?}");
+                tokens.extend(page.iter().map(|r| r.fencing_token));
+            }
+            assert_eq!(tokens, (1..=30).rev().collect::<Vec<u64>>(), "{query:?}");
+        }
+    }
+
     /// With one master of three down, runs are recorded and read on the other two; with two
     /// down, recording and reading fail with a store error, and nothing panics.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
