@@ -173,9 +173,14 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
     }
 
     shedlock_core::run_retention_setters! {
-        /// Older ones are deleted as runs end (every 32nd end a provider records, so the hot
-        /// path stays one statement).
+        /// Every run's start deletes the rows past it (any lock's), in the start's own
+        /// statement (PostgreSQL) or, when a read after the start finds one, in a `DELETE`
+        /// after it (MySQL, SQLite). A run whose heartbeat is live is kept.
         run_retention;
+        /// Every run's start deletes its lock's rows past them (PostgreSQL: at every start, in
+        /// its own statement; MySQL, SQLite: once the lock is 8 over, in a `DELETE` after the
+        /// start), so a lock holds at most `runs_per_lock` + 8 rows, whichever instances run it
+        /// and whether or not its runs end. A run whose heartbeat is live is kept.
         runs_per_lock;
     }
 

@@ -82,6 +82,45 @@
 #![doc = include_str!("../sql/sqlite.sql")]
 //! ```
 //!
+//! # Run records
+//!
+//! [`RunLog`](shedlock_core::RunLog) keeps one row per attempt of a run in a second table
+//! beside the lock table (`<table>_runs`, [`runs_table`](SqlLockProviderBuilder::runs_table)),
+//! created by `create_schema` with the lock table (the DDL above).
+//!
+//! - **Bounded by construction.** Every run's start deletes its lock's rows past the newest
+//!   [`runs_per_lock`](SqlLockProviderBuilder::runs_per_lock) and every row older than
+//!   [`run_retention`](SqlLockProviderBuilder::run_retention): PostgreSQL in the start's own
+//!   statement; MySQL and SQLite in a `DELETE` after the start, run when the start's read finds
+//!   the lock 8 rows over or a row past the retention (a `DELETE` takes SQLite's write lock and
+//!   locks the rows InnoDB scans, so it does not run when there is nothing to delete). A lock
+//!   thus holds at most `runs_per_lock` + 8 rows whichever instances run it, in whatever order
+//!   locks run, and whether or not its runs ever end (an instance killed mid-run). A run whose
+//!   heartbeat is live is never deleted.
+//! - **Reads push down.** [`runs`](shedlock_core::RunLog::runs) sends the lock, `since`,
+//!   `before` (a row comparison on start, token and attempt) and the limit to the database,
+//!   newest first, read through two indexes: `(lock_name, started_at, fencing_token, attempt)`
+//!   for one lock's pages, recovery's look-back and the trim, and
+//!   `(started_at, fencing_token, attempt)` for pages across locks and the retention. A page
+//!   costs the same after a month of history as after a minute.
+//! - **Run heartbeats without a new column.** While a row's `outcome` is `running`, its
+//!   `finished_at` holds the run's heartbeat deadline (database clock):
+//!   [`RunRecord::alive_until`](shedlock_core::RunRecord::alive_until), `finished_at` none.
+//!   `run_started` with a lease writes it (one statement with the start), `run_alive` moves it
+//!   on with one `UPDATE` only while the row runs and the deadline has not passed, and the end
+//!   overwrites it with the end time. No column was added, so a run table made by an earlier
+//!   version (or from `sql/` by a migration tool) keeps working as it is, heartbeats included.
+//! - **Tables made before the indexes** work without them (reads and trims scan more);
+//!   `create_schema` adds them (`CREATE INDEX IF NOT EXISTS`; on MySQL and MariaDB after
+//!   checking `information_schema`) and drops the index on `started_at` alone they replace.
+//!   The `sql/` files show the statements for migration tools.
+//! - **Statements per run** (pinned by the tests, `run_statements_per_run`): PostgreSQL 1 to
+//!   start, 1 per heartbeat, 1 to end; SQLite 2 to start (the upsert and the read of whether
+//!   a trim is due, both in the process) plus a `DELETE` about every 9 runs of a lock at its
+//!   bound, 1 per heartbeat, 1 to end; MySQL and MariaDB 2 to start (`INSERT IGNORE` and the
+//!   read of the row and of whether a trim is due) plus the same `DELETE`s, 1 per heartbeat,
+//!   1 to end.
+//!
 //! # Database time
 //!
 //! `locked_at` and `lock_until` are computed and compared inside the statements with the
