@@ -63,6 +63,17 @@ impl fmt::Display for ServerError {
                 "Redis {server}: corrupt {}",
                 error.detail().unwrap_or_default()
             ),
+            // rustls: "invalid peer certificate: UnknownIssuer" and the like.
+            (_, ServerErrorKind::Redis(error))
+                if error.to_string().contains("peer certificate") =>
+            {
+                write!(
+                    f,
+                    "Redis {server}: {error} (trust the CA that signed the server's certificate: \
+                     SSL_CERT_FILE=<its PEM file>, or RedisLockProviderBuilder::\
+                     tls_root_certificates)"
+                )
+            }
             (_, ServerErrorKind::Redis(error)) => write!(f, "Redis {server}: {error}"),
             (_, ServerErrorKind::Timeout(timeout)) => {
                 write!(f, "Redis {server}: no answer within {timeout:?}")

@@ -223,7 +223,10 @@ async fn an_untrusted_server_is_refused() {
         panic!("an untrusted certificate was accepted: {refused:?}");
     };
     let text = format!("{error} {:?}", std::error::Error::source(error));
-    assert!(text.contains("certificate"), "{text}");
+    assert!(
+        text.contains("certificate") && text.contains("SSL_CERT_FILE"),
+        "says what to trust: {text}"
+    );
     assert!(!text.contains("s3cr3t"), "{text}");
     let unchecked = RedisLockProvider::builder()
         .timeout(Duration::from_secs(2))
