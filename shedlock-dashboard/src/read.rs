@@ -62,7 +62,8 @@ pub(crate) struct Snapshot {
     pub(crate) next_page: Option<String>,
     pub(crate) elections: Vec<(String, Option<LockRecord>)>,
     /// Per lock of the page (by name), its latest runs; `None` when the store keeps no run
-    /// records.
+    /// records. Also runs under names the store has no lock record of, when some of the
+    /// store's newest runs are (at most `page_size` more names).
     pub(crate) runs: Option<BTreeMap<String, LockRuns>>,
 }
 
@@ -132,7 +133,9 @@ fn cursor(text: Option<&str>) -> Result<Option<RunCursor>, Unreadable> {
         .transpose()
 }
 
-/// The overview: a page of locks, the elections, and per lock of the page its latest runs.
+/// The overview: a page of locks, the elections, and per lock of the page its latest runs
+/// (and of the locks without a lock record among the store's newest runs, those whose names
+/// fall in this page).
 pub(crate) async fn snapshot(
     provider: &dyn LockProvider,
     options: &DashboardOptions,
@@ -158,10 +161,28 @@ pub(crate) async fn snapshot(
     let runs = match provider.run_log() {
         None => None,
         Some(log) => {
+            let mut names: Vec<String> = locks.iter().map(|lock| lock.name.clone()).collect();
+            // Runs under a lock the store has no record of (deleted, or never written by
+            // this library): those among the newest runs of the store that fall in this
+            // page's names, so each shows on one page.
+            let on_page = |name: &str| {
+                query.matches(name)
+                    && next_page.as_deref().is_none_or(|last| name <= last)
+                    && !locks.iter().any(|lock| lock.name == name)
+            };
+            let newest = log.runs(&RunQuery::all().limit(options.page_size)).await?;
+            let mut unlisted: Vec<String> = newest
+                .into_iter()
+                .map(|run| run.lock)
+                .filter(|name| on_page(name))
+                .collect();
+            unlisted.sort_unstable();
+            unlisted.dedup();
+            names.extend(unlisted);
             let limit = options.runs_read_per_lock();
-            let reads: Vec<_> = locks
+            let reads: Vec<_> = names
                 .iter()
-                .map(|lock| latest_runs(log, &lock.name, limit))
+                .map(|name| latest_runs(log, name, limit))
                 .collect();
             let read = stream::iter(reads)
                 .buffered(PARALLEL_READS)

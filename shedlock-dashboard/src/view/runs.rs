@@ -26,6 +26,9 @@ pub(super) fn latest(snapshot: &Snapshot, options: &DashboardOptions) -> Markup 
                 h3 {
                     code { (name) }
                     @for job in other_jobs(name, &lock.runs) { " job " code { (job) } }
+                    @if !snapshot.locks.iter().any(|listed| listed.name == *name) {
+                        " " span.meta.unlisted { "(no lock record)" }
+                    }
                     @if lock.more || lock.runs.len() > shown {
                         " " a.all-runs href=(history_link(name, None)) { "all runs →" }
                     }
