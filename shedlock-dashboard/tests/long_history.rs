@@ -1,0 +1,95 @@
+//! The dashboard over a real store with a long history (issue 29, item 1 as the dashboard met
+//! it): on etcd, two locks with 1000 failed runs each (the default `runs_per_lock`, errors of
+//! the longest kept: over 4 MiB together) made the whole page answer 503. Each lock's runs are
+//! now read with the lock and a limit: the page answers, small, with both locks' latest runs,
+//! and a lock's older runs are a page away. Skipped without `SHEDLOCK_TEST_ETCD_URL`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use shedlock_core::{
+    LockConfiguration, LockProvider, LockingTaskExecutor, MAX_ERROR_LEN, RunEnd, RunOutcome,
+    RunStart,
+};
+use shedlock_dashboard::{DashboardOptions, router};
+use shedlock_etcd::EtcdLockProvider;
+use shedlock_test_support::{etcd_url, unique_key_prefix};
+use tower::ServiceExt;
+
+const RUNS: u64 = 1000;
+
+async fn get(app: &Router, uri: &str) -> (StatusCode, String) {
+    let request = Request::get(uri)
+        .header(header::HOST, "127.0.0.1:8080")
+        .body(Body::empty())
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, String::from_utf8(body.to_vec()).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_with_two_locks_of_a_thousand_failures() {
+    let Some(url) = etcd_url() else { return };
+    let prefix = format!("{}/", unique_key_prefix("dash_long").trim_end_matches(':'));
+    let provider: Arc<dyn LockProvider> = Arc::new(
+        EtcdLockProvider::builder(&url)
+            .prefix(prefix)
+            .connect()
+            .await
+            .unwrap(),
+    );
+    let executor = LockingTaskExecutor::from_shared(Arc::clone(&provider));
+    for name in ["failing-a", "failing-b"] {
+        let config = LockConfiguration::new(name, Duration::from_secs(60), Duration::ZERO).unwrap();
+        executor
+            .try_lock(&config)
+            .await
+            .unwrap()
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+    }
+    let error = "x".repeat(MAX_ERROR_LEN);
+    let mut writers = tokio::task::JoinSet::new();
+    for writer in 0..8 {
+        let (provider, error) = (Arc::clone(&provider), error.clone());
+        writers.spawn(async move {
+            let log = provider.run_log().expect("etcd keeps run records");
+            for n in (writer..2 * RUNS).step_by(8) {
+                let lock = if n % 2 == 0 { "failing-a" } else { "failing-b" };
+                let start = RunStart::new(lock, "import", None, "web-1", n / 2 + 1);
+                log.run_started(&start).await.expect("record a start");
+                let end = RunEnd::with_error(RunOutcome::Failed, error.clone());
+                log.run_finished(&start, &end).await.expect("record an end");
+            }
+        });
+    }
+    while let Some(written) = writers.join_next().await {
+        written.expect("a writer");
+    }
+
+    let app = router(Arc::clone(&provider), DashboardOptions::new());
+    let (status, page) = get(&app, "/").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(page.len() < 500 * 1024, "{} bytes", page.len());
+    for lock in ["failing-a", "failing-b"] {
+        let rows = format!(r#"<tr class="run failed" data-lock="{lock}">"#);
+        assert_eq!(page.matches(&rows).count(), 5, "{lock}'s latest runs");
+    }
+    assert!(!page.contains(&"x".repeat(200)), "errors are cut short");
+    let (status, history) = get(&app, "/?lock=failing-a").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(history.matches(r#"<tr class="run failed""#).count(), 50);
+    assert!(
+        history.contains(r#"<a id="older""#),
+        "older runs a page away"
+    );
+}
