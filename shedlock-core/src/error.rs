@@ -96,7 +96,7 @@ impl fmt::Display for Operation {
             Operation::Extend => "extend",
             Operation::Schema => "set up the schema for",
             Operation::Read => "read",
-            Operation::Runs => "record the runs of",
+            Operation::Runs => "read or write the run records of",
         })
     }
 }

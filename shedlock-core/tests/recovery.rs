@@ -220,7 +220,10 @@ async fn an_interrupted_run_is_rerun_once_within_a_lease() {
 /// When each run of a job began and ended (its future completed or was dropped), in paused
 /// seconds, by holder.
 #[derive(Clone, Default)]
-struct Spans(Arc<Mutex<Vec<(String, u64, Option<u64>)>>>);
+struct Spans(Arc<Mutex<Vec<Span>>>);
+
+/// Holder, start and end of one run (paused seconds).
+type Span = (String, u64, Option<u64>);
 
 struct Ends {
     spans: Spans,
@@ -245,7 +248,7 @@ impl Spans {
         }
     }
 
-    fn get(&self) -> Vec<(String, u64, Option<u64>)> {
+    fn get(&self) -> Vec<Span> {
         self.0.lock().unwrap().clone()
     }
 }

@@ -344,7 +344,8 @@ impl RunRecord {
         match self.outcome {
             RunOutcome::Interrupted => true,
             RunOutcome::Running => {
-                !(held && current_token == self.fencing_token) && !self.is_alive(now)
+                let holds = held && current_token == self.fencing_token;
+                !holds && !self.is_alive(now)
             }
             _ => false,
         }
