@@ -105,7 +105,9 @@
 //!   history never stops a job that still runs.
 //! - **Reads** are one script that reads only the page asked for: one lock's runs from its
 //!   sorted set, every lock's from the index, newest first, from
-//!   [`before`](shedlock_core::RunQuery::before) (exclusive), cut by the limit in Redis.
+//!   [`before`](shedlock_core::RunQuery::before) (exclusive), cut by the limit in Redis. A
+//!   query without a limit (or above 500) is read by pages of 500, one script each, so no
+//!   script replies a whole history while Redis serves nothing else.
 //! - **Heartbeats**: a run started with a [lease](shedlock_core::RunStart::lease) records
 //!   `alive_until` = `TIME` + lease, which
 //!   [`run_alive`](shedlock_core::RunLog::run_alive) moves on while the record still runs and

@@ -398,6 +398,23 @@ macro_rules! shared_cases {
             }
         }
 
+        /// A read without a limit goes by pages of 500 (no script replies a whole history)
+        /// and returns every record once, newest first.
+        #[tokio::test]
+        async fn a_read_without_a_limit_returns_everything() {
+            let Some(provider) = $connect(builder("a").runs_per_lock(1500)).await else {
+                return;
+            };
+            let log = provider.run_log().unwrap();
+            let lock = unique_lock_name("runs-unlimited");
+            end_runs(log, &lock, 1..=1200).await;
+            let tokens = run_tokens(log, &lock).await;
+            assert_eq!(tokens, (1..=1200).rev().collect::<Vec<u64>>());
+            let limited = log.runs(&RunQuery::lock(&lock).limit(700)).await.unwrap();
+            let tokens: Vec<u64> = limited.iter().map(|r| r.fencing_token).collect();
+            assert_eq!(tokens, (501..=1200).rev().collect::<Vec<u64>>());
+        }
+
         #[tokio::test]
         async fn long_histories_page_without_gaps() {
             if let Some(provider) = $connect(builder("a")).await {

@@ -33,6 +33,7 @@ use shedlock_core::{
     async_trait,
 };
 
+use super::by_pages;
 use crate::RedLockProvider;
 use crate::error::{QuorumError, ServerError};
 
@@ -118,6 +119,14 @@ impl RunLog for RedLockProvider {
     }
 
     async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>, Error> {
+        by_pages(query, |page| self.page(page)).await
+    }
+}
+
+impl RedLockProvider {
+    /// One page of `query`: read from every master and merged.
+    async fn page(&self, query: RunQuery) -> Result<Vec<RunRecord>, Error> {
+        let query = &query;
         let keys = &self.settings.runs;
         let lock_name = query.lock.as_deref().unwrap_or("*");
         let mut fetch = query.limit.map(|limit| limit.saturating_add(FETCH_SLACK));

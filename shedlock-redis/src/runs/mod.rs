@@ -43,7 +43,9 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::Script;
-use shedlock_core::{Error, RunCursor, RunEnd, RunQuery, RunStart, validate_run_retention};
+use shedlock_core::{
+    Error, RunCursor, RunEnd, RunQuery, RunRecord, RunStart, validate_run_retention,
+};
 
 use crate::error::ServerError;
 use crate::keys::{millis, validate_prefix};
@@ -54,6 +56,37 @@ pub(crate) use stored::RunEntry;
 /// locks that no longer run): bounded, so a write's cost does not depend on the history, and
 /// more than the one record a write adds, so the backlog shrinks.
 pub(crate) const SWEEP_PER_WRITE: u32 = 64;
+
+/// The most records one read script returns: a query without a limit is read by pages of
+/// this many, so no script builds a reply of a whole history (Redis serves nothing else
+/// while a script runs).
+pub(crate) const READ_PAGE: usize = 500;
+
+/// The records of `query`, read by `page` (a page of a query with a limit): at once when the
+/// query has a limit of at most [`READ_PAGE`], else page after page.
+pub(crate) async fn by_pages<F, Fut>(query: &RunQuery, page: F) -> Result<Vec<RunRecord>, Error>
+where
+    F: Fn(RunQuery) -> Fut,
+    Fut: Future<Output = Result<Vec<RunRecord>, Error>>,
+{
+    if query.limit.is_some_and(|limit| limit <= READ_PAGE) {
+        return page(query.clone()).await;
+    }
+    let mut records = Vec::new();
+    let mut next = query.clone();
+    loop {
+        let left = query.limit.map_or(READ_PAGE, |limit| limit - records.len());
+        let read = page(next.clone().limit(left.min(READ_PAGE))).await?;
+        let full = read.len() == left.min(READ_PAGE);
+        let Some(last) = read.last() else { break };
+        next = next.before(last.cursor());
+        records.extend(read);
+        if !full || query.limit.is_some_and(|limit| records.len() >= limit) {
+            break;
+        }
+    }
+    Ok(records)
+}
 
 /// Writes a run's start; replies its record. See `lua/run_keep.lua` for the arguments.
 static RUN_STARTED: LazyLock<Script> = LazyLock::new(|| {

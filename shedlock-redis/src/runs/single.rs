@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use shedlock_core::{Error, Operation, RunEnd, RunLog, RunQuery, RunRecord, RunStart, async_trait};
 
+use super::by_pages;
 use crate::RedisLockProvider;
 use crate::error::store_error;
 
@@ -39,6 +40,14 @@ impl RunLog for RedisLockProvider {
     }
 
     async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>, Error> {
+        by_pages(query, |page| self.page(page)).await
+    }
+}
+
+impl RedisLockProvider {
+    /// One page of `query` (which has a limit), read by one script.
+    async fn page(&self, query: RunQuery) -> Result<Vec<RunRecord>, Error> {
+        let query = &query;
         let lock_name = query.lock.as_deref().unwrap_or("*");
         let entries = self
             .node
