@@ -77,7 +77,7 @@
 //!   attempt, so pages neither skip nor repeat.
 //! - `run-time/<start>-<id>-<lock>`: an empty key per record, every lock's runs by start
 //!   (microseconds, newest first): a read across locks ranges over it with its `before`,
-//!   `since` and limit, keys only, then reads the records it names. Reads go in pages of 64
+//!   `since` and limit, keys only, then reads the records it names. Reads go in pages of 50
 //!   records, well within gRPC's 4 MiB message limit whatever the records hold.
 //! - `run-leases/<retention>/<bucket>`: retention without a lease per record. Time is cut in
 //!   buckets of 1/64 of `run_retention` (whole seconds, at least one; 5¼ hours for the
@@ -102,13 +102,17 @@
 //!   finds it passed ends the lease at once, so no instance sees the run go on after its
 //!   runner stopped. A renewal reaches etcd after the runner started counting its own
 //!   deadline, and etcd's lease is at least as long: the key outlives the run.
+//! - A run still alive is never deleted under its runner (which would stop it): trimming
+//!   skips it (the next oldest goes), and each heartbeat moves its record to the current
+//!   bucket's lease. It is kept past both bounds until it ends or its heartbeat passes.
 //!
 //! Costs in round trips: a start 1 transaction (2 with a heartbeat: its lease's grant); an
 //! end 2 (read, transaction); a heartbeat 3 (read, lease renewal, transaction); every 9th run
 //! of a lock adds 2 (the lock's oldest, a deletion); a bucket once per bucket and instance 1
 //! to 3 (read, or grant and publish), and its end one revocation. Records written by versions
 //! before these keys (`runs/<lock>/…`, a lease each) are no longer read; their leases end them
-//! within their retention.
+//! within their retention. Leases live: one per held lock, one per running run's heartbeat,
+//! and about 65 for every run record kept, never one per record.
 //!
 //! # Fencing tokens
 //!

@@ -13,10 +13,10 @@ use crate::keys::TimeKey;
 use crate::record::{from_ms, from_us, now_ms, to_us};
 use crate::wire;
 
-/// Records per etcd request: at most a few hundred KiB, about 1 MiB with errors of the
-/// longest kept made of characters JSON escapes; and two operations each (record and
-/// heartbeat) within etcd's 128 per transaction.
-const PAGE: usize = 64;
+/// Records per etcd request: about 120 KiB with errors of the longest kept, under 1 MiB even
+/// when those are made of characters JSON escapes; and two operations each (record and
+/// heartbeat), well within etcd's 128 per transaction.
+const PAGE: usize = 50;
 
 /// `record` as read at `read_at`: a running run's heartbeat goes on while its heartbeat key
 /// exists (etcd's lease), whatever the clocks say, and has passed once the key is gone.

@@ -276,3 +276,69 @@ async fn a_live_run_outlives_trimming_and_its_starts_bucket() {
     let running = kept.iter().find(|r| r.fencing_token == 1).expect("kept");
     assert_eq!(running.outcome, RunOutcome::Running);
 }
+
+/// Written for longer than the retention (3 s: buckets of 1 s), the records of a busy lock and
+/// of one that stopped stay within the retention, and live on the few bucket leases that
+/// cover it: the leases in use depend on the retention, not on the runs written.
+#[tokio::test]
+async fn leases_and_records_follow_the_retention_as_time_passes() {
+    let Some(provider) = provider("runs-age", 1000).await else {
+        return;
+    };
+    let retention = Duration::from_secs(3);
+    let provider = provider
+        .with_run_retention(retention, 1000)
+        .expect("settings");
+    let (busy, stopped) = (
+        unique_lock_name("age-busy"),
+        unique_lock_name("age-stopped"),
+    );
+    let run = |lock: String, token: u64| {
+        let provider = provider.clone();
+        async move {
+            let start = RunStart::new(&lock, "job", None, "a", token);
+            provider.run_started(&start).await.expect("start");
+            provider
+                .run_finished(&start, &RunEnd::succeeded())
+                .await
+                .expect("end");
+        }
+    };
+    run(stopped.clone(), 1).await;
+    let writing = Instant::now();
+    let mut token = 0;
+    let mut most_buckets = 0;
+    while writing.elapsed() < retention * 2 + Duration::from_secs(1) {
+        token += 1;
+        run(busy.clone(), token).await;
+        if token % 20 == 0 {
+            let (buckets, _) = keys_in(&provider, "run-leases").await;
+            most_buckets = most_buckets.max(buckets);
+        }
+    }
+    let now = from_ms(now_ms());
+    let (_, record_leases) = keys_in(&provider, "run").await;
+    let (buckets, _) = keys_in(&provider, "run-leases").await;
+    // Buckets of the last 3 s, the current one, and one a write may not have swept yet.
+    assert!(most_buckets <= 5, "{most_buckets} buckets at once");
+    assert!(
+        buckets <= 5 && record_leases.len() <= 5,
+        "{buckets} buckets"
+    );
+    assert_eq!(
+        provider
+            .runs(&RunQuery::lock(&stopped))
+            .await
+            .expect("read"),
+        [],
+        "a lock that stopped keeps records past the retention"
+    );
+    let kept = provider.runs(&RunQuery::lock(&busy)).await.expect("read");
+    let oldest = kept.last().expect("recent records").started_at;
+    assert!(
+        oldest + retention + Duration::from_millis(500) >= now,
+        "a record of {:?} ago kept ({token} runs written)",
+        now.duration_since(oldest).unwrap_or_default()
+    );
+    assert!(kept.len() < token as usize, "nothing went");
+}
