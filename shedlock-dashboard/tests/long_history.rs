@@ -77,7 +77,14 @@ async fn etcd_with_two_locks_of_a_thousand_failures() {
     }
 
     let app = router(Arc::clone(&provider), DashboardOptions::new());
+    let started = std::time::Instant::now();
     let (status, page) = get(&app, "/").await;
+    // A figure, not a bound: the machine may be slow.
+    eprintln!(
+        "etcd, 2 x {RUNS} failed runs: page {} bytes in {:?}",
+        page.len(),
+        started.elapsed()
+    );
     assert_eq!(status, StatusCode::OK, "{page}");
     assert!(page.len() < 500 * 1024, "{} bytes", page.len());
     for lock in ["failing-a", "failing-b"] {
