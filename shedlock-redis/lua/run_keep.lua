@@ -97,6 +97,16 @@ local function keep()
   if #swept > 0 then
     redis.call('ZREM', KEYS[3], unpack(swept))
   end
+  -- Runs written without the index (by an older version, or before a lost index key) are
+  -- indexed at their lock's next write: the index holds the lock's oldest run, or all of them
+  -- are added.
+  local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)
+  if oldest[1] and not redis.call('ZSCORE', KEYS[3], oldest[1] .. ':' .. ARGV[2]) then
+    local runs = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+    for i = 1, #runs, 2 do
+      redis.call('ZADD', KEYS[3], runs[i + 1], runs[i] .. ':' .. ARGV[2])
+    end
+  end
   for i = 1, 3 do
     redis.call('PEXPIRE', KEYS[i], retention)
   end

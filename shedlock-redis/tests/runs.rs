@@ -479,6 +479,32 @@ mod single {
         assert_eq!(only_run(&provider, &lock).await.fencing_token, 1);
     }
 
+    /// Runs written without the index (by the previous version, which kept none) are indexed
+    /// at their lock's next write, and then read across locks.
+    #[tokio::test]
+    async fn runs_from_before_the_index_are_indexed_at_the_next_write() {
+        let Some(provider) = redis_with(builder("a")).await else {
+            return;
+        };
+        let log = provider.run_log().unwrap();
+        let lock = unique_lock_name("runs-unindexed");
+        let since = log
+            .run_started(&RunStart::new(&lock, "job", None, "a", 1))
+            .await
+            .unwrap()
+            .started_at;
+        end_runs(log, &lock, 2..=3).await;
+        let index = format!("runs:{}index", provider.key_prefix());
+        let mut redis = connection(&redis_url().unwrap()).await;
+        let () = redis.del(&index).await.unwrap();
+        let across = RunQuery::all().since(since);
+        assert_eq!(log.runs(&across).await.unwrap(), [], "not indexed");
+        end_runs(log, &lock, 4..=4).await;
+        let read = log.runs(&across).await.unwrap();
+        let tokens: Vec<u64> = read.iter().map(|r| r.fencing_token).collect();
+        assert_eq!(tokens, [4, 3, 2, 1]);
+    }
+
     /// A write deletes the lock's records started longer than the retention before it
     /// (Redis time), and keeps the others.
     #[tokio::test]

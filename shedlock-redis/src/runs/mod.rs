@@ -27,6 +27,10 @@
 //! or its heartbeat passes, since its runner stops when a renewal finds no record; so a lock
 //! holds at most `runs_per_lock` plus its live runs.
 //!
+//! Runs written without the index (by the version before it) are added to it at their lock's
+//! next write (the index lacks the lock's oldest run: all its runs are added), so reads across
+//! locks find them from then on; those of a lock that never writes again expire with its keys.
+//!
 //! A heartbeat renewal (`run_alive`) is one script on the record's hash; it also keeps the
 //! lock's keys from expiring before the new heartbeat.
 //!
