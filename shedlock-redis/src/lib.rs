@@ -113,9 +113,17 @@
 //!   [`run_alive`](shedlock_core::RunLog::run_alive) moves on while the record still runs and
 //!   its heartbeat has not passed (Redis's clock, as the locks use); an end clears it.
 //!
-//! On RedLock every master keeps a copy, and a read keeps what a majority holds
-//! (see [`RedLockProvider`]). The scripts name the keys of other locks they sweep, as a
-//! single server or RedLock's independent masters allow (Redis Cluster is not supported).
+//! On RedLock every master keeps a copy, written by the same scripts on its own clock, and a
+//! write counts when a majority accepted it. A read asks every master for the page (16 more
+//! records) and keeps what a majority holds: a run listed on a majority, its end the one a
+//! majority holds (else it reads as running), its times the median of the masters'; a
+//! heartbeat renewal counts when a majority renewed it. A master whose answer was full may
+//! hold older runs it did not send, so the page keeps only what is newer than the last run of
+//! every full answer and is read again with twice as many when that leaves it short: pages
+//! stay full and follow each other without gaps when a minority holds runs of its own.
+//!
+//! The scripts name the keys of other locks they sweep, as a single server or RedLock's
+//! independent masters allow (Redis Cluster is not supported).
 //!
 //! ```no_run
 //! use shedlock_core::{LockProvider, RunQuery};
