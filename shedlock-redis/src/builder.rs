@@ -181,9 +181,15 @@ impl<K> RedisLockProviderBuilder<K> {
     }
 
     shedlock_core::run_retention_setters! {
-        /// Older ones are deleted by the script that records a run of the same lock, and a
-        /// lock's records all expire this long after its last run was recorded.
+        /// Older ones are deleted by the scripts that record runs: a lock's own at its next
+        /// write, any lock's within the next writes of the others (up to 64 each), and a
+        /// lock's keys expire this long after its last run was recorded. A run still live
+        /// (heartbeat not passed) is kept until it ends. The sweep deletes other locks'
+        /// records by this provider's retention: instances sharing a key prefix should share
+        /// this setting.
         run_retention;
+        /// The scripts that record a run of a lock delete its older ones beyond this in the
+        /// same round trip, so a lock never holds more (but for runs still live).
         runs_per_lock;
     }
 
