@@ -173,9 +173,9 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
     }
 
     shedlock_core::run_retention_setters! {
-        /// Every run's start deletes the rows past it (any lock's), in the start's own
-        /// statement (PostgreSQL) or, when a read after the start finds one, in a `DELETE`
-        /// after it (MySQL, SQLite). A run whose heartbeat is live is kept.
+        /// Every run's start deletes the rows past it (any lock's; the oldest 1000 at most), in
+        /// the start's own statement (PostgreSQL) or, when a read after the start finds one,
+        /// in a `DELETE` after it (MySQL, SQLite). A run whose heartbeat is live is kept.
         run_retention;
         /// Every run's start deletes its lock's rows past them (PostgreSQL: at every start, in
         /// its own statement; MySQL, SQLite: once the lock is 8 over, in a `DELETE` after the

@@ -96,7 +96,9 @@
 //!   locks the rows InnoDB scans, so it does not run when there is nothing to delete). A lock
 //!   thus holds at most `runs_per_lock` + 8 rows whichever instances run it, in whatever order
 //!   locks run, and whether or not its runs ever end (an instance killed mid-run). A run whose
-//!   heartbeat is live is never deleted.
+//!   heartbeat is live is never deleted. Rows past the retention go at most 1000 per start,
+//!   oldest first, so a start never turns into a long delete (a retention lowered on a large
+//!   table); the next starts take the rest.
 //! - **Reads push down.** [`runs`](shedlock_core::RunLog::runs) sends the lock, `since`,
 //!   `before` (a row comparison on start, token and attempt) and the limit to the database,
 //!   newest first, read through two indexes: `(lock_name, started_at, fencing_token, attempt)`

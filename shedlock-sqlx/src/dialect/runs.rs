@@ -63,6 +63,10 @@ pub(crate) struct Trims {
 /// rows (plus any whose heartbeat is live), within core's `RUN_TRIM_SLACK`.
 pub(crate) const TRIM_BATCH: u32 = shedlock_core::RUN_TRIM_SLACK / 2;
 
+/// Most rows past the retention one start deletes: a start never turns into a long delete
+/// (after `run_retention` was lowered on a large table, say); the next starts take the rest.
+pub(crate) const AGED_BATCH: u32 = 1000;
+
 /// A row that may be deleted: anything but a run whose heartbeat (`finished_at` while
 /// `outcome = 'running'`) has not passed at `now`, an SQL expression; `row` qualifies the
 /// columns (`o.` or nothing).

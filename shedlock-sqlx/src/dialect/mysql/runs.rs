@@ -10,7 +10,7 @@ use sqlx::{MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
 
 use super::{MySql, NOW, mysql_error_number, schema_and_name};
 use crate::dialect::runs::{
-    NEWEST_FIRST, RUN_INDEXES, TRIM_BATCH, Trims, deletable, page_sql, run_trims,
+    AGED_BATCH, NEWEST_FIRST, RUN_INDEXES, TRIM_BATCH, Trims, deletable, page_sql, run_trims,
 };
 use crate::dialect::{Driver, RunDialect, RunStatements};
 use crate::runs::{Page, RUN_COLUMNS, RUN_KEY, RunArgs, RunRow, RunTable};
@@ -137,7 +137,8 @@ impl RunDialect for MySqlRuns {
                     table.per_lock
                 )),
                 aged: trusted_sql(format!(
-                    "DELETE FROM {r} WHERE started_at < {cutoff} AND {deletable}"
+                    "DELETE FROM {r} WHERE started_at < {cutoff} AND {deletable} \
+                     ORDER BY started_at LIMIT {AGED_BATCH}"
                 )),
             }),
             own: MySqlRunStatements {

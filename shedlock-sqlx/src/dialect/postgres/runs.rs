@@ -8,7 +8,8 @@ use sqlx::PgPool;
 
 use super::{NOW, Pg, schema_transaction};
 use crate::dialect::runs::{
-    NEWEST_FIRST, aligned_run_table_sql, create_run_indexes, deletable, page_sql, split_schema,
+    AGED_BATCH, NEWEST_FIRST, aligned_run_table_sql, create_run_indexes, deletable, page_sql,
+    split_schema,
 };
 use crate::dialect::{RunDialect, RunStatements};
 use crate::runs::{RUN_COLUMNS, RUN_KEY, RunTable};
@@ -49,6 +50,7 @@ impl RunDialect for PgRuns {
         let retention = millis(&lease_millis(table.retention).to_string());
         let per_lock = table.per_lock;
         let o_deletable = deletable("o.", "db.now");
+        let a_deletable = deletable("a.", "db.now");
         // Numbered from `first`, in the order `page_arguments` binds them.
         let page = |first: usize, across: bool| {
             let param = |name: char| {
@@ -58,18 +60,23 @@ impl RunDialect for PgRuns {
             page_sql(param, "lock_name COLLATE \"C\"", across)
         };
         RunStatements {
-            // One clock reading (`db`) for the start, the heartbeat and the trims. The trim
+            // One clock reading (`db`) for the start, the heartbeat and the trims. `trimmed`
             // deletes the lock's rows past its newest `per_lock` as they were before this start
-            // (the statement's snapshot), and every row past the retention; never this run's
-            // row (the upsert's), never a run whose heartbeat is live. The no-op update makes
-            // RETURNING give an existing row too.
+            // (the statement's snapshot), `aged` the oldest `AGED_BATCH` rows past the
+            // retention (a row both pick is deleted once); never this run's row (the
+            // upsert's), never a run whose heartbeat is live. The no-op update makes RETURNING
+            // give an existing row too.
             started: trusted_sql(format!(
                 "WITH db AS (SELECT {NOW} AS now), trimmed AS (\
-                 DELETE FROM {r} AS o USING db WHERE ((o.lock_name = $1 \
+                 DELETE FROM {r} AS o USING db WHERE o.lock_name = $1 \
                  AND (o.started_at, o.fencing_token, o.attempt) <= (SELECT started_at, \
                  fencing_token, attempt FROM {r} WHERE lock_name = $1 ORDER BY {NEWEST_FIRST} \
-                 OFFSET {per_lock} LIMIT 1)) OR o.started_at < db.now - {retention}) \
-                 AND (o.fencing_token, o.attempt) <> ($2, $3) AND {o_deletable}) \
+                 OFFSET {per_lock} LIMIT 1) \
+                 AND (o.fencing_token, o.attempt) <> ($2, $3) AND {o_deletable}), \
+                 aged AS (DELETE FROM {r} AS o WHERE o.ctid = ANY (ARRAY(SELECT a.ctid \
+                 FROM {r} AS a, db WHERE a.started_at < db.now - {retention} AND {a_deletable} \
+                 AND (a.lock_name, a.fencing_token, a.attempt) <> ($1, $2, $3) \
+                 ORDER BY a.started_at LIMIT {AGED_BATCH}))) \
                  INSERT INTO {r} AS r ({key}, job, tick, holder, started_at, finished_at, outcome) \
                  SELECT $1, $2, $3, $4, $5, $6, db.now, db.now + {lease}, 'running' FROM db \
                  ON CONFLICT ({key}) DO UPDATE SET lock_name = r.lock_name RETURNING {RUN_COLUMNS}",

@@ -9,8 +9,8 @@ use sqlx::SqlitePool;
 
 use super::{FORMAT, NOW, Sqlite};
 use crate::dialect::runs::{
-    NEWEST_FIRST, TRIM_BATCH, Trims, aligned_run_table_sql, create_run_indexes, deletable,
-    page_sql, split_schema,
+    AGED_BATCH, NEWEST_FIRST, TRIM_BATCH, Trims, aligned_run_table_sql, create_run_indexes,
+    deletable, page_sql, split_schema,
 };
 use crate::dialect::{RunDialect, RunStatements};
 use crate::runs::{RUN_COLUMNS, RUN_KEY, RunTable};
@@ -112,7 +112,9 @@ impl RunDialect for SqliteRuns {
                     kept_from(table.per_lock)
                 )),
                 aged: trusted_sql(format!(
-                    "DELETE FROM {r} WHERE started_at < {cutoff} AND {deletable}"
+                    "DELETE FROM {r} WHERE rowid IN (SELECT rowid FROM {r} \
+                     WHERE started_at < {cutoff} AND {deletable} \
+                     ORDER BY started_at LIMIT {AGED_BATCH})"
                 )),
             }),
             own: (),

@@ -282,6 +282,7 @@ macro_rules! sql_run_cases {
             $crate::sql_provider_cases!(@cases ($db)
                 run_tables_made_before_keep_working,
                 run_pages_order_ties_by_lock,
+                aged_rows_go_in_batches,
                 a_month_of_history_stays_within_the_bounds,
             );
         }

@@ -284,3 +284,44 @@ pub(crate) async fn run_pages_order_ties_by_lock<D: TestDb>(db: &D) {
     }
     drop_table(db, provider.table()).await;
 }
+
+/// Rows past the retention go in batches of at most 1000 per start, oldest first, so a start
+/// never turns into a long delete (a retention lowered on a large table), and the next starts
+/// take the rest.
+pub(crate) async fn aged_rows_go_in_batches<D: TestDb>(db: &D) {
+    const AGED: usize = 2500;
+    let provider = fresh(db, "aged").await;
+    let r = provider.runs_table().to_owned();
+    let old = unique_lock_name("aged-old");
+    let rows: Vec<String> = (1..=AGED)
+        .map(|token| {
+            format!(
+                "('{old}', {token}, 1, 'job', NULL, 'h', '2001-01-01 00:00:00.000', \
+                 '2001-01-01 00:00:01.000', 'succeeded', NULL)"
+            )
+        })
+        .collect();
+    db.execute(&format!(
+        "INSERT INTO {r} (lock_name, fencing_token, attempt, job, tick, holder, started_at, \
+         finished_at, outcome, error) VALUES {}",
+        rows.join(", ")
+    ))
+    .await;
+    let log = keeping(&provider, Duration::from_secs(3600), 1000);
+    let busy = unique_lock_name("aged-busy");
+    let mut left = Vec::new();
+    for token in 1..=3 {
+        let start = RunStart::new(&busy, "job", None, "a", token);
+        log.run_started(&start).await.unwrap();
+        log.run_finished(&start, &RunEnd::succeeded())
+            .await
+            .unwrap();
+        left.push(rows_of(db, &provider, &old).await);
+    }
+    assert_eq!(
+        left,
+        [1500, 500, 0],
+        "rows past the retention left after each start"
+    );
+    drop_table(db, provider.table()).await;
+}
