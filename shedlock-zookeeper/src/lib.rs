@@ -104,7 +104,8 @@
 //! - **Writes**: a start is one `create`, an end one `setData` expecting the version a start
 //!   leaves (each with its lock directory's `Stat` in the same round trip), so the first end
 //!   recorded stays (a stalled holder's late end is refused by ZooKeeper). An end after
-//!   heartbeats reads the node first (2 round trips).
+//!   heartbeats reads the node first and writes over the version read only while the run still
+//!   runs (2 round trips).
 //! - **Heartbeats** ([`RunLog::run_alive`](shedlock_core::RunLog::run_alive)): a start
 //!   under a heartbeat writes `alive_for` (its run goes on until the node's `ctime` +
 //!   `alive_for`), a renewal writes `alive_until` = now + the lease. "Now" is the ensemble's,
@@ -114,7 +115,8 @@
 //!   that reaches the ensemble after the heartbeat passed puts it back as it was and reports
 //!   the run as not alive (ZooKeeper cannot make a write depend on its time).
 //! - **Reads**: a lock's run node names sort as the lock granted its runs (token, then
-//!   attempt), so a page lists the lock's names and reads only the page's nodes; `before`
+//!   attempt), so a page lists the lock's names (about 35 bytes each, at most
+//!   `runs_per_lock` + 16 of them) and reads only the page's nodes; `before`
 //!   and pages across locks find their place from node `Stat`s (see
 //!   [`RunQuery`](shedlock_core::RunQuery)). No request or answer holds more than one record
 //!   or one lock's names, so no message grows with history.
