@@ -313,11 +313,16 @@ async fn month_stays_bounded(
                 "  {url}: {records} records in {} keys, {indexed} in the index, {bytes} bytes",
                 keys.len()
             );
-            assert_eq!(
-                figures.kept + 1,
-                records,
-                "what a read finds is what is stored"
-            );
+            if urls.len() == 1 {
+                let read = figures.kept + 1;
+                assert_eq!(read, records, "what a read finds is what is stored");
+            } else {
+                // A RedLock master may have missed a write that a majority took.
+                assert!(
+                    records <= LOCKS * RUNS_PER_LOCK as usize + 1,
+                    "{records} records"
+                );
+            }
             assert_eq!(
                 indexed, records,
                 "the index holds the stored runs, no others"
