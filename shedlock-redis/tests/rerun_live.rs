@@ -4,10 +4,10 @@
 //!
 //! - A run that goes on past `lock_at_most_for` loses its lock but keeps its run heartbeat:
 //!   the other instance never runs the tick beside it; its own success is what the record says.
-//! - A run whose instance loses the server for longer than its run lease (through a proxy that
-//!   holds its traffic) stops before its heartbeat can pass in Redis; only then does the other
-//!   instance run the tick again; the records say the first was interrupted and the second
-//!   succeeded.
+//! - A run whose instance loses the server (RedLock: every master) for longer than its run
+//!   lease, through proxies that hold its traffic, stops before its heartbeat can pass in
+//!   Redis; only then does the other instance run the tick again; the records say the first
+//!   was interrupted and the second succeeded.
 //!
 //! Needs `SHEDLOCK_TEST_REDIS_URL` and `SHEDLOCK_TEST_REDLOCK_URLS`; skipped without them,
 //! failed without them when `CI=true`.
@@ -219,35 +219,33 @@ async fn on_redlock_a_run_past_lock_at_most_for_is_not_rerun_beside_itself() {
     past_lock_at_most_for(connect("instance-a").await, connect("instance-b").await).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_cut_from_redis_stops_before_it_is_rerun() {
-    let Some(url) = redis_url() else { return };
-    let prefix = unique_key_prefix("live-cut");
-    let upstream = upstream_of(&url).expect("a server URL");
-    let mut proxies = Vec::new();
-    let mut instances = Vec::new();
-    for holder in ["instance-a", "instance-b"] {
-        let proxy = Arc::new(CutProxy::start(&upstream).await.unwrap());
-        let provider = RedisLockProvider::builder()
-            .key_prefix(&prefix)
-            .holder(holder)
-            .connect(&proxy.url_through(&url).unwrap())
-            .await
-            .unwrap();
-        instances.push(Arc::new(provider) as Arc<dyn LockProvider>);
-        proxies.push((holder, proxy));
-    }
+/// Each instance's proxies, by holder.
+type Proxies = Vec<(&'static str, Vec<Arc<CutProxy>>)>;
+
+/// Two instances (`instances`, holders `instance-a` and `instance-b`, each through its own
+/// `proxies` to every server): the first run's instance loses the servers for 3 s (three run
+/// leases) while its run would go on for 30 s; the run stops before the other instance reruns
+/// the tick, and `reader` finds the records of both.
+async fn cut_from_the_store(
+    instances: Vec<Arc<dyn LockProvider>>,
+    proxies: Proxies,
+    reader: &dyn LockProvider,
+) {
     let proxies = Arc::new(proxies);
-    // The first run's instance loses the server for 3 s (three run leases): its commands hang.
+    // Its commands hang: the proxies forward nothing, and close nothing.
     let cut: Arc<dyn Fn(&str) + Send + Sync> = {
         let proxies = Arc::clone(&proxies);
         Arc::new(move |holder: &str| {
-            let (_, proxy) = proxies.iter().find(|(h, _)| *h == holder).unwrap();
-            let proxy = Arc::clone(proxy);
-            proxy.set(ProxyMode::Blackhole);
+            let (_, of_holder) = proxies.iter().find(|(h, _)| *h == holder).unwrap();
+            for proxy in of_holder {
+                proxy.set(ProxyMode::Blackhole);
+            }
+            let of_holder = of_holder.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_secs(3)).await;
-                proxy.set(ProxyMode::Open);
+                for proxy in of_holder {
+                    proxy.set(ProxyMode::Open);
+                }
             });
         })
     };
@@ -280,12 +278,7 @@ async fn a_run_cut_from_redis_stops_before_it_is_rerun() {
         first_end < first.start + Duration::from_secs(30),
         "the cut run was stopped at its heartbeat, not at its end: {spans:#?}"
     );
-    let reader = RedisLockProvider::builder()
-        .key_prefix(&prefix)
-        .connect(&url)
-        .await
-        .unwrap();
-    let records = records_of(&reader, first.tick).await;
+    let records = records_of(reader, first.tick).await;
     assert_eq!(
         records
             .iter()
@@ -294,4 +287,59 @@ async fn a_run_cut_from_redis_stops_before_it_is_rerun() {
         [(1, RunOutcome::Interrupted), (2, RunOutcome::Succeeded)],
         "{records:#?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cut_from_redis_stops_before_it_is_rerun() {
+    let Some(url) = redis_url() else { return };
+    let prefix = unique_key_prefix("live-cut");
+    let upstream = upstream_of(&url).expect("a server URL");
+    let (mut instances, mut proxies): (_, Proxies) = (Vec::new(), Vec::new());
+    for holder in ["instance-a", "instance-b"] {
+        let proxy = Arc::new(CutProxy::start(&upstream).await.unwrap());
+        let provider = RedisLockProvider::builder()
+            .key_prefix(&prefix)
+            .holder(holder)
+            .connect(&proxy.url_through(&url).unwrap())
+            .await
+            .unwrap();
+        instances.push(Arc::new(provider) as Arc<dyn LockProvider>);
+        proxies.push((holder, vec![proxy]));
+    }
+    let reader = RedisLockProvider::builder()
+        .key_prefix(&prefix)
+        .connect(&url)
+        .await
+        .unwrap();
+    cut_from_the_store(instances, proxies, &reader).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redlock_a_run_cut_from_the_masters_stops_before_it_is_rerun() {
+    let Some(urls) = redlock_urls() else { return };
+    let prefix = unique_key_prefix("live-cut-redlock");
+    let (mut instances, mut proxies): (_, Proxies) = (Vec::new(), Vec::new());
+    for holder in ["instance-a", "instance-b"] {
+        let mut through = Vec::new();
+        let mut of_holder = Vec::new();
+        for url in &urls {
+            let proxy = Arc::new(CutProxy::start(&upstream_of(url).unwrap()).await.unwrap());
+            through.push(proxy.url_through(url).unwrap());
+            of_holder.push(proxy);
+        }
+        let provider = RedLockProvider::builder()
+            .key_prefix(&prefix)
+            .holder(holder)
+            .connect(&through)
+            .await
+            .unwrap();
+        instances.push(Arc::new(provider) as Arc<dyn LockProvider>);
+        proxies.push((holder, of_holder));
+    }
+    let reader = RedLockProvider::builder()
+        .key_prefix(&prefix)
+        .connect(&urls)
+        .await
+        .unwrap();
+    cut_from_the_store(instances, proxies, &reader).await;
 }
