@@ -129,15 +129,7 @@ pub trait RunLog: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// [`Error::Store`] (`Operation::Runs`) when the store fails.
-    async fn run_alive(&self, start: &RunStart, lease: Duration) -> Result<bool, Error> {
-        // TRANSITIONAL (removed once every store implements it).
-        let _ = lease;
-        Err(Error::store(
-            crate::Operation::Runs,
-            &start.lock,
-            "this store keeps no run heartbeats".to_owned(),
-        ))
-    }
+    async fn run_alive(&self, start: &RunStart, lease: Duration) -> Result<bool, Error>;
 
     /// The records `query` asks for, newest first, reading no more than it asks for.
     ///
