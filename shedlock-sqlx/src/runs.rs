@@ -234,13 +234,16 @@ fn record(row: RunRow) -> Result<RunRecord, Error> {
 }
 
 impl<D: Dialect> SqlLockProvider<D> {
-    /// The statements that read a page of one lock's runs and of every lock's, for `EXPLAIN`
-    /// in tests and by operators. Not a stable API.
+    /// The statements that read a page of one lock's runs and of every lock's, and the one
+    /// that records a start (with its trims, on PostgreSQL), for `EXPLAIN` in tests and by
+    /// operators. Not a stable API.
     #[doc(hidden)]
-    pub fn run_page_sql(&self) -> [&str; 2] {
+    pub fn run_sql(&self) -> [&str; 3] {
+        let sql = &self.run_sql;
         [
-            self.run_sql.list_lock.as_str(),
-            self.run_sql.list_all.as_str(),
+            sql.list_lock.as_str(),
+            sql.list_all.as_str(),
+            sql.started.as_str(),
         ]
     }
 }

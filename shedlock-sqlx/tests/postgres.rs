@@ -406,7 +406,7 @@ async fn run_pages_are_read_through_the_indexes() {
          ANALYZE {r}"
     ))
     .await;
-    let [one, all] = provider.run_page_sql();
+    let [one, all, started] = provider.run_sql();
     let mut connection = db.pool.acquire().await.unwrap();
     let far = "'1000-01-01', '9999-12-31 23:59:59.999', 9223372036854775807, 2147483647, ''";
     let cases = [
@@ -448,6 +448,19 @@ async fn run_pages_are_read_through_the_indexes() {
                 .unwrap();
         }
     }
+    // A start (with its trims) reads through the indexes too: never a scan of every row.
+    connection
+        .execute(AssertSqlSafe(format!("PREPARE started AS {started}")))
+        .await
+        .unwrap();
+    let plan: Vec<String> =
+        sqlx::query_scalar("EXPLAIN EXECUTE started('lock-7', 1, 1, 'job', NULL, 'h', 30000)")
+            .fetch_all(&mut *connection)
+            .await
+            .unwrap();
+    let plan = plan.join("\n");
+    println!("start:\n{plan}\n");
+    assert!(!plan.contains("Seq Scan"), "{plan}");
     drop(connection);
     drop_table(&db, provider.table_name()).await;
 }

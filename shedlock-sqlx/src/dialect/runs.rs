@@ -24,7 +24,7 @@ use crate::single;
 pub struct RunStatements<Own = ()> {
     /// Records a run's start; nothing is written when its row exists. Returns the row.
     /// PostgreSQL's also trims the run's lock and the rows past the retention ([`Trims`]).
-    pub(super) started: SqlStr,
+    pub(crate) started: SqlStr,
     /// Records a run's end on its row if still running, or the whole run when it has none.
     pub(super) finished: SqlStr,
     /// Moves a running row's heartbeat on if it has not passed; one row affected if so.

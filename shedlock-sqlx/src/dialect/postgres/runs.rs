@@ -15,6 +15,10 @@ use crate::dialect::{RunDialect, RunStatements};
 use crate::runs::{RUN_COLUMNS, RUN_KEY, RunTable};
 use crate::{Dialect, lease_millis, trusted_sql};
 
+/// Most rows of its lock a start deletes: one a start at the bound, more after `runs_per_lock`
+/// was lowered (the lock then comes down by this many a start).
+const PER_LOCK_BATCH: u32 = 16;
+
 /// The run records of Pg.
 #[doc(hidden)]
 #[derive(Debug)]
@@ -49,8 +53,12 @@ impl RunDialect for PgRuns {
         let (r, key) = (&table.name, RUN_KEY);
         let retention = millis(&lease_millis(table.retention).to_string());
         let per_lock = table.per_lock;
-        let o_deletable = deletable("o.", "db.now");
-        let a_deletable = deletable("a.", "db.now");
+        // The clock as a scalar subquery (an InitPlan: a constant the index scans start
+        // from), not a join with `db`, which would leave the planner a scan of every row.
+        let now = "(SELECT now FROM db)";
+        let k_deletable = deletable("k.", now);
+        let k_newest_first = "k.started_at DESC, k.fencing_token DESC, k.attempt DESC";
+        let a_deletable = deletable("a.", now);
         // Numbered from `first`, in the order `page_arguments` binds them.
         let page = |first: usize, across: bool| {
             let param = |name: char| {
@@ -62,19 +70,24 @@ impl RunDialect for PgRuns {
         RunStatements {
             // One clock reading (`db`) for the start, the heartbeat and the trims. `trimmed`
             // deletes the lock's rows past its newest `per_lock` as they were before this start
-            // (the statement's snapshot), `aged` the oldest `AGED_BATCH` rows past the
-            // retention (a row both pick is deleted once); never this run's row (the
-            // upsert's), never a run whose heartbeat is live. The no-op update makes RETURNING
-            // give an existing row too.
+            // (the statement's snapshot), newest first and `PER_LOCK_BATCH` at most, found by
+            // an index scan down from the first row past them (which stops there, and marks
+            // the index entries of rows deleted before as dead, where a bitmap scan of the
+            // lock's range would visit each again until vacuum); `aged` the oldest
+            // `AGED_BATCH` rows past the retention (a row both pick is deleted once). Never
+            // this run's row (the upsert's), never a run whose heartbeat is live. The no-op
+            // update makes RETURNING give an existing row too.
             started: trusted_sql(format!(
                 "WITH db AS (SELECT {NOW} AS now), trimmed AS (\
-                 DELETE FROM {r} AS o USING db WHERE o.lock_name = $1 \
-                 AND (o.started_at, o.fencing_token, o.attempt) <= (SELECT started_at, \
+                 DELETE FROM {r} AS o WHERE o.ctid = ANY (ARRAY(SELECT k.ctid FROM {r} AS k \
+                 WHERE k.lock_name = $1 \
+                 AND (k.started_at, k.fencing_token, k.attempt) <= (SELECT started_at, \
                  fencing_token, attempt FROM {r} WHERE lock_name = $1 ORDER BY {NEWEST_FIRST} \
                  OFFSET {per_lock} LIMIT 1) \
-                 AND (o.fencing_token, o.attempt) <> ($2, $3) AND {o_deletable}), \
+                 AND (k.fencing_token, k.attempt) <> ($2, $3) AND {k_deletable} \
+                 ORDER BY {k_newest_first} LIMIT {PER_LOCK_BATCH}))), \
                  aged AS (DELETE FROM {r} AS o WHERE o.ctid = ANY (ARRAY(SELECT a.ctid \
-                 FROM {r} AS a, db WHERE a.started_at < db.now - {retention} AND {a_deletable} \
+                 FROM {r} AS a WHERE a.started_at < {now} - {retention} AND {a_deletable} \
                  AND (a.lock_name, a.fencing_token, a.attempt) <> ($1, $2, $3) \
                  ORDER BY a.started_at LIMIT {AGED_BATCH}))) \
                  INSERT INTO {r} AS r ({key}, job, tick, holder, started_at, finished_at, outcome) \
