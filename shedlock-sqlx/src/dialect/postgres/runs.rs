@@ -57,8 +57,10 @@ impl RunDialect for PgRuns {
         // from), not a join with `db`, which would leave the planner a scan of every row.
         let now = "(SELECT now FROM db)";
         let k_deletable = deletable("k.", now);
+        let o_deletable = deletable("o.", now);
+        let cutoff = format!("{now} - {retention}");
+        let aged_last = AGED_BATCH - 1;
         let k_newest_first = "k.started_at DESC, k.fencing_token DESC, k.attempt DESC";
-        let a_deletable = deletable("a.", now);
         // Numbered from `first`, in the order `page_arguments` binds them.
         let page = |first: usize, across: bool| {
             let param = |name: char| {
@@ -73,23 +75,26 @@ impl RunDialect for PgRuns {
             // (the statement's snapshot), newest first and `PER_LOCK_BATCH` at most, found by
             // an index scan down from the first row past them (which stops there, and marks
             // the index entries of rows deleted before as dead, where a bitmap scan of the
-            // lock's range would visit each again until vacuum); `aged` the oldest
-            // `AGED_BATCH` rows past the retention (a row both pick is deleted once). Never
-            // this run's row (the upsert's), never a run whose heartbeat is live. The no-op
-            // update makes RETURNING give an existing row too.
+            // lock's range would visit each again until vacuum), then by key; `aged` the rows
+            // past the retention up to the `AGED_BATCH`th oldest (a row both pick is deleted
+            // once). Never this run's row (the upsert's), never a run whose heartbeat is live.
+            // No `ctid`: CockroachDB has none. The no-op update makes RETURNING give an
+            // existing row too.
             started: trusted_sql(format!(
                 "WITH db AS (SELECT {NOW} AS now), trimmed AS (\
-                 DELETE FROM {r} AS o WHERE o.ctid = ANY (ARRAY(SELECT k.ctid FROM {r} AS k \
-                 WHERE k.lock_name = $1 \
+                 DELETE FROM {r} AS o WHERE o.lock_name = $1 \
+                 AND (o.fencing_token, o.attempt) IN (SELECT k.fencing_token, k.attempt \
+                 FROM {r} AS k WHERE k.lock_name = $1 \
                  AND (k.started_at, k.fencing_token, k.attempt) <= (SELECT started_at, \
                  fencing_token, attempt FROM {r} WHERE lock_name = $1 ORDER BY {NEWEST_FIRST} \
                  OFFSET {per_lock} LIMIT 1) \
                  AND (k.fencing_token, k.attempt) <> ($2, $3) AND {k_deletable} \
-                 ORDER BY {k_newest_first} LIMIT {PER_LOCK_BATCH}))), \
-                 aged AS (DELETE FROM {r} AS o WHERE o.ctid = ANY (ARRAY(SELECT a.ctid \
-                 FROM {r} AS a WHERE a.started_at < {now} - {retention} AND {a_deletable} \
-                 AND (a.lock_name, a.fencing_token, a.attempt) <> ($1, $2, $3) \
-                 ORDER BY a.started_at LIMIT {AGED_BATCH}))) \
+                 ORDER BY {k_newest_first} LIMIT {PER_LOCK_BATCH})), \
+                 aged AS (DELETE FROM {r} AS o WHERE o.started_at < {cutoff} \
+                 AND o.started_at <= COALESCE((SELECT a.started_at FROM {r} AS a \
+                 WHERE a.started_at < {cutoff} ORDER BY a.started_at \
+                 OFFSET {aged_last} LIMIT 1), {now}) AND {o_deletable} \
+                 AND (o.lock_name, o.fencing_token, o.attempt) <> ($1, $2, $3)) \
                  INSERT INTO {r} AS r ({key}, job, tick, holder, started_at, finished_at, outcome) \
                  SELECT $1, $2, $3, $4, $5, $6, db.now, db.now + {lease}, 'running' FROM db \
                  ON CONFLICT ({key}) DO UPDATE SET lock_name = r.lock_name RETURNING {RUN_COLUMNS}",

@@ -295,10 +295,9 @@ pub(crate) async fn aged_rows_go_in_batches<D: TestDb>(db: &D) {
     let old = unique_lock_name("aged-old");
     let rows: Vec<String> = (1..=AGED)
         .map(|token| {
-            format!(
-                "('{old}', {token}, 1, 'job', NULL, 'h', '2001-01-01 00:00:00.000', \
-                 '2001-01-01 00:00:01.000', 'succeeded', NULL)"
-            )
+            // A millisecond apart, as runs are.
+            let at = format!("2001-01-01 00:00:{:02}.{:03}", token / 1000, token % 1000);
+            format!("('{old}', {token}, 1, 'job', NULL, 'h', '{at}', '{at}', 'succeeded', NULL)")
         })
         .collect();
     db.execute(&format!(
