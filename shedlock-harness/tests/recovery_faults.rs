@@ -147,8 +147,10 @@ async fn whole_fleet_killed_mid_run_is_rerun_at_start(backend: Backend) {
 }
 
 /// A holder frozen (SIGSTOP) inside a run past its heartbeat lease: another process reruns the
-/// tick meanwhile; when the frozen one resumes, its write under the old token is refused by the
-/// fencing guard, and its late end cannot undo the takeover. Every tick exactly once.
+/// tick meanwhile; when the frozen one resumes, its run heartbeat has passed, so its job is
+/// stopped before it takes another step: it attempts no write under the old token at all (the
+/// fencing guard would refuse one), it reports the lease lost, and its late end cannot undo
+/// the takeover. Every tick exactly once.
 async fn holder_paused_mid_run_is_rerun_and_fenced(backend: Backend) {
     let Some(mut s) = Scenario::start(backend, 3, &["report"], recovering).await else {
         return;
@@ -161,15 +163,35 @@ async fn holder_paused_mid_run_is_rerun_and_fenced(backend: Backend) {
     assert_ne!(rerun_by, paused);
     assert_eq!(rerun_tick, tick, "the interrupted tick ran again");
 
-    let (_, _, outcome) = s.resume_until_write(paused, "report", token).await;
-    assert_eq!(
-        outcome,
-        WriteOutcome::Rejected,
-        "the stale write was not refused"
-    );
+    let resumed_from = s.fleet.events().len();
+    s.inject(paused, Signal::Cont);
+    s.wait(
+        resumed_from,
+        PATIENCE,
+        "the resumed worker's lost lease",
+        |r| {
+            matches!(&r.event, Event::Lost { lock, token: t, .. }
+            if r.worker == paused && lock == "report" && *t == token)
+            .then_some(())
+        },
+    )
+    .await;
     s.excuse_around(paused_at, now_us());
     s.committed_after("report", rerun_token, PATIENCE).await;
+    let stale_attempts = s
+        .fleet
+        .events()
+        .iter()
+        .filter(|r| {
+            matches!(&r.event, Event::Write { lock, token: t, .. }
+                if r.worker == paused && lock == "report" && *t == token)
+        })
+        .count();
     let report = s.finish().await;
+    assert_eq!(
+        stale_attempts, 0,
+        "the resumed worker took a step of its stopped run:\n{report}"
+    );
     assert_passed(&report);
     assert_eq!(
         (

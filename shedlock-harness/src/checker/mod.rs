@@ -154,6 +154,7 @@ pub fn check(
                 }
                 writes.push((r.worker, lock.as_str(), *token, *end, outcome));
             }
+            Event::Stopped { .. } => c.stopped += 1,
             Event::Summary(counters) => {
                 summaries.insert(r.worker, *counters);
             }
@@ -172,11 +173,12 @@ pub fn check(
     report.processes = per_worker.len();
     let v = &mut report.violations;
 
-    // Counts: every attempt was acquired, skipped or failed; every acquisition ended in a write.
+    // Counts: every attempt was acquired, skipped or failed; every acquisition ended in a write
+    // or in its run stopped before it.
     for (&w, c) in &per_worker {
         report.counts = add(report.counts, *c);
         let decided = c.acquired + c.skipped + c.errors;
-        let written = c.accepted + c.rejected + c.failed;
+        let written = c.accepted + c.rejected + c.failed + c.stopped;
         if killed.contains(&w) {
             let slack = locks.len() as u64;
             if decided > c.attempts || c.attempts - decided > slack || written > c.acquired {
@@ -199,7 +201,7 @@ pub fn check(
         }
         if written != c.acquired {
             v.push(format!(
-                "worker {w}: {} acquisitions but {written} journal writes",
+                "worker {w}: {} acquisitions but {written} journal writes and stopped runs",
                 c.acquired
             ));
         }

@@ -166,6 +166,11 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
+            "runs stopped            {} (their heartbeat lost before their write)",
+            c.stopped
+        )?;
+        writeln!(
+            f,
             "stale writes            attempted {}, accepted {}",
             self.stale_attempted, self.stale_accepted
         )?;
@@ -236,6 +241,7 @@ pub(super) fn add(a: Counters, b: Counters) -> Counters {
         accepted: a.accepted + b.accepted,
         rejected: a.rejected + b.rejected,
         failed: a.failed + b.failed,
+        stopped: a.stopped + b.stopped,
         missed: a.missed + b.missed,
         overlapped: a.overlapped + b.overlapped,
     }

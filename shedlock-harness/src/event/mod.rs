@@ -117,6 +117,17 @@ pub enum Event {
         /// When.
         at: i64,
     },
+    /// The job's run was stopped before its journal write: its future was dropped (the
+    /// scheduler stops a run whose heartbeat it could not renew: the store was away, or the
+    /// process was paused past it).
+    Stopped {
+        /// The lock.
+        lock: String,
+        /// The lease's fencing token.
+        token: u64,
+        /// When.
+        at: i64,
+    },
     /// The job's fenced journal write, and how it ended.
     Write {
         /// The lock.
@@ -198,6 +209,8 @@ pub struct Counters {
     pub rejected: u64,
     /// Fenced writes that failed for another reason.
     pub failed: u64,
+    /// Runs stopped before their write (their heartbeat was lost): [`Event::Stopped`].
+    pub stopped: u64,
     /// Ticks the scheduler reported missed.
     pub missed: u64,
     /// Ticks the scheduler skipped because the previous run was still going.
@@ -245,6 +258,9 @@ impl fmt::Display for Event {
             Event::Released { lock, token, at } => {
                 write!(f, "released lock={lock} token={token} at={at}")
             }
+            Event::Stopped { lock, token, at } => {
+                write!(f, "stopped lock={lock} token={token} at={at}")
+            }
             Event::Write {
                 lock,
                 token,
@@ -278,7 +294,7 @@ impl fmt::Display for Event {
             Event::Summary(c) => write!(
                 f,
                 "summary attempts={} acquired={} skipped={} errors={} accepted={} rejected={} \
-                 failed={} missed={} overlapped={}",
+                 failed={} stopped={} missed={} overlapped={}",
                 c.attempts,
                 c.acquired,
                 c.skipped,
@@ -286,6 +302,7 @@ impl fmt::Display for Event {
                 c.accepted,
                 c.rejected,
                 c.failed,
+                c.stopped,
                 c.missed,
                 c.overlapped
             ),
@@ -364,6 +381,7 @@ impl FromStr for Event {
             "start" => read!(Event::Start; lock: str, token: num, at: num),
             "lost" => read!(Event::Lost; lock: str, token: num, at: num),
             "released" => read!(Event::Released; lock: str, token: num, at: num),
+            "stopped" => read!(Event::Stopped; lock: str, token: num, at: num),
             "write" => Event::Write {
                 lock: f.str("lock")?,
                 token: f.num("token")?,
@@ -385,7 +403,7 @@ impl FromStr for Event {
             "overlapped" => read!(Event::Overlapped; lock: str, count: num, at: num),
             "summary" => Event::Summary(read!(Counters;
                 attempts: num, acquired: num, skipped: num, errors: num, accepted: num,
-                rejected: num, failed: num, missed: num, overlapped: num,
+                rejected: num, failed: num, stopped: num, missed: num, overlapped: num,
             )),
             "fatal" => read!(Event::Fatal; error: str),
             other => return Err(format!("unknown event kind {other:?}")),

@@ -67,6 +67,11 @@ fn every_event_round_trips() {
             token: 3,
             at: 14,
         },
+        Event::Stopped {
+            lock: "l".into(),
+            token: 4,
+            at: 15,
+        },
         Event::Leader { term: 9, at: 1 },
         Event::Follower { at: 2 },
         Event::LeaderWork { term: 9, at: 3 },

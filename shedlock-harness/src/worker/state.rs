@@ -19,7 +19,7 @@ pub(super) struct WorkerState {
     pub(super) holder: String,
     pub(super) tick_us: i64,
     pub(super) job: Duration,
-    pub(super) counters: [AtomicU64; 9],
+    pub(super) counters: [AtomicU64; 10],
     /// Leases reported `acquired` and not yet released or lost: a `Lost` lease missing here is
     /// an acquire answer that came after its local deadline, never used (its tick's outcome).
     pub(super) live: std::sync::Mutex<std::collections::HashSet<(String, u64)>>,
@@ -38,6 +38,7 @@ pub(super) enum Count {
     Accepted,
     Rejected,
     Failed,
+    Stopped,
     Missed,
     Overlapped,
 }
@@ -61,6 +62,7 @@ impl WorkerState {
             accepted: c(Count::Accepted),
             rejected: c(Count::Rejected),
             failed: c(Count::Failed),
+            stopped: c(Count::Stopped),
             missed: c(Count::Missed),
             overlapped: c(Count::Overlapped),
         }
@@ -165,6 +167,13 @@ impl WorkerState {
             token,
             at: start,
         });
+        // Reports the run stopped if its future is dropped before the write is reported.
+        let mut stopped = StopGuard {
+            state: self,
+            lock,
+            token,
+            armed: true,
+        };
         tokio::select! {
             biased;
             () = context.cancelled() => {}
@@ -181,6 +190,7 @@ impl WorkerState {
             end: now_us(),
         };
         let outcome = self.store.fenced_write(&self.journal, &row).await;
+        stopped.armed = false;
         self.count(match outcome {
             WriteOutcome::Accepted => Count::Accepted,
             WriteOutcome::Rejected => Count::Rejected,
@@ -196,5 +206,27 @@ impl WorkerState {
             outcome,
         });
         Ok(())
+    }
+}
+
+/// Emits [`Event::Stopped`] (and counts it) when a run's future is dropped before its write
+/// was reported.
+struct StopGuard<'a> {
+    state: &'a WorkerState,
+    lock: &'a str,
+    token: u64,
+    armed: bool,
+}
+
+impl Drop for StopGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.state.count(Count::Stopped);
+            emit(&Event::Stopped {
+                lock: self.lock.to_owned(),
+                token: self.token,
+                at: now_us(),
+            });
+        }
     }
 }
