@@ -61,7 +61,8 @@ return 1
 /// The locks of a Redis run.
 #[derive(Debug, Clone)]
 enum Locks {
-    Single(RedisLockProvider),
+    /// Boxed: a single-server provider is much larger than the others.
+    Single(Box<RedisLockProvider>),
     RedLock(RedLockProvider),
     Etcd(EtcdLockProvider),
 }
@@ -95,7 +96,7 @@ impl RedisStore {
                     .timeout(config.acquire_timeout.min(Duration::from_secs(1)))
                     .connect(&config.url)
                     .await?;
-                (Locks::Single(provider), config.url.as_str())
+                (Locks::Single(Box::new(provider)), config.url.as_str())
             }
             Backend::RedLock => {
                 let (journal, masters) = config
@@ -135,7 +136,7 @@ impl RedisStore {
     /// The provider, shared.
     pub(crate) fn provider(&self) -> Arc<dyn LockProvider> {
         match &self.locks {
-            Locks::Single(p) => Arc::new(p.clone()),
+            Locks::Single(p) => Arc::new((**p).clone()),
             Locks::RedLock(p) => Arc::new(p.clone()),
             Locks::Etcd(p) => Arc::new(p.clone()),
         }
