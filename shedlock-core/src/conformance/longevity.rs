@@ -3,11 +3,11 @@
 //! ([`month_of_history`]) against its real server.
 //!
 //! The fleet: [`LOCKS`] locks, one job a second, [`HOURLY`] hourly jobs and the rest nightly;
-//! one nightly run in five fails with an error of [`MAX_ERROR_LEN`](crate::MAX_ERROR_LEN)
+//! one nightly run in five fails with an error of [`MAX_ERROR_LEN`]
 //! bytes, one hourly run in fifty; the instances restart [`RESTARTS`] times over the month (a
 //! holder name is `host:pid:random`, so each restart is a new holder). A real month of the
 //! per-second job is 2.6 million runs; once a lock has written more than its bound
-//! (`runs_per_lock` + [`RUN_TRIM_SLACK`](crate::RUN_TRIM_SLACK)) what the store keeps of it no
+//! (`runs_per_lock` + [`RUN_TRIM_SLACK`]) what the store keeps of it no
 //! longer changes, so every lock writes its real count or twice its bound, whichever is less.
 //! The store keeps records under the provider's `runs_per_lock` ([`RUNS_PER_LOCK`] here, so
 //! that hourly jobs pass it within the month).
@@ -57,7 +57,7 @@ pub struct Figures {
     pub bound_per_lock: usize,
     /// Writing the history.
     pub write_time: Duration,
-    /// Reading one page ([`PAGE`] records) of the per-second job's runs.
+    /// Reading one page (50 records) of the per-second job's runs.
     pub one_lock_page: Duration,
     /// Reading one page of every lock's runs, newest first.
     pub all_locks_page: Duration,
