@@ -10,6 +10,7 @@
 //! - [`ServerHarness`]: the conformance suite's harness for a store on a real server.
 //! - [`RedisServer`]: a private `redis-server` on a free port, to kill and restart.
 //! - [`runs`]: run-record scenarios beyond the conformance cases (a stalled holder's late end).
+//! - [`reruns`]: "a rerun never overlaps a live run", the two live cases every store runs.
 //! - [`Ensemble`]: the servers of the test ZooKeeper ensemble (`.ci/zookeeper.sh`), stopped
 //!   and started again.
 //! - [`EtcdCluster`]: the members of the test etcd cluster (`.ci/etcd.sh`), stopped and
@@ -24,6 +25,7 @@ mod harness;
 pub mod names;
 mod proxy;
 mod redis_server;
+pub mod reruns;
 pub mod runs;
 pub mod stores;
 pub mod throughput;
