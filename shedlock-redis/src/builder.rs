@@ -96,6 +96,16 @@ pub(crate) struct Settings {
     pub(crate) tls_root_certificates: Option<Arc<[u8]>>,
 }
 
+impl Settings {
+    /// What a node takes of these settings to connect.
+    pub(crate) fn connect(&self) -> crate::node::Connect<'_> {
+        crate::node::Connect {
+            timeout: self.timeout,
+            tls_root_certificates: self.tls_root_certificates.as_deref(),
+        }
+    }
+}
+
 impl<K: Default> Default for RedisLockProviderBuilder<K> {
     fn default() -> Self {
         RedisLockProviderBuilder {

@@ -9,7 +9,6 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, FromRedisValue, ScriptInvocation};
 use shedlock_core::Error;
 
-use crate::builder::Settings;
 use crate::error::{ServerError, ServerErrorKind};
 use crate::scripts::{ACQUIRE, AcquireReply, EXTEND, RELEASE, STATE, UNDO, stored_number};
 
@@ -30,8 +29,17 @@ pub(crate) struct Node {
     down: Arc<AtomicBool>,
 }
 
+/// How a node connects: what it takes of the builder's settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Connect<'a> {
+    /// Per command and per connection attempt.
+    pub(crate) timeout: Duration,
+    /// PEM root certificates to trust instead of the system's, for `rediss://`.
+    pub(crate) tls_root_certificates: Option<&'a [u8]>,
+}
+
 /// The client of `url`: TLS for `rediss://` (with the builder's root certificates, if any).
-fn client(url: &str, settings: &Settings) -> Result<Client, Error> {
+fn client(url: &str, settings: &Connect<'_>) -> Result<Client, Error> {
     let tls_url = url
         .trim_start()
         .to_ascii_lowercase()
@@ -55,7 +63,7 @@ fn client(url: &str, settings: &Settings) -> Result<Client, Error> {
     if tls_url {
         // rustls needs a crypto provider; ring unless the program installed another.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        if let Some(roots) = &settings.tls_root_certificates {
+        if let Some(roots) = settings.tls_root_certificates {
             let certificates = redis::TlsCertificates {
                 client_tls: None,
                 root_cert: Some(roots.to_vec()),
@@ -93,7 +101,7 @@ impl Node {
     /// [`Error::InvalidConfig`] (`url`) when the URL does not parse, or is `rediss://` without
     /// the `tls` feature; (`tls_root_certificates`) when they are given for a `redis://` URL
     /// or do not parse. The message never repeats the URL, which may hold a password.
-    pub(crate) fn open(url: &str, settings: &Settings) -> Result<Node, Error> {
+    pub(crate) fn open(url: &str, settings: &Connect<'_>) -> Result<Node, Error> {
         let timeout = settings.timeout;
         let client = client(url, settings)?;
         let info = client.get_connection_info();

@@ -74,7 +74,7 @@ impl RedisLockProvider {
     }
 
     pub(crate) async fn connect_with(settings: Settings, url: &str) -> Result<Self, Error> {
-        let node = Node::open(url, &settings)?;
+        let node = Node::open(url, &settings.connect())?;
         node.ping()
             .await
             .map_err(|e| store_error(Operation::Read, "*", e))?;

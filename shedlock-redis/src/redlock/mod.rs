@@ -148,7 +148,7 @@ impl RedLockProvider {
         }
         let mut nodes: Vec<Node> = Vec::with_capacity(urls.len());
         for url in urls {
-            let node = Node::open(url, &settings)?;
+            let node = Node::open(url, &settings.connect())?;
             if nodes.iter().any(|n| n.server() == node.server()) {
                 return Err(Error::invalid_config(
                     "urls",
