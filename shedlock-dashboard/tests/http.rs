@@ -2,6 +2,8 @@
 //! escaping, the release rules, the hosts and origins it answers, paging, a month of history,
 //! and mounting under a path.
 
+mod common;
+
 use std::time::Duration;
 
 use axum::Router;
@@ -14,24 +16,9 @@ use shedlock_core::{
 use shedlock_dashboard::{DashboardOptions, router};
 use tower::ServiceExt;
 
+use common::{HOST, ORIGIN, call, get};
+
 const TOKEN: &str = "tr0ub4dor&3-correct-horse";
-/// The host the requests of these tests are addressed to, and the origin of their forms.
-const HOST: &str = "127.0.0.1:8080";
-const ORIGIN: &str = "http://127.0.0.1:8080";
-
-async fn call(app: &Router, request: Request<Body>) -> (StatusCode, String) {
-    let response = app.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, String::from_utf8(body.to_vec()).unwrap())
-}
-
-async fn get(app: &Router, uri: &str) -> (StatusCode, String) {
-    let request = Request::get(uri).header(header::HOST, HOST);
-    call(app, request.body(Body::empty()).unwrap()).await
-}
 
 async fn post(app: &Router, form: &[(&str, &str)]) -> (StatusCode, String) {
     post_with(app, form, &[(header::HOST, HOST), (header::ORIGIN, ORIGIN)]).await

@@ -4,12 +4,12 @@
 //! now read with the lock and a limit: the page answers, small, with both locks' latest runs,
 //! and a lock's older runs are a page away. Skipped without `SHEDLOCK_TEST_ETCD_URL`.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
+use axum::http::StatusCode;
 use shedlock_core::{
     LockConfiguration, LockProvider, LockingTaskExecutor, MAX_ERROR_LEN, RunEnd, RunOutcome,
     RunStart,
@@ -17,22 +17,10 @@ use shedlock_core::{
 use shedlock_dashboard::{DashboardOptions, router};
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_test_support::{etcd_url, unique_key_prefix};
-use tower::ServiceExt;
+
+use common::get;
 
 const RUNS: u64 = 1000;
-
-async fn get(app: &Router, uri: &str) -> (StatusCode, String) {
-    let request = Request::get(uri)
-        .header(header::HOST, "127.0.0.1:8080")
-        .body(Body::empty())
-        .unwrap();
-    let response = app.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, String::from_utf8(body.to_vec()).unwrap())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_with_two_locks_of_a_thousand_failures() {

@@ -4,36 +4,25 @@
 //! store's own path (acquire, run started, run finished, release) on an in-memory store whose
 //! clock the test moves.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
+use axum::http::StatusCode;
 use shedlock_core::{
     InMemoryLockProvider, LockConfiguration, LockProvider, MAX_ERROR_LEN, ManualClock, RunEnd,
     RunLog, RunOutcome, RunStart,
 };
 use shedlock_dashboard::{DashboardOptions, router};
-use tower::ServiceExt;
+
+use common::get;
 
 /// The page limit the issue sets.
 const MAX_PAGE: usize = 500 * 1024;
 const DAY: Duration = Duration::from_secs(24 * 3600);
-
-async fn get(app: &Router, uri: &str) -> (StatusCode, String) {
-    let request = Request::get(uri)
-        .header(header::HOST, "127.0.0.1:8080")
-        .body(Body::empty())
-        .unwrap();
-    let response = app.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, String::from_utf8(body.to_vec()).unwrap())
-}
 
 /// An error as long as the store keeps, different per run and recognisable by its start.
 fn long_error(lock: &str, day: u64) -> String {
