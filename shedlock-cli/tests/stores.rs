@@ -20,7 +20,7 @@ use common::{
 };
 use shedlock_core::{
     Elector, LeaderElection, LeaderState, LockConfiguration, LockInspector, LockProvider,
-    LockRecord, MAX_ERROR_LEN, RunEnd, RunOutcome, RunStart,
+    LockRecord, MAX_ERROR_LEN,
 };
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
@@ -424,24 +424,12 @@ async fn runs_are_read_a_page_at_a_time_from_a_long_etcd_history() {
     let Provider::Etcd(provider) = &store.provider else {
         unreachable!("an etcd store");
     };
-    let error = "x".repeat(MAX_ERROR_LEN);
-    let mut writers = tokio::task::JoinSet::new();
-    for writer in 0..8 {
-        let (provider, error) = (provider.clone(), error.clone());
-        writers.spawn(async move {
-            let log = provider.run_log().expect("etcd keeps run records");
-            for n in (writer..2 * RUNS).step_by(8) {
-                let lock = if n % 2 == 0 { "failing-a" } else { "failing-b" };
-                let start = RunStart::new(lock, "import", None, "web-1", n / 2 + 1);
-                log.run_started(&start).await.expect("record a start");
-                let end = RunEnd::with_error(RunOutcome::Failed, error.clone());
-                log.run_finished(&start, &end).await.expect("record an end");
-            }
-        });
-    }
-    while let Some(written) = writers.join_next().await {
-        written.expect("a writer");
-    }
+    shedlock_test_support::runs::write_failed_runs(
+        std::sync::Arc::new(provider.clone()),
+        &["failing-a", "failing-b"],
+        RUNS,
+    )
+    .await;
 
     let every = store.shedlock(&["runs", "list", "--json"]).expect(0).json();
     assert_eq!(every.as_array().map(Vec::len), Some(50));

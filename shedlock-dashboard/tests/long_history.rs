@@ -10,10 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use shedlock_core::{
-    LockConfiguration, LockProvider, LockingTaskExecutor, MAX_ERROR_LEN, RunEnd, RunOutcome,
-    RunStart,
-};
+use shedlock_core::{LockConfiguration, LockProvider, LockingTaskExecutor};
 use shedlock_dashboard::{DashboardOptions, router};
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_test_support::{etcd_url, unique_key_prefix};
@@ -26,13 +23,14 @@ const RUNS: u64 = 1000;
 async fn etcd_with_two_locks_of_a_thousand_failures() {
     let Some(url) = etcd_url() else { return };
     let prefix = format!("{}/", unique_key_prefix("dash_long").trim_end_matches(':'));
-    let provider: Arc<dyn LockProvider> = Arc::new(
+    let etcd = Arc::new(
         EtcdLockProvider::builder(&url)
             .prefix(prefix)
             .connect()
             .await
             .unwrap(),
     );
+    let provider: Arc<dyn LockProvider> = etcd.clone();
     let executor = LockingTaskExecutor::from_shared(Arc::clone(&provider));
     for name in ["failing-a", "failing-b"] {
         let config = LockConfiguration::new(name, Duration::from_secs(60), Duration::ZERO).unwrap();
@@ -45,24 +43,7 @@ async fn etcd_with_two_locks_of_a_thousand_failures() {
             .await
             .unwrap();
     }
-    let error = "x".repeat(MAX_ERROR_LEN);
-    let mut writers = tokio::task::JoinSet::new();
-    for writer in 0..8 {
-        let (provider, error) = (Arc::clone(&provider), error.clone());
-        writers.spawn(async move {
-            let log = provider.run_log().expect("etcd keeps run records");
-            for n in (writer..2 * RUNS).step_by(8) {
-                let lock = if n % 2 == 0 { "failing-a" } else { "failing-b" };
-                let start = RunStart::new(lock, "import", None, "web-1", n / 2 + 1);
-                log.run_started(&start).await.expect("record a start");
-                let end = RunEnd::with_error(RunOutcome::Failed, error.clone());
-                log.run_finished(&start, &end).await.expect("record an end");
-            }
-        });
-    }
-    while let Some(written) = writers.join_next().await {
-        written.expect("a writer");
-    }
+    shedlock_test_support::runs::write_failed_runs(etcd, &["failing-a", "failing-b"], RUNS).await;
 
     let app = router(Arc::clone(&provider), DashboardOptions::new());
     let started = std::time::Instant::now();

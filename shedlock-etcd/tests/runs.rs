@@ -6,9 +6,8 @@ mod common;
 
 use std::sync::Arc;
 
-use futures_util::StreamExt;
 use shedlock_core::conformance::unique_lock_name;
-use shedlock_core::{MAX_ERROR_LEN, RunEnd, RunLog, RunOutcome, RunQuery, RunStart};
+use shedlock_core::{MAX_ERROR_LEN, RunLog, RunQuery};
 
 /// Item 1 of issue 29: `runs()` read every record under the prefix in one range and cut to the
 /// limit afterwards, so two locks with 1000 failed runs each (the default `runs_per_lock`,
@@ -22,21 +21,8 @@ async fn two_locks_with_a_thousand_failed_runs_each_read_back() {
     };
     let log: Arc<dyn RunLog> = Arc::new(provider);
     let locks = [unique_lock_name("failing-a"), unique_lock_name("failing-b")];
-    let error = "x".repeat(MAX_ERROR_LEN);
-    let runs = locks
-        .iter()
-        .flat_map(|lock| (1..=RUNS).map(move |token| (lock.clone(), token)));
-    futures_util::stream::iter(runs)
-        .for_each_concurrent(8, |(lock, token)| {
-            let (log, error) = (Arc::clone(&log), error.clone());
-            async move {
-                let start = RunStart::new(&lock, "import", None, "web-1", token);
-                log.run_started(&start).await.expect("start");
-                let end = RunEnd::with_error(RunOutcome::Failed, error);
-                log.run_finished(&start, &end).await.expect("end");
-            }
-        })
-        .await;
+    let names = [locks[0].as_str(), locks[1].as_str()];
+    shedlock_test_support::runs::write_failed_runs(Arc::clone(&log), &names, RUNS).await;
 
     let page = log
         .runs(&RunQuery::lock(&locks[0]).limit(50))

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::ops::RangeInclusive;
+use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::conformance::unique_lock_name;
@@ -61,6 +62,36 @@ pub async fn late_end_of_a_stalled_holder(stalled: &dyn LockProvider, other: &dy
             ),
         ]
     );
+}
+
+/// Writes `runs` failed runs of each of `locks` (tokens 1 to `runs`, job `import`, holder
+/// `web-1`), each with an error of the longest a record keeps, eight writers at a time: the
+/// history issue 29 met (2 locks x 1000 runs is over 4 MiB of records).
+///
+/// # Panics
+/// When the store fails.
+pub async fn write_failed_runs(log: Arc<dyn RunLog>, locks: &[&str], runs: u64) {
+    const WRITERS: usize = 8;
+    let error: Arc<str> = "x".repeat(shedlock_core::MAX_ERROR_LEN).into();
+    let all: Arc<[(String, u64)]> = locks
+        .iter()
+        .flat_map(|lock| (1..=runs).map(move |token| ((*lock).to_owned(), token)))
+        .collect();
+    let mut writers = tokio::task::JoinSet::new();
+    for writer in 0..WRITERS {
+        let (log, error, all) = (Arc::clone(&log), Arc::clone(&error), Arc::clone(&all));
+        writers.spawn(async move {
+            for (lock, token) in all.iter().skip(writer).step_by(WRITERS) {
+                let start = RunStart::new(lock, "import", None, "web-1", *token);
+                log.run_started(&start).await.expect("record a start");
+                let end = RunEnd::with_error(RunOutcome::Failed, &*error);
+                log.run_finished(&start, &end).await.expect("record an end");
+            }
+        });
+    }
+    while let Some(written) = writers.join_next().await {
+        written.expect("a writer");
+    }
 }
 
 /// Records an ended run (no start) of `lock` with each token of `tokens`, in order.
