@@ -287,16 +287,18 @@ impl RunLog for InMemoryLockProvider {
         // by age.
         let (retention, per_lock) = self.keeping;
         let oldest = now.checked_sub(retention);
+        // Within one lock the place is start, token, attempt.
         let mut of_lock: Vec<_> = runs
             .iter()
             .filter(|r| r.lock == start.lock)
-            .map(RunRecord::cursor)
+            .map(|r| (r.started_at, r.fencing_token, r.attempt))
             .collect();
         of_lock.sort_unstable_by(|a, b| b.cmp(a));
-        let cut = of_lock.get(per_lock as usize).cloned();
+        let cut = of_lock.get(per_lock as usize).copied();
         runs.retain(|r| {
             oldest.is_none_or(|oldest| r.started_at >= oldest)
-                && (r.lock != start.lock || cut.as_ref().is_none_or(|cut| r.cursor() > *cut))
+                && (r.lock != start.lock
+                    || cut.is_none_or(|cut| (r.started_at, r.fencing_token, r.attempt) > cut))
         });
         Ok(())
     }

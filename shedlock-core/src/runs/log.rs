@@ -79,14 +79,14 @@ impl RunQuery {
             && self
                 .before
                 .as_ref()
-                .is_none_or(|before| record.cursor() < *before)
+                .is_none_or(|before| record.place() < before.place())
     }
 
     /// `records` of this query, newest first (by [`RunCursor`]), cut to the
     /// limit: for in-memory stores, and for merging pages a store read per lock.
     pub fn apply(&self, mut records: Vec<RunRecord>) -> Vec<RunRecord> {
         records.retain(|record| self.matches(record));
-        records.sort_unstable_by_key(|record| std::cmp::Reverse(record.cursor()));
+        records.sort_unstable_by(|a, b| b.place().cmp(&a.place()));
         if let Some(limit) = self.limit {
             records.truncate(limit);
         }

@@ -236,6 +236,18 @@ impl RunCursor {
     }
 }
 
+impl RunCursor {
+    /// The cursor's place, as [`RunRecord::place`] gives a record's.
+    pub(crate) fn place(&self) -> (SystemTime, u64, u32, &str) {
+        (
+            self.started_at,
+            self.fencing_token,
+            self.attempt,
+            self.lock.as_str(),
+        )
+    }
+}
+
 impl fmt::Display for RunCursor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let nanos = self
@@ -302,6 +314,17 @@ impl RunRecord {
             error: None,
             alive_until: start.lease.and_then(|lease| started_at.checked_add(lease)),
         }
+    }
+
+    /// This record's place in the order of [`RunCursor`], borrowed: for comparing records
+    /// without building a cursor each time.
+    pub(crate) fn place(&self) -> (SystemTime, u64, u32, &str) {
+        (
+            self.started_at,
+            self.fencing_token,
+            self.attempt,
+            self.lock.as_str(),
+        )
     }
 
     /// Where this record stands in the newest-first order ([`RunCursor`]).
