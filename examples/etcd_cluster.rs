@@ -17,8 +17,8 @@
 use std::time::Duration;
 
 use shedlock::{
-    ElectionConfig, EtcdLockProvider, LeaderElection, LockConfiguration, LockingTaskExecutor,
-    TaskResult,
+    ElectionConfig, LeaderElection, LockConfiguration, LockingTaskExecutor, TaskResult,
+    etcd::EtcdLockProvider,
 };
 
 #[tokio::main]

@@ -10,7 +10,9 @@
 
 use std::time::Duration;
 
-use shedlock::{Error, LockConfiguration, LockContext, LockingTaskExecutor, SqliteLockProvider};
+use shedlock::{
+    Error, LockConfiguration, LockContext, LockingTaskExecutor, sql::SqliteLockProvider,
+};
 
 /// Writes a row of the protected table, fenced by the writer's lock token.
 async fn fenced_write(

@@ -12,7 +12,9 @@
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use shedlock::{LeaderElection, LeaderState, LockProvider, PgLockProvider, SqliteLockProvider};
+use shedlock::{
+    LeaderElection, LeaderState, LockProvider, sql::PgLockProvider, sql::SqliteLockProvider,
+};
 
 fn now() -> String {
     let millis = SystemTime::now()

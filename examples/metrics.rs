@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
 use shedlock::{
-    Job, JobLock, JobRegistry, Schedule, Scheduler, SchedulerConfig, SqliteLockProvider,
+    Job, JobLock, JobRegistry, Schedule, Scheduler, SchedulerConfig, sql::SqliteLockProvider,
 };
 
 #[tokio::main]

@@ -13,8 +13,8 @@
 use std::time::Duration;
 
 use shedlock::{
-    JobRegistry, LockContext, LockInspector, LockProvider, LockQuery, PgLockProvider, Scheduler,
-    SchedulerConfig, scheduled, scheduler_lock,
+    JobRegistry, LockContext, LockInspector, LockProvider, LockQuery, Scheduler, SchedulerConfig,
+    scheduled, scheduler_lock, sql::PgLockProvider,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 

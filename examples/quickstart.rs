@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use shedlock::{
     Job, JobLock, JobRegistry, LockContext, LockEvent, Schedule, Scheduler, SchedulerConfig,
-    SqliteLockProvider,
+    sql::SqliteLockProvider,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 

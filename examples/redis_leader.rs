@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use shedlock::{ElectionConfig, LeaderElection, LeaderState, LockProvider, RedLockProvider};
+use shedlock::{ElectionConfig, LeaderElection, LeaderState, LockProvider, redis::RedLockProvider};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 

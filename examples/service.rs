@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use shedlock::{
-    JobRegistry, LockContext, Scheduler, SchedulerConfig, SqliteLockProvider, scheduled,
-    scheduler_lock,
+    JobRegistry, LockContext, Scheduler, SchedulerConfig, scheduled, scheduler_lock,
+    sql::SqliteLockProvider,
 };
 
 /// Shared by every job run (cloned per run; keep it cheap: `Arc`s and pools).

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use shedlock::tokio_cron::{IntoTokioCronJob, locked_job};
 use shedlock::{
-    LockConfiguration, LockContext, LockEvent, LockingTaskExecutor, SchedulerConfig,
-    SqliteLockProvider, scheduled, scheduler_lock,
+    LockConfiguration, LockContext, LockEvent, LockingTaskExecutor, SchedulerConfig, scheduled,
+    scheduler_lock, sql::SqliteLockProvider,
 };
 use tokio_cron_scheduler::{Job, JobScheduler};
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use shedlock::{ElectionConfig, LeaderElection, ZkElector};
+use shedlock::{ElectionConfig, LeaderElection, zookeeper::ZkElector};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

@@ -1,48 +1,53 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-// The lock model, the executor, the scheduler and leader election.
+// What a service uses: the lock model, the executor, the scheduler, leader election, run
+// records and lock records as tools read them. Each name is exported once, here or in one
+// module below.
 #[doc(inline)]
 pub use shedlock_core::{
-    Candidacy, Clock, ElectionConfig, Elector, Error, InMemoryLockProvider, IntoJobResult, Job,
-    JobLock, JobOutcome, JobRegistry, JobStatus, LeaderElection, LeaderElectionBuilder,
-    LeaderState, Lock, LockConfiguration, LockContext, LockEvent, LockInspector, LockLease,
-    LockListener, LockProvider, LockQuery, LockRecord, LockingTaskExecutor, MAX_LOCK_NAME_LEN,
-    ManualClock, OnInterrupted, Operation, RunContext, RunCursor, RunOutcome, RunQuery, RunRecord,
-    Schedule, Scheduler, SchedulerBuilder, SchedulerConfig, ShutdownReport, SystemClock,
-    TaskResult, TokioClock,
+    Candidacy, Clock, ElectionConfig, Error, InMemoryLockProvider, LeaderState, LockConfiguration,
+    LockInspector, LockProvider, LockQuery, LockRecord, MAX_DURATION, MAX_LOCK_NAME_LEN,
+    ManualClock, Operation, RunCursor, RunLog, RunOutcome, RunQuery, RunRecord, SystemClock,
+    TokioClock,
+};
+#[doc(inline)]
+pub use shedlock_runtime::{
+    IntoJobResult, Job, JobLock, JobOutcome, JobRegistry, JobStatus, LeaderElection,
+    LeaderElectionBuilder, Lock, LockContext, LockEvent, LockListener, LockingTaskExecutor,
+    OnInterrupted, RunContext, Schedule, Scheduler, SchedulerBuilder, SchedulerConfig,
+    ShutdownReport, TaskResult,
 };
 
 // Durations as the attributes, `SchedulerConfig` (`scheduler.toml`) and the `shedlock` command
 // read them: one grammar, humantime or ISO-8601.
 #[doc(inline)]
-pub use shedlock_core::{
-    DurationError, DurationErrorKind, MAX_DURATION, parse_duration, serde_duration,
-};
+pub use shedlock_rules::{DurationError, DurationErrorKind, parse_duration, serde_duration};
 
-/// For writing a store of your own: the interfaces a store implements ([`LockProvider`],
-/// [`LockInspector`], [`RunLog`](provider::RunLog), [`Elector`]), what they return, and the helpers every store of this
-/// workspace uses. `CONTRIBUTING.md` walks through adding one.
+/// For writing a store of your own: what only a store's author needs beside the root's
+/// [`LockProvider`], [`LockInspector`] and [`RunLog`]: the [`Elector`](provider::Elector) trait,
+/// the lease a provider grants, what a run log is given, limits, and the helpers every store of
+/// this workspace uses. `CONTRIBUTING.md` walks through adding one; the `shedlock-conformance`
+/// crate is the suite it must pass.
 pub mod provider {
     #[doc(inline)]
     pub use shedlock_core::{
-        BoxError, DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, Elector, LockInspector, LockLease,
-        LockProvider, LockQuery, LockRecord, MAX_ERROR_LEN, MAX_HOLDER_LEN, Operation,
-        RUN_TRIM_SLACK, ReleaseHintFanOut, ReleaseHintSource, RunEnd, RunLog, RunQuery, RunRecord,
-        RunStart, async_trait, default_holder, validate_holder, validate_run_retention,
+        BoxError, DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, ElectedFn, Elector, LockLease,
+        MAX_ERROR_LEN, MAX_HOLDER_LEN, RUN_TRIM_SLACK, ReleaseHintFanOut, ReleaseHintSource,
+        RevokedFn, RunEnd, RunStart, async_trait, default_holder, validate_holder,
+        validate_run_retention,
     };
 }
 
-/// The provider conformance suite and test clocks, for testing a store of your own.
+/// The provider conformance kit (`shedlock-conformance`), for testing a store of your own.
 #[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
-#[doc(inline)]
-pub use shedlock_core::{conformance, conformance_tests, inspection_tests, runs_tests};
+pub use shedlock_conformance as conformance;
 
 /// Metrics of locks, runs and elections (the `metrics` facade).
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub use shedlock_core::metrics;
+pub use shedlock_runtime::metrics;
 
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
@@ -78,32 +83,6 @@ pub use shedlock_zookeeper as zookeeper;
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub use shedlock_etcd as etcd;
 
-// Each store's providers, also at the root by name.
-#[cfg(feature = "etcd")]
-#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
-#[doc(no_inline)]
-pub use shedlock_etcd::{EtcdElector, EtcdLockProvider};
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-#[doc(no_inline)]
-pub use shedlock_redis::{RedLockProvider, RedisLockProvider};
-#[cfg(feature = "mysql")]
-#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
-#[doc(no_inline)]
-pub use shedlock_sqlx::MySqlLockProvider;
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-#[doc(no_inline)]
-pub use shedlock_sqlx::PgLockProvider;
-#[cfg(feature = "sqlite")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-#[doc(no_inline)]
-pub use shedlock_sqlx::SqliteLockProvider;
-#[cfg(feature = "zookeeper")]
-#[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
-#[doc(no_inline)]
-pub use shedlock_zookeeper::{ZkElector, ZkLockProvider};
-
 /// The job generated by `#[scheduled]` for an annotated function, ready to register.
 ///
 /// ```ignore
@@ -119,5 +98,5 @@ macro_rules! job {
 /// Support for code generated by the macros. **Not public API.**
 #[doc(hidden)]
 pub mod __private {
-    pub use shedlock_core::__private::*;
+    pub use shedlock_runtime::__private::*;
 }

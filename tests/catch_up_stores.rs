@@ -15,8 +15,8 @@ use std::time::{Duration, SystemTime};
 
 use common::Db;
 use shedlock::{
-    EtcdLockProvider, Job, JobLock, JobRegistry, LockContext, LockProvider, RedisLockProvider,
-    RunContext, Schedule, Scheduler, ZkLockProvider,
+    Job, JobLock, JobRegistry, LockContext, LockProvider, RunContext, Schedule, Scheduler,
+    etcd::EtcdLockProvider, redis::RedisLockProvider, zookeeper::ZkLockProvider,
 };
 use shedlock_test_support::{etcd_url, redis_url, unique_key_prefix, unique_zk_root, zk_url};
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::Db;
 use shedlock::conformance::election::{Candidate, leader_handover};
-use shedlock::{ElectionConfig, Elector};
+use shedlock::{ElectionConfig, provider::Elector};
 
 const CONFIG: ElectionConfig = ElectionConfig {
     lease_duration: Duration::from_millis(2_000),

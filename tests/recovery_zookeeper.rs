@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use shedlock::{
     Job, JobLock, JobRegistry, LockContext, OnInterrupted, RunContext, RunOutcome, RunQuery,
-    Schedule, Scheduler, SchedulerConfig, ZkLockProvider,
+    Schedule, Scheduler, SchedulerConfig, zookeeper::ZkLockProvider,
 };
 use shedlock_test_support::{unique_zk_root, zk_url};
 

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use shedlock::{
-    ElectionConfig, JobRegistry, LockContext, Scheduler, SchedulerConfig, ZkLockProvider,
-    scheduled, scheduler_lock,
+    ElectionConfig, JobRegistry, LockContext, Scheduler, SchedulerConfig, scheduled,
+    scheduler_lock, zookeeper::ZkLockProvider,
 };
 use shedlock_test_support::{unique_zk_root, zk_url};
 

@@ -8,7 +8,9 @@ use std::time::Duration;
 use shedlock::provider::default_holder;
 use shedlock::sql::SqlLockProvider;
 use shedlock::sql::dialect::{Dialect, MySql, Pg, Sqlite};
-use shedlock::{LockProvider, MySqlLockProvider, PgLockProvider, SqliteLockProvider};
+use shedlock::{
+    LockProvider, sql::MySqlLockProvider, sql::PgLockProvider, sql::SqliteLockProvider,
+};
 use sqlx::mysql::MySqlConnectOptions;
 use sqlx::pool::PoolOptions;
 use sqlx::postgres::PgConnectOptions;

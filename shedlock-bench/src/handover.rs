@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use shedlock::provider::default_holder;
 use shedlock::sql::dialect::{Dialect, Pg, Sqlite};
-use shedlock::{ElectionConfig, LeaderElection, LockProvider, SqliteLockProvider};
+use shedlock::{ElectionConfig, LeaderElection, LockProvider, sql::SqliteLockProvider};
 use sqlx::postgres::PgPoolOptions;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use redis::Script;
 use redis::aio::ConnectionManager;
 use shedlock::{
-    ElectionConfig, LeaderElection, LockConfiguration, LockProvider, RedLockProvider,
-    RedisLockProvider,
+    ElectionConfig, LeaderElection, LockConfiguration, LockProvider, redis::RedLockProvider,
+    redis::RedisLockProvider,
 };
 use shedlock_test_support::throughput::count_pairs;
 

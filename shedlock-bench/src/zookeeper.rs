@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shedlock::{
-    ElectionConfig, LeaderElection, LockConfiguration, LockProvider, ZkElector, ZkLockProvider,
+    ElectionConfig, LeaderElection, LockConfiguration, LockProvider, zookeeper::ZkElector,
+    zookeeper::ZkLockProvider,
 };
 use shedlock_test_support::throughput::count_pairs;
 use tokio::io::{AsyncBufReadExt, BufReader};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock::conformance::unique_lock_name;
-use shedlock::{LockConfiguration, LockProvider, MySqlLockProvider, PgLockProvider};
+use shedlock::{LockConfiguration, LockProvider, sql::MySqlLockProvider, sql::PgLockProvider};
 use shedlock_test_support::{ServerHarness, mysql_url, pg_url};
 
 /// Connections kept by the providers under test: fewer than the fuzz case's workers, so
@@ -51,7 +51,7 @@ mod postgres {
         }))
     }
 
-    shedlock::conformance_tests!(harness());
+    shedlock::conformance::conformance_tests!(harness());
 }
 
 mod mysql {
@@ -65,7 +65,7 @@ mod mysql {
         }))
     }
 
-    shedlock::conformance_tests!(harness());
+    shedlock::conformance::conformance_tests!(harness());
 }
 
 fn config(name: &str) -> LockConfiguration {

@@ -86,7 +86,7 @@ pub(crate) struct DatabaseArgs {
     pub(crate) fencing_token_column: Option<String>,
     /// How long to wait for the store to accept a connection (e.g. 500ms, 10s, PT10S): a
     /// duration as in `scheduler.toml` and the attributes.
-    #[arg(long, global = true, default_value = "10s", value_parser = shedlock_core::parse_duration)]
+    #[arg(long, global = true, default_value = "10s", value_parser = shedlock_rules::parse_duration)]
     pub(crate) connect_timeout: Duration,
 }
 

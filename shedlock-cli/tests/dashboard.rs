@@ -8,7 +8,8 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use shedlock_core::{LockConfiguration, LockingTaskExecutor};
+use shedlock_core::LockConfiguration;
+use shedlock_runtime::LockingTaskExecutor;
 use shedlock_sqlx::SqliteLockProvider;
 use shedlock_test_support::unique_table;
 

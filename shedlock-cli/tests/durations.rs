@@ -1,5 +1,5 @@
 //! `--connect-timeout` reads durations with the grammar of the attributes and `scheduler.toml`
-//! (`shedlock_core::parse_duration`): humantime or ISO-8601, at most 100 years. Needs no server.
+//! (`shedlock_rules::parse_duration`): humantime or ISO-8601, at most 100 years. Needs no server.
 
 mod common;
 

@@ -19,11 +19,11 @@ use common::{
     shedlock_command,
 };
 use shedlock_core::{
-    Elector, LeaderElection, LeaderState, LockConfiguration, LockInspector, LockProvider,
-    LockRecord, MAX_ERROR_LEN,
+    Elector, LeaderState, LockConfiguration, LockInspector, LockProvider, LockRecord, MAX_ERROR_LEN,
 };
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
+use shedlock_runtime::LeaderElection;
 use shedlock_test_support::{
     etcd_url, redis_url, redlock_urls, unique_key_prefix, unique_zk_root, zk_url,
 };

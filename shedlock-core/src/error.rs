@@ -8,7 +8,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// Everything that can go wrong in shedlock.
 ///
 /// "Lock not acquired" is not an error: acquisition returns `Ok(None)` and the
-/// executor returns [`TaskResult::Skipped`](crate::TaskResult::Skipped).
+/// runtime's executor returns `TaskResult::Skipped`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -86,6 +86,21 @@ pub enum Operation {
     Read,
     /// Writing or reading run records.
     Runs,
+}
+
+impl Operation {
+    /// A short, stable name of the operation (`acquire`, `release`, `extend`, `schema`,
+    /// `read`, `runs`): a label for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Operation::Acquire => "acquire",
+            Operation::Release => "release",
+            Operation::Extend => "extend",
+            Operation::Schema => "schema",
+            Operation::Read => "read",
+            Operation::Runs => "runs",
+        }
+    }
 }
 
 impl fmt::Display for Operation {

@@ -1,29 +1,30 @@
-//! The core of [shedlock](https://docs.rs/shedlock): run each scheduled job on exactly one
-//! instance of a fleet.
+//! The contract of [shedlock](https://docs.rs/shedlock): what a store implements and what tools
+//! read, with nothing of the runtime that uses it.
 //!
-//! This crate knows nothing of any particular store. It holds the lock model
-//! ([`LockConfiguration`], [`LockLease`], [`Lock`]), the storage interface ([`LockProvider`]),
-//! the [`LockingTaskExecutor`] that runs futures under a lock, the task-local [`LockContext`],
-//! lock events ([`LockListener`]), and an [`InMemoryLockProvider`]. With the `test-util`
-//! feature it also carries the provider conformance suite ([`conformance`]).
+//! - Locks: [`LockConfiguration`], the [`LockProvider`] a store implements and the
+//!   [`LockLease`] it grants, the one view of a stored lock ([`LockRecord`], [`LockInspector`]),
+//!   holder names, clocks ([`Clock`]) and the store's side of release hints
+//!   ([`ReleaseHintFanOut`]).
+//! - Run records: [`RunLog`] and what it stores and answers ([`RunStart`], [`RunEnd`],
+//!   [`RunRecord`], [`RunQuery`]), with the retention every store keeps.
+//! - Elections: the [`Elector`] a store campaigns with, reporting to a [`Candidacy`].
+//! - One [`Error`] for all of them, and [`InMemoryLockProvider`], a store in this process.
 //!
-//! Most users depend on the `shedlock` facade instead, which re-exports all of this.
+//! The executor, scheduler, recovery, election runtime and metrics are in `shedlock-runtime`;
+//! the provider conformance suite a store is tested with is `shedlock-conformance`. Most users
+//! depend on the `shedlock` facade instead, which re-exports all of this.
 //!
 //! ```
 //! use std::time::Duration;
-//! use shedlock_core::{InMemoryLockProvider, LockConfiguration, LockContext, LockingTaskExecutor};
+//! use shedlock_core::{InMemoryLockProvider, LockConfiguration, LockProvider};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), shedlock_core::Error> {
-//! let executor = LockingTaskExecutor::new(InMemoryLockProvider::new());
+//! let store = InMemoryLockProvider::new();
 //! let config = LockConfiguration::new("send_newsletter", Duration::from_secs(300), Duration::from_secs(10))?;
-//! let outcome = executor
-//!     .execute(&config, async {
-//!         let lock = LockContext::current().expect("inside a locked execution");
-//!         println!("sending with fencing token {}", lock.fencing_token());
-//!     })
-//!     .await?;
-//! assert!(outcome.was_executed());
+//! let lease = store.acquire(&config).await?.expect("nobody else holds it");
+//! assert!(store.acquire(&config).await?.is_none(), "held until released");
+//! assert!(store.release(&lease).await?);
 //! # Ok(())
 //! # }
 //! ```
@@ -31,34 +32,14 @@
 mod election;
 mod error;
 mod lock;
-#[cfg(feature = "metrics")]
-pub mod metrics;
-// With the feature off: the same recording calls, empty.
-#[cfg(not(feature = "metrics"))]
-#[path = "metrics/off.rs"]
-mod metrics;
 mod runs;
-mod scheduler;
 
-#[doc(hidden)]
-#[path = "private.rs"]
-pub mod __private;
-
-#[cfg(feature = "test-util")]
-pub mod conformance;
-
-pub use election::{
-    Candidacy, ElectionConfig, Elector, LeaderElection, LeaderElectionBuilder, LeaderState,
-};
+pub use election::{Candidacy, ElectedFn, ElectionConfig, Elector, LeaderState, RevokedFn};
 pub use error::{BoxError, Error, Operation};
 pub use lock::clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use lock::config::LockConfiguration;
-pub use lock::context::LockContext;
-pub use lock::executor::{LockingTaskExecutor, TaskResult};
-pub use lock::handle::Lock;
 pub use lock::hints::{ReleaseHintFanOut, ReleaseHintSource};
 pub use lock::holder::{MAX_HOLDER_LEN, default_holder, validate_holder};
-pub use lock::listener::{LockEvent, LockListener};
 pub use lock::memory::InMemoryLockProvider;
 pub use lock::provider::{LockLease, LockProvider};
 pub use lock::record::{LockInspector, LockQuery, LockRecord};
@@ -66,17 +47,16 @@ pub use runs::{
     DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, MAX_ERROR_LEN, RUN_TRIM_SLACK, RunCursor, RunEnd,
     RunLog, RunOutcome, RunQuery, RunRecord, RunStart, validate_run_retention,
 };
-pub use scheduler::config::SchedulerConfig;
-pub use scheduler::job::{IntoJobResult, Job, JobLock};
-pub use scheduler::registry::JobRegistry;
-pub use scheduler::schedule::Schedule;
-pub use scheduler::{
-    JobOutcome, JobStatus, OnInterrupted, RunContext, Scheduler, SchedulerBuilder, ShutdownReport,
-};
-pub use shedlock_rules::{
-    DurationError, DurationErrorKind, MAX_DURATION, MAX_LOCK_NAME_LEN, parse_duration,
-    serde_duration,
-};
+pub use shedlock_rules::{MAX_DURATION, MAX_LOCK_NAME_LEN};
+
+/// The checks `LockConfiguration::new` makes, for the runtime's own lock settings (jobs,
+/// keep-alive) to name their fields. **Not public API.**
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::lock::config::{
+        validate_durations, validate_keep_alive_interval, validate_lock_name,
+    };
+}
 
 /// The `async_trait` attribute, re-exported for implementing [`LockProvider`].
 pub use async_trait::async_trait;

@@ -9,10 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use shedlock_core::{
-    Error, InMemoryLockProvider, Job, JobLock, JobRegistry, Schedule, Scheduler, SchedulerConfig,
-};
+use shedlock_core::{Error, InMemoryLockProvider};
 use shedlock_dashboard::{DashboardOptions, router};
+use shedlock_runtime::{Job, JobLock, JobRegistry, Schedule, Scheduler, SchedulerConfig};
 
 /// A job, locked under its own name, that works for `work` every `every`.
 fn working(name: &'static str, every: Duration, work: Duration) -> Result<Job<()>, Error> {

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
-use shedlock_core::{
-    Job, JobLock, JobRegistry, LockConfiguration, LockProvider, LockingTaskExecutor, Schedule,
-    Scheduler, SchedulerConfig,
-};
+use shedlock_core::{LockConfiguration, LockProvider};
 use shedlock_dashboard::{DashboardOptions, router};
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
+use shedlock_runtime::{
+    Job, JobLock, JobRegistry, LockingTaskExecutor, Schedule, Scheduler, SchedulerConfig,
+};
 use shedlock_sqlx::dialect::Dialect;
 use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, SqlLockProvider, SqliteLockProvider};
 use shedlock_test_support::{

@@ -10,10 +10,11 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use shedlock_core::{
-    InMemoryLockProvider, LeaderElection, LeaderState, LockConfiguration, LockInspector,
-    LockingTaskExecutor, RunEnd, RunLog, RunOutcome, RunStart,
+    InMemoryLockProvider, LeaderState, LockConfiguration, LockInspector, RunEnd, RunLog,
+    RunOutcome, RunStart,
 };
 use shedlock_dashboard::{DashboardOptions, router};
+use shedlock_runtime::{LeaderElection, LockingTaskExecutor};
 use tower::ServiceExt;
 
 use common::{HOST, ORIGIN, call, get};

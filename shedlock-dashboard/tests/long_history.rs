@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use shedlock_core::{LockConfiguration, LockProvider, LockingTaskExecutor};
+use shedlock_core::{LockConfiguration, LockProvider};
 use shedlock_dashboard::{DashboardOptions, router};
 use shedlock_etcd::EtcdLockProvider;
+use shedlock_runtime::LockingTaskExecutor;
 use shedlock_test_support::{etcd_url, unique_key_prefix};
 
 use common::get;

@@ -35,7 +35,7 @@ use crate::wire;
 /// Switching an election from a lock provider to etcd is one line:
 ///
 /// ```no_run
-/// use shedlock_core::LeaderElection;
+/// use shedlock_runtime::LeaderElection;
 /// use shedlock_etcd::EtcdLockProvider;
 ///
 /// # async fn run() -> Result<(), shedlock_core::Error> {

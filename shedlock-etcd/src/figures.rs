@@ -12,7 +12,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shedlock_core::{ElectionConfig, LeaderElection, LockConfiguration, LockProvider};
+use shedlock_core::{ElectionConfig, LockConfiguration, LockProvider};
+use shedlock_runtime::LeaderElection;
 use shedlock_test_support::throughput::count_pairs;
 use tokio::sync::mpsc;
 

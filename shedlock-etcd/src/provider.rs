@@ -124,7 +124,7 @@ impl EtcdLockProvider {
     }
 
     /// An elector on the same cluster, prefix and holder, for
-    /// [`LeaderElection`](shedlock_core::LeaderElection) and leader-only jobs: candidates
+    /// the runtime's `LeaderElection` and leader-only jobs: candidates
     /// under `<prefix>elections/<election>/`, each on an etcd lease of its own.
     pub fn elector(&self) -> EtcdElector {
         EtcdElector::from_parts(

@@ -4,14 +4,14 @@
 
 mod common;
 
-shedlock_core::conformance_tests!(async {
+shedlock_conformance::conformance_tests!(async {
     Some(common::harness_over(common::provider("conformance").await?))
 });
 
 mod inspection {
     use super::common;
 
-    shedlock_core::inspection_tests!(async {
+    shedlock_conformance::inspection_tests!(async {
         Some(common::harness_over(common::provider("inspection").await?))
     });
 }
@@ -19,7 +19,7 @@ mod inspection {
 mod runs {
     use super::common;
 
-    shedlock_core::runs_tests!(async {
+    shedlock_conformance::runs_tests!(async {
         Some(common::harness_over(common::provider("runs").await?))
     });
 }

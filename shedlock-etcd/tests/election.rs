@@ -8,9 +8,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::conformance::election::{Candidate, Candidates, leader_handover};
-use shedlock_core::{ElectionConfig, Elector, LeaderElection};
+use shedlock_conformance::election::{Candidate, Candidates, leader_handover};
+use shedlock_core::{ElectionConfig, Elector};
 use shedlock_etcd::EtcdLockProvider;
+use shedlock_runtime::LeaderElection;
 use shedlock_test_support::{CutProxy, ProxyMode, upstream_of};
 
 /// etcd's leases are whole seconds, 2 s at least.

@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use shedlock_core::conformance::unique_lock_name;
+use shedlock_conformance::unique_lock_name;
 use shedlock_core::{MAX_ERROR_LEN, RunLog, RunQuery};
 
 /// Item 1 of issue 29: `runs()` read every record under the prefix in one range and cut to the

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use shedlock::EtcdLockProvider;
+use shedlock::etcd::EtcdLockProvider;
 
 use crate::ZkCandidateOptions;
 use crate::zookeeper::{fatal_on_error, lead};

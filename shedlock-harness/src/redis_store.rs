@@ -20,7 +20,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use redis::Script;
 use redis::aio::ConnectionManager;
-use shedlock::{EtcdLockProvider, LockInspector, LockProvider, RedLockProvider, RedisLockProvider};
+use shedlock::{
+    LockInspector, LockProvider, etcd::EtcdLockProvider, redis::RedLockProvider,
+    redis::RedisLockProvider,
+};
 
 use crate::backend::{Backend, JournalRow, StoreConfig};
 use crate::event::WriteOutcome;

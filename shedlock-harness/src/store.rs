@@ -11,8 +11,8 @@ use anyhow::Context as _;
 use shedlock::sql::SqlLockProvider;
 use shedlock::sql::dialect::Dialect;
 use shedlock::{
-    Error, LockInspector, LockProvider, LockQuery, LockRecord, MySqlLockProvider, PgLockProvider,
-    SqliteLockProvider,
+    Error, LockInspector, LockProvider, LockQuery, LockRecord, sql::MySqlLockProvider,
+    sql::PgLockProvider, sql::SqliteLockProvider,
 };
 use sqlx::pool::PoolOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};

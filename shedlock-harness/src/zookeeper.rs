@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use shedlock::{ElectionConfig, Elector, LeaderElection, LeaderState, ZkElector};
+use shedlock::{
+    ElectionConfig, LeaderElection, LeaderState, provider::Elector, zookeeper::ZkElector,
+};
 
 use crate::event::{Counters, Event, now_us};
 use crate::worker::{emit, stop_requested};

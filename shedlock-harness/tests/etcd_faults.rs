@@ -14,7 +14,7 @@ mod common;
 
 use std::time::Duration;
 
-use shedlock::{EtcdLockProvider, LockConfiguration, LockProvider};
+use shedlock::{LockConfiguration, LockProvider, etcd::EtcdLockProvider};
 use shedlock_harness::now_us;
 use shedlock_test_support::{EtcdCluster, unique_key_prefix};
 

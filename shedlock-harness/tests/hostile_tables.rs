@@ -11,7 +11,9 @@ mod common;
 
 use std::time::{Duration, SystemTime};
 
-use shedlock::{Error, LockConfiguration, LockLease, LockProvider, LockingTaskExecutor, Operation};
+use shedlock::{
+    Error, LockConfiguration, LockProvider, LockingTaskExecutor, Operation, provider::LockLease,
+};
 use shedlock_harness::{Backend, DEFAULT_ACQUIRE_TIMEOUT, Run, Store, StoreConfig, database_url};
 
 /// A hand-made lock table next to a run's tables, with a provider (holder `a`) on it.

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use shedlock::{
-    ElectionConfig, Job, JobLock, JobRegistry, LockEvent, PgLockProvider, Schedule, Scheduler,
+    ElectionConfig, Job, JobLock, JobRegistry, LockEvent, Schedule, Scheduler, sql::PgLockProvider,
 };
 use shedlock_harness::{
     Backend, Event, Run, StoreConfig, WorkerOptions, WriteOutcome, database_url, now_us,

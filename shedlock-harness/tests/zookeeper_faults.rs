@@ -87,7 +87,7 @@ async fn no_master_anywhere_without_a_quorum() {
     let Some((mut run, master)) = start("noquorum").await else {
         return;
     };
-    let provider = shedlock::ZkLockProvider::builder(run.cluster.url.as_str())
+    let provider = shedlock::zookeeper::ZkLockProvider::builder(run.cluster.url.as_str())
         .root("/shedlock-harness/noquorum-locks")
         .request_timeout(Duration::from_secs(1))
         .connect()

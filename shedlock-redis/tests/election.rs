@@ -8,12 +8,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::conformance::election::{Candidate, leader_handover};
-use shedlock_core::{
-    ElectionConfig, Elector, Error, LockConfiguration, LockContext, LockProvider,
-    LockingTaskExecutor, TaskResult,
-};
+use shedlock_conformance::election::{Candidate, leader_handover};
+use shedlock_core::{ElectionConfig, Elector, Error, LockConfiguration, LockProvider};
 use shedlock_redis::RedisLockProvider;
+use shedlock_runtime::{LockContext, LockingTaskExecutor, TaskResult};
 use shedlock_test_support::{CutProxy, ProxyMode, stores, tests_per_store, upstream_of};
 
 const CONFIG: ElectionConfig = ElectionConfig {

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{connection, redis_url, redlock_urls, unique_key_prefix};
 use redis::AsyncCommands as _;
-use shedlock_core::conformance::unique_lock_name;
+use shedlock_conformance::unique_lock_name;
 use shedlock_core::{Error, LockProvider, RUN_TRIM_SLACK, RunEnd, RunOutcome, RunQuery, RunStart};
 use shedlock_redis::{RedLockProvider, RedisLockProvider, RedisLockProviderBuilder};
 use shedlock_test_support::runs::{
@@ -273,7 +273,7 @@ async fn month_stays_bounded(
     urls: &[String],
     days: u32,
 ) {
-    use shedlock_core::conformance::longevity::{LOCKS, RUNS_PER_LOCK, month_of_history};
+    use shedlock_conformance::longevity::{LOCKS, RUNS_PER_LOCK, month_of_history};
     {
         let figures = month_of_history(harness, days).await;
         println!("redis ({} server(s)) {figures}", urls.len());
@@ -357,7 +357,7 @@ macro_rules! shared_cases {
                 )
             }
 
-            shedlock_core::runs_tests!(harness());
+            shedlock_conformance::runs_tests!(harness());
         }
 
         #[tokio::test]

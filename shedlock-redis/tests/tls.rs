@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use shedlock_core::conformance::unique_lock_name;
+use shedlock_conformance::unique_lock_name;
 use shedlock_core::{
     Error, LockConfiguration, LockInspector, LockProvider, LockQuery, RunEnd, RunQuery, RunStart,
 };

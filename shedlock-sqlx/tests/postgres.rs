@@ -261,7 +261,7 @@ mod serializable {
     use std::str::FromStr;
     use std::sync::Arc;
 
-    use shedlock_core::conformance::{FuzzedName, counter_fuzz};
+    use shedlock_conformance::{FuzzedName, counter_fuzz};
     use tokio::sync::OnceCell;
 
     use super::*;

@@ -9,9 +9,10 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shedlock_core::{Error, LockProvider, LockingTaskExecutor, Operation, TaskResult};
+use shedlock_core::{Error, LockProvider, Operation};
 #[allow(unused_imports)]
 use shedlock_core::{LockInspector as _, LockQuery, LockRecord};
+use shedlock_runtime::{LockingTaskExecutor, TaskResult};
 use shedlock_sqlx::SqliteLockProvider;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, Connection, Executor, SqliteConnection, SqlitePool};
@@ -44,16 +45,18 @@ async fn memory_provider() -> SqliteLockProvider {
 
 mod conformance_memory {
     use super::*;
-    shedlock_core::conformance_tests!(async { Some(harness_over(memory_provider().await)) });
+    shedlock_conformance::conformance_tests!(async { Some(harness_over(memory_provider().await)) });
 
     mod inspection {
         use super::*;
-        shedlock_core::inspection_tests!(async { Some(harness_over(memory_provider().await)) });
+        shedlock_conformance::inspection_tests!(async {
+            Some(harness_over(memory_provider().await))
+        });
     }
 
     mod runs {
         use super::*;
-        shedlock_core::runs_tests!(async { Some(harness_over(memory_provider().await)) });
+        shedlock_conformance::runs_tests!(async { Some(harness_over(memory_provider().await)) });
     }
 }
 
@@ -114,7 +117,7 @@ async fn busy_file_provider(journal_mode: SqliteJournalMode) -> SqliteLockProvid
 /// and a writer of another program.
 mod conformance_wal_shared {
     use super::*;
-    shedlock_core::conformance_tests!(async {
+    shedlock_conformance::conformance_tests!(async {
         Some(harness_over(
             busy_file_provider(SqliteJournalMode::Wal).await,
         ))
@@ -125,7 +128,7 @@ mod conformance_wal_shared {
 /// pool the user builds), shared with a reader and a writer of another program.
 mod conformance_rollback_journal_shared {
     use super::*;
-    shedlock_core::conformance_tests!(async {
+    shedlock_conformance::conformance_tests!(async {
         Some(harness_over(
             busy_file_provider(SqliteJournalMode::Delete).await,
         ))

@@ -4,9 +4,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::conformance::Harness;
-use shedlock_core::conformance::inspection::InspectionHarness;
-use shedlock_core::conformance::runs::RunsHarness;
+use shedlock_conformance::Harness;
+use shedlock_conformance::inspection::InspectionHarness;
+use shedlock_conformance::runs::RunsHarness;
 use shedlock_core::{LockInspector, LockProvider, RunLog};
 
 type ProviderFor = dyn Fn(&str) -> Arc<dyn LockProvider> + Send + Sync;

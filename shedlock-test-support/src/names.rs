@@ -2,7 +2,7 @@
 //! seeing each other's locks. All are built on the conformance suite's
 //! [`unique_lock_name`] (the public one of `shedlock-core`'s `test-util` feature).
 
-pub use shedlock_core::conformance::unique_lock_name;
+pub use shedlock_conformance::unique_lock_name;
 
 /// The parent node of every ZooKeeper test root.
 pub const ZK_TEST_PARENT: &str = "/shedlock-test";

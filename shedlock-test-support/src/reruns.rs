@@ -18,9 +18,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use shedlock_core::{
-    Job, JobLock, JobRegistry, LockContext, LockProvider, OnInterrupted, RunContext, RunOutcome,
-    RunQuery, RunRecord, Schedule, Scheduler, SchedulerConfig,
+use shedlock_core::{LockProvider, RunOutcome, RunQuery, RunRecord};
+use shedlock_runtime::{
+    Job, JobLock, JobRegistry, LockContext, OnInterrupted, RunContext, Schedule, Scheduler,
+    SchedulerConfig,
 };
 use tokio::sync::watch;
 use tokio::time::Instant;

@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use shedlock_core::{LockConfiguration, LockContext, LockLease, LockProvider, LockingTaskExecutor};
+use shedlock_core::{LockConfiguration, LockLease, LockProvider};
+use shedlock_runtime::{LockContext, LockingTaskExecutor};
 
 /// `later` carries a larger fencing token than `earlier`.
 ///

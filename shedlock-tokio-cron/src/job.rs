@@ -3,9 +3,8 @@
 use std::sync::Arc;
 
 use chrono_tz::Tz;
-use shedlock_core::{
-    Error, IntoJobResult, Job, LockConfiguration, LockingTaskExecutor, Schedule, SchedulerConfig,
-};
+use shedlock_core::{Error, LockConfiguration};
+use shedlock_runtime::{IntoJobResult, Job, LockingTaskExecutor, Schedule, SchedulerConfig};
 
 use crate::tick::run_tick;
 
@@ -140,7 +139,7 @@ impl<S: Clone + Send + Sync + 'static> IntoTokioCronJob<S> for Job<S> {
 ///
 /// `cron` is what tokio-cron-scheduler's `Job::new_async` accepts: 6 fields, seconds first
 /// (`"0 */5 * * * *"`), an optional 7th for the year. Inside `task`,
-/// [`LockContext::current`](shedlock_core::LockContext::current) gives the fencing token, the
+/// [`LockContext::current`](shedlock_runtime::LockContext::current) gives the fencing token, the
 /// lost-lock signal and `extend`. `task`'s error or panic is logged with the lock's name.
 /// For keep-alive or a time zone, describe the work as a [`Job`] and use
 /// [`IntoTokioCronJob`].

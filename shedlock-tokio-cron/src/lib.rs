@@ -4,7 +4,7 @@
 //!
 //! Like ShedLock in Java, this is a lock around the scheduler you already use, not a new
 //! scheduler. Each tick of a job made here goes through a shedlock
-//! [`LockingTaskExecutor`](shedlock_core::LockingTaskExecutor): acquire the lease (on database
+//! [`LockingTaskExecutor`](shedlock_runtime::LockingTaskExecutor): acquire the lease (on database
 //! time, with a fencing token), run, release honouring `lock_at_least_for`. A tick whose lock
 //! is held elsewhere is skipped. A store error skips the tick with a warning; a job's error or
 //! panic is logged with its name after its lock is released. Nothing here panics
@@ -12,10 +12,10 @@
 //!
 //! Two ways in, both returning a `tokio_cron_scheduler::Job` for `JobScheduler::add`:
 //!
-//! - [`IntoTokioCronJob::into_tokio_cron_job`] for a shedlock [`Job`](shedlock_core::Job)
+//! - [`IntoTokioCronJob::into_tokio_cron_job`] for a shedlock [`Job`](shedlock_runtime::Job)
 //!   (`shedlock::job!(my_fn)` for a `#[scheduled]` function): its cron schedule, its lock,
 //!   keep-alive and the lost-lock signal, durations left unset taken from a
-//!   [`SchedulerConfig`](shedlock_core::SchedulerConfig).
+//!   [`SchedulerConfig`](shedlock_runtime::SchedulerConfig).
 //! - [`locked_job`] for any closure returning a future, under a
 //!   [`LockConfiguration`](shedlock_core::LockConfiguration).
 //!

@@ -4,7 +4,8 @@ use std::any::Any;
 use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
-use shedlock_core::{Error, TaskResult};
+use shedlock_core::Error;
+use shedlock_runtime::TaskResult;
 use tracing::Instrument;
 
 /// Awaits one locked run of `job` (acquire, run, release, as the executor does it) and logs

@@ -3,10 +3,8 @@
 
 use std::time::Duration;
 
-use shedlock_core::{
-    Error, InMemoryLockProvider, Job, JobLock, LockConfiguration, LockingTaskExecutor, Schedule,
-    SchedulerConfig,
-};
+use shedlock_core::{Error, InMemoryLockProvider, LockConfiguration};
+use shedlock_runtime::{Job, JobLock, LockingTaskExecutor, Schedule, SchedulerConfig};
 use shedlock_tokio_cron::{IntoTokioCronJob, locked_job};
 
 fn executor() -> LockingTaskExecutor {

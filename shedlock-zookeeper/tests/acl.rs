@@ -9,7 +9,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::conformance::election::Candidates;
+use shedlock_conformance::election::Candidates;
 use shedlock_core::{
     ElectionConfig, Elector, LockConfiguration, LockInspector, LockProvider, LockQuery, RunLog,
     RunStart,

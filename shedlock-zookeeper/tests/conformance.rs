@@ -4,14 +4,14 @@
 
 mod common;
 
-shedlock_core::conformance_tests!(async {
+shedlock_conformance::conformance_tests!(async {
     Some(common::harness_over(common::provider("conformance").await?))
 });
 
 mod inspection {
     use super::common;
 
-    shedlock_core::inspection_tests!(async {
+    shedlock_conformance::inspection_tests!(async {
         Some(common::harness_over(common::provider("inspection").await?))
     });
 }
@@ -20,7 +20,7 @@ mod inspection {
 mod authenticated {
     use super::common;
 
-    shedlock_core::conformance_tests!(async {
+    shedlock_conformance::conformance_tests!(async {
         let provider = common::authenticated_provider("conformance-auth").await?;
         Some(common::harness_over(provider))
     });
@@ -28,7 +28,7 @@ mod authenticated {
     mod inspection {
         use super::common;
 
-        shedlock_core::inspection_tests!(async {
+        shedlock_conformance::inspection_tests!(async {
             let provider = common::authenticated_provider("inspection-auth").await?;
             Some(common::harness_over(provider))
         });

@@ -8,8 +8,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::conformance::election::{Candidates, ElectionEvent};
-use shedlock_core::{ElectionConfig, Elector, Error, LeaderElection};
+use shedlock_conformance::election::{Candidates, ElectionEvent};
+use shedlock_core::{ElectionConfig, Elector, Error};
+use shedlock_runtime::LeaderElection;
 use shedlock_zookeeper::ZkElector;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::time::Instant;

@@ -1,5 +1,5 @@
 //! A month of a 200-job fleet's run history on the real ensemble
-//! (`shedlock_core::conformance::longevity`), against a day of it: what ZooKeeper keeps,
+//! (`shedlock_conformance::longevity`), against a day of it: what ZooKeeper keeps,
 //! counted in the ensemble itself (run nodes per lock directory, directories), stays within the
 //! provider's bounds, and the figures line is printed. Needs `SHEDLOCK_TEST_ZK_URL`; skipped
 //! without it, failed without it when `CI=true`.
@@ -8,8 +8,8 @@ mod common;
 
 use std::time::Duration;
 
-use shedlock_core::conformance::longevity::{Figures, LOCKS, month_of_history};
-use shedlock_core::conformance::unique_lock_name;
+use shedlock_conformance::longevity::{Figures, LOCKS, month_of_history};
+use shedlock_conformance::unique_lock_name;
 use shedlock_core::{RUN_TRIM_SLACK, RunEnd, RunLog, RunStart};
 
 use common::RunsOn;

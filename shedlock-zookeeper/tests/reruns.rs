@@ -9,7 +9,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::conformance::unique_lock_name;
+use shedlock_conformance::unique_lock_name;
 use shedlock_test_support::CutProxy;
 use shedlock_test_support::reruns;
 use shedlock_zookeeper::ZkLockProvider;

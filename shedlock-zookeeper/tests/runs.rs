@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use shedlock_core::conformance::unique_lock_name;
+use shedlock_conformance::unique_lock_name;
 use shedlock_core::{
     Error, LockProvider, RUN_TRIM_SLACK, RunCursor, RunEnd, RunLog, RunOutcome, RunQuery, RunStart,
 };
@@ -19,13 +19,15 @@ use shedlock_zookeeper::ZkLockProvider;
 
 use common::{RunsOn, run_nodes};
 
-shedlock_core::runs_tests!(async { Some(RunsOn::new(common::provider("runs").await?, false)) });
+shedlock_conformance::runs_tests!(async {
+    Some(RunsOn::new(common::provider("runs").await?, false))
+});
 
 /// The cases on a provider with digest credentials, whose nodes are closed to other clients.
 mod authenticated {
     use super::*;
 
-    shedlock_core::runs_tests!(async {
+    shedlock_conformance::runs_tests!(async {
         Some(RunsOn::new(
             common::authenticated_provider("runs-auth").await?,
             true,

@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use shedlock::sql::SqlLockProvider;
 use shedlock::sql::dialect::Dialect;
 use shedlock::{
-    Lock, LockConfiguration, LockContext, LockProvider, LockingTaskExecutor, MySqlLockProvider,
-    PgLockProvider, SqliteLockProvider,
+    Lock, LockConfiguration, LockContext, LockProvider, LockingTaskExecutor,
+    sql::MySqlLockProvider, sql::PgLockProvider, sql::SqliteLockProvider,
 };
 use shedlock_test_support::{mysql_url, pg_url, unique_table};
 

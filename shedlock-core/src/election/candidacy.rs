@@ -8,10 +8,11 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{ElectionConfig, LeaderState};
-use crate::metrics::ElectionMetrics;
 
-pub(super) type ElectedFn = Arc<dyn Fn(u64) + Send + Sync>;
-pub(super) type RevokedFn = Arc<dyn Fn() + Send + Sync>;
+/// Called with the term when a candidate becomes leader.
+pub type ElectedFn = Arc<dyn Fn(u64) + Send + Sync>;
+/// Called when a candidate stops leading.
+pub type RevokedFn = Arc<dyn Fn() + Send + Sync>;
 
 /// This instance's standing in one election, shared by the elector that campaigns and by
 /// everything that asks "do I lead?".
@@ -24,8 +25,8 @@ pub(super) type RevokedFn = Arc<dyn Fn() + Send + Sync>;
 /// passes, the candidacy steps down by itself: `on_revoked` runs and
 /// [`term_ended`](Self::term_ended) completes.
 ///
-/// [`LeaderElection`](super::LeaderElection) creates one per candidate; [`Elector`](super::Elector)
-/// implementations receive it.
+/// A runtime (`shedlock-runtime`'s `LeaderElection`) creates one per candidate;
+/// [`Elector`](super::Elector) implementations receive it.
 #[derive(Clone)]
 pub struct Candidacy {
     inner: Arc<Inner>,
@@ -38,7 +39,6 @@ struct Inner {
     watch: watch::Sender<LeaderState>,
     on_elected: Option<ElectedFn>,
     on_revoked: Option<RevokedFn>,
-    metrics: ElectionMetrics,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -48,7 +48,10 @@ enum Standing {
 }
 
 impl Candidacy {
-    pub(super) fn new(
+    /// A follower's standing in `election`, campaigning with `config`: what a runtime creates
+    /// per candidate (and an elector's own tests). `on_elected` runs with the term when it
+    /// becomes leader, `on_revoked` when it stops leading, once per term.
+    pub fn new(
         election: &str,
         config: ElectionConfig,
         on_elected: Option<ElectedFn>,
@@ -62,7 +65,6 @@ impl Candidacy {
                 watch: watch::channel(LeaderState::Follower).0,
                 on_elected,
                 on_revoked,
-                metrics: ElectionMetrics::new(election),
             }),
         }
     }
@@ -104,7 +106,6 @@ impl Candidacy {
         }
         *self.standing() = Standing::Leader { term, valid_until };
         tracing::info!(election = self.election(), term, "elected leader");
-        self.inner.metrics.elected();
         self.inner.watch.send_replace(LeaderState::Leader { term });
         if let Some(on_elected) = &self.inner.on_elected {
             on_elected(term);
@@ -148,7 +149,6 @@ impl Candidacy {
         };
         let Some(term) = ended else { return false };
         self.inner.watch.send_replace(LeaderState::Follower);
-        self.inner.metrics.stepped_down();
         tracing::info!(
             election = self.election(),
             term,

@@ -140,25 +140,26 @@ impl LockConfiguration {
 
     /// The same lock with a shorter lease `lease` (a heartbeat lease, renewed while the job
     /// runs), never shorter than `lock_at_least_for` nor longer than `lock_at_most_for`.
-    pub(crate) fn with_lease(mut self, lease: Duration) -> Self {
+    pub fn with_lease(mut self, lease: Duration) -> Self {
         self.lock_at_most_for = lease.max(self.lock_at_least_for).min(self.lock_at_most_for);
         self
     }
 
-    pub(crate) fn shared_name(&self) -> Arc<str> {
+    /// The lock's name, shared (no copy).
+    pub fn shared_name(&self) -> Arc<str> {
         Arc::clone(&self.name)
     }
 }
 
 /// Checks a lock name ([`shedlock_rules::check_lock_name`]) as the field `field`.
-pub(crate) fn validate_lock_name(field: &'static str, name: &str) -> Result<(), Error> {
+pub fn validate_lock_name(field: &'static str, name: &str) -> Result<(), Error> {
     shedlock_rules::check_lock_name(name)
         .map_err(|error| Error::invalid_config(field, error.to_string()))
 }
 
 /// Checks `0 < lock_at_most_for <= 100 years` and `lock_at_least_for <= lock_at_most_for`
 /// (`shedlock_rules`, as the `#[scheduler_lock]` attribute does).
-pub(crate) fn validate_durations(
+pub fn validate_durations(
     lock_at_most_for: Duration,
     lock_at_least_for: Duration,
 ) -> Result<(), Error> {
@@ -174,7 +175,7 @@ pub(crate) fn validate_durations(
 /// extension comes too close to the lease's local deadline (1% plus 2 ms before its end), or
 /// after it: the run would be marked lost before it is ever extended. `lease` names the
 /// duration in the message (e.g. "lock_at_most_for of job `report`").
-pub(crate) fn validate_keep_alive_interval(
+pub fn validate_keep_alive_interval(
     interval: Duration,
     lock_at_most_for: Duration,
     lease: &str,

@@ -12,12 +12,11 @@ use crate::{Error, LockConfiguration, LockInspector, RunLog};
 ///
 /// Implementations compute and compare lease times on the store's own clock
 /// (`locked_at`, `lock_until`), never on the calling instance's clock.
-/// Every provider must pass the conformance suite (`shedlock_core::conformance`,
-/// feature `test-util`).
+/// Every provider must pass the conformance suite (the `shedlock-conformance` crate).
 ///
-/// Most code does not call a provider directly but goes through a
-/// [`LockingTaskExecutor`](crate::LockingTaskExecutor), which wraps leases in
-/// [`Lock`](crate::Lock) handles and reports events.
+/// Most code does not call a provider directly but goes through the runtime's
+/// `LockingTaskExecutor` (`shedlock-runtime`), which wraps leases in `Lock` handles and
+/// reports events.
 #[async_trait]
 pub trait LockProvider: Send + Sync + Debug + 'static {
     /// Tries once to take the lock for this provider's holder.
@@ -184,7 +183,8 @@ impl LockLease {
         self.lock_at_least_for
     }
 
-    pub(crate) fn shared_name(&self) -> Arc<str> {
+    /// The lock's name, shared (no copy).
+    pub fn shared_name(&self) -> Arc<str> {
         Arc::clone(&self.name)
     }
 }

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shedlock_core::conformance::longevity;
+use shedlock_conformance::longevity;
 use shedlock_core::{LockProvider, RUN_TRIM_SLACK, RunEnd, RunLog, RunOutcome, RunQuery, RunStart};
 use shedlock_test_support::{ServerHarness, etcd_url, unique_key_prefix, unique_lock_name};
 
@@ -174,7 +174,7 @@ async fn a_heartbeat_lives_as_long_as_its_etcd_lease() {
     assert_eq!(heartbeats, 0);
 }
 
-/// A month of a fleet's history (`shedlock_core::conformance::longevity`) written through the
+/// A month of a fleet's history (`shedlock_conformance::longevity`) written through the
 /// provider, then what etcd keeps, counted in etcd: records within `runs_per_lock` + slack per
 /// lock, one index entry per record, no heartbeat left, one or two bucket keys, and the
 /// records on one or two leases (the bucket's), whatever the number of runs written.

@@ -20,7 +20,7 @@ async fn token_knowledge_stays_bounded() {
     let urls: Vec<&str> = urls.split(',').map(str::trim).collect();
     let prefix = format!(
         "{}:",
-        shedlock_core::conformance::unique_lock_name("test-bounded")
+        shedlock_conformance::unique_lock_name("test-bounded")
     );
     let provider = RedLockProvider::builder()
         .key_prefix(&prefix)

@@ -92,11 +92,11 @@ macro_rules! conformance_suites {
                 )
             }
 
-            shedlock_core::conformance_tests!(harness());
+            shedlock_conformance::conformance_tests!(harness());
 
             mod inspection {
                 use super::*;
-                shedlock_core::inspection_tests!(harness());
+                shedlock_conformance::inspection_tests!(harness());
             }
         }
     };

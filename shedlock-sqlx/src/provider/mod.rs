@@ -3,10 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use shedlock_core::{
-    Error, LockConfiguration, LockInspector, LockLease, LockProvider, LockQuery, LockRecord,
-    Operation, RunLog, async_trait,
-};
+use shedlock_core::{Error, LockConfiguration, LockInspector, LockLease, LockProvider, LockQuery, LockRecord, Operation, RunLog, async_trait};
 use sqlx::{Pool, Transaction};
 use tokio::sync::broadcast;
 
@@ -285,7 +282,7 @@ impl<D: Dialect> SqlLockProvider<D> {
     ///
     /// ```no_run
     /// # use shedlock_sqlx::PgLockProvider;
-    /// # async fn job(provider: &PgLockProvider, lock: &shedlock_core::LockContext) -> Result<(), Box<dyn std::error::Error>> {
+    /// # async fn job(provider: &PgLockProvider, lock: &shedlock_runtime::LockContext) -> Result<(), Box<dyn std::error::Error>> {
     /// let mut tx = provider.pool().begin().await?;
     /// provider.verify_lease(&mut tx, lock.name(), lock.fencing_token()).await?;
     /// sqlx::query("UPDATE accounts SET balance = balance * 1.01").execute(&mut *tx).await?;

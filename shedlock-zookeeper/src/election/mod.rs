@@ -44,7 +44,7 @@ use crate::session::{connect, timed};
 /// with a new node.
 ///
 /// ```no_run
-/// use shedlock_core::LeaderElection;
+/// use shedlock_runtime::LeaderElection;
 /// use shedlock_zookeeper::ZkElector;
 ///
 /// # async fn run() -> Result<(), shedlock_core::Error> {

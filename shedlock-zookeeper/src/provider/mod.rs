@@ -134,7 +134,7 @@ impl ZkLockProvider {
     }
 
     /// An elector on the same ensemble, root and holder, for
-    /// [`LeaderElection`](shedlock_core::LeaderElection) and leader-only jobs. Each election
+    /// the runtime's `LeaderElection` and leader-only jobs. Each election
     /// campaigns on a session of its own.
     pub fn elector(&self) -> ZkElector {
         ZkElector::from_parts(

@@ -7,8 +7,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use shedlock_core::conformance::Harness;
-use shedlock_core::conformance::runs::RunsHarness;
+use shedlock_conformance::Harness;
+use shedlock_conformance::runs::RunsHarness;
 use shedlock_core::{LockProvider, RunLog};
 use shedlock_zookeeper::{ZkLockProvider, ZkLockProviderBuilder};
 

@@ -252,16 +252,16 @@ macro_rules! sql_provider_tests {
                 Some($crate::common::harness_over(provider))
             }
 
-            ::shedlock_core::conformance_tests!(harness());
+            ::shedlock_conformance::conformance_tests!(harness());
 
             mod inspection {
                 use super::*;
-                ::shedlock_core::inspection_tests!(harness());
+                ::shedlock_conformance::inspection_tests!(harness());
             }
 
             mod runs {
                 use super::*;
-                ::shedlock_core::runs_tests!(harness());
+                ::shedlock_conformance::runs_tests!(harness());
             }
         }
 

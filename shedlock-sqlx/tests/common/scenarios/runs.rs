@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use shedlock_core::conformance::longevity::{LOCKS, RUNS_PER_LOCK, month_of_history};
-use shedlock_core::conformance::unique_lock_name;
+use shedlock_conformance::longevity::{LOCKS, RUNS_PER_LOCK, month_of_history};
+use shedlock_conformance::unique_lock_name;
 use shedlock_core::{RUN_TRIM_SLACK, RunEnd, RunLog, RunOutcome, RunQuery, RunStart};
 use shedlock_sqlx::ColumnNames;
 
@@ -195,7 +195,7 @@ pub(crate) async fn run_tables_made_before_keep_working<D: TestDb>(db: &D) {
     drop_table(db, &table).await;
 }
 
-/// A month of a 200-job fleet's history (`shedlock_core::conformance::longevity`) against a
+/// A month of a 200-job fleet's history (`shedlock_conformance::longevity`) against a
 /// day of it: the rows the run table holds, counted in the database, stay within every lock's
 /// bound, and the figures are printed.
 pub(crate) async fn a_month_of_history_stays_within_the_bounds<D: TestDb>(db: &D) {

@@ -1,0 +1,82 @@
+//! The provider conformance suite and the inspection cases against the in-memory provider, on
+//! a hand-driven clock.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use shedlock_conformance::Harness;
+use shedlock_conformance::inspection::InspectionHarness;
+use shedlock_conformance::runs::RunsHarness;
+use shedlock_core::{InMemoryLockProvider, LockInspector, LockProvider, ManualClock, RunLog};
+
+struct MemoryHarness {
+    clock: Arc<ManualClock>,
+    store: InMemoryLockProvider,
+}
+
+impl MemoryHarness {
+    fn new() -> Self {
+        let clock = Arc::new(ManualClock::new(
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        ));
+        let store = InMemoryLockProvider::new().with_clock(clock.clone());
+        MemoryHarness { clock, store }
+    }
+}
+
+#[shedlock_core::async_trait]
+impl Harness for MemoryHarness {
+    async fn provider(&self, holder: &str) -> Arc<dyn LockProvider> {
+        Arc::new(self.store.with_holder(holder))
+    }
+
+    async fn pass_time(&self, duration: Duration) {
+        self.clock.advance(duration);
+    }
+}
+
+#[shedlock_core::async_trait]
+impl InspectionHarness for MemoryHarness {
+    async fn inspector(&self) -> Arc<dyn LockInspector> {
+        Arc::new(self.store.clone())
+    }
+}
+
+#[shedlock_core::async_trait]
+impl RunsHarness for MemoryHarness {
+    async fn run_log(&self) -> Arc<dyn RunLog> {
+        Arc::new(self.store.clone())
+    }
+
+    async fn run_log_keeping(&self, retention: Duration, runs_per_lock: u32) -> Arc<dyn RunLog> {
+        Arc::new(
+            self.store
+                .keeping_runs(retention, runs_per_lock)
+                .expect("valid settings"),
+        )
+    }
+}
+
+shedlock_conformance::conformance_tests!(async { Some(MemoryHarness::new()) });
+
+mod runs {
+    use super::*;
+    shedlock_conformance::runs_tests!(async { Some(MemoryHarness::new()) });
+}
+
+mod inspection {
+    use super::*;
+    shedlock_conformance::inspection_tests!(async { Some(MemoryHarness::new()) });
+}
+
+/// A month of a fleet's history on the in-memory store: every lock within its bound, pages of
+/// the asked size (the figures of the real stores are in their own tests).
+#[tokio::test]
+async fn a_month_of_history_stays_bounded() {
+    for days in [1, 30] {
+        let figures =
+            shedlock_conformance::longevity::month_of_history(&MemoryHarness::new(), days).await;
+        println!("longevity (memory): {figures}");
+        assert!(figures.most_per_lock <= figures.bound_per_lock);
+    }
+}

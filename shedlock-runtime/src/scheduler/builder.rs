@@ -1,0 +1,370 @@
+//! Building a scheduler: validating the configuration and jobs, starting elections and one
+//! runner per job.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::runtime::{PreparedJob, Runtime, ShutdownCounters, shutdown_gate};
+use super::status::JobState;
+use super::{RunNow, Scheduler};
+use crate::lock::executor::StartGate;
+use crate::{
+    Clock, Elector, Error, Job, JobRegistry, LeaderElection, LockEvent, LockListener, LockProvider,
+    LockingTaskExecutor, OnInterrupted, SchedulerConfig, SystemClock, TaskResult,
+};
+
+/// Builds a [`Scheduler`]; see [`Scheduler::builder`].
+pub struct SchedulerBuilder<S> {
+    provider: Option<Arc<dyn LockProvider>>,
+    elector: Option<Arc<dyn Elector>>,
+    config: SchedulerConfig,
+    registry: Option<JobRegistry<S>>,
+    listeners: Vec<Arc<dyn LockListener>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl SchedulerBuilder<()> {
+    pub(super) fn new() -> Self {
+        SchedulerBuilder {
+            provider: None,
+            elector: None,
+            config: SchedulerConfig::default(),
+            registry: None,
+            listeners: Vec::new(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl<S> SchedulerBuilder<S> {
+    /// The lock store for locked jobs. Without one, only unlocked jobs may be registered.
+    pub fn provider(mut self, provider: impl LockProvider) -> Self {
+        self.provider = Some(Arc::new(provider));
+        self
+    }
+
+    /// A shared lock store.
+    pub fn shared_provider(mut self, provider: Arc<dyn LockProvider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// Where leader-only jobs' elections run (the lock provider by default), e.g. ZooKeeper's
+    /// elector while locks stay on a SQL database.
+    pub fn elector(mut self, elector: impl Elector) -> Self {
+        self.elector = Some(Arc::new(elector));
+        self
+    }
+
+    /// The configuration (defaults otherwise).
+    pub fn config(mut self, config: SchedulerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// A listener for lock events of every job (acquired, skipped, released, …).
+    pub fn listener(mut self, listener: impl LockListener) -> Self {
+        self.listeners.push(Arc::new(listener));
+        self
+    }
+
+    /// The wall clock cron schedules are read on (the system clock by default; tests use
+    /// [`TokioClock`](shedlock_core::TokioClock) with paused time).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The jobs to run and their state.
+    pub fn registry<T>(self, registry: JobRegistry<T>) -> SchedulerBuilder<T> {
+        SchedulerBuilder {
+            provider: self.provider,
+            elector: self.elector,
+            config: self.config,
+            registry: Some(registry),
+            listeners: self.listeners,
+            clock: self.clock,
+        }
+    }
+}
+
+impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
+    /// Validates the configuration and every job, then starts one runner per job on the
+    /// current tokio runtime.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the field (and job) that is wrong; [`Error::Scheduler`]
+    /// for duplicate job names or a locked job without a provider.
+    pub async fn start(self) -> Result<Scheduler, Error> {
+        let config = self.config;
+        config.validate()?;
+        let locks_released = Arc::new(AtomicUsize::new(0));
+        let shutdown = CancellationToken::new();
+        let executor = self.provider.map(|provider| {
+            if let Some(holder) = &config.holder
+                && holder != provider.holder()
+            {
+                tracing::warn!(
+                    configured = %holder, provider = provider.holder(),
+                    "config.holder differs from the provider's holder; the provider's is used"
+                );
+            }
+            let counting = ReleaseCounter {
+                shutdown: shutdown.clone(),
+                released: Arc::clone(&locks_released),
+            };
+            self.listeners
+                .into_iter()
+                .fold(
+                    LockingTaskExecutor::from_shared(provider),
+                    LockingTaskExecutor::with_shared_listener,
+                )
+                .with_listener(counting)
+        });
+        let (state, registered) = match self.registry {
+            Some(registry) => (Some(registry.state), registry.jobs),
+            None => (None, Vec::new()),
+        };
+        let elector = self.elector.or_else(|| {
+            let provider = Arc::clone(executor.as_ref()?.provider());
+            Some(Arc::new(provider) as Arc<dyn Elector>)
+        });
+        let elections = start_elections(&registered, &config, elector.as_ref())?;
+        let prepared = prepare_jobs(&registered, &config, executor.is_some(), &elections)?;
+        if let Some(executor) = &executor {
+            let provider = executor.provider();
+            let records = provider.run_log().is_some() && provider.inspector().is_some();
+            if let Some(job) = prepared
+                .iter()
+                .find(|job| job.on_interrupted == OnInterrupted::Rerun && !records)
+            {
+                return Err(Error::Scheduler(format!(
+                    "job `{}` reruns interrupted runs, but its lock store keeps no run records",
+                    job.job.name
+                )));
+            }
+        }
+        let runtime = Arc::new(Runtime {
+            executor,
+            zone: config.zone()?,
+            clock: self.clock,
+            shutdown,
+            stop: CancellationToken::new(),
+            abort: CancellationToken::new(),
+            counters: ShutdownCounters {
+                locks_released,
+                ..ShutdownCounters::default()
+            },
+            tasks: tokio_util::task::TaskTracker::new(),
+        });
+
+        let mut loops = JoinSet::new();
+        let mut jobs = Vec::new();
+        let mut run_now: Vec<RunNow> = Vec::new();
+        for (prepared, state) in prepared
+            .into_iter()
+            .zip(std::iter::repeat_with(|| state.clone()))
+        {
+            // Jobs come only with a registry, and so with its state.
+            let Some(state) = state else { break };
+            let status = Arc::new(JobState::new(
+                prepared.job.name.to_string(),
+                prepared.job.schedule.to_string(),
+                prepared.lock.as_ref().map(|lock| lock.name().to_owned()),
+            ));
+            run_now.push(run_now_fn(&prepared.job, &runtime, &config, &state));
+            if config.enabled {
+                loops.spawn(prepared.run(state, Arc::clone(&runtime), Arc::clone(&status)));
+            }
+            jobs.push(status);
+        }
+        tracing::info!(
+            jobs = jobs.len(),
+            enabled = config.enabled,
+            "scheduler started"
+        );
+        Ok(Scheduler {
+            runtime,
+            elections: elections.into_values().collect(),
+            config,
+            jobs,
+            run_now,
+            loops: Mutex::new(Some(loops)),
+        })
+    }
+}
+
+/// One election per distinct leader name of the leader-only jobs, on the scheduler's elector.
+fn start_elections<S>(
+    jobs: &[Job<S>],
+    config: &SchedulerConfig,
+    elector: Option<&Arc<dyn Elector>>,
+) -> Result<HashMap<String, Arc<LeaderElection>>, Error> {
+    let mut elections = HashMap::new();
+    for job in jobs {
+        let Some(name) = &job.leader else { continue };
+        if elections.contains_key(name.as_ref()) || !config.enabled {
+            continue;
+        }
+        let Some(elector) = elector else {
+            return Err(Error::Scheduler(format!(
+                "job `{}` follows election `{name}` but the scheduler has neither a lock provider \
+                 nor an elector",
+                job.name
+            )));
+        };
+        let election = LeaderElection::builder_shared(name.to_string(), Arc::clone(elector))
+            .config(config.leader_election)
+            .start()?;
+        elections.insert(name.to_string(), Arc::new(election));
+    }
+    Ok(elections)
+}
+
+fn prepare_jobs<S: Clone>(
+    jobs: &[Job<S>],
+    config: &SchedulerConfig,
+    has_provider: bool,
+    elections: &HashMap<String, Arc<LeaderElection>>,
+) -> Result<Vec<PreparedJob<S>>, Error> {
+    let mut names = HashSet::new();
+    jobs.iter()
+        .map(|job| {
+            if !names.insert(job.name.clone()) {
+                return Err(Error::Scheduler(format!(
+                    "two jobs are named `{}`; job names must be unique",
+                    job.name
+                )));
+            }
+            let leader = job
+                .leader
+                .as_ref()
+                .and_then(|name| elections.get(name.as_ref()).cloned());
+            let misfire_threshold = job
+                .schedule
+                .misfire_threshold
+                .unwrap_or(config.misfire_threshold);
+            let unlocked = PreparedJob {
+                job: job.clone(),
+                lock: None,
+                keep_alive: None,
+                heartbeat: None,
+                alive_for: None,
+                leader,
+                misfire_threshold,
+                retries: 0,
+                retry_backoff: Duration::ZERO,
+                on_interrupted: OnInterrupted::Skip,
+                watching: Arc::default(),
+            };
+            if job.schedule.catch_up.is_some() && job.lock.is_none() {
+                return Err(Error::invalid_config(
+                    "catch_up",
+                    format!(
+                        "job `{}` catches up missed ticks but has no lock: only a lock tells \
+                         whether another instance ran the tick",
+                        job.name
+                    ),
+                ));
+            }
+            let Some((lock, keep_alive)) = job.resolve_lock(config)? else {
+                return Ok(unlocked);
+            };
+            if !has_provider {
+                return Err(Error::Scheduler(format!(
+                    "job `{}` runs under lock `{}` but the scheduler has no lock provider",
+                    job.name,
+                    lock.name()
+                )));
+            }
+            let job_lock = job.lock.as_ref().expect("resolved above");
+            let run_lease = config.run_lease;
+            // A heartbeat only where it shortens the lease; `keep_alive` jobs renew their own.
+            let heartbeat = (keep_alive.is_none()
+                && !run_lease.is_zero()
+                && run_lease.max(lock.lock_at_least_for()) < lock.lock_at_most_for())
+            .then(|| {
+                let lease = run_lease.max(lock.lock_at_least_for());
+                (lease, lease / 3)
+            });
+            let alive_for = super::run::run_heartbeat(
+                job_lock.on_interrupted,
+                run_lease,
+                lock.lock_at_most_for(),
+            );
+            Ok(PreparedJob {
+                lock: Some(lock),
+                keep_alive,
+                heartbeat,
+                alive_for,
+                retries: job_lock.retries,
+                retry_backoff: job_lock.retry_backoff,
+                on_interrupted: job_lock.on_interrupted,
+                ..unlocked
+            })
+        })
+        .collect()
+}
+
+fn run_now_fn<S: Clone + Send + Sync + 'static>(
+    job: &Job<S>,
+    runtime: &Arc<Runtime>,
+    config: &SchedulerConfig,
+    state: &S,
+) -> RunNow {
+    let (job, runtime, config, state) = (
+        job.clone(),
+        Arc::clone(runtime),
+        config.clone(),
+        state.clone(),
+    );
+    Box::new(move || {
+        let (job, runtime, config, state) = (
+            job.clone(),
+            Arc::clone(&runtime),
+            config.clone(),
+            state.clone(),
+        );
+        Box::pin(async move {
+            let may_start: StartGate = Box::new(shutdown_gate(&runtime, &job.name));
+            may_start()?;
+            match &runtime.executor {
+                Some(executor) => {
+                    job.run_locked(executor, &config, state, (None, None), Some(may_start))
+                        .await
+                }
+                None => Ok(TaskResult::Executed(job.start_lazily(state).await)),
+            }
+        })
+    })
+}
+
+/// Counts locks released once shutdown has begun, for the report.
+struct ReleaseCounter {
+    shutdown: CancellationToken,
+    released: Arc<AtomicUsize>,
+}
+
+impl LockListener for ReleaseCounter {
+    fn on_event(&self, event: &LockEvent<'_>) {
+        if matches!(event, LockEvent::Released(_)) && self.shutdown.is_cancelled() {
+            self.released.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl<S> fmt::Debug for SchedulerBuilder<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SchedulerBuilder")
+            .field("provider", &self.provider)
+            .field("elector", &self.elector)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
