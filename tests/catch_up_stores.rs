@@ -18,7 +18,8 @@ use shedlock::{
     Job, JobLock, JobRegistry, LockContext, LockProvider, RunContext, Schedule, Scheduler,
     etcd::EtcdLockProvider, redis::RedisLockProvider, zookeeper::ZkLockProvider,
 };
-use shedlock_test_support::{etcd_url, redis_url, unique_key_prefix, unique_zk_root, zk_url};
+use shedlock_conformance::unique_key_prefix;
+use shedlock_test_support::{etcd_url, redis_url, unique_zk_root, zk_url};
 
 /// (tick, holder) of every run.
 type Runs = Arc<Mutex<Vec<(Option<SystemTime>, String)>>>;

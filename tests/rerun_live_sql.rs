@@ -1,5 +1,5 @@
 //! A rerun never overlaps a live run (issue 29 item 3), on the real databases, in real time:
-//! the two scenarios of `shedlock_test_support::reruns` (a run past `lock_at_most_for`; an
+//! the two scenarios of `shedlock_conformance::reruns` (a run past `lock_at_most_for`; an
 //! instance cut from its database, through a proxy that holds its traffic, for longer than its
 //! run heartbeat) on SQLite, PostgreSQL and MariaDB (SQLite has no network to cut).
 
@@ -8,8 +8,9 @@ mod common;
 use std::sync::Arc;
 
 use common::{Db, Provider};
-use shedlock_test_support::reruns;
-use shedlock_test_support::{CutProxy, mysql_url, pg_url, unique_lock_name, upstream_of};
+use shedlock_conformance::reruns;
+use shedlock_conformance::{CutProxy, unique_lock_name, upstream_of};
+use shedlock_test_support::{mysql_url, pg_url};
 
 async fn a_run_past_lock_at_most_for_is_not_rerun_beside_itself_on(db: Db) {
     let Some(a) = common::provider(db, "instance-a").await else {

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use shedlock::conformance::unique_lock_name;
 use shedlock::{LockConfiguration, LockProvider, sql::MySqlLockProvider, sql::PgLockProvider};
-use shedlock_test_support::{ServerHarness, mysql_url, pg_url};
+use shedlock_conformance::ServerHarness;
+use shedlock_test_support::{mysql_url, pg_url};
 
 /// Connections kept by the providers under test: fewer than the fuzz case's workers, so
 /// operations also wait for one another's connections.

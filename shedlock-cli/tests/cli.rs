@@ -11,10 +11,11 @@ mod common;
 use std::time::Duration;
 
 use common::{Run, assert_held_and_free_listed, assert_release_refused, find, shedlock_command};
+use shedlock_conformance::unique_table;
 use shedlock_core::{LockConfiguration, LockInspector, LockProvider, LockRecord};
 use shedlock_sqlx::SqlLockProvider;
 use shedlock_sqlx::dialect::{Dialect, MySql, Pg, Sqlite};
-use shedlock_test_support::{mysql_url, pg_url, unique_table};
+use shedlock_test_support::{mysql_url, pg_url};
 
 #[derive(Debug, Clone, Copy)]
 enum Kind {

@@ -8,10 +8,10 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use shedlock_conformance::unique_table;
 use shedlock_core::LockConfiguration;
 use shedlock_runtime::LockingTaskExecutor;
 use shedlock_sqlx::SqliteLockProvider;
-use shedlock_test_support::unique_table;
 
 /// Stops the server when the test ends, also when it fails.
 struct Server(std::process::Child);

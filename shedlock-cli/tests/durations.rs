@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Output;
 
-use shedlock_test_support::unique_table;
+use shedlock_conformance::unique_table;
 
 fn shedlock(args: &[&str]) -> Output {
     common::shedlock_command().args(args).output().unwrap()

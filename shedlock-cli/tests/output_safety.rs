@@ -17,8 +17,9 @@ use std::process::Output;
 
 use percent_encoding::{NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde_json::Value;
+use shedlock_conformance::unique_table;
 use shedlock_test_support::{
-    etcd_url, mysql_url, pg_url, redis_url, redlock_urls, unique_table, unique_zk_root, zk_url,
+    etcd_url, mysql_url, pg_url, redis_url, redlock_urls, unique_zk_root, zk_url,
 };
 use url::Url;
 

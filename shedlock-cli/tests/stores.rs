@@ -18,15 +18,14 @@ use common::{
     assert_runs_listed, assert_runs_paged, election_row, find, next_page, record_two_runs,
     shedlock_command,
 };
+use shedlock_conformance::unique_key_prefix;
 use shedlock_core::{
     Elector, LeaderState, LockConfiguration, LockInspector, LockProvider, LockRecord, MAX_ERROR_LEN,
 };
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
 use shedlock_runtime::LeaderElection;
-use shedlock_test_support::{
-    etcd_url, redis_url, redlock_urls, unique_key_prefix, unique_zk_root, zk_url,
-};
+use shedlock_test_support::{etcd_url, redis_url, redlock_urls, unique_zk_root, zk_url};
 use shedlock_zookeeper::ZkLockProvider;
 
 /// One store, under a key prefix or root of this test's own.
@@ -424,7 +423,7 @@ async fn runs_are_read_a_page_at_a_time_from_a_long_etcd_history() {
     let Provider::Etcd(provider) = &store.provider else {
         unreachable!("an etcd store");
     };
-    shedlock_test_support::runs::write_failed_runs(
+    shedlock_conformance::history::write_failed_runs(
         std::sync::Arc::new(provider.clone()),
         &["failing-a", "failing-b"],
         RUNS,

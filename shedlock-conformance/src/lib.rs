@@ -15,9 +15,15 @@
 //! URL is not set.
 
 pub mod election;
+pub mod env;
+pub mod history;
 pub mod inspection;
 pub mod longevity;
+mod names;
+mod proxy;
+pub mod reruns;
 pub mod runs;
+mod server;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,6 +33,10 @@ use async_trait::async_trait;
 
 use shedlock_core::{LockConfiguration, LockLease, LockProvider};
 use shedlock_runtime::{LockContext, LockingTaskExecutor, TaskResult};
+
+pub use names::{unique_key_prefix, unique_lock_name, unique_table};
+pub use proxy::{CutProxy, ProxyMode, upstream_of, url_at};
+pub use server::ServerHarness;
 
 /// What the suite needs from a store under test.
 #[async_trait]
@@ -42,20 +52,6 @@ pub trait Harness: Send + Sync {
     fn short_lease(&self) -> Duration {
         Duration::from_millis(800)
     }
-}
-
-/// A lock name unique to this process and call, so tests can share one store.
-pub fn unique_lock_name(base: &str) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    format!(
-        "{base}-{}-{}-{nanos:x}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
 }
 
 fn config(name: &str, at_most: Duration, at_least: Duration) -> LockConfiguration {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
+use shedlock_conformance::{unique_key_prefix, unique_lock_name};
 use shedlock_core::{LockConfiguration, LockProvider};
 use shedlock_dashboard::{DashboardOptions, router};
 use shedlock_etcd::EtcdLockProvider;
@@ -16,8 +17,7 @@ use shedlock_runtime::{
 use shedlock_sqlx::dialect::Dialect;
 use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, SqlLockProvider, SqliteLockProvider};
 use shedlock_test_support::{
-    etcd_url, mysql_url, pg_url, redis_url, redlock_urls, unique_key_prefix, unique_lock_name,
-    unique_zk_root, webdriver_url, zk_url,
+    etcd_url, mysql_url, pg_url, redis_url, redlock_urls, unique_zk_root, webdriver_url, zk_url,
 };
 use shedlock_zookeeper::ZkLockProvider;
 

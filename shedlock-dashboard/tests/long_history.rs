@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
+use shedlock_conformance::unique_key_prefix;
 use shedlock_core::{LockConfiguration, LockProvider};
 use shedlock_dashboard::{DashboardOptions, router};
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_runtime::LockingTaskExecutor;
-use shedlock_test_support::{etcd_url, unique_key_prefix};
+use shedlock_test_support::etcd_url;
 
 use common::get;
 
@@ -44,7 +45,7 @@ async fn etcd_with_two_locks_of_a_thousand_failures() {
             .await
             .unwrap();
     }
-    shedlock_test_support::runs::write_failed_runs(etcd, &["failing-a", "failing-b"], RUNS).await;
+    shedlock_conformance::history::write_failed_runs(etcd, &["failing-a", "failing-b"], RUNS).await;
 
     let app = router(Arc::clone(&provider), DashboardOptions::new());
     let started = std::time::Instant::now();

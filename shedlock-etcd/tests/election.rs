@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_conformance::election::{Candidate, Candidates, leader_handover};
+use shedlock_conformance::{CutProxy, ProxyMode, upstream_of};
 use shedlock_core::{ElectionConfig, Elector};
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_runtime::LeaderElection;
-use shedlock_test_support::{CutProxy, ProxyMode, upstream_of};
 
 /// etcd's leases are whole seconds, 2 s at least.
 const CONFIG: ElectionConfig = ElectionConfig {

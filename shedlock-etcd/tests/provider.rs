@@ -9,10 +9,10 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
+use shedlock_conformance::unique_lock_name;
 use shedlock_core::{Error, LockConfiguration, LockInspector, LockProvider};
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_test_support::stores::{assert_stale_lease_refused, free_port, take_over};
-use shedlock_test_support::unique_lock_name;
 
 fn config(name: &str) -> LockConfiguration {
     LockConfiguration::new(name, Duration::from_secs(60), Duration::ZERO).unwrap()
@@ -234,17 +234,17 @@ async fn a_member_cut_off_mid_use_is_left_for_the_next() {
     };
     let mut endpoints: Vec<&str> = url.split(',').collect();
     let first = endpoints.remove(0);
-    let proxy = shedlock_test_support::CutProxy::start(first.trim_start_matches("http://"))
+    let proxy = shedlock_conformance::CutProxy::start(first.trim_start_matches("http://"))
         .await
         .unwrap();
     let through = format!("http://{},{}", proxy.addr(), endpoints.join(","));
     let provider = provider_on(through, "cut-member").await;
     let name = unique_lock_name("cut-member");
     for mode in [
-        shedlock_test_support::ProxyMode::Blackhole,
-        shedlock_test_support::ProxyMode::Reset,
+        shedlock_conformance::ProxyMode::Blackhole,
+        shedlock_conformance::ProxyMode::Reset,
     ] {
-        proxy.set(shedlock_test_support::ProxyMode::Open);
+        proxy.set(shedlock_conformance::ProxyMode::Open);
         let lease = provider
             .acquire(&config(&name))
             .await

@@ -1,5 +1,5 @@
 //! A rerun never overlaps a live run (issue 29 item 3) on etcd, in real time: the two
-//! scenarios of `shedlock_test_support::reruns` (a run past `lock_at_most_for`; an instance
+//! scenarios of `shedlock_conformance::reruns` (a run past `lock_at_most_for`; an instance
 //! cut from the cluster, through a proxy, for longer than its run heartbeat), with run
 //! heartbeats on etcd leases (etcd keeps a heartbeat key at least 2 s, its shortest TTL, after
 //! each renewal; the runner stops at its own, earlier deadline).
@@ -11,10 +11,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shedlock_conformance::reruns;
+use shedlock_conformance::{CutProxy, unique_key_prefix, unique_lock_name, upstream_of, url_at};
 use shedlock_core::LockProvider;
 use shedlock_etcd::EtcdLockProvider;
-use shedlock_test_support::reruns;
-use shedlock_test_support::{CutProxy, unique_key_prefix, unique_lock_name, upstream_of, url_at};
 
 /// An instance `holder` on the test cluster under `prefix`, through `endpoints`.
 async fn instance(endpoints: &str, prefix: &str, holder: &str) -> Arc<dyn LockProvider> {

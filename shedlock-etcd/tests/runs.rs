@@ -22,7 +22,7 @@ async fn two_locks_with_a_thousand_failed_runs_each_read_back() {
     let log: Arc<dyn RunLog> = Arc::new(provider);
     let locks = [unique_lock_name("failing-a"), unique_lock_name("failing-b")];
     let names = [locks[0].as_str(), locks[1].as_str()];
-    shedlock_test_support::runs::write_failed_runs(Arc::clone(&log), &names, RUNS).await;
+    shedlock_conformance::history::write_failed_runs(Arc::clone(&log), &names, RUNS).await;
 
     let page = log
         .runs(&RunQuery::lock(&locks[0]).limit(50))

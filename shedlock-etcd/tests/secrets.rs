@@ -8,10 +8,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use shedlock_conformance::{env::on_ci, env::skip};
 use shedlock_core::{Error, LockConfiguration, LockProvider};
 use shedlock_etcd::{EtcdElector, EtcdLockProvider};
 use shedlock_test_support::stores::free_port;
-use shedlock_test_support::{on_ci, skip};
 
 const SECRET: &str = "pw-e7cd-not-for-output";
 

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use shedlock_test_support::{env_url, unique_table};
+use shedlock_conformance::{env::env_url, unique_table};
 
 use crate::backend::{Backend, JournalRow, StoreConfig};
 use crate::redis_store::redlock_url;

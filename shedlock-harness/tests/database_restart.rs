@@ -176,7 +176,7 @@ impl Drop for Stopped<'_> {
 async fn restart_mid_run(backend: Backend) {
     let server = Server::of(backend);
     if !server.controllable() {
-        shedlock_test_support::skip(format_args!(
+        shedlock_conformance::env::skip(format_args!(
             "cannot stop and start the {backend} server here (needs root and {:?})",
             server.stop
         ));

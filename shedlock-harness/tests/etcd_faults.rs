@@ -15,8 +15,9 @@ mod common;
 use std::time::Duration;
 
 use shedlock::{LockConfiguration, LockProvider, etcd::EtcdLockProvider};
+use shedlock_conformance::unique_key_prefix;
 use shedlock_harness::now_us;
-use shedlock_test_support::{EtcdCluster, unique_key_prefix};
+use shedlock_test_support::EtcdCluster;
 
 use common::election::{ElectionRun, scenario_tests};
 

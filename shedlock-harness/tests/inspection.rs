@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use shedlock::LockConfiguration;
+use shedlock_conformance::unique_table;
 use shedlock_harness::{Backend, DEFAULT_ACQUIRE_TIMEOUT, Store, StoreConfig, database_url};
-use shedlock_test_support::unique_table;
 
 async fn a_held_lock_is_listed_and_read(backend: Backend) {
     let Some(url) = database_url(backend) else {

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use shedlock::{
     ElectionConfig, Job, JobLock, JobRegistry, LockEvent, Schedule, Scheduler, sql::PgLockProvider,
 };
+use shedlock_conformance::{CutProxy, ProxyMode, upstream_of, url_at};
 use shedlock_harness::{
     Backend, Event, Run, StoreConfig, WorkerOptions, WriteOutcome, database_url, now_us,
 };
-use shedlock_test_support::{CutProxy, ProxyMode, upstream_of, url_at};
 use tokio::net::TcpListener;
 
 use common::{EXE, PATIENCE, Scenario, assert_passed};

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_conformance::election::{Candidate, leader_handover};
+use shedlock_conformance::{CutProxy, ProxyMode, upstream_of};
 use shedlock_core::{ElectionConfig, Elector, Error, LockConfiguration, LockProvider};
 use shedlock_redis::RedisLockProvider;
 use shedlock_runtime::{LockContext, LockingTaskExecutor, TaskResult};
-use shedlock_test_support::{CutProxy, ProxyMode, stores, tests_per_store, upstream_of};
+use shedlock_test_support::{stores, tests_per_store};
 
 const CONFIG: ElectionConfig = ElectionConfig {
     lease_duration: Duration::from_millis(2_000),

@@ -1,5 +1,5 @@
 //! A rerun never overlaps a live run (issue 29 item 3), on Redis and RedLock, in real time:
-//! the two scenarios of `shedlock_test_support::reruns` (a run past `lock_at_most_for`; an
+//! the two scenarios of `shedlock_conformance::reruns` (a run past `lock_at_most_for`; an
 //! instance cut from every server, through proxies, for longer than its run heartbeat), with
 //! run heartbeats kept in the run records on Redis's clock.
 //!
@@ -11,10 +11,10 @@ mod common;
 use std::sync::Arc;
 
 use common::{redis_url, redlock_urls, unique_key_prefix};
+use shedlock_conformance::reruns;
+use shedlock_conformance::{CutProxy, unique_lock_name, upstream_of};
 use shedlock_core::LockProvider;
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
-use shedlock_test_support::reruns;
-use shedlock_test_support::{CutProxy, unique_lock_name, upstream_of};
 
 async fn single(url: &str, prefix: &str, holder: &str) -> Arc<dyn LockProvider> {
     let provider = RedisLockProvider::builder()

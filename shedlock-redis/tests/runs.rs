@@ -10,13 +10,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{connection, redis_url, redlock_urls, unique_key_prefix};
 use redis::AsyncCommands as _;
+use shedlock_conformance::ServerHarness;
+use shedlock_conformance::history::{
+    assert_runs_error, end_runs, late_end_of_a_stalled_holder, run_tokens,
+};
 use shedlock_conformance::unique_lock_name;
 use shedlock_core::{Error, LockProvider, RUN_TRIM_SLACK, RunEnd, RunOutcome, RunQuery, RunStart};
 use shedlock_redis::{RedLockProvider, RedisLockProvider, RedisLockProviderBuilder};
-use shedlock_test_support::runs::{
-    assert_runs_error, end_runs, late_end_of_a_stalled_holder, run_tokens,
-};
-use shedlock_test_support::{RedisServer, ServerHarness};
+use shedlock_test_support::RedisServer;
 
 fn builder(holder: &str) -> RedisLockProviderBuilder {
     RedisLockProvider::builder()

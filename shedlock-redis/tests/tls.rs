@@ -9,11 +9,12 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use shedlock_conformance::unique_lock_name;
+use shedlock_conformance::{env::skip, unique_key_prefix};
 use shedlock_core::{
     Error, LockConfiguration, LockInspector, LockProvider, LockQuery, RunEnd, RunQuery, RunStart,
 };
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
-use shedlock_test_support::{RedisServer, skip, unique_key_prefix};
+use shedlock_test_support::RedisServer;
 
 /// A directory of its own for a test's certificates, removed at the end.
 struct TempDir(PathBuf);

@@ -30,7 +30,7 @@ impl CiScript {
         if !url.is_empty() && !dir.is_empty() {
             return Some((url, CiScript { name, dir_var, dir }));
         }
-        crate::skip(format_args!(
+        shedlock_conformance::env::skip(format_args!(
             "{url_var} and {dir_var} not set (set them to run the {what} tests: eval \
              \"$(bash .ci/{name} start)\")"
         ));

@@ -27,7 +27,9 @@ impl RedisServer {
             .status()
             .is_ok();
         if !installed {
-            crate::skip("redis-server not installed (apt-get install redis-server)");
+            shedlock_conformance::env::skip(
+                "redis-server not installed (apt-get install redis-server)",
+            );
             return None;
         }
         let port = TcpListener::bind("127.0.0.1:0")

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use shedlock_test_support::{CutProxy, ProxyMode, pg_url, unique_table, upstream_of};
+use shedlock_conformance::{CutProxy, ProxyMode, unique_table, upstream_of};
+use shedlock_test_support::pg_url;
 use sqlx::Connection as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};

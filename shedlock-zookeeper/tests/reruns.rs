@@ -1,5 +1,5 @@
 //! Issue 29, item 3 on the real ensemble: a rerun never runs a tick beside its live run. The
-//! two scenarios of `shedlock_test_support::reruns`: a run past `lock_at_most_for`, and an
+//! two scenarios of `shedlock_conformance::reruns`: a run past `lock_at_most_for`, and an
 //! instance cut from the ensemble (through a proxy) for longer than its run heartbeat.
 //!
 //! Needs `SHEDLOCK_TEST_ZK_URL`; skipped without it, failed without it when `CI=true`.
@@ -9,9 +9,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shedlock_conformance::CutProxy;
+use shedlock_conformance::reruns;
 use shedlock_conformance::unique_lock_name;
-use shedlock_test_support::CutProxy;
-use shedlock_test_support::reruns;
 use shedlock_zookeeper::ZkLockProvider;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

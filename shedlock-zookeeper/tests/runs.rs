@@ -7,14 +7,14 @@ mod common;
 
 use std::time::Duration;
 
+use shedlock_conformance::history::{
+    assert_runs_error, end_runs, late_end_of_a_stalled_holder, run_tokens,
+};
 use shedlock_conformance::unique_lock_name;
+use shedlock_conformance::{CutProxy, ProxyMode};
 use shedlock_core::{
     Error, LockProvider, RUN_TRIM_SLACK, RunCursor, RunEnd, RunLog, RunOutcome, RunQuery, RunStart,
 };
-use shedlock_test_support::runs::{
-    assert_runs_error, end_runs, late_end_of_a_stalled_holder, run_tokens,
-};
-use shedlock_test_support::{CutProxy, ProxyMode};
 use shedlock_zookeeper::ZkLockProvider;
 
 use common::{RunsOn, run_nodes};

@@ -13,7 +13,8 @@ use shedlock::{
     Lock, LockConfiguration, LockContext, LockProvider, LockingTaskExecutor,
     sql::MySqlLockProvider, sql::PgLockProvider, sql::SqliteLockProvider,
 };
-use shedlock_test_support::{mysql_url, pg_url, unique_table};
+use shedlock_conformance::unique_table;
+use shedlock_test_support::{mysql_url, pg_url};
 
 /// The time since the epoch, as runs note it.
 pub(crate) fn since_epoch() -> Duration {

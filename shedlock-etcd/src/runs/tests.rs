@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shedlock_conformance::longevity;
+use shedlock_conformance::{ServerHarness, unique_key_prefix, unique_lock_name};
 use shedlock_core::{LockProvider, RUN_TRIM_SLACK, RunEnd, RunLog, RunOutcome, RunQuery, RunStart};
-use shedlock_test_support::{ServerHarness, etcd_url, unique_key_prefix, unique_lock_name};
+use shedlock_test_support::etcd_url;
 
 use crate::EtcdLockProvider;
 use crate::record::{from_ms, now_ms};

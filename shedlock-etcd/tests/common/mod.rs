@@ -7,10 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use shedlock_conformance::ServerHarness;
+pub(crate) use shedlock_conformance::unique_key_prefix;
 use shedlock_core::{LockProvider, RunLog};
 use shedlock_etcd::EtcdLockProvider;
-use shedlock_test_support::ServerHarness;
-pub(crate) use shedlock_test_support::{etcd_url, unique_key_prefix};
+pub(crate) use shedlock_test_support::etcd_url;
 
 /// The suite's short lease: etcd's leases are whole seconds, 2 s at least, and expire up to
 /// half a second late (the leader checks for expired leases twice a second).

@@ -5,8 +5,9 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
+pub(crate) use shedlock_conformance::unique_key_prefix;
 use shedlock_redis::{RedLockProvider, RedisLockProvider, RedisLockProviderBuilder};
-pub(crate) use shedlock_test_support::{redis_url, redlock_urls, unique_key_prefix};
+pub(crate) use shedlock_test_support::{redis_url, redlock_urls};
 
 /// A plain client, as an operator's `redis-cli`.
 pub(crate) async fn connection(url: &str) -> redis::aio::MultiplexedConnection {
@@ -77,7 +78,7 @@ macro_rules! conformance_suites {
         mod conformance {
             use std::sync::Arc;
 
-            use shedlock_test_support::ServerHarness;
+            use shedlock_conformance::ServerHarness;
 
             use $crate::common;
 

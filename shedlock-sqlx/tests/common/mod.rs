@@ -9,8 +9,8 @@ pub(crate) mod scenarios;
 pub(crate) mod server_cases;
 pub(crate) mod statements;
 
-use shedlock_test_support::ServerHarness;
-pub(crate) use shedlock_test_support::unique_table;
+use shedlock_conformance::ServerHarness;
+pub(crate) use shedlock_conformance::unique_table;
 
 use std::future::Future;
 use std::sync::Arc;

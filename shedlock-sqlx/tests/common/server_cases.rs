@@ -162,8 +162,8 @@ macro_rules! lost_answer_case {
         async fn lost_answer_grant_is_adopted() {
             use ::shedlock_core::LockProvider as _;
             let Some(url) = $url() else { return };
-            let upstream = ::shedlock_test_support::upstream_of(&url).unwrap();
-            let proxy = ::shedlock_test_support::CutProxy::start(&upstream)
+            let upstream = ::shedlock_conformance::upstream_of(&url).unwrap();
+            let proxy = ::shedlock_conformance::CutProxy::start(&upstream)
                 .await
                 .unwrap();
             // No checkout ping: the only bytes sent after arming are the acquire's.

@@ -12,7 +12,7 @@ use shedlock_conformance::runs::RunsHarness;
 use shedlock_core::{LockProvider, RunLog};
 use shedlock_zookeeper::{ZkLockProvider, ZkLockProviderBuilder};
 
-use shedlock_test_support::ServerHarness;
+use shedlock_conformance::ServerHarness;
 use shedlock_test_support::names::ZK_TEST_PARENT;
 pub(crate) use shedlock_test_support::{unique_zk_root, zk_url};
 

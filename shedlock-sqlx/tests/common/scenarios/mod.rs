@@ -239,7 +239,7 @@ macro_rules! sql_provider_tests {
         mod conformance {
             use super::*;
 
-            async fn harness() -> Option<::shedlock_test_support::ServerHarness> {
+            async fn harness() -> Option<::shedlock_conformance::ServerHarness> {
                 let db = $db { pool: $pool.await? };
                 let provider = <$db as $crate::common::scenarios::TestDb>::build(
                     &db,

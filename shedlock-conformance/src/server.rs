@@ -4,9 +4,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_conformance::Harness;
-use shedlock_conformance::inspection::InspectionHarness;
-use shedlock_conformance::runs::RunsHarness;
+use crate::Harness;
+use crate::inspection::InspectionHarness;
+use crate::runs::RunsHarness;
 use shedlock_core::{LockInspector, LockProvider, RunLog};
 
 type ProviderFor = dyn Fn(&str) -> Arc<dyn LockProvider> + Send + Sync;
@@ -75,7 +75,7 @@ impl fmt::Debug for ServerHarness {
     }
 }
 
-#[shedlock_core::async_trait]
+#[async_trait::async_trait]
 impl Harness for ServerHarness {
     async fn provider(&self, holder: &str) -> Arc<dyn LockProvider> {
         (self.provider_for)(holder)
@@ -90,7 +90,7 @@ impl Harness for ServerHarness {
     }
 }
 
-#[shedlock_core::async_trait]
+#[async_trait::async_trait]
 impl InspectionHarness for ServerHarness {
     async fn inspector(&self) -> Arc<dyn LockInspector> {
         let inspector = self.inspector.as_ref();
@@ -98,7 +98,7 @@ impl InspectionHarness for ServerHarness {
     }
 }
 
-#[shedlock_core::async_trait]
+#[async_trait::async_trait]
 impl RunsHarness for ServerHarness {
     async fn run_log(&self) -> Arc<dyn RunLog> {
         let run_log = self.run_log.as_ref();

@@ -6,7 +6,7 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_conformance::unique_lock_name;
+use crate::unique_lock_name;
 use shedlock_core::{
     Error, LockConfiguration, LockProvider, Operation, RunEnd, RunLog, RunOutcome, RunQuery,
     RunStart,
