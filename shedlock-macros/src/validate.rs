@@ -132,6 +132,11 @@ mod one_set_of_rules {
             ("*/10 * * * * *", OK),
             ("0 0 12 * * MON-FRI 2030", OK), // the optional year
             ("0 30 2 L * *", OK),
+            ("0 0 0 29 2 *", OK),            // leap years
+            ("0 0 0 31 2 *", ERR),           // matches no date
+            ("0 0 0 30 2 * 2030", ERR),
+            ("0 0 0 31 4,6 *", ERR),
+            ("0 0 0 1 * MON#5", ERR),
             ("*/5 * * * *", ERR), // 5 fields: seconds are required
             ("0 61 * * * *", ERR),
             ("0 0 0 0 * * * *", ERR), // 8 fields

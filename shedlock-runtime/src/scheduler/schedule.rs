@@ -19,7 +19,7 @@ pub(crate) const CRON_ALLOWANCE: Duration = Duration::from_millis(250);
 
 /// Parses a cron expression with [`shedlock_rules::parse_cron`], as `#[scheduled(cron = …)]`
 /// does at compile time (tokio-cron-scheduler's dialect: 6 fields, seconds first, an optional
-/// year).
+/// year; a pattern that matches no date is refused).
 pub(crate) fn parse_cron(expression: &str) -> Result<Cron, Error> {
     shedlock_rules::parse_cron(expression)
         .map_err(|error| Error::invalid_config("cron", error.to_string()))
@@ -94,7 +94,8 @@ impl Schedule {
     /// time zone unless [`in_zone`](Self::in_zone) sets one.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] (`cron`) when the expression does not parse.
+    /// [`Error::InvalidConfig`] (`cron`) when the expression does not parse, or matches no date
+    /// at all (`"0 0 0 31 2 *"`), so that its job would never fire.
     pub fn cron(expression: &str) -> Result<Self, Error> {
         let cron = interned_cron(expression)?;
         Ok(Schedule::of_checked(ScheduleKind::Cron {
@@ -458,6 +459,30 @@ mod tests {
                 .in_zone("UTC"),
             Err(Error::InvalidConfig { field: "zone", .. })
         ));
+    }
+
+    #[test]
+    fn a_pattern_that_matches_no_date_is_refused() {
+        let Err(Error::InvalidConfig { field, message }) = Schedule::cron("0 0 0 30 2 *") else {
+            panic!("February 30th accepted");
+        };
+        assert_eq!(field, "cron");
+        assert_eq!(
+            message,
+            "\"0 0 0 30 2 *\": matches no date: day 30 of February never occurs, so it would never fire"
+        );
+        // The leap day is a date; it fires in the next leap year, in any zone.
+        let leap_day = Schedule::cron("0 0 12 29 2 *").unwrap();
+        let fire = leap_day.next_cron_fire(utc("2026-03-01T00:00:00Z"), Tz::UTC);
+        assert_eq!(fire, Some(utc("2028-02-29T12:00:00Z")));
+        // 02:30 never happens in Berlin on the last Sunday of March: valid in UTC, so valid in
+        // Berlin, where croner runs it just after the gap.
+        let in_the_gap = Schedule::cron("0 30 2 * 3 SUN#L")
+            .unwrap()
+            .in_zone("Europe/Berlin")
+            .unwrap();
+        let fire = in_the_gap.next_cron_fire(utc("2026-03-01T00:00:00Z"), Tz::UTC);
+        assert_eq!(fire, Some(utc("2026-03-29T01:00:00Z")));
     }
 
     #[test]
