@@ -4,9 +4,11 @@
 # under one temporary directory. etcd comes from Debian's `etcd-server` package (3.4), etcdctl
 # from `etcd-client`.
 #
-# Sourced by .ci/run: `ensure_etcd` installs them if needed, starts the members, waits until
-# the cluster serves, exports SHEDLOCK_TEST_ETCD_URL (comma-separated endpoints) and
-# SHEDLOCK_TEST_ETCD_DIR, and registers the stop in the `cleanup` array.
+# Sourced by .ci/services.sh (which .ci/run sources): `ensure_etcd` reuses a cluster that
+# already serves on those ports, or installs etcd if needed, starts the members, waits until the
+# cluster serves and registers its stop in the `cleanup` array; either way it exports
+# SHEDLOCK_TEST_ETCD_URL (comma-separated endpoints) and SHEDLOCK_TEST_ETCD_DIR (when the
+# cluster's directory is known).
 #
 # By hand (a development session):
 #   eval "$(bash .ci/etcd.sh start)"     # prints the two exports
@@ -87,9 +89,9 @@ etcd_status() {
 
 etcd_start_all() {
   if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >/dev/null
+    apt_install etcd-server etcd-client
     # Where the package's own service started (a machine with systemd), it holds port 2379.
-    systemctl stop etcd >/dev/null 2>&1 || true
+    as_root systemctl stop etcd >/dev/null 2>&1 || true
   fi
   local id
   if [ -z "${SHEDLOCK_TEST_ETCD_DIR:-}" ]; then
@@ -116,11 +118,27 @@ etcd_stop_all() {
   ci_stop_all "${SHEDLOCK_TEST_ETCD_DIR:-}" etcd_stop_member "${etcd_members[@]}"
 }
 
-# For .ci/run: start, wait, export, and stop at exit.
+# For .ci/services.sh: reuse or start, wait, export; what it starts is stopped by the command
+# it adds to `cleanup` (which names the cluster's directory, so it runs anywhere).
 ensure_etcd() {
+  if command -v etcdctl >/dev/null && etcd_all_healthy; then
+    # Reused, never stopped here. The fault tests need its directory: the one given, or the
+    # one of a running cluster this script started earlier.
+    SHEDLOCK_TEST_ETCD_DIR=${SHEDLOCK_TEST_ETCD_DIR:-$(ci_find_dir '/tmp/shedlock-etcd.*' m "${etcd_members[@]}")}
+    export SHEDLOCK_TEST_ETCD_URL
+    SHEDLOCK_TEST_ETCD_URL=$(etcd_endpoints)
+    if [ -n "$SHEDLOCK_TEST_ETCD_DIR" ]; then
+      export SHEDLOCK_TEST_ETCD_DIR
+      echo "etcd already serves: $SHEDLOCK_TEST_ETCD_URL (members in $SHEDLOCK_TEST_ETCD_DIR), reused"
+    else
+      unset SHEDLOCK_TEST_ETCD_DIR
+      echo "etcd already serves: $SHEDLOCK_TEST_ETCD_URL, reused; its directory is unknown, so the tests that stop its members skip (set SHEDLOCK_TEST_ETCD_DIR)" >&2
+    fi
+    return 0
+  fi
   log "starting a three-member etcd cluster"
   etcd_start_all
-  cleanup+=("etcd_stop_all")
+  cleanup+=("SHEDLOCK_TEST_ETCD_DIR=$(printf %q "$SHEDLOCK_TEST_ETCD_DIR") etcd_stop_all")
   echo "etcd is up: $SHEDLOCK_TEST_ETCD_URL (members in $SHEDLOCK_TEST_ETCD_DIR)"
 }
 

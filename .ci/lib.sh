@@ -1,7 +1,39 @@
 # shellcheck shell=bash
-# What .ci/etcd.sh and .ci/zookeeper.sh share (both source it): a three-node service for the
-# tests, run from one temporary directory with a subdirectory per node (its pid file, data and
-# server.log), and the command line both scripts answer.
+# What the .ci scripts share (each sources it): progress lines, waiting for a server, Debian
+# packages installed when missing; and for .ci/etcd.sh and .ci/zookeeper.sh a three-node
+# service for the tests, run from one temporary directory with a subdirectory per node (its pid
+# file, data and server.log), and the command line both scripts answer.
+
+# A progress line (.ci/services.sh start sends every such line to stderr).
+log() { printf '\n==> %s\n' "$*"; }
+
+# Runs "$@" as root: directly when this is root, through sudo otherwise.
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Installs the Debian packages "$@", after an `apt-get update` (once per script run).
+ci_apt_updated=${ci_apt_updated:-}
+apt_install() {
+  log "installing $* (Debian packages)"
+  if [ -z "$ci_apt_updated" ]; then
+    as_root apt-get update -qq
+    ci_apt_updated=1
+  fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# Runs the check "$@" every second until it succeeds, then says "$1 is up"; fails after a
+# minute. $1 names what is awaited.
+wait_for() {
+  local name=$1; shift
+  for _ in $(seq 1 60); do
+    if "$@" >/dev/null 2>&1; then echo "$name is up"; return 0; fi
+    sleep 1
+  done
+  echo "$name did not come up" >&2
+  return 1
+}
 
 # True when the process whose pid is in $1/pid runs.
 ci_node_running() {
@@ -40,6 +72,18 @@ ci_stop_all() {
   [ -n "$dir" ] || return 0
   for id in "$@"; do "$stop" "$id"; done
   rm -rf "$dir"
+}
+
+# The directory of a running three-node service started by a .ci script: the first directory
+# matching the glob $1 in which node directory $2N runs for some N of the rest ("" if none).
+ci_find_dir() {
+  local glob=$1 node=$2 dir id
+  shift 2
+  for dir in $glob; do
+    for id in "$@"; do
+      if ci_node_running "$dir/$node$id"; then echo "$dir"; return 0; fi
+    done
+  done
 }
 
 # Exits unless the variable named $1 holds the directory of the service's nodes ($2 says

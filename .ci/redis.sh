@@ -1,7 +1,12 @@
-# Redis for the tests, sourced by .ci/run: the server on 6379 (started if not running) and three
-# independent masters on 6380-6382 for RedLock, nothing on disk; openssl for the TLS tests,
-# which start their own TLS server. Each start registers its stop
-# in run's `cleanup` list. Runs stand-alone too: `bash .ci/redis.sh start|stop`.
+# shellcheck shell=bash
+# Redis for the tests, sourced by .ci/services.sh (which .ci/run sources): the server on 6379
+# and three independent masters on 6380-6382 for RedLock (each started if nothing answers on
+# its port, reused otherwise), nothing on disk; openssl for the TLS tests, which start their
+# own TLS server. Each start registers its stop in the `cleanup` list. Runs stand-alone too:
+# `bash .ci/redis.sh start|stop` (the three RedLock masters only).
+
+# shellcheck source=.ci/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 REDLOCK_PORTS=(6380 6381 6382)
 REDIS_DIR=${REDIS_DIR:-${TMPDIR:-/tmp}/shedlock-redis}
@@ -25,26 +30,28 @@ redis_stop_server() {
 
 ensure_redis() {
   if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
+    apt_install redis-server redis-tools
   fi
   # shedlock-redis's TLS tests start their own `redis-server --tls-port` (Debian's is built
   # with TLS) with a certificate they make with the openssl command.
   if ! command -v openssl >/dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
+    apt_install openssl
   fi
-  if ! redis-cli -p 6379 ping >/dev/null 2>&1; then
-    log "starting Redis on 6379"
-    redis_start_server 6379
-    cleanup+=("redis_stop_server 6379")
-  fi
-  wait_for "Redis 6379" redis-cli -p 6379 ping
-  local port
-  for port in "${REDLOCK_PORTS[@]}"; do
-    if ! redis-cli -p "$port" ping >/dev/null 2>&1; then
-      redis_start_server "$port"
-      cleanup+=("redis_stop_server $port")
+  # Each stop names the pid files' directory, so it runs anywhere.
+  local stop
+  stop="REDIS_DIR=$(printf %q "$REDIS_DIR") redis_stop_server"
+  local port name
+  for port in 6379 "${REDLOCK_PORTS[@]}"; do
+    name="Redis $port"
+    [ "$port" = 6379 ] || name+=" (RedLock master)"
+    if redis-cli -p "$port" ping >/dev/null 2>&1; then
+      echo "$name already serves, reused"
+      continue
     fi
-    wait_for "Redis $port (RedLock master)" redis-cli -p "$port" ping
+    log "starting $name"
+    redis_start_server "$port"
+    cleanup+=("$stop $port")
+    wait_for "$name" redis-cli -p "$port" ping
   done
 }
 

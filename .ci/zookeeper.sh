@@ -3,9 +3,11 @@
 # ports 2881-2883, election ports 3881-3883, each server with its own data dir and myid under
 # one temporary directory. ZooKeeper comes from Debian's `zookeeper` package (3.8, on Java).
 #
-# Sourced by .ci/run: `ensure_zookeeper` installs it if needed, starts the servers, waits until
-# the ensemble serves, exports SHEDLOCK_TEST_ZK_URL and SHEDLOCK_TEST_ZK_DIR, and registers the
-# stop in the `cleanup` array.
+# Sourced by .ci/services.sh (which .ci/run sources): `ensure_zookeeper` reuses an ensemble
+# that already serves on those ports, or installs ZooKeeper if needed, starts the servers, waits
+# until the ensemble serves and registers its stop in the `cleanup` array; either way it exports
+# SHEDLOCK_TEST_ZK_URL and SHEDLOCK_TEST_ZK_DIR (the latter when the ensemble's directory is
+# known).
 #
 # By hand (a development session):
 #   eval "$(bash .ci/zookeeper.sh start)"   # prints the two exports
@@ -94,7 +96,7 @@ zk_status() {
 
 zk_start_all() {
   if ! command -v java >/dev/null || [ ! -f /usr/share/java/zookeeper.jar ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null
+    apt_install zookeeper
   fi
   local id
   if [ -z "${SHEDLOCK_TEST_ZK_DIR:-}" ]; then
@@ -123,11 +125,26 @@ zk_stop_all() {
   ci_stop_all "${SHEDLOCK_TEST_ZK_DIR:-}" zk_stop_server "${zk_servers[@]}"
 }
 
-# For .ci/run: start, wait, export, and stop at exit.
+# For .ci/services.sh: reuse or start, wait, export; what it starts is stopped by the command
+# it adds to `cleanup` (which names the ensemble's directory, so it runs anywhere).
 ensure_zookeeper() {
+  if zk_serving; then
+    # Reused, never stopped here. The fault tests need its directory: the one given, or the
+    # one of a running ensemble this script started earlier.
+    SHEDLOCK_TEST_ZK_DIR=${SHEDLOCK_TEST_ZK_DIR:-$(ci_find_dir '/tmp/shedlock-zk.*' zk "${zk_servers[@]}")}
+    export SHEDLOCK_TEST_ZK_URL=127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183
+    if [ -n "$SHEDLOCK_TEST_ZK_DIR" ]; then
+      export SHEDLOCK_TEST_ZK_DIR
+      echo "ZooKeeper already serves: $SHEDLOCK_TEST_ZK_URL (servers in $SHEDLOCK_TEST_ZK_DIR), reused"
+    else
+      unset SHEDLOCK_TEST_ZK_DIR
+      echo "ZooKeeper already serves: $SHEDLOCK_TEST_ZK_URL, reused; its directory is unknown, so the tests that stop its servers skip (set SHEDLOCK_TEST_ZK_DIR)" >&2
+    fi
+    return 0
+  fi
   log "starting a three-server ZooKeeper ensemble"
   zk_start_all
-  cleanup+=("zk_stop_all")
+  cleanup+=("SHEDLOCK_TEST_ZK_DIR=$(printf %q "$SHEDLOCK_TEST_ZK_DIR") zk_stop_all")
   echo "ZooKeeper is up: $SHEDLOCK_TEST_ZK_URL (servers in $SHEDLOCK_TEST_ZK_DIR)"
 }
 
