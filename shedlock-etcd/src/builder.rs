@@ -10,7 +10,7 @@ use shedlock_core::{
 
 use crate::client::{Client, Connection, Credentials};
 use crate::hints::Hints;
-use crate::keys::{DEFAULT_PREFIX, Keys};
+use crate::names::{DEFAULT_PREFIX, Keys};
 use crate::runs::Retention;
 use crate::{EtcdElector, EtcdLockProvider};
 

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::builder::EtcdElectorBuilder;
 use crate::client::Client;
 use crate::error::EtcdError;
-use crate::keys::{Keys, ttl_seconds};
+use crate::names::{Keys, ttl_seconds};
 use crate::wire;
 
 /// Leader election on etcd: candidates' keys on leases, the oldest key leads.

@@ -9,7 +9,7 @@ use shedlock_core::{ReleaseHintFanOut, ReleaseHintSource};
 use tokio::sync::broadcast;
 
 use crate::client::Client;
-use crate::keys::Keys;
+use crate::names::Keys;
 use crate::wire;
 
 /// The watch task of one provider and its clones: started on the first subscription, stopped

@@ -156,7 +156,7 @@ mod error;
 mod figures;
 mod hints;
 mod inspect;
-mod keys;
+mod names;
 mod provider;
 mod record;
 mod runs;
@@ -164,5 +164,5 @@ mod wire;
 
 pub use builder::{EtcdElectorBuilder, EtcdLockProviderBuilder};
 pub use election::EtcdElector;
-pub use keys::DEFAULT_PREFIX;
+pub use names::DEFAULT_PREFIX;
 pub use provider::EtcdLockProvider;

@@ -13,7 +13,7 @@ use crate::builder::EtcdLockProviderBuilder;
 use crate::client::Client;
 use crate::error::EtcdError;
 use crate::hints::Hints;
-use crate::keys::{Keys, ttl_seconds};
+use crate::names::{Keys, ttl_seconds};
 use crate::record::{LockValue, from_ms, ms, now_ms, to_ms};
 use crate::runs::Retention;
 use crate::wire::{self, KeyValue};

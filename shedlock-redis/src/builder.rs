@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use shedlock_core::{DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, Error, default_holder};
 
-use crate::keys::{DEFAULT_KEY_PREFIX, validate_holder, validate_prefix};
+use crate::names::{DEFAULT_KEY_PREFIX, validate_holder, validate_prefix};
 use crate::runs::RunKeys;
 use crate::{RedLockProvider, RedisLockProvider};
 

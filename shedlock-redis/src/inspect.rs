@@ -7,8 +7,8 @@ use shedlock_core::{Error, LockInspector, LockQuery, LockRecord, Operation, asyn
 
 use crate::RedisLockProvider;
 use crate::error::store_error;
-use crate::keys::system_time;
 use crate::node::StateParts;
+use crate::time::system_time;
 
 /// The record of lock `name` from its hash's fields, read at the server's `now`.
 pub(crate) fn record(

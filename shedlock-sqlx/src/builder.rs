@@ -8,7 +8,7 @@ use shedlock_core::{
 };
 use sqlx::Pool;
 
-use crate::identifier::{validate_column, validate_table};
+use crate::names::{validate_column, validate_table};
 use crate::runs::{RunTable, default_runs_table};
 use crate::{ColumnTypes, Dialect, SqlLockProvider};
 

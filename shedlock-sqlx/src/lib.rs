@@ -172,7 +172,8 @@ any_database! {
     mod builder;
     pub mod dialect;
     mod error;
-    pub(crate) mod identifier;
+    mod inspect;
+    pub(crate) mod names;
     mod provider;
     mod row;
     mod runs;
@@ -199,4 +200,4 @@ any_database! {
     use values::*;
 }
 #[cfg(feature = "postgres")]
-use identifier::MAX_IDENTIFIER_LEN;
+use names::MAX_IDENTIFIER_LEN;

@@ -35,7 +35,7 @@ pub(crate) fn default_runs_table(table: &str) -> String {
 /// `<name>_<suffix>`, cut and given a hash of `name` when longer than an identifier may be.
 fn fitted(name: &str, suffix: &str) -> String {
     let whole = format!("{name}_{suffix}");
-    if whole.len() <= crate::identifier::MAX_IDENTIFIER_LEN {
+    if whole.len() <= crate::names::MAX_IDENTIFIER_LEN {
         return whole;
     }
     let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
@@ -43,7 +43,7 @@ fn fitted(name: &str, suffix: &str) -> String {
     });
     let suffix = format!("_{hash:016x}_{suffix}");
     // Identifiers are ASCII (validated), so any cut is a character boundary.
-    let cut = crate::identifier::MAX_IDENTIFIER_LEN - suffix.len();
+    let cut = crate::names::MAX_IDENTIFIER_LEN - suffix.len();
     format!("{}{suffix}", &name[..cut])
 }
 

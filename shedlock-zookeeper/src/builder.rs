@@ -9,7 +9,7 @@ use shedlock_core::{
 };
 
 use crate::access::{Access, Digest};
-use crate::paths::{DEFAULT_ROOT, Paths, validate_holder};
+use crate::names::{DEFAULT_ROOT, Paths, validate_holder};
 use crate::runs::RunNodes;
 use crate::session::Session;
 use crate::{ZkElector, ZkLockProvider};

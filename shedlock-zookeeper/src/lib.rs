@@ -157,7 +157,8 @@ mod access;
 mod builder;
 mod election;
 mod error;
-mod paths;
+mod inspect;
+mod names;
 mod provider;
 mod record;
 mod runs;
@@ -165,5 +166,5 @@ mod session;
 
 pub use builder::{ZkElectorBuilder, ZkLockProviderBuilder};
 pub use election::ZkElector;
-pub use paths::DEFAULT_ROOT;
+pub use names::DEFAULT_ROOT;
 pub use provider::ZkLockProvider;

@@ -9,7 +9,7 @@ use shedlock_core::{Error, RUN_TRIM_SLACK, validate_run_retention};
 use super::value::decode;
 use crate::EtcdLockProvider;
 use crate::error::EtcdError;
-use crate::keys::{TimeKey, ttl_seconds};
+use crate::names::{TimeKey, ttl_seconds};
 use crate::record::{ms, to_us};
 use crate::wire::{self, KeyValue};
 

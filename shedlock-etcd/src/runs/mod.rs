@@ -31,7 +31,7 @@ use value::{decode, encode};
 
 use crate::EtcdLockProvider;
 use crate::error::EtcdError;
-use crate::keys::{TimeKey, ttl_seconds};
+use crate::names::{TimeKey, ttl_seconds};
 use crate::record::{from_ms, from_us, now_ms, now_us, to_ms, to_us};
 use crate::wire::{self, KeyValue};
 

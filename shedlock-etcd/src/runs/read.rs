@@ -9,7 +9,7 @@ use shedlock_core::{RunOutcome, RunQuery, RunRecord};
 use super::value::decode;
 use crate::EtcdLockProvider;
 use crate::error::EtcdError;
-use crate::keys::TimeKey;
+use crate::names::TimeKey;
 use crate::record::{from_ms, from_us, now_ms, to_us};
 use crate::wire;
 

@@ -23,8 +23,8 @@ use shedlock_core::{Error, LockInspector, LockQuery, LockRecord, Operation, asyn
 use super::RedLockProvider;
 use crate::error::ServerError;
 use crate::inspect::{names_in, records_of};
-use crate::keys::system_time;
 use crate::node::StateParts;
+use crate::time::system_time;
 
 impl RedLockProvider {
     /// The latest clock (ms) a majority of the masters has reached, from the clocks of the

@@ -19,9 +19,10 @@ use crate::RedLockProviderBuilder;
 use crate::builder::Settings;
 use crate::error::{QuorumError, ServerError};
 use crate::hints::ReleaseHints;
-use crate::keys::{millis, system_time, validate_holder};
+use crate::names::validate_holder;
 use crate::node::Node;
 use crate::proposals::Proposals;
+use crate::time::{millis, system_time};
 use round::agreed_lease;
 
 /// Locks on N independent Redis masters (no replication between them) with the RedLock

@@ -9,8 +9,8 @@ use shedlock_core::{LockConfiguration, LockLease};
 
 use super::RedLockProvider;
 use crate::error::ServerError;
-use crate::keys::{millis, system_time};
 use crate::scripts::AcquireReply;
+use crate::time::{millis, system_time};
 
 /// What the masters answered to one round of acquisition.
 #[derive(Debug, Default)]

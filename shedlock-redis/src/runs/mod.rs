@@ -52,8 +52,9 @@ use shedlock_core::{
 };
 
 use crate::error::ServerError;
-use crate::keys::{millis, validate_prefix};
+use crate::names::validate_prefix;
 use crate::node::Node;
+use crate::time::millis;
 pub(crate) use stored::RunEntry;
 
 /// How many runs of other locks past the retention one write deletes at most (the sweep of

@@ -1,9 +1,12 @@
 //! The SQL lock provider, written once over a [`Dialect`].
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use shedlock_core::{Error, LockConfiguration, LockInspector, LockLease, LockProvider, LockQuery, LockRecord, Operation, RunLog, async_trait};
+use shedlock_core::{
+    Error, LockConfiguration, LockInspector, LockLease, LockProvider, Operation, RunLog,
+    async_trait,
+};
 use sqlx::{Pool, Transaction};
 use tokio::sync::broadcast;
 
@@ -19,7 +22,7 @@ use crate::runs::RunTable;
 use crate::schema_check::schema_issues;
 use crate::{
     Acquire, Acquired, Dialect, Lease, SchemaIssue, SqlLockProviderBuilder, Table, check_lock_name,
-    record, store_error, system_time, token_from_db, token_param, validate_holder,
+    store_error, system_time, token_from_db, token_param, validate_holder,
 };
 use batch::{AcquireQueue, Answer};
 use claims::Claims;
@@ -55,12 +58,12 @@ use retry::{Retry, run};
 /// - Clones share the pool, the connections and the prepared SQL;
 ///   [`with_holder`](Self::with_holder) makes another instance on the same table.
 pub struct SqlLockProvider<D: Dialect> {
-    pub(super) pool: Pool<D::Database>,
+    pub(crate) pool: Pool<D::Database>,
     pub(super) connections: Arc<DedicatedConnections<D::Database>>,
     pub(super) queue: Arc<AcquireQueue>,
     claims: Arc<Claims>,
     pub(super) holder: Arc<str>,
-    table: Arc<Table>,
+    pub(crate) table: Arc<Table>,
     pub(crate) sql: Arc<Statements<D::OwnStatements>>,
     pub(crate) state: Arc<D::State>,
     pub(crate) run_table: Arc<RunTable>,
@@ -425,50 +428,6 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
 
     fn inspector(&self) -> Option<&dyn LockInspector> {
         Some(self)
-    }
-}
-
-/// Reads the whole table and filters and pages in this process (a lock table holds one row
-/// per lock name: thousands at most).
-#[async_trait]
-impl<D: Dialect> LockInspector for SqlLockProvider<D> {
-    async fn lock_record(&self, name: &str) -> Result<Option<LockRecord>, Error> {
-        let rows = D::read_rows(&self.pool, &self.sql, Some(name))
-            .await
-            .map_err(|e| store_error(Operation::Read, name, &self.table, e))?;
-        Ok(rows.into_iter().next().map(record))
-    }
-
-    async fn list_locks(&self, query: &LockQuery) -> Result<Vec<LockRecord>, Error> {
-        let rows = D::read_rows(&self.pool, &self.sql, None)
-            .await
-            .map_err(|e| store_error(Operation::Read, "*", &self.table, e))?;
-        Ok(query.apply(rows.into_iter().map(record).collect()))
-    }
-
-    async fn store_time(&self) -> Result<SystemTime, Error> {
-        D::database_time(&self.pool)
-            .await
-            .map(system_time)
-            .map_err(|e| store_error(Operation::Read, "*", &self.table, e))
-    }
-
-    /// Matches the holder exactly as the row holds it, whatever it is (a holder another program
-    /// wrote may be one no provider of ours would accept).
-    async fn release_lock(&self, record: &LockRecord) -> Result<bool, Error> {
-        let (name, holder, fencing_token) = (&*record.name, &*record.holder, record.fencing_token);
-        let Some(token) = token_param(fencing_token) else {
-            return Ok(false);
-        };
-        let args = Lease {
-            name,
-            holder,
-            token,
-            duration: Duration::ZERO,
-        };
-        let (sql, state) = (&*self.sql, &*self.state);
-        run!(self, |c| D::release(c, sql, state, args))
-            .map_err(|e| self.operation_error(Operation::Release, name, e))
     }
 }
 

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::ZkElectorBuilder;
 use crate::access::Access;
 use crate::error::ZkError;
-use crate::paths::Paths;
+use crate::names::Paths;
 use crate::session::{connect, timed};
 
 /// Leader election on ZooKeeper: ephemeral sequential nodes, the lowest leads, each other

@@ -3,11 +3,10 @@
 //! the transactions they write with, `own` what they remember of their writes, `schema` the
 //! root's nodes and their ACLs, `inspect` the read side (`LockInspector`).
 
-mod inspect;
 mod lease;
 mod own;
 mod schema;
-mod write;
+pub(crate) mod write;
 
 use std::sync::{Arc, Mutex};
 
@@ -15,7 +14,7 @@ use shedlock_core::{Error, Operation};
 use zookeeper_client::Client;
 
 use crate::error::ZkError;
-use crate::paths::Paths;
+use crate::names::Paths;
 use crate::record::LeaseRecord;
 use crate::session::Session;
 use crate::{ZkElector, ZkLockProviderBuilder};
@@ -123,7 +122,7 @@ impl ZkLockProvider {
     /// control characters.
     pub fn with_holder(&self, holder: impl Into<String>) -> Result<Self, Error> {
         Ok(ZkLockProvider {
-            holder: crate::paths::validate_holder(holder.into())?,
+            holder: crate::names::validate_holder(holder.into())?,
             ..self.clone()
         })
     }

@@ -10,7 +10,7 @@ use crate::error::ZkError;
 
 /// How a compare-and-set is guarded.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Guard<'a> {
+pub(crate) enum Guard<'a> {
     /// The node is the incarnation with this child.
     Check(&'a str),
     /// The node has no incarnation child yet (written by hand): give it this one.
@@ -19,7 +19,7 @@ pub(super) enum Guard<'a> {
 
 /// What became of a compare-and-set.
 #[derive(Debug)]
-pub(super) enum Set {
+pub(crate) enum Set {
     Written(Stat),
     /// Someone wrote the node since the version was read, or deleted it.
     Changed,
@@ -31,7 +31,7 @@ pub(super) enum Set {
 impl ZkLockProvider {
     /// Creates lock node `path` holding `data`, with its incarnation child, in one
     /// transaction. `Ok(None)`: the node exists (someone else created it first).
-    pub(super) async fn create_lock_node(
+    pub(crate) async fn create_lock_node(
         &self,
         client: &Client,
         path: &str,
@@ -63,7 +63,7 @@ impl ZkLockProvider {
     }
 
     /// Writes `data` over version `version` of lock node `path`, guarded by `guard`.
-    pub(super) async fn set_lock_node(
+    pub(crate) async fn set_lock_node(
         &self,
         client: &Client,
         path: &str,

@@ -52,7 +52,7 @@ use zookeeper_client::{Client, MultiWriteError, MultiWriteResult, Stat};
 
 use crate::ZkLockProvider;
 use crate::error::ZkError;
-use crate::paths::encode_name;
+use crate::names::encode_name;
 use crate::record::{epoch_millis, millis};
 use stored::{decode, encode, encode_renewal, node_name, start_of};
 

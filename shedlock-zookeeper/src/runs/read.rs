@@ -25,7 +25,7 @@ use zookeeper_client::{Client, Stat};
 use super::no_node;
 use super::stored::parse_node_name;
 use crate::ZkLockProvider;
-use crate::paths::decode_name;
+use crate::names::decode_name;
 use crate::record::system_time;
 
 /// Requests sent at once (listings, data reads).

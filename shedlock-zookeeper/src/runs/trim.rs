@@ -23,7 +23,7 @@ use super::stored::parse_node_name;
 use super::{is, no_node};
 use crate::ZkLockProvider;
 use crate::error::ZkError;
-use crate::paths::decode_name;
+use crate::names::decode_name;
 
 /// Lock directories whose bounds a sweep reads at once.
 const SWEEP_BATCH: usize = 64;

@@ -12,9 +12,10 @@ use crate::RedisLockProviderBuilder;
 use crate::builder::Settings;
 use crate::error::store_error;
 use crate::hints::ReleaseHints;
-use crate::keys::{millis, system_time, validate_holder};
+use crate::names::validate_holder;
 use crate::node::Node;
 use crate::scripts::AcquireReply;
+use crate::time::{millis, system_time};
 
 /// Locks on one Redis server, on Redis's clock, with fencing tokens and release hints.
 ///

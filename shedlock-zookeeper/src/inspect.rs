@@ -6,10 +6,10 @@ use std::time::{Duration, SystemTime};
 use shedlock_core::{Error, LockInspector, LockQuery, LockRecord, Operation, async_trait};
 use zookeeper_client::{Client, Stat};
 
-use super::ZkLockProvider;
-use super::write::{Guard, Set};
+use crate::ZkLockProvider;
 use crate::error::ZkError;
-use crate::paths::decode_name;
+use crate::names::decode_name;
+use crate::provider::write::{Guard, Set};
 use crate::record::{LeaseRecord, new_incarnation, system_time};
 
 impl ZkLockProvider {
