@@ -1,5 +1,5 @@
 //! What a run's store is: which backend, where, and the rows of the journal it keeps. Both
-//! [`Store`](crate::Store) and the Redis side (`redis_store`) read these.
+//! [`Store`](crate::Store) and the Redis side (`journal_on_redis`) read these.
 
 use std::fmt;
 use std::str::FromStr;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use shedlock_conformance::{env::env_url, unique_table};
 
 use crate::backend::{Backend, JournalRow, StoreConfig};
-use crate::redis_store::redlock_url;
+use crate::journal_on_redis::redlock_url;
 use crate::store::{DEFAULT_ACQUIRE_TIMEOUT, Store};
 use crate::worker::WorkerOptions;
 

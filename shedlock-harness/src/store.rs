@@ -1,7 +1,7 @@
 //! The three databases and Redis behind one type: the lock provider, and the harness's own journal
 //! table, written inside the job's transaction behind the provider's fencing guard
-//! (`verify_lease`); Redis and RedLock keep theirs in `redis_store`. Locks are read through
-//! the provider's inspector, whatever the store.
+//! (`verify_lease`); Redis, RedLock and etcd keep theirs as a Redis list
+//! (`journal_on_redis`). Locks are read through the provider's inspector, whatever the store.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -20,7 +20,7 @@ use sqlx::{AssertSqlSafe, Database, Pool, SqlStr};
 
 use crate::backend::{Backend, JournalRow, StoreConfig};
 use crate::event::WriteOutcome;
-use crate::redis_store::RedisStore;
+use crate::journal_on_redis::RedisStore;
 
 /// How long a statement waits for a pooled connection before failing, unless configured: a
 /// database that does not answer becomes an error within this, never a silent hang. (sqlx's own

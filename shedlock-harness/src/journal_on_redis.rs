@@ -1,5 +1,6 @@
-//! Redis, RedLock and etcd behind the harness's [`Store`](crate::Store): the lock provider, and
-//! the run's journal as a Redis list, appended behind a fencing guard.
+//! The stores whose journal is a Redis list (Redis, RedLock and etcd) behind the harness's
+//! [`Store`](crate::Store): the lock provider, and the run's journal appended behind a fencing
+//! guard.
 //!
 //! - **One server**: the journal lives in the same Redis as the locks, and a Lua script appends
 //!   a row only if the lease `(holder, token)` is live there (`lock_until > TIME`), in the same
