@@ -54,8 +54,7 @@ pub fn skip(reason: impl Display) {
     }
     let line = match tally {
         Some(file) => format!(
-            "skipped: {reason}; this binary's next skips for it are not printed, every skip \
-             of the run is counted in {}\n",
+            "skipped: {reason} [this binary's other skips for it are only counted, in {}]\n",
             file.display()
         ),
         None => format!("skipped: {reason}\n"),
