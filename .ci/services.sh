@@ -94,7 +94,9 @@ ensure_mariadb() {
     log "starting MariaDB"
     # Its socket's directory, made by Debian's service scripts where they run.
     [ -d /run/mysqld ] || as_root install -d -o mysql -g mysql /run/mysqld
-    as_root start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd || true
+    # As the mysql user, whether or not the configuration says so (mariadbd refuses root).
+    as_root start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd \
+      -- --user=mysql || true
     cleanup+=("mysqladmin -h 127.0.0.1 -P 3306 -u root shutdown")
     wait_for MariaDB mariadb_up
   fi
