@@ -218,6 +218,8 @@ services_skipped() {
   local root dir tally
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   dir=${CARGO_TARGET_DIR:-$root/target}/shedlock-skipped
+  # A tally a week old is no run anyone still asks about.
+  find "$dir" -type f -mtime +7 -delete 2>/dev/null || true
   # shellcheck disable=SC2012 # names are pids and start times
   tally=$(ls -t "$dir" 2>/dev/null | head -n1)
   if [ -z "$tally" ]; then
