@@ -101,6 +101,26 @@ impl DatabaseArgs {
             .filter(given)
             .or_else(|| std::env::var(FALLBACK_URL_VARIABLE).ok().filter(given))
     }
+
+    /// The options given that apply to one kind of store only, in the order they are checked
+    /// against the store ([`crate::store::Store::options`]).
+    pub(crate) fn store_options(&self) -> impl Iterator<Item = &'static str> {
+        [
+            ("--table", self.table.is_some()),
+            ("--name-column", self.name_column.is_some()),
+            ("--lock-until-column", self.lock_until_column.is_some()),
+            ("--locked-at-column", self.locked_at_column.is_some()),
+            ("--locked-by-column", self.locked_by_column.is_some()),
+            (
+                "--fencing-token-column",
+                self.fencing_token_column.is_some(),
+            ),
+            ("--key-prefix", self.key_prefix.is_some()),
+            ("--root", self.root.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(option, given)| given.then_some(option))
+    }
 }
 
 /// A URL argument. Its `Debug` shows only what may be shown of it.

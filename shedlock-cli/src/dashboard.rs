@@ -1,13 +1,15 @@
 //! `shedlock dashboard`: the dashboard of `shedlock-dashboard` over the command's store, served
-//! on 127.0.0.1 until ctrl-c.
+//! on 127.0.0.1 until ctrl-c. An election run by the store's own elector is found where it
+//! keeps its leader ([`WithElector`]).
 
 use std::net::{IpAddr, SocketAddr};
 
 use clap::Args;
-use shedlock_core::LockProvider;
 use shedlock_dashboard::{DashboardOptions, MIN_RELEASE_TOKEN_CHARS, router};
 
+use crate::elections::WithElector;
 use crate::failure::{Exit, Failure};
+use crate::store::OpenStore;
 
 /// The release token's variable: read from the environment, never from the command line
 /// (`ps` and the shell's history would show it).
@@ -34,12 +36,8 @@ pub(crate) struct DashboardArgs {
     allow_hosts: Vec<String>,
 }
 
-/// Serves the dashboard over `provider` until ctrl-c.
-pub(crate) async fn run(
-    provider: impl LockProvider,
-    shown_url: &str,
-    args: &DashboardArgs,
-) -> Result<Exit, Failure> {
+/// Serves the dashboard over `store` until ctrl-c.
+pub(crate) async fn run(store: &OpenStore, args: &DashboardArgs) -> Result<Exit, Failure> {
     let token = args
         .allow_release
         .then(|| std::env::var(TOKEN_VARIABLE).unwrap_or_default());
@@ -61,8 +59,16 @@ pub(crate) async fn run(
     } else {
         "read-only"
     };
-    out!("dashboard of {shown_url} at http://{address}/ ({mode}); ctrl-c to stop");
-    axum::serve(listener, router(provider, options))
+    out!(
+        "dashboard of {} at http://{address}/ ({mode}); ctrl-c to stop",
+        store.shown
+    );
+    let provider = store.provider.clone();
+    let router = match &store.elector {
+        Some(elector) => router(WithElector::new(provider, elector.clone()), options),
+        None => router(provider, options),
+    };
+    axum::serve(listener, router)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })

@@ -5,53 +5,34 @@
 //! the elector's leader, so `--election NAME` shows the leader however the election is run.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use shedlock_core::{
     Error, LockConfiguration, LockInspector, LockLease, LockProvider, LockQuery, LockRecord,
     RunLog, async_trait,
 };
-use shedlock_etcd::EtcdElector;
-use shedlock_zookeeper::ZkElector;
 
-/// The elector a store's own election recipe runs on.
-#[derive(Debug, Clone)]
-pub(crate) enum StoreElector {
-    Etcd(EtcdElector),
-    ZooKeeper(ZkElector),
-}
-
-impl StoreElector {
+/// A store's own elector, as the dashboard reads it: the leader of an election. Implemented
+/// in the module of each store that has one.
+#[async_trait]
+pub(crate) trait Leaders: Send + Sync + fmt::Debug {
     /// The leader of `election` as the elector records it.
-    async fn leader(&self, election: &str) -> Result<Option<LockRecord>, Error> {
-        match self {
-            StoreElector::Etcd(elector) => elector.leader(election).await,
-            StoreElector::ZooKeeper(elector) => elector.leader(election).await,
-        }
-    }
+    async fn leader(&self, election: &str) -> Result<Option<LockRecord>, Error>;
 }
 
 /// A provider whose [`LockInspector::lock_record`] answers, for a name whose lock is not held,
 /// with the leader of the store elector's election of that name when there is one; every other
 /// call goes to the provider.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub(crate) struct WithElector<P> {
     provider: P,
-    elector: StoreElector,
+    elector: Arc<dyn Leaders>,
 }
 
 impl<P> WithElector<P> {
-    pub(crate) fn new(provider: P, elector: StoreElector) -> Self {
+    pub(crate) fn new(provider: P, elector: Arc<dyn Leaders>) -> Self {
         WithElector { provider, elector }
-    }
-}
-
-impl<P: fmt::Debug> fmt::Debug for WithElector<P> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WithElector")
-            .field("provider", &self.provider)
-            .field("elector", &self.elector)
-            .finish()
     }
 }
 

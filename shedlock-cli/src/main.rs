@@ -12,7 +12,6 @@ macro_rules! out {
 
 mod cli;
 mod commands;
-mod connect;
 mod dashboard;
 mod doctor;
 mod elections;
@@ -21,8 +20,8 @@ mod locks;
 mod output;
 mod runs;
 mod secrets;
-mod stores;
-mod target;
+mod store;
+mod table;
 mod terminal;
 
 use std::process::ExitCode;

@@ -7,7 +7,8 @@ use shedlock_core::{Operation, RunCursor, RunLog, RunQuery, RunRecord};
 
 use crate::cli::RunsCommand;
 use crate::failure::{Exit, Failure};
-use crate::locks::{Place, print_columns, print_json, print_views, timestamp};
+use crate::store::Place;
+use crate::table::{print_columns, print_json, print_views, timestamp};
 use crate::terminal::Escaped;
 
 /// How many records `runs show` reads at a time while it looks for a token or attempt.

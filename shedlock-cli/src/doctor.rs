@@ -1,27 +1,22 @@
 //! `doctor`: is the store usable from here, and if not, what to do about it. One line per
-//! check (`ok`, `info` or `problem`, with how to fix it); exit 5 on any problem. What is
-//! checked depends on the store: `sql` (table, columns, privileges), `redis` (one server, or
-//! each RedLock master), `zookeeper` (the root's nodes and access to them); every store's
-//! clock is compared with this machine's, and its locks counted.
-
-mod redis;
-mod sql;
-mod zookeeper;
+//! check (`ok`, `info` or `problem`, with how to fix it); exit 5 on any problem. Each store's
+//! module checks what is its own (SQL: table, columns, privileges; RedLock: each master;
+//! ZooKeeper: the root's nodes and access to them); every store's clock is compared with this
+//! machine's ([`clock`]) and its locks counted ([`count_locks`]).
 
 use std::time::{Duration, SystemTime};
 
 use shedlock_core::{LockInspector, LockQuery};
 
-pub(crate) use redis::{etcd, redis, redlock};
-pub(crate) use sql::run;
-pub(crate) use zookeeper::zookeeper;
-
 use crate::failure::Failure;
-use crate::locks::timestamp;
+use crate::table::timestamp;
 
 /// Reports the store's clock (`what`: "database", "Redis", …) against this machine's: locks
 /// never read this machine's clock, so the difference is information, never a problem.
-async fn clock(inspector: &dyn LockInspector, what: &str) -> Result<SystemTime, Failure> {
+pub(crate) async fn clock(
+    inspector: &dyn LockInspector,
+    what: &str,
+) -> Result<SystemTime, Failure> {
     let before = SystemTime::now();
     let store = inspector.store_time().await.map_err(Failure::error)?;
     let after = SystemTime::now();
@@ -42,7 +37,7 @@ async fn clock(inspector: &dyn LockInspector, what: &str) -> Result<SystemTime, 
     Ok(store)
 }
 
-fn millis(duration: Duration) -> String {
+pub(crate) fn millis(duration: Duration) -> String {
     format!("{} ms", duration.as_millis())
 }
 
@@ -50,7 +45,7 @@ fn millis(duration: Duration) -> String {
 const COUNT_PAGE: usize = 1000;
 
 /// `ok  N locks, M held`, counted a page at a time: never every lock in one read.
-async fn count_locks(inspector: &dyn LockInspector) -> Result<(), Failure> {
+pub(crate) async fn count_locks(inspector: &dyn LockInspector) -> Result<(), Failure> {
     let (mut count, mut held) = (0, 0);
     let mut query = LockQuery::all().limit(COUNT_PAGE);
     loop {

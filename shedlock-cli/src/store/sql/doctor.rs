@@ -2,22 +2,22 @@
 
 use shedlock_sqlx::{SchemaIssue, SqlLockProvider};
 
-use super::{clock, count_locks};
+use super::pool::OpenPool;
 use crate::cli::DbKind;
+use crate::doctor::{clock, count_locks};
 use crate::failure::{Exit, Failure};
-use crate::target::{OpenPool, StoreKind, Target};
+use crate::store::Target;
 
 /// Prints one line per check (`ok` or `problem`, with how to fix it); exit 5 on any problem.
-/// Reaching the database was checked when the pool was opened.
-pub(crate) async fn run<D: OpenPool>(
+/// Reaching the database was checked when the pool was opened. `user`: the URL's.
+pub(super) async fn run<D: OpenPool>(
     provider: &SqlLockProvider<D>,
     target: &Target,
+    user: Option<&str>,
     token_column: &str,
 ) -> Result<Exit, Failure> {
     let table = provider.table();
-    let StoreKind::Sql(kind) = target.kind else {
-        unreachable!("SQL targets only");
-    };
+    let kind = D::KIND;
     out!("ok       database {} is reachable", target.shown);
     clock(provider, "database").await?;
 
@@ -37,7 +37,7 @@ pub(crate) async fn run<D: OpenPool>(
 
     if let Err(e) = provider.check_access().await {
         out!("problem  {e}");
-        out!("fix      {}", access_fix(table, target));
+        out!("fix      {}", access_fix(table, kind, user));
         return Ok(Exit::Problems);
     }
     out!("ok       this user may read, insert and update `{table}` (probe rolled back)");
@@ -96,13 +96,13 @@ fn schema_fix(issue: &SchemaIssue, table: &str, token_column: &str, kind: DbKind
     }
 }
 
-fn access_fix(table: &str, target: &Target) -> String {
-    match target.kind {
-        StoreKind::Sql(DbKind::Sqlite) => {
+fn access_fix(table: &str, kind: DbKind, user: Option<&str>) -> String {
+    match kind {
+        DbKind::Sqlite => {
             "make the database file and its directory writable by this user".to_owned()
         }
-        _ => {
-            let user = target.user.as_deref().unwrap_or("<user>");
+        DbKind::Postgres | DbKind::Mysql => {
+            let user = user.unwrap_or("<user>");
             format!(
                 "let the user read and write the table: GRANT SELECT, INSERT, UPDATE ON {table} TO {user}"
             )
