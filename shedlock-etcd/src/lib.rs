@@ -14,7 +14,8 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use shedlock_core::{LeaderElection, LockConfiguration, LockingTaskExecutor};
+//! use shedlock_core::LockConfiguration;
+//! use shedlock_runtime::{LeaderElection, LockingTaskExecutor};
 //! use shedlock_etcd::EtcdLockProvider;
 //!
 //! # async fn run() -> Result<(), shedlock_core::Error> {

@@ -9,7 +9,8 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use shedlock_core::{LockConfiguration, LockInspector, LockQuery, LockingTaskExecutor};
+//! use shedlock_core::{LockConfiguration, LockInspector, LockQuery};
+//! use shedlock_runtime::LockingTaskExecutor;
 //! use shedlock_redis::RedisLockProvider;
 //!
 //! # async fn run() -> Result<(), shedlock_core::Error> {

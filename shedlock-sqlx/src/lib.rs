@@ -42,7 +42,8 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! use shedlock_core::{LockConfiguration, LockInspector, LockQuery, LockingTaskExecutor};
+//! use shedlock_core::{LockConfiguration, LockInspector, LockQuery};
+//! use shedlock_runtime::LockingTaskExecutor;
 //! use shedlock_sqlx::SqliteLockProvider;
 //!
 //! let provider = SqliteLockProvider::connect("sqlite::memory:").await?;

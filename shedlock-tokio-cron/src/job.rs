@@ -13,7 +13,8 @@ use crate::tick::run_tick;
 ///
 /// ```
 /// use std::time::Duration;
-/// use shedlock_core::{InMemoryLockProvider, Job, JobLock, LockingTaskExecutor, Schedule, SchedulerConfig};
+/// use shedlock_core::InMemoryLockProvider;
+/// use shedlock_runtime::{Job, JobLock, LockingTaskExecutor, Schedule, SchedulerConfig};
 /// use shedlock_tokio_cron::IntoTokioCronJob;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -146,7 +147,8 @@ impl<S: Clone + Send + Sync + 'static> IntoTokioCronJob<S> for Job<S> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use shedlock_core::{InMemoryLockProvider, LockConfiguration, LockContext, LockingTaskExecutor};
+/// use shedlock_core::{InMemoryLockProvider, LockConfiguration};
+/// use shedlock_runtime::{LockContext, LockingTaskExecutor};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -21,7 +21,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use shedlock_core::{InMemoryLockProvider, LockConfiguration, LockingTaskExecutor};
+//! use shedlock_core::{InMemoryLockProvider, LockConfiguration};
+//! use shedlock_runtime::LockingTaskExecutor;
 //! use tokio_cron_scheduler::JobScheduler;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
