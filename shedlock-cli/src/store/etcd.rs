@@ -89,12 +89,8 @@ impl Store for Etcd {
         &["--key-prefix"]
     }
 
-    fn ddl(&self, _args: &DatabaseArgs) -> Result<String, Failure> {
-        Err(no_schema())
-    }
-
-    async fn apply_schema(&self, _args: &DatabaseArgs) -> Result<Exit, Failure> {
-        Err(no_schema())
+    fn no_schema(&self) -> &'static str {
+        NO_SCHEMA
     }
 
     /// The cluster reachable (checked when the provider connected), its clock, its locks.
@@ -116,9 +112,7 @@ impl Store for Etcd {
     }
 }
 
-fn no_schema() -> Failure {
-    super::no_schema("etcd needs no schema: a lock's key is created when it is first acquired")
-}
+const NO_SCHEMA: &str = "etcd needs no schema: a lock's key is created when it is first acquired";
 
 impl Provider for EtcdLockProvider {}
 

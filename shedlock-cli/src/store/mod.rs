@@ -98,11 +98,21 @@ pub(crate) trait Store {
         None
     }
 
-    /// `schema`: the DDL of its lock table, or why it has none (a usage error).
-    fn ddl(&self, args: &DatabaseArgs) -> Result<String, Failure>;
+    /// Why it has no schema to print or apply, for a store that needs none.
+    fn no_schema(&self) -> &'static str {
+        "this store needs no schema"
+    }
 
-    /// `schema --apply`: creates what it needs, or says why there is nothing to create.
-    async fn apply_schema(&self, args: &DatabaseArgs) -> Result<Exit, Failure>;
+    /// `schema`: the DDL of its lock table; by default why it has none (a usage error).
+    fn ddl(&self, _args: &DatabaseArgs) -> Result<String, Failure> {
+        Err(Failure::new(Exit::Usage, self.no_schema()))
+    }
+
+    /// `schema --apply`: creates what it needs; by default says why there is nothing to
+    /// create.
+    async fn apply_schema(&self, _args: &DatabaseArgs) -> Result<Exit, Failure> {
+        Err(Failure::new(Exit::Usage, self.no_schema()))
+    }
 
     /// `doctor`: one line per check; exit 5 on any problem.
     async fn doctor(&self, args: &DatabaseArgs) -> Result<Exit, Failure>;
@@ -179,9 +189,4 @@ fn connect_failure(store: &dyn Store, error: &shedlock_core::Error) -> Failure {
             format!("cannot reach {} at {shown}: {error}", store.name()),
         ),
     }
-}
-
-/// A store without a schema: `schema` is a usage error, saying `why`.
-fn no_schema(why: &'static str) -> Failure {
-    Failure::new(Exit::Usage, why)
 }

@@ -63,9 +63,8 @@ pub(super) fn check(urls: &[&str]) -> Result<(), Failure> {
 }
 
 /// Redis and RedLock need no schema.
-pub(super) fn no_schema() -> Failure {
-    super::no_schema("Redis needs no schema: a lock's hash is created when it is first acquired")
-}
+pub(super) const NO_SCHEMA: &str =
+    "Redis needs no schema: a lock's hash is created when it is first acquired";
 
 /// The single-server provider on `url`, with the key prefix and timeout of the command line.
 /// Its releases publish the usual release hint, which wakes the lock's waiters at once.
@@ -109,12 +108,8 @@ impl Store for Redis {
         OPTIONS
     }
 
-    fn ddl(&self, _args: &DatabaseArgs) -> Result<String, Failure> {
-        Err(no_schema())
-    }
-
-    async fn apply_schema(&self, _args: &DatabaseArgs) -> Result<Exit, Failure> {
-        Err(no_schema())
+    fn no_schema(&self) -> &'static str {
+        NO_SCHEMA
     }
 
     /// Reachable (checked when the provider connected), its clock, its locks.

@@ -64,12 +64,8 @@ impl Store for RedLock {
         redis::OPTIONS
     }
 
-    fn ddl(&self, _args: &DatabaseArgs) -> Result<String, Failure> {
-        Err(redis::no_schema())
-    }
-
-    async fn apply_schema(&self, _args: &DatabaseArgs) -> Result<Exit, Failure> {
-        Err(redis::no_schema())
+    fn no_schema(&self) -> &'static str {
+        redis::NO_SCHEMA
     }
 
     /// Each master on its own (reachable, clock), how far the masters' clocks are apart, and

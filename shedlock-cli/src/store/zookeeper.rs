@@ -7,7 +7,7 @@ use shedlock_core::{Error, LockRecord, async_trait};
 use shedlock_zookeeper::{ZkElector, ZkLockProvider};
 
 use super::target::ClusterAddress;
-use super::{Kind, OpenStore, Place, Provider, Reading, Store, Target, connect_failure, no_schema};
+use super::{Kind, OpenStore, Place, Provider, Reading, Store, Target, connect_failure};
 use crate::cli::DatabaseArgs;
 use crate::doctor::{clock, count_locks};
 use crate::elections::Leaders;
@@ -78,10 +78,8 @@ impl Store for ZooKeeper {
         &["--root"]
     }
 
-    fn ddl(&self, _args: &DatabaseArgs) -> Result<String, Failure> {
-        Err(no_schema(
-            "ZooKeeper has no DDL: `shedlock schema --apply` creates the root's nodes",
-        ))
+    fn no_schema(&self) -> &'static str {
+        "ZooKeeper has no DDL: `shedlock schema --apply` creates the root's nodes"
     }
 
     async fn apply_schema(&self, args: &DatabaseArgs) -> Result<Exit, Failure> {
