@@ -2,9 +2,10 @@
 //! in any release without notice.
 //!
 //! The macro checks every argument with `shedlock-rules`, the functions the public constructors
-//! call. What it hands over here is therefore already checked: durations and names are taken
-//! as they are (a debug build asserts the rule once more); a cron expression and a zone, which
-//! must be parsed again at run time, go through the very function that accepted them.
+//! call. What it hands over here is therefore already checked, and taken as it is: durations
+//! and names are not checked again (the scheduler still resolves a lock's durations against its
+//! configuration once, at start); a cron expression and a zone, which must be parsed again at
+//! run time, go through the very function that accepted them.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -38,23 +39,13 @@ pub fn cron(expression: &'static str, zone: Option<&'static str>) -> Schedule {
 /// A fixed-rate schedule; the macro checked `period` with `shedlock_rules::check_period`, the
 /// check of `Schedule::fixed_rate`.
 pub fn fixed_rate(period: Duration, initial_delay: Duration) -> Schedule {
-    checked_period(period);
     Schedule::of_checked(ScheduleKind::FixedRate(period)).with_initial_delay(initial_delay)
 }
 
 /// A fixed-delay schedule; the macro checked `delay` with `shedlock_rules::check_period`, the
 /// check of `Schedule::fixed_delay`.
 pub fn fixed_delay(delay: Duration, initial_delay: Duration) -> Schedule {
-    checked_period(delay);
     Schedule::of_checked(ScheduleKind::FixedDelay(delay)).with_initial_delay(initial_delay)
-}
-
-/// The macro's check, repeated in debug builds: these functions are reachable by hand too.
-fn checked_period(period: Duration) {
-    debug_assert!(
-        shedlock_rules::check_period(period).is_ok(),
-        "{period:?}: not checked with shedlock_rules::check_period"
-    );
 }
 
 /// A cron schedule with an initial delay.
@@ -65,7 +56,6 @@ pub fn with_initial_delay(schedule: Schedule, initial_delay: Duration) -> Schedu
 /// A schedule with a misfire threshold the macro checked with `shedlock_rules::check_period`,
 /// the check of `Schedule::with_misfire_threshold`.
 pub fn with_misfire_threshold(mut schedule: Schedule, threshold: Duration) -> Schedule {
-    checked_period(threshold);
     schedule.misfire_threshold = Some(threshold);
     schedule
 }
@@ -78,7 +68,6 @@ pub fn job_lock(
     lock_at_least_for: Option<Duration>,
     keep_alive: Option<bool>,
 ) -> JobLock {
-    debug_assert!(shedlock_rules::check_lock_name(name).is_ok());
     JobLock {
         name: Cow::Borrowed(name),
         lock_at_most_for,
@@ -104,7 +93,6 @@ pub fn rerun_interrupted(lock: JobLock) -> JobLock {
 /// `within` with `shedlock_rules::check_period` and that the schedule is cron, the checks of
 /// `Schedule::with_catch_up`.
 pub fn with_catch_up(mut schedule: Schedule, within: Duration) -> Schedule {
-    checked_period(within);
     schedule.catch_up = Some(within);
     schedule
 }
@@ -123,7 +111,6 @@ pub fn assert_send<F: Future + Send>(future: F) -> F {
 /// Marks a job leader-only; the macro checked the election name with
 /// `shedlock_rules::check_lock_name`, the check of `Job::leader_only`.
 pub fn leader_only<S>(mut job: Job<S>, election: &'static str) -> Job<S> {
-    debug_assert!(shedlock_rules::check_lock_name(election).is_ok());
     job.leader = Some(Cow::Borrowed(election));
     job
 }

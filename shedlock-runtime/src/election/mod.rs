@@ -114,7 +114,8 @@ impl fmt::Debug for LeaderElectionBuilder {
 /// A running candidacy in a leader election.
 ///
 /// ```
-/// use shedlock_core::{InMemoryLockProvider, LeaderElection, LeaderState};
+/// use shedlock_core::{InMemoryLockProvider, LeaderState};
+/// use shedlock_runtime::LeaderElection;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), shedlock_core::Error> {

@@ -273,6 +273,11 @@ impl LockContext {
         LockContext { active }
     }
 
+    /// The provider that granted the lease: where the run holding it writes its run record.
+    pub(crate) fn provider(&self) -> &Arc<dyn crate::LockProvider> {
+        &self.active.service.provider
+    }
+
     /// The innermost lock held by the current task.
     ///
     /// # Errors

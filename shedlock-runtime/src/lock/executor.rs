@@ -58,7 +58,8 @@ impl<T> TaskResult<T> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use shedlock_core::{InMemoryLockProvider, LockConfiguration, LockingTaskExecutor, TaskResult};
+/// use shedlock_core::{InMemoryLockProvider, LockConfiguration};
+/// use shedlock_runtime::{LockingTaskExecutor, TaskResult};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), shedlock_core::Error> {
@@ -92,8 +93,6 @@ pub(crate) struct ExecuteOptions {
     pub(crate) stop: Option<CancellationToken>,
     /// Receives the running task's context, so the scheduler can signal it.
     pub(crate) on_start: Option<Box<dyn FnOnce(LockContext) + Send>>,
-    /// A scheduled tick: its acquisition acts as if it had been asked when the tick was due.
-    pub(crate) tick: Option<TickWindow>,
     /// Asked right before the task starts, after the lock is taken (shutdown, leadership): an
     /// error means the task must not start; the lock is given back and the error returned.
     pub(crate) may_start: Option<StartGate>,
@@ -102,30 +101,12 @@ pub(crate) struct ExecuteOptions {
 /// Whether a task may start at this moment; see [`ExecuteOptions::may_start`].
 pub(crate) type StartGate = Box<dyn Fn() -> Result<(), Error> + Send + Sync>;
 
-/// When a scheduled tick was due, and how much earlier another instance may have run it (its
-/// clock a little ahead, or its request a little faster).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct TickWindow {
-    pub(crate) due: Instant,
-    pub(crate) allowance: Duration,
-}
-
-impl TickWindow {
-    /// Refuse the lock if anyone took it since the tick was due, less the allowance. For a tick
-    /// on time this adds little to the lease check (which `lock_at_least_for` extends); for a
-    /// late one it stops it from redoing what another instance did for it meanwhile.
-    fn since(&self) -> Instant {
-        self.due.checked_sub(self.allowance).unwrap_or(self.due)
-    }
-}
-
 impl std::fmt::Debug for ExecuteOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ExecuteOptions")
             .field("keep_alive", &self.keep_alive)
             .field("renew_until", &self.renew_until)
             .field("stop", &self.stop)
-            .field("tick", &self.tick)
             .field("may_start", &self.may_start.is_some())
             .finish_non_exhaustive()
     }
@@ -234,7 +215,7 @@ impl LockingTaskExecutor {
         config: &LockConfiguration,
         task: F,
     ) -> Result<TaskResult<F::Output>, Error> {
-        self.execute_with(config, ExecuteOptions::default(), task)
+        self.execute_with(config, ExecuteOptions::default(), |_| task)
             .await
     }
 
@@ -257,14 +238,17 @@ impl LockingTaskExecutor {
             keep_alive: Some(interval),
             ..ExecuteOptions::default()
         };
-        self.execute_with(config, options, task).await
+        self.execute_with(config, options, |_| task).await
     }
 
+    /// Runs the task `start` returns under the lock, as [`execute`](Self::execute) with
+    /// `options`; `start` is handed the context of the lock the task holds (the enclosing one
+    /// for a re-entrant execution), so code that writes through the lease gets it from here.
     pub(crate) async fn execute_with<F: Future>(
         &self,
         config: &LockConfiguration,
         options: ExecuteOptions,
-        task: F,
+        start: impl FnOnce(LockContext) -> F,
     ) -> Result<TaskResult<F::Output>, Error> {
         if let Some(held) = context::enclosing(&self.service, config.name()) {
             if !held.is_trusted() {
@@ -273,16 +257,9 @@ impl LockingTaskExecutor {
             if let Some(may_start) = &options.may_start {
                 may_start()?;
             }
-            return Ok(TaskResult::Executed(task.await));
+            return Ok(TaskResult::Executed(start(LockContext::new(held)).await));
         }
-        let acquired = match &options.tick {
-            Some(tick) => {
-                self.acquire(&config.clone().unless_acquired_since(tick.since()))
-                    .await?
-            }
-            None => self.acquire(config).await?,
-        };
-        let Some((lease, requested_at)) = acquired else {
+        let Some((lease, requested_at)) = self.acquire(config).await? else {
             return Ok(TaskResult::Skipped);
         };
         if let Some(refused) = options
@@ -303,6 +280,7 @@ impl LockingTaskExecutor {
         }
         let guard = ReleaseOnDrop(Some(Arc::clone(&active)));
 
+        let task = start(LockContext::new(Arc::clone(&active)));
         let task = context::scope(Arc::clone(&active), AssertUnwindSafe(task).catch_unwind());
         let outcome = match options.keep_alive {
             None => task.await,

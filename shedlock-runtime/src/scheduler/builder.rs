@@ -5,18 +5,18 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::plan::Launch;
 use super::runtime::{PreparedJob, Runtime, ShutdownCounters, shutdown_gate};
 use super::status::JobState;
 use super::{RunNow, Scheduler};
 use crate::lock::executor::StartGate;
 use crate::{
     Clock, Elector, Error, Job, JobRegistry, LeaderElection, LockEvent, LockListener, LockProvider,
-    LockingTaskExecutor, OnInterrupted, SchedulerConfig, SystemClock, TaskResult,
+    LockingTaskExecutor, SchedulerConfig, SystemClock, TaskResult,
 };
 
 /// Builds a [`Scheduler`]; see [`Scheduler::builder`].
@@ -140,10 +140,7 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
         if let Some(executor) = &executor {
             let provider = executor.provider();
             let records = provider.run_log().is_some() && provider.inspector().is_some();
-            if let Some(job) = prepared
-                .iter()
-                .find(|job| job.on_interrupted == OnInterrupted::Rerun && !records)
-            {
+            if let Some(job) = prepared.iter().find(|job| job.reruns() && !records) {
                 return Err(Error::Scheduler(format!(
                     "job `{}` reruns interrupted runs, but its lock store keeps no run records",
                     job.job.name
@@ -176,9 +173,12 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
             let status = Arc::new(JobState::new(
                 prepared.job.name.to_string(),
                 prepared.job.schedule.to_string(),
-                prepared.lock.as_ref().map(|lock| lock.name().to_owned()),
+                prepared
+                    .lock
+                    .as_ref()
+                    .map(|lock| lock.config.name().to_owned()),
             ));
-            run_now.push(run_now_fn(&prepared.job, &runtime, &config, &state));
+            run_now.push(run_now_fn(&prepared, &runtime, &state));
             if config.enabled {
                 loops.spawn(prepared.run(state, Arc::clone(&runtime), Arc::clone(&status)));
             }
@@ -250,19 +250,6 @@ fn prepare_jobs<S: Clone>(
                 .schedule
                 .misfire_threshold
                 .unwrap_or(config.misfire_threshold);
-            let unlocked = PreparedJob {
-                job: job.clone(),
-                lock: None,
-                keep_alive: None,
-                heartbeat: None,
-                alive_for: None,
-                leader,
-                misfire_threshold,
-                retries: 0,
-                retry_backoff: Duration::ZERO,
-                on_interrupted: OnInterrupted::Skip,
-                watching: Arc::default(),
-            };
             if job.schedule.catch_up.is_some() && job.lock.is_none() {
                 return Err(Error::invalid_config(
                     "catch_up",
@@ -273,73 +260,58 @@ fn prepare_jobs<S: Clone>(
                     ),
                 ));
             }
-            let Some((lock, keep_alive)) = job.resolve_lock(config)? else {
-                return Ok(unlocked);
-            };
-            if !has_provider {
+            let lock = job.resolve_lock(config)?;
+            if let Some(lock) = &lock
+                && !has_provider
+            {
                 return Err(Error::Scheduler(format!(
                     "job `{}` runs under lock `{}` but the scheduler has no lock provider",
                     job.name,
-                    lock.name()
+                    lock.config.name()
                 )));
             }
-            let job_lock = job.lock.as_ref().expect("resolved above");
-            let run_lease = config.run_lease;
-            // A heartbeat only where it shortens the lease; `keep_alive` jobs renew their own.
-            let heartbeat = (keep_alive.is_none()
-                && !run_lease.is_zero()
-                && run_lease.max(lock.lock_at_least_for()) < lock.lock_at_most_for())
-            .then(|| {
-                let lease = run_lease.max(lock.lock_at_least_for());
-                (lease, lease / 3)
-            });
-            let alive_for = super::run::run_heartbeat(
-                job_lock.on_interrupted,
-                run_lease,
-                lock.lock_at_most_for(),
-            );
             Ok(PreparedJob {
-                lock: Some(lock),
-                keep_alive,
-                heartbeat,
-                alive_for,
-                retries: job_lock.retries,
-                retry_backoff: job_lock.retry_backoff,
-                on_interrupted: job_lock.on_interrupted,
-                ..unlocked
+                job: job.clone(),
+                lock,
+                leader,
+                misfire_threshold,
+                watching: Arc::default(),
             })
         })
         .collect()
 }
 
+/// `Scheduler::run_now` for one job: a run by hand under the lock resolved at start.
 fn run_now_fn<S: Clone + Send + Sync + 'static>(
-    job: &Job<S>,
+    prepared: &PreparedJob<S>,
     runtime: &Arc<Runtime>,
-    config: &SchedulerConfig,
     state: &S,
 ) -> RunNow {
-    let (job, runtime, config, state) = (
-        job.clone(),
+    let (job, lock, runtime, state) = (
+        prepared.job.clone(),
+        prepared.lock.clone(),
         Arc::clone(runtime),
-        config.clone(),
         state.clone(),
     );
     Box::new(move || {
-        let (job, runtime, config, state) = (
+        let (job, lock, runtime, state) = (
             job.clone(),
+            lock.clone(),
             Arc::clone(&runtime),
-            config.clone(),
             state.clone(),
         );
         Box::pin(async move {
             let may_start: StartGate = Box::new(shutdown_gate(&runtime, &job.name));
             may_start()?;
-            match &runtime.executor {
-                Some(executor) => {
-                    job.run_locked(executor, &config, state, (None, None), Some(may_start))
-                        .await
+            match (lock, &runtime.executor) {
+                (Some(lock), Some(executor)) => {
+                    let launch = Launch {
+                        may_start: Some(may_start),
+                        ..Launch::default()
+                    };
+                    lock.run(job, state, executor.clone(), launch).await
                 }
-                None => Ok(TaskResult::Executed(job.start_lazily(state).await)),
+                _ => Ok(TaskResult::Executed(job.start_lazily(state).await)),
             }
         })
     })

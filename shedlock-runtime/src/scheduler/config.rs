@@ -146,21 +146,6 @@ impl SchedulerConfig {
     pub(crate) fn zone(&self) -> Result<Tz, Error> {
         parse_zone("default_zone", &self.default_zone)
     }
-
-    /// Resolves a job lock against these defaults.
-    pub(crate) fn lock_configuration(
-        &self,
-        lock: &crate::JobLock,
-    ) -> Result<crate::LockConfiguration, Error> {
-        let at_most = lock
-            .lock_at_most_for
-            .unwrap_or(self.default_lock_at_most_for);
-        let at_least = lock
-            .lock_at_least_for
-            .unwrap_or(self.default_lock_at_least_for.min(at_most));
-        lock_config::validate_durations(at_most, at_least)?;
-        crate::LockConfiguration::new(lock.name.clone().into_owned(), at_most, at_least)
-    }
 }
 
 #[cfg(test)]

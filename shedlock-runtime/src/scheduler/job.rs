@@ -6,15 +6,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::run::{RunPlan, run_recorded};
-use crate::lock::executor::{ExecuteOptions, StartGate};
-use crate::{
-    Error, LockConfiguration, LockingTaskExecutor, OnInterrupted, Schedule, SchedulerConfig,
-    TaskResult,
-};
-use shedlock_core::__private::{
-    validate_durations, validate_keep_alive_interval, validate_lock_name,
-};
+use super::plan::{Launch, ResolvedLock, Unless};
+use crate::{Error, LockingTaskExecutor, OnInterrupted, Schedule, SchedulerConfig, TaskResult};
+use shedlock_core::__private::{validate_durations, validate_lock_name};
 
 /// Wait between a failed attempt and its retry unless [`JobLock::retries`] sets one.
 const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_secs(10);
@@ -28,7 +22,7 @@ type RunFn<S> = dyn Fn(S) -> Pin<Box<dyn Future<Output = Result<(), String>> + S
 ///
 /// ```
 /// use std::time::Duration;
-/// use shedlock_core::{Job, JobLock, Schedule};
+/// use shedlock_runtime::{Job, JobLock, Schedule};
 ///
 /// let job: Job<()> = Job::new("purge", Schedule::fixed_rate(Duration::from_secs(60))?, |()| async {
 ///     Ok::<(), std::io::Error>(())
@@ -115,29 +109,16 @@ impl<S> Job<S> {
         self.resolve_lock(config).map(drop)
     }
 
-    /// The job's lock with `config`'s defaults filled in, and how often keep-alive extends it
-    /// (`None`: no keep-alive). `None` for a job without a lock.
+    /// The job's lock with `config`'s defaults filled in, checked: what its runs use as is.
+    /// `None` for a job without a lock.
     pub(crate) fn resolve_lock(
         &self,
         config: &SchedulerConfig,
-    ) -> Result<Option<(LockConfiguration, Option<Duration>)>, Error> {
-        let Some(job_lock) = &self.lock else {
-            return Ok(None);
-        };
-        let lock = config.lock_configuration(job_lock)?;
-        let keep_alive = job_lock.keep_alive.unwrap_or(config.keep_alive).then(|| {
-            config
-                .keep_alive_interval
-                .unwrap_or(lock.lock_at_most_for() / 3)
-        });
-        if let Some(interval) = keep_alive {
-            validate_keep_alive_interval(
-                interval,
-                lock.lock_at_most_for(),
-                &format!("lock_at_most_for of job `{}`", self.name),
-            )?;
-        }
-        Ok(Some((lock, keep_alive)))
+    ) -> Result<Option<ResolvedLock>, Error> {
+        self.lock
+            .as_ref()
+            .map(|lock| ResolvedLock::resolve(&self.name, lock, config))
+            .transpose()
     }
 
     /// The job's run, calling its closure only when first polled: a closure may work before
@@ -169,7 +150,7 @@ impl<S: Clone + Send + 'static> Job<S> {
         config: &SchedulerConfig,
         state: S,
     ) -> Result<TaskResult<Result<(), String>>, Error> {
-        self.run_locked(executor, config, state, (None, None), None)
+        self.run_by_hand(executor, config, state, Launch::default())
             .await
     }
 
@@ -197,55 +178,30 @@ impl<S: Clone + Send + 'static> Job<S> {
             .schedule
             .latest_fire(chrono::Utc::now(), zone)
             .map(Into::into);
-        self.run_locked(executor, config, state, (since, tick), None)
-            .await
+        let unless = since.map_or(Unless::Never, Unless::AcquiredSince);
+        let launch = Launch {
+            tick,
+            unless,
+            ..Launch::default()
+        };
+        self.run_by_hand(executor, config, state, launch).await
     }
 
-    /// Runs the job under its lock, recorded in the store's run log with its retries;
-    /// `since` as in `run_latest_tick` with the tick it stands for (`None`: a run by hand),
-    /// `may_start` as in [`ExecuteOptions`].
-    pub(crate) async fn run_locked(
+    /// Runs the job under its lock resolved against `config` (recorded in the store's run log,
+    /// with its retries), or plainly for a job without one.
+    async fn run_by_hand(
         &self,
         executor: &LockingTaskExecutor,
         config: &SchedulerConfig,
         state: S,
-        (since, tick): (Option<tokio::time::Instant>, Option<std::time::SystemTime>),
-        may_start: Option<StartGate>,
+        launch: Launch,
     ) -> Result<TaskResult<Result<(), String>>, Error> {
-        let resolved = self.resolve_lock(config)?;
-        match (resolved, &self.lock) {
-            (Some((lock, keep_alive)), Some(job_lock)) => {
-                let lock = match since {
-                    Some(since) => lock.unless_acquired_since(since),
-                    None => lock,
-                };
-                let options = ExecuteOptions {
-                    keep_alive,
-                    may_start,
-                    ..ExecuteOptions::default()
-                };
-                let plan = RunPlan {
-                    job: Arc::from(&*self.name),
-                    tick,
-                    retries: job_lock.retries,
-                    backoff: job_lock.retry_backoff,
-                    rerun: None,
-                    alive_for: super::run::run_heartbeat(
-                        job_lock.on_interrupted,
-                        config.run_lease,
-                        lock.lock_at_most_for(),
-                    ),
-                };
-                let provider = Arc::clone(executor.provider());
-                let run = run_recorded(self.clone(), state, provider, plan, Arc::default());
-                executor.execute_with(&lock, options, run).await
+        match self.resolve_lock(config)? {
+            Some(lock) => {
+                lock.run(self.clone(), state, executor.clone(), launch)
+                    .await
             }
-            _ => {
-                if let Some(may_start) = may_start {
-                    may_start()?;
-                }
-                Ok(TaskResult::Executed(self.start_lazily(state).await))
-            }
+            None => Ok(TaskResult::Executed(self.start_lazily(state).await)),
         }
     }
 }

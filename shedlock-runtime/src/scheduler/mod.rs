@@ -11,6 +11,7 @@
 mod builder;
 pub(crate) mod config;
 pub(crate) mod job;
+mod plan;
 mod recovery;
 pub(crate) mod registry;
 mod run;
@@ -41,7 +42,8 @@ use status::JobState;
 ///
 /// ```
 /// use std::time::Duration;
-/// use shedlock_core::{InMemoryLockProvider, Job, JobLock, JobRegistry, Schedule, Scheduler, SchedulerConfig};
+/// use shedlock_core::InMemoryLockProvider;
+/// use shedlock_runtime::{Job, JobLock, JobRegistry, Schedule, Scheduler, SchedulerConfig};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), shedlock_core::Error> {

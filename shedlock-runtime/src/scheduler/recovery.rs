@@ -84,7 +84,9 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         provider: &Arc<dyn LockProvider>,
         mut follow: Follow,
     ) {
-        let Some(lock) = &self.lock else { return };
+        let Some(lock) = self.lock.as_ref().map(|lock| &lock.config) else {
+            return;
+        };
         let mut hints = provider.release_hints();
         let mut failures = 0u32;
         loop {
@@ -118,8 +120,11 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         }
     }
 
-    fn reruns(&self) -> bool {
-        self.on_interrupted == super::OnInterrupted::Rerun && self.lock.is_some()
+    /// Whether the job runs its interrupted ticks again.
+    pub(super) fn reruns(&self) -> bool {
+        self.lock
+            .as_ref()
+            .is_some_and(|lock| lock.on_interrupted == super::OnInterrupted::Rerun)
     }
 }
 

@@ -8,7 +8,7 @@ use crate::Job;
 ///
 /// ```
 /// use std::time::Duration;
-/// use shedlock_core::{Job, JobRegistry, Schedule};
+/// use shedlock_runtime::{Job, JobRegistry, Schedule};
 ///
 /// #[derive(Clone)]
 /// struct AppState { greeting: &'static str }

@@ -9,16 +9,14 @@ use std::time::{Duration, SystemTime};
 use futures_util::FutureExt;
 use tokio::time::Instant;
 
-use crate::{
-    Job, LockContext, LockProvider, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart,
-};
+use crate::{Job, LockContext, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart};
 
 /// What happens to a tick whose run was interrupted: its instance died (or stalled past its
 /// lease) before the run finished.
 ///
 /// ```
 /// use std::time::Duration;
-/// use shedlock_core::{JobLock, OnInterrupted};
+/// use shedlock_runtime::{JobLock, OnInterrupted};
 ///
 /// let lock = JobLock::new("nightly-report")?.on_interrupted(OnInterrupted::Rerun);
 /// # Ok::<(), shedlock_core::Error>(())
@@ -116,53 +114,49 @@ pub(crate) fn run_heartbeat(
     })
 }
 
-/// Runs `job` under the lock the caller holds (it is polled inside the executor's scope),
-/// recording every attempt in the provider's run log when it has one. Failed attempts are
-/// retried after the backoff while retries remain and nobody asked the run to stop. For a
-/// rerun, `skipped` is set (and nothing runs) when the interrupted run is no longer the tick's
-/// latest unfinished attempt (another instance took it over, or it finished after all).
+/// Runs `job` under the lock `context` holds (the caller polls it inside the executor's
+/// scope), recording every attempt in the run log of the store that granted the lock, when it
+/// has one. Failed attempts are retried after the backoff while retries remain and nobody asked
+/// the run to stop. For a rerun, `skipped` is set (and nothing runs) when the interrupted run
+/// is no longer the tick's latest unfinished attempt (another instance took it over, or it
+/// finished after all).
 pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
     job: Job<S>,
     state: S,
-    provider: Arc<dyn LockProvider>,
+    context: LockContext,
     plan: RunPlan,
     skipped: Arc<AtomicBool>,
 ) -> Result<(), String> {
-    let context = LockContext::current().ok();
-    let log = provider.run_log();
-    let start = context.as_ref().map(|context| {
-        RunStart::new(
-            context.name(),
-            plan.job.as_ref(),
-            plan.tick,
-            context.holder(),
-            context.fencing_token(),
-        )
-    });
+    let log = context.provider().run_log();
+    let start = RunStart::new(
+        context.name(),
+        plan.job.as_ref(),
+        plan.tick,
+        context.holder(),
+        context.fencing_token(),
+    );
     let mut attempt = 1;
     if let Some(interrupted) = &plan.rerun {
-        let (Some(log), Some(start)) = (log, &start) else {
+        let Some(log) = log else {
             skipped.store(true, Ordering::Release);
             return Ok(());
         };
-        if !take_over(log, interrupted, start).await {
+        if !take_over(log, interrupted, &start).await {
             skipped.store(true, Ordering::Release);
             return Ok(());
         }
         attempt = interrupted.attempt.saturating_add(1);
     }
     loop {
-        let start = start.clone().map(|start| {
-            let start = start.attempt(attempt);
-            match plan.alive_for {
-                Some(lease) => start.alive_for(lease),
-                None => start,
-            }
-        });
+        let start = start.clone().attempt(attempt);
+        let start = match plan.alive_for {
+            Some(lease) => start.alive_for(lease),
+            None => start,
+        };
         let sent = Instant::now();
         let mut recorded = false;
-        if let (Some(log), Some(start)) = (log, &start) {
-            match log.run_started(start).await {
+        if let Some(log) = log {
+            match log.run_started(&start).await {
                 Ok(_) => recorded = true,
                 Err(error) => {
                     tracing::warn!(job = %plan.job, %error, "run record not written (start)");
@@ -178,12 +172,12 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
             current,
             AssertUnwindSafe(job.start_lazily(state.clone())).catch_unwind(),
         );
-        let outcome = match (log, &start, plan.alive_for) {
-            (Some(log), Some(start), Some(lease)) => {
+        let outcome = match (log, plan.alive_for) {
+            (Some(log), Some(lease)) => {
                 let deadline = Arc::new(Mutex::new(stop_by(sent, lease)));
                 let beat = Heartbeat {
                     log,
-                    start,
+                    start: &start,
                     lease,
                     deadline: Arc::clone(&deadline),
                     recorded,
@@ -191,23 +185,20 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
                 tokio::select! {
                     biased;
                     lost = beat.keep() => {
-                        return Err(stopped(log, start, &plan.job, lost).await);
+                        return Err(stopped(log, &start, &plan.job, lost).await);
                     }
                     outcome = gated(run, &deadline) => match outcome {
                         Some(outcome) => outcome,
                         None => {
                             let lost = not_renewed(lease);
-                            return Err(stopped(log, start, &plan.job, lost).await);
+                            return Err(stopped(log, &start, &plan.job, lost).await);
                         }
                     },
                 }
             }
             _ => run.await,
         };
-        let retry = attempt <= plan.retries
-            && context
-                .as_ref()
-                .is_none_or(|context| !context.is_cancelled() && !context.is_lost());
+        let retry = attempt <= plan.retries && !context.is_cancelled() && !context.is_lost();
         let end = match &outcome {
             Ok(Ok(())) => RunEnd::succeeded(),
             Ok(Err(error)) if retry => RunEnd::with_error(RunOutcome::Retried, error.clone()),
@@ -217,8 +208,8 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
                 format!("panicked: {}", panic_text(panic.as_ref())),
             ),
         };
-        if let (Some(log), Some(start)) = (log, &start)
-            && let Err(error) = log.run_finished(start, &end).await
+        if let Some(log) = log
+            && let Err(error) = log.run_finished(&start, &end).await
         {
             tracing::warn!(job = %plan.job, %error, "run record not written (end)");
         }
@@ -231,7 +222,7 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
                     %error,
                     "run failed; retrying under the same lock"
                 );
-                if !backoff(context.as_ref(), plan.backoff).await {
+                if !backoff(&context, plan.backoff).await {
                     return Err(error);
                 }
                 attempt += 1;
@@ -336,18 +327,10 @@ async fn stopped(log: &dyn RunLog, start: &RunStart, job: &str, lost: String) ->
 }
 
 /// Waits out the backoff; false when the run was asked to stop or lost its lease meanwhile.
-async fn backoff(context: Option<&LockContext>, wait: Duration) -> bool {
-    match context {
-        Some(context) => {
-            tokio::select! {
-                () = context.cancelled() => false,
-                () = tokio::time::sleep(wait) => !context.is_cancelled() && !context.is_lost(),
-            }
-        }
-        None => {
-            tokio::time::sleep(wait).await;
-            true
-        }
+async fn backoff(context: &LockContext, wait: Duration) -> bool {
+    tokio::select! {
+        () = context.cancelled() => false,
+        () = tokio::time::sleep(wait) => !context.is_cancelled() && !context.is_lost(),
     }
 }
 

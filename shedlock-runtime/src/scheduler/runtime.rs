@@ -10,8 +10,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::OnInterrupted;
-use crate::{Clock, Error, Job, LeaderElection, LockConfiguration, LockingTaskExecutor, RunRecord};
+use super::plan::ResolvedLock;
+use crate::{Clock, Error, Job, LeaderElection, LockingTaskExecutor, RunRecord};
 
 /// What every job runner of one scheduler shares.
 #[derive(Debug)]
@@ -43,18 +43,9 @@ pub(crate) struct ShutdownCounters {
 /// A job ready to run: its lock and thresholds resolved against the configuration.
 pub(crate) struct PreparedJob<S> {
     pub(crate) job: Job<S>,
-    pub(crate) lock: Option<LockConfiguration>,
-    pub(crate) keep_alive: Option<Duration>,
-    /// A heartbeat lease (shorter than `lock_at_most_for`, renewed while the job runs) and
-    /// how often it is renewed; `None`: the lease is `lock_at_most_for`.
-    pub(crate) heartbeat: Option<(Duration, Duration)>,
-    /// The run heartbeat of a job whose interrupted ticks are rerun (`run::run_heartbeat`).
-    pub(crate) alive_for: Option<Duration>,
+    pub(crate) lock: Option<ResolvedLock>,
     pub(crate) leader: Option<Arc<LeaderElection>>,
     pub(crate) misfire_threshold: Duration,
-    pub(crate) retries: u32,
-    pub(crate) retry_backoff: Duration,
-    pub(crate) on_interrupted: OnInterrupted,
     /// Whether a watcher follows a run of this job now (one at a time).
     pub(crate) watching: Arc<AtomicBool>,
 }
@@ -64,14 +55,8 @@ impl<S> Clone for PreparedJob<S> {
         PreparedJob {
             job: self.job.clone(),
             lock: self.lock.clone(),
-            keep_alive: self.keep_alive,
-            heartbeat: self.heartbeat,
-            alive_for: self.alive_for,
             leader: self.leader.clone(),
             misfire_threshold: self.misfire_threshold,
-            retries: self.retries,
-            retry_backoff: self.retry_backoff,
-            on_interrupted: self.on_interrupted,
             watching: Arc::clone(&self.watching),
         }
     }
@@ -84,7 +69,7 @@ pub(crate) struct Due {
     pub(crate) at: Instant,
     /// On the wall clock, for logs.
     pub(crate) fire: SystemTime,
-    /// How much earlier another instance may have run the same tick (see `TickWindow`).
+    /// How much earlier another instance may have run the same tick (the tick refuses the lock if anyone took it since `at` less this).
     pub(crate) allowance: Duration,
     /// The interrupted run this tick runs again (no tick window: the dead holder's
     /// acquisition is in it).

@@ -10,12 +10,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::plan::{Launch, Unless};
 use super::recovery::Follow;
-use super::run::{RunPlan, panic_text, run_recorded};
+use super::run::panic_text;
 use super::runtime::{Due, PreparedJob, Runtime, shutdown_gate};
 use super::status::{JobOutcome, JobState};
-use crate::lock::executor::{ExecuteOptions, StartGate, TickWindow};
-use crate::{Error, LockConfiguration, LockContext, TaskResult};
+use crate::lock::executor::StartGate;
+use crate::{Error, LockContext, TaskResult};
 
 type Joined = Result<Result<TaskResult<Result<(), String>>, Error>, tokio::task::JoinError>;
 
@@ -60,7 +61,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         let span = tracing::info_span!(
             "shedlock_job",
             job = %self.job.name,
-            lock = self.lock.as_ref().map(LockConfiguration::name),
+            lock = self.lock.as_ref().map(|lock| lock.config.name()),
             token = tracing::field::Empty,
             outcome = tracing::field::Empty,
             duration_ms = tracing::field::Empty,
@@ -176,58 +177,34 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         let may_start = self.start_gate(runtime);
         match (&self.lock, &runtime.executor) {
             (Some(lock), Some(executor)) => {
-                let executor = executor.clone();
-                let (lock, keep_alive, renew_until) = match self.heartbeat {
-                    Some((lease, interval)) => (
-                        lock.clone().with_lease(lease),
-                        Some(interval),
-                        Some(Instant::now() + lock.lock_at_most_for()),
-                    ),
-                    None => (lock.clone(), self.keep_alive, None),
-                };
-                let lock = match due.catch_up {
-                    Some(window) => lock.unless_acquired_within(window),
-                    None => lock,
-                };
                 let (slot, token_span) = (Arc::clone(context), span.clone());
-                let options = ExecuteOptions {
-                    keep_alive,
-                    renew_until,
+                let launch = Launch {
+                    tick: due
+                        .rerun
+                        .as_ref()
+                        .map_or(Some(due.fire), |record| record.tick),
+                    // A catch-up has its own window; a rerun follows a holder that took the
+                    // lock since the tick: no window; a tick on time acts as if it had asked
+                    // when it was due.
+                    unless: match (due.catch_up, &due.rerun) {
+                        (Some(window), _) => Unless::AcquiredWithin(window),
+                        (None, Some(_)) => Unless::Never,
+                        (None, None) => Unless::AcquiredSince(
+                            due.at.checked_sub(due.allowance).unwrap_or(due.at),
+                        ),
+                    },
+                    rerun: due.rerun,
+                    heartbeat: true,
                     stop: Some(stop.clone()),
                     on_start: Some(Box::new(move |ctx: LockContext| {
                         token_span.record("token", ctx.fencing_token());
                         *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(ctx);
                     })),
-                    // A rerun follows a holder that took the lock since the tick: no window; a
-                    // catch-up has its own.
-                    tick: (due.rerun.is_none() && due.catch_up.is_none()).then_some(TickWindow {
-                        due: due.at,
-                        allowance: due.allowance,
-                    }),
                     may_start: Some(may_start),
+                    skipped: Arc::clone(skipped),
                 };
-                let plan = RunPlan {
-                    job: Arc::from(&*self.job.name),
-                    tick: due
-                        .rerun
-                        .as_ref()
-                        .map_or(Some(due.fire), |record| record.tick),
-                    retries: self.retries,
-                    backoff: self.retry_backoff,
-                    rerun: due.rerun,
-                    alive_for: self.alive_for,
-                };
-                let run = run_recorded(
-                    self.job.clone(),
-                    state,
-                    Arc::clone(executor.provider()),
-                    plan,
-                    Arc::clone(skipped),
-                );
-                tokio::spawn(
-                    async move { executor.execute_with(&lock, options, run).await }
-                        .instrument(span.clone()),
-                )
+                let run = lock.run(self.job.clone(), state, executor.clone(), launch);
+                tokio::spawn(run.instrument(span.clone()))
             }
             _ => {
                 let run = self.job.start_lazily(state);

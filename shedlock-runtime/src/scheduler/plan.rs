@@ -1,0 +1,166 @@
+//! A job's lock resolved once against the scheduler's configuration, and the one function that
+//! starts a run under it: for a tick, a rerun, a catch-up, `Scheduler::run_now` and
+//! `Job::run_once` alike.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::run::{RunPlan, run_heartbeat, run_recorded};
+use crate::lock::executor::{ExecuteOptions, StartGate};
+use crate::{
+    Error, Job, JobLock, LockConfiguration, LockContext, LockingTaskExecutor, OnInterrupted,
+    RunRecord, SchedulerConfig, TaskResult,
+};
+use shedlock_core::__private::validate_keep_alive_interval;
+
+/// A job's lock with the configuration's defaults filled in, checked once (at registration, or
+/// by `Job::run_once` for the configuration it is given): what every run of the job uses as is.
+#[derive(Debug, Clone)]
+pub(crate) struct ResolvedLock {
+    /// The lock, validated by [`LockConfiguration::new`]: name and durations.
+    pub(crate) config: LockConfiguration,
+    /// How often keep-alive extends the lease (`None`: no keep-alive).
+    pub(crate) keep_alive: Option<Duration>,
+    /// For scheduled ticks: a heartbeat lease (shorter than `lock_at_most_for`, renewed while
+    /// the job runs) and how often it is renewed; `None`: the lease is `lock_at_most_for`.
+    pub(crate) heartbeat: Option<(Duration, Duration)>,
+    /// The run heartbeat of a job whose interrupted ticks are rerun ([`run_heartbeat`]).
+    pub(crate) alive_for: Option<Duration>,
+    pub(crate) retries: u32,
+    pub(crate) retry_backoff: Duration,
+    pub(crate) on_interrupted: OnInterrupted,
+}
+
+impl ResolvedLock {
+    /// `lock` of the job `job` against `config`'s defaults.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the field (and the job) that is wrong.
+    pub(crate) fn resolve(
+        job: &str,
+        lock: &JobLock,
+        config: &SchedulerConfig,
+    ) -> Result<Self, Error> {
+        let at_most = lock
+            .lock_at_most_for
+            .unwrap_or(config.default_lock_at_most_for);
+        let at_least = lock
+            .lock_at_least_for
+            .unwrap_or(config.default_lock_at_least_for.min(at_most));
+        let resolved = LockConfiguration::new(lock.name.clone().into_owned(), at_most, at_least)?;
+        let keep_alive = lock.keep_alive.unwrap_or(config.keep_alive).then(|| {
+            config
+                .keep_alive_interval
+                .unwrap_or(resolved.lock_at_most_for() / 3)
+        });
+        if let Some(interval) = keep_alive {
+            validate_keep_alive_interval(
+                interval,
+                resolved.lock_at_most_for(),
+                &format!("lock_at_most_for of job `{job}`"),
+            )?;
+        }
+        let run_lease = config.run_lease;
+        // A heartbeat only where it shortens the lease; `keep_alive` jobs renew their own.
+        let heartbeat = (keep_alive.is_none()
+            && !run_lease.is_zero()
+            && run_lease.max(resolved.lock_at_least_for()) < resolved.lock_at_most_for())
+        .then(|| {
+            let lease = run_lease.max(resolved.lock_at_least_for());
+            (lease, lease / 3)
+        });
+        let alive_for = run_heartbeat(lock.on_interrupted, run_lease, resolved.lock_at_most_for());
+        Ok(ResolvedLock {
+            config: resolved,
+            keep_alive,
+            heartbeat,
+            alive_for,
+            retries: lock.retries,
+            retry_backoff: lock.retry_backoff,
+            on_interrupted: lock.on_interrupted,
+        })
+    }
+
+    /// The run of `job` under this lock, as `launch` says: acquired, recorded in the store's
+    /// run log (with retries, and the takeover of an interrupted run), released.
+    pub(crate) fn run<S: Clone + Send + 'static>(
+        &self,
+        job: Job<S>,
+        state: S,
+        executor: LockingTaskExecutor,
+        launch: Launch,
+    ) -> impl Future<Output = Result<TaskResult<Result<(), String>>, Error>> + Send + 'static {
+        let (lock, keep_alive, renew_until) = match self.heartbeat.filter(|_| launch.heartbeat) {
+            Some((lease, interval)) => (
+                self.config.clone().with_lease(lease),
+                Some(interval),
+                Some(Instant::now() + self.config.lock_at_most_for()),
+            ),
+            None => (self.config.clone(), self.keep_alive, None),
+        };
+        let lock = match launch.unless {
+            Unless::Never => lock,
+            Unless::AcquiredSince(since) => lock.unless_acquired_since(since),
+            Unless::AcquiredWithin(window) => lock.unless_acquired_within(window),
+        };
+        let options = ExecuteOptions {
+            keep_alive,
+            renew_until,
+            stop: launch.stop,
+            on_start: launch.on_start,
+            may_start: launch.may_start,
+        };
+        let plan = RunPlan {
+            job: Arc::from(&*job.name),
+            tick: launch.tick,
+            retries: self.retries,
+            backoff: self.retry_backoff,
+            rerun: launch.rerun,
+            alive_for: self.alive_for,
+        };
+        let skipped = launch.skipped;
+        async move {
+            executor
+                .execute_with(&lock, options, |context| {
+                    run_recorded(job, state, context, plan, skipped)
+                })
+                .await
+        }
+    }
+}
+
+/// What differs between one run and another of the same job: a tick, a rerun, a catch-up, or
+/// a run by hand (the default: no tick, no condition, the whole lease).
+#[derive(Default)]
+pub(crate) struct Launch {
+    /// The fire time the run belongs to (`None`: a run by hand).
+    pub(crate) tick: Option<SystemTime>,
+    /// When to refuse the lock although it is free.
+    pub(crate) unless: Unless,
+    /// The interrupted run this one takes over, if any: checked again under the lock.
+    pub(crate) rerun: Option<Arc<RunRecord>>,
+    /// Hold the lock with the [heartbeat lease](ResolvedLock::heartbeat), as ticks do.
+    pub(crate) heartbeat: bool,
+    /// Cancelled by the scheduler to ask the run to stop.
+    pub(crate) stop: Option<CancellationToken>,
+    /// Receives the run's lock context once the lock is taken.
+    pub(crate) on_start: Option<Box<dyn FnOnce(LockContext) + Send>>,
+    /// Asked right before the run starts, after the lock is taken.
+    pub(crate) may_start: Option<StartGate>,
+    /// Set by a rerun that finds nothing left to do.
+    pub(crate) skipped: Arc<AtomicBool>,
+}
+
+/// When a run refuses the lock even though it is free: if anyone acquired it since an instant
+/// (a tick: since it was due, less the allowance), or within a window (a catch-up).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) enum Unless {
+    #[default]
+    Never,
+    AcquiredSince(Instant),
+    AcquiredWithin(Duration),
+}
