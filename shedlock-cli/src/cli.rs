@@ -1,6 +1,7 @@
 //! The command line, as clap parses it.
 
 use std::fmt;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
@@ -160,7 +161,7 @@ pub(crate) enum Command {
     Doctor,
     /// Serve a page of the locks (a page at a time), the leaders of the elections named with
     /// --election and each job's latest runs (read-only unless --allow-release).
-    Dashboard(crate::dashboard::DashboardArgs),
+    Dashboard(DashboardArgs),
 }
 
 /// The largest page `locks list` and `runs list` read at once.
@@ -293,4 +294,25 @@ pub(crate) enum DbKind {
     Mysql,
     /// SQLite.
     Sqlite,
+}
+
+/// `dashboard`.
+#[derive(Debug, Args)]
+pub(crate) struct DashboardArgs {
+    /// Where to serve the page. Keep it on 127.0.0.1 (reach it through an SSH tunnel) unless
+    /// something in front of it checks who connects.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub(crate) listen: SocketAddr,
+    /// Let the page release held locks, for whoever types the token in SHEDLOCK_DASHBOARD_TOKEN
+    /// (at least 16 characters) on its confirmation page. Read-only without it.
+    #[arg(long)]
+    pub(crate) allow_release: bool,
+    /// An election to show with its leader (repeat for more).
+    #[arg(long = "election", value_name = "NAME")]
+    pub(crate) elections: Vec<String>,
+    /// Another host name the page answers to, with an optional port (repeat for more), e.g.
+    /// the name a proxy in front serves it as. Always answered: localhost, 127.0.0.1, [::1]
+    /// and the --listen address; a request for any other host gets 421 (DNS rebinding).
+    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
+    pub(crate) allow_hosts: Vec<String>,
 }

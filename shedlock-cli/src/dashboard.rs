@@ -4,9 +4,9 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use clap::Args;
 use shedlock_dashboard::{DashboardOptions, MIN_RELEASE_TOKEN_CHARS, router};
 
+use crate::cli::DashboardArgs;
 use crate::elections::WithElector;
 use crate::failure::{Exit, Failure};
 use crate::store::OpenStore;
@@ -14,27 +14,6 @@ use crate::store::OpenStore;
 /// The release token's variable: read from the environment, never from the command line
 /// (`ps` and the shell's history would show it).
 const TOKEN_VARIABLE: &str = "SHEDLOCK_DASHBOARD_TOKEN";
-
-/// `dashboard`.
-#[derive(Debug, Args)]
-pub(crate) struct DashboardArgs {
-    /// Where to serve the page. Keep it on 127.0.0.1 (reach it through an SSH tunnel) unless
-    /// something in front of it checks who connects.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    listen: SocketAddr,
-    /// Let the page release held locks, for whoever types the token in SHEDLOCK_DASHBOARD_TOKEN
-    /// (at least 16 characters) on its confirmation page. Read-only without it.
-    #[arg(long)]
-    allow_release: bool,
-    /// An election to show with its leader (repeat for more).
-    #[arg(long = "election", value_name = "NAME")]
-    elections: Vec<String>,
-    /// Another host name the page answers to, with an optional port (repeat for more), e.g.
-    /// the name a proxy in front serves it as. Always answered: localhost, 127.0.0.1, [::1]
-    /// and the --listen address; a request for any other host gets 421 (DNS rebinding).
-    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
-    allow_hosts: Vec<String>,
-}
 
 /// Serves the dashboard over `store` until ctrl-c.
 pub(crate) async fn run(store: &OpenStore, args: &DashboardArgs) -> Result<Exit, Failure> {

@@ -5,6 +5,7 @@
 //! A new store is its module and one line in [`KINDS`].
 
 mod etcd;
+mod kind;
 mod redis;
 mod redlock;
 pub(crate) mod sql;
@@ -13,16 +14,12 @@ mod target;
 mod tests;
 mod zookeeper;
 
-use std::sync::Arc;
-
-use shedlock_core::{LockInspector, LockProvider, async_trait};
 use url::Url;
 
-use crate::cli::{DatabaseArgs, DbKind};
-use crate::elections::Leaders;
 use crate::failure::{Exit, Failure};
 use crate::secrets::{UrlParts, url_list};
-
+use kind::Kind;
+pub(crate) use kind::{OpenStore, Place, Store};
 pub(crate) use target::Target;
 
 /// Every store the tool speaks; a URL goes to the first that reads it.
@@ -33,18 +30,6 @@ const KINDS: [Kind; 5] = [
     zookeeper::KIND,
     etcd::KIND,
 ];
-
-/// A kind of store, as [`KINDS`] lists it.
-struct Kind {
-    /// How its URLs look, for the message listing every store's: `redis://… (one server)`.
-    form: &'static str,
-    /// Reads a URL.
-    read: fn(&Target) -> Reading,
-}
-
-/// What a kind of store makes of a URL: `None` when it does not name that kind of store; else
-/// the store, or why the URL is wrong.
-type Reading = Option<Result<Box<dyn Store>, Failure>>;
 
 /// The store `url` names, not yet opened. Messages never quote the URL: the url crate's errors
 /// do not, and the scheme is all that is named of it.
@@ -61,7 +46,11 @@ pub(crate) fn read(url: &str) -> Result<Box<dyn Store>, Failure> {
         ));
     }
     let target = Target::new(url);
-    if let Some(store) = KINDS.iter().find_map(|kind| (kind.read)(&target)) {
+    let expected = expected();
+    if let Some(store) = KINDS
+        .iter()
+        .find_map(|kind| (kind.read)(&target, &expected))
+    {
         return store;
     }
     let scheme = match Url::parse(url) {
@@ -70,7 +59,7 @@ pub(crate) fn read(url: &str) -> Result<Box<dyn Store>, Failure> {
     };
     Err(Failure::new(
         Exit::Usage,
-        format!("the URL {scheme}; {}", expected()),
+        format!("the URL {scheme}; {expected}"),
     ))
 }
 
@@ -79,114 +68,4 @@ fn expected() -> String {
     let mut forms: Vec<&str> = KINDS.iter().map(|kind| kind.form).collect();
     let last = forms.pop().unwrap_or_default();
     format!("expected {} or {last}", forms.join(", "))
-}
-
-/// A store as its URL names it, not yet connected to.
-#[async_trait(?Send)]
-pub(crate) trait Store {
-    /// Its URL.
-    fn target(&self) -> &Target;
-
-    /// The store in messages: `Redis`, `a SQL database`.
-    fn name(&self) -> &'static str;
-
-    /// The options of the command line that apply to it: `--table`, `--key-prefix`, ….
-    fn options(&self) -> &'static [&'static str];
-
-    /// The SQL database it is, which `schema --db` must match.
-    fn database(&self) -> Option<DbKind> {
-        None
-    }
-
-    /// Why it has no schema to print or apply, for a store that needs none.
-    fn no_schema(&self) -> &'static str {
-        "this store needs no schema"
-    }
-
-    /// `schema`: the DDL of its lock table; by default why it has none (a usage error).
-    fn ddl(&self, _args: &DatabaseArgs) -> Result<String, Failure> {
-        Err(Failure::new(Exit::Usage, self.no_schema()))
-    }
-
-    /// `schema --apply`: creates what it needs; by default says why there is nothing to
-    /// create.
-    async fn apply_schema(&self, _args: &DatabaseArgs) -> Result<Exit, Failure> {
-        Err(Failure::new(Exit::Usage, self.no_schema()))
-    }
-
-    /// `doctor`: one line per check; exit 5 on any problem.
-    async fn doctor(&self, args: &DatabaseArgs) -> Result<Exit, Failure>;
-
-    /// Connects to it, with the command line's settings.
-    async fn open(&self, args: &DatabaseArgs) -> Result<OpenStore, Failure>;
-}
-
-/// A store's provider, as the tool uses it: its locks, their inspector and its run log.
-#[async_trait]
-pub(crate) trait Provider: LockProvider + LockInspector {
-    /// Ends its connections; by default they end when it is dropped.
-    async fn close(&self) {}
-}
-
-/// A store connected to: what every command but `doctor` and `schema` runs on.
-pub(crate) struct OpenStore {
-    /// The provider on the store, with the command line's settings.
-    pub(crate) provider: Arc<dyn Provider>,
-    /// Where it keeps its locks.
-    pub(crate) locks: Place,
-    /// Where it keeps its run records.
-    pub(crate) runs: Place,
-    /// Its own elector, whose elections' leaders the dashboard shows too.
-    pub(crate) elector: Option<Arc<dyn Leaders>>,
-    /// Its URL as it may be shown.
-    pub(crate) shown: String,
-}
-
-impl OpenStore {
-    /// `provider`, on `target`, keeping its locks and runs at `place`, without an elector.
-    fn new(target: &Target, provider: impl Provider, place: Place) -> Self {
-        OpenStore {
-            provider: Arc::new(provider),
-            runs: place.clone(),
-            locks: place,
-            elector: None,
-            shown: target.shown.clone(),
-        }
-    }
-
-    /// Closes its connections.
-    pub(crate) async fn close(self) {
-        self.provider.close().await;
-    }
-}
-
-/// Where a store keeps its locks or runs, for messages.
-#[derive(Debug, Clone)]
-pub(crate) struct Place {
-    /// `table `shedlock``, `key prefix `shedlock:``, `node `/shedlock/locks``.
-    pub(crate) name: String,
-    /// What one lock is in the store: `row`, `hash`, `node`.
-    pub(crate) record: &'static str,
-}
-
-impl Place {
-    /// `name`, where one lock is a `record`.
-    pub(crate) fn new(name: String, record: &'static str) -> Self {
-        Place { name, record }
-    }
-}
-
-/// A connection that failed: an invalid setting (a key prefix, a root) is a usage error;
-/// anything else means `store` cannot be reached (exit 1).
-fn connect_failure(store: &dyn Store, error: &shedlock_core::Error) -> Failure {
-    let shown = &store.target().shown;
-    match error {
-        shedlock_core::Error::InvalidConfig { .. } => {
-            Failure::new(Exit::Usage, format!("{shown}: {error}"))
-        }
-        _ => Failure::new(
-            Exit::Error,
-            format!("cannot reach {} at {shown}: {error}", store.name()),
-        ),
-    }
 }

@@ -5,7 +5,8 @@ use shedlock_core::async_trait;
 use shedlock_redis::RedisLockProvider;
 use url::Url;
 
-use super::{Kind, OpenStore, Place, Provider, Reading, Store, Target, connect_failure, expected};
+use super::kind::{Kind, OpenStore, Place, Provider, Reading, Store, connect_failure};
+use super::target::Target;
 use crate::cli::DatabaseArgs;
 use crate::doctor::{clock, count_locks};
 use crate::failure::{Exit, Failure};
@@ -20,10 +21,10 @@ pub(super) const KIND: Kind = Kind {
 pub(super) const OPTIONS: &[&str] = &["--key-prefix"];
 
 /// A `redis://` URL alone.
-fn read(target: &Target) -> Reading {
+fn read(target: &Target, expected: &str) -> Reading {
     let urls = urls(target)?;
     (urls.len() == 1).then(|| {
-        check(&urls)?;
+        check(&urls, expected)?;
         Ok(Box::new(Redis {
             target: target.clone(),
             url: urls[0].to_owned(),
@@ -37,13 +38,14 @@ pub(super) fn urls(target: &Target) -> Option<Vec<&str>> {
     matches!(target.scheme(), Some("redis" | "rediss")).then(|| url_list(target.url.trim()))
 }
 
-/// Checks each Redis URL (one master of a RedLock list): a `redis://` or `rediss://` URL.
-pub(super) fn check(urls: &[&str]) -> Result<(), Failure> {
+/// Checks each Redis URL (one master of a RedLock list): a `redis://` or `rediss://` URL;
+/// `expected` (every store's URL forms) ends the message when one is not.
+pub(super) fn check(urls: &[&str], expected: &str) -> Result<(), Failure> {
     for url in urls {
         let parsed = Url::parse(url).map_err(|e| {
             Failure::new(
                 Exit::Usage,
-                format!("a Redis URL is not a valid URL ({e}); {}", expected()),
+                format!("a Redis URL is not a valid URL ({e}); {expected}"),
             )
         })?;
         match parsed.scheme() {
@@ -51,10 +53,7 @@ pub(super) fn check(urls: &[&str]) -> Result<(), Failure> {
             scheme => {
                 return Err(Failure::new(
                     Exit::Usage,
-                    format!(
-                        "a RedLock list holds a URL with the scheme `{scheme}:`; {}",
-                        expected()
-                    ),
+                    format!("a RedLock list holds a URL with the scheme `{scheme}:`; {expected}"),
                 ));
             }
         }

@@ -6,7 +6,9 @@ use std::time::{Duration, SystemTime};
 use shedlock_core::async_trait;
 use shedlock_redis::RedLockProvider;
 
-use super::{Kind, OpenStore, Place, Provider, Reading, Store, Target, connect_failure, redis};
+use super::kind::{Kind, OpenStore, Place, Provider, Reading, Store, connect_failure};
+use super::redis;
+use super::target::Target;
 use crate::cli::DatabaseArgs;
 use crate::doctor::{clock, count_locks, millis};
 use crate::failure::{Exit, Failure};
@@ -18,10 +20,10 @@ pub(super) const KIND: Kind = Kind {
 };
 
 /// `redis://` URLs separated by commas.
-fn read(target: &Target) -> Reading {
+fn read(target: &Target, expected: &str) -> Reading {
     let urls = redis::urls(target)?;
     (urls.len() != 1).then(|| {
-        redis::check(&urls)?;
+        redis::check(&urls, expected)?;
         let masters = urls.iter().map(|url| (*url).to_owned()).collect();
         Ok(Box::new(RedLock {
             target: target.clone(),

@@ -1,6 +1,7 @@
 //! Reading URLs: which store, what is shown of the URL, the credentials of multi-host URLs.
 
 use super::*;
+use crate::cli::DbKind;
 
 /// The failure `url` is refused with.
 fn refused(url: &str) -> Failure {

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use shedlock_core::{Error, LockRecord, async_trait};
 use shedlock_zookeeper::{ZkElector, ZkLockProvider};
 
+use super::kind::{Kind, OpenStore, Place, Provider, Reading, Store, connect_failure};
 use super::target::ClusterAddress;
-use super::{Kind, OpenStore, Place, Provider, Reading, Store, Target, connect_failure};
+use super::target::Target;
 use crate::cli::DatabaseArgs;
 use crate::doctor::{clock, count_locks};
 use crate::elections::Leaders;
@@ -19,7 +20,7 @@ pub(super) const KIND: Kind = Kind {
 };
 
 /// A `zookeeper://` or `zk://` URL.
-fn read(target: &Target) -> Reading {
+fn read(target: &Target, _expected: &str) -> Reading {
     matches!(target.scheme(), Some("zookeeper" | "zk")).then(|| {
         let address = address(target)?;
         Ok(Box::new(ZooKeeper {

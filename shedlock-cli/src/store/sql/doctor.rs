@@ -2,11 +2,11 @@
 
 use shedlock_sqlx::{SchemaIssue, SqlLockProvider};
 
+use super::super::target::Target;
 use super::pool::OpenPool;
 use crate::cli::DbKind;
 use crate::doctor::{clock, count_locks};
 use crate::failure::{Exit, Failure};
-use crate::store::Target;
 
 /// Prints one line per check (`ok` or `problem`, with how to fix it); exit 5 on any problem.
 /// Reaching the database was checked when the pool was opened. `user`: the URL's.

@@ -14,7 +14,8 @@ use sqlx::Pool;
 use url::Url;
 
 use self::pool::OpenPool;
-use super::{Kind, OpenStore, Place, Provider, Reading, Store, Target};
+use super::kind::{Kind, OpenStore, Place, Provider, Reading, Store};
+use super::target::Target;
 use crate::cli::{DatabaseArgs, DbKind};
 use crate::failure::{Exit, Failure};
 
@@ -34,7 +35,7 @@ const OPTIONS: &[&str] = &[
 ];
 
 /// A URL whose scheme names a SQL database.
-fn read(target: &Target) -> Reading {
+fn read(target: &Target, _expected: &str) -> Reading {
     let parsed = Url::parse(&target.url).ok()?;
     let user = user(&parsed);
     let store: Box<dyn Store> = match parsed.scheme() {

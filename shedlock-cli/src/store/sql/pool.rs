@@ -13,9 +13,9 @@ use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection, Pool};
 
+use super::super::target::Target;
 use crate::cli::DbKind;
 use crate::failure::{Exit, Failure};
-use crate::store::Target;
 
 /// SQLite waits this long for another process's write to finish.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
