@@ -421,6 +421,32 @@ async fn a_run_interrupted_while_the_whole_fleet_was_down_is_rerun_at_start() {
     );
 }
 
+/// Shutdown waits for a rerun as for any running tick: the watcher that started it stopped
+/// following at shutdown and dropped the tick, whose run went on unwatched, so `shutdown`
+/// returned with the rerun's record still `Running` (seen on CI in `recovery_zookeeper`).
+#[tokio::test(start_paused = true)]
+async fn shutdown_waits_for_a_rerun_in_progress() {
+    let fleet = Fleet::new(at(ORIGIN));
+    let job = fleet.dying_job(rerun(), Duration::from_millis(500));
+    let a = fleet.start("a", &job, config(), at(ORIGIN)).await;
+    tokio::time::sleep(Duration::from_secs(45)).await;
+    drop(a);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    // Second 65: b reruns a's tick at once; shut down while that rerun runs.
+    let b = fleet.start("b", &job, config(), at(ORIGIN + 65)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(fleet.starts().len(), 2, "the rerun has started");
+    let report = b.shutdown().await;
+
+    let runs = fleet.runs().await;
+    assert_eq!(
+        (runs[1].outcome, runs[1].attempt),
+        (RunOutcome::Succeeded, 2),
+        "{runs:#?}"
+    );
+    assert_eq!(report.finished, 1, "{report:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_rerun_that_dies_too_is_rerun_again() {
     let fleet = Fleet::new(at(ORIGIN));

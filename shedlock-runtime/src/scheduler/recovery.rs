@@ -68,10 +68,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         }
         let (job, runtime, status) = (self.clone(), Arc::clone(runtime), Arc::clone(status));
         runtime.tasks.clone().spawn(async move {
-            tokio::select! {
-                () = runtime.shutdown.cancelled() => {}
-                () = job.follow(state, &runtime, &status, &provider, follow) => {}
-            }
+            job.follow(state, &runtime, &status, &provider, follow)
+                .await;
             job.watching.store(false, Ordering::Release);
         });
     }
@@ -89,8 +87,15 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         };
         let mut hints = provider.release_hints();
         let mut failures = 0u32;
+        // Shutdown ends the watch while it looks or waits, never during a rerun: a rerun is a
+        // tick like any other, which shutdown waits for (its grace, then its cancel period),
+        // so that its end is recorded before `Scheduler::shutdown` returns.
         loop {
-            let next = match look(provider.as_ref(), lock.name(), &mut follow).await {
+            let looked = tokio::select! {
+                () = runtime.shutdown.cancelled() => return,
+                looked = look(provider.as_ref(), lock.name(), &mut follow) => looked,
+            };
+            let next = match looked {
                 Ok(next) => {
                     failures = 0;
                     next
@@ -103,7 +108,10 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             };
             match next {
                 Next::Done => return,
-                Next::Wait(wait) => wait_or_hint(wait, &mut hints, lock.name()).await,
+                Next::Wait(wait) => tokio::select! {
+                    () = runtime.shutdown.cancelled() => return,
+                    () = wait_or_hint(wait, &mut hints, lock.name()) => {}
+                },
                 Next::Rerun(record) => {
                     let due = Due {
                         at: Instant::now(),
