@@ -66,22 +66,6 @@ pub(crate) fn trusted_sql(text: String) -> SqlStr {
     AssertSqlSafe(Arc::<str>::from(text)).into_sql_str()
 }
 
-/// The lock name guard every dialect applies before touching the table: `LockConfiguration`
-/// already enforces it, but MySQL's `INSERT IGNORE` would silently truncate a longer name.
-pub(crate) fn check_lock_name(name: &str) -> Result<(), shedlock_core::Error> {
-    if name.len() > shedlock_core::MAX_LOCK_NAME_LEN {
-        return Err(shedlock_core::Error::invalid_config(
-            "name",
-            format!(
-                "lock name is {} bytes long, the name column holds {}",
-                name.len(),
-                shedlock_core::MAX_LOCK_NAME_LEN
-            ),
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

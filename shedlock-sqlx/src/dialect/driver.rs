@@ -218,7 +218,7 @@ where
         window: impl Param<Self>,
     ) -> Result<Self::Arguments, sqlx::Error> {
         arguments::<Self>(|a| {
-            a.add(acquire.name)?;
+            a.add(acquire.name())?;
             a.add(acquire.holder)?;
             a.add(lease)?;
             a.add(window)

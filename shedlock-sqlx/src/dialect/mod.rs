@@ -122,12 +122,7 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
         async move {
             let mut won = Vec::new();
             for config in configs {
-                let args = Acquire {
-                    name: config.name(),
-                    holder,
-                    lock_at_most_for: config.lock_at_most_for(),
-                    config,
-                };
+                let args = Acquire { holder, config };
                 if let Some(acquired) = Self::acquire(&mut *connection, sql, args).await? {
                     won.push((config.name().to_owned(), acquired));
                 }
@@ -234,14 +229,23 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
 pub struct Acquire<'a> {
-    pub(crate) name: &'a str,
     pub(crate) holder: &'a str,
-    pub(crate) lock_at_most_for: Duration,
-    /// The configuration, for its acquisition window.
+    /// The lock, as the caller's validated configuration has it: name, lease and acquisition
+    /// window are read from it, never carried beside it.
     pub(crate) config: &'a LockConfiguration,
 }
 
 impl Acquire<'_> {
+    /// The lock's name.
+    pub(crate) fn name(&self) -> &str {
+        self.config.name()
+    }
+
+    /// The lease to grant.
+    pub(crate) fn lock_at_most_for(&self) -> Duration {
+        self.config.lock_at_most_for()
+    }
+
     /// Refuse when the last acquisition is more recent than this (zero: no condition). Read it
     /// when binding, after any wait for a connection: a tick's window grows while it waits.
     pub(crate) fn window(&self) -> Duration {

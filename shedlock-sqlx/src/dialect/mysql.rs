@@ -191,8 +191,8 @@ impl Dialect for MySql {
         sql: &Statements<MySqlStatements>,
         args: Acquire<'_>,
     ) -> Result<Option<Acquired>, sqlx::Error> {
-        let (name, holder) = (args.name, args.holder);
-        let lease = micros(args.lock_at_most_for);
+        let (name, holder) = (args.name(), args.holder);
+        let lease = micros(args.lock_at_most_for());
         let window = micros(args.window());
         let updated = sqlx::query(sql.acquire.clone())
             .bind(window)

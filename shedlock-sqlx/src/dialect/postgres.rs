@@ -308,7 +308,7 @@ impl Dialect for Pg {
         sql: &Statements<PgStatements>,
         args: Acquire<'_>,
     ) -> Result<Option<Acquired>, sqlx::Error> {
-        let (lease, window) = (interval(args.lock_at_most_for), interval(args.window()));
+        let (lease, window) = (interval(args.lock_at_most_for()), interval(args.window()));
         let acquire = Postgres::acquire_arguments(&args, lease, window)?;
         let row: Option<AcquiredRow> =
             Postgres::single_row(connection, &sql.acquire, acquire).await?;

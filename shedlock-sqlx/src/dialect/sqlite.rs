@@ -232,7 +232,7 @@ impl Dialect for Sqlite {
         // (a reader in rollback-journal mode, a full disk). Stopping at the first row would
         // report a lease that was rolled back.
         let (lease, window) = (
-            modifier(args.lock_at_most_for),
+            modifier(args.lock_at_most_for()),
             acquired_before(args.window()),
         );
         let acquire = SqliteDb::acquire_arguments(&args, lease, window)?;

@@ -21,8 +21,8 @@ use crate::dialect::{RunDialect, RunStatements, Statements};
 use crate::runs::RunTable;
 use crate::schema_check::schema_issues;
 use crate::{
-    Acquire, Acquired, Dialect, Lease, SchemaIssue, SqlLockProviderBuilder, Table, check_lock_name,
-    store_error, system_time, token_from_db, token_param, validate_holder,
+    Acquire, Acquired, Dialect, Lease, SchemaIssue, SqlLockProviderBuilder, Table, store_error,
+    system_time, token_from_db, token_param, validate_holder,
 };
 use batch::{AcquireQueue, Answer};
 use claims::Claims;
@@ -245,9 +245,7 @@ impl<D: Dialect> SqlLockProvider<D> {
         let fail = |operation| move |e| store_error(operation, PROBE, &self.table, e);
         let mut tx = self.pool.begin().await.map_err(fail(Operation::Acquire))?;
         let args = Acquire {
-            name: PROBE,
             holder: &self.holder,
-            lock_at_most_for: config.lock_at_most_for(),
             config: &config,
         };
         let acquired = D::acquire(&mut *tx, &self.sql, args)
@@ -324,16 +322,13 @@ impl<D: Dialect> SqlLockProvider<D> {
 impl<D: Dialect> LockProvider for SqlLockProvider<D> {
     async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
         let name = config.name();
-        check_lock_name(name)?;
         if self.should_queue()
             && let Answer::Done(outcome) = self.acquire_queued(config).await
         {
             return outcome;
         }
         let args = Acquire {
-            name,
             holder: &self.holder,
-            lock_at_most_for: config.lock_at_most_for(),
             config,
         };
         let sql = &*self.sql;
