@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use shedlock_core::{LockInspector, LockQuery};
 
-use crate::failure::Failure;
+use crate::failure::{Exit, Failure};
 use crate::table::timestamp;
 
 /// Reports the store's clock (`what`: "database", "Redis", …) against this machine's: locks
@@ -43,6 +43,20 @@ pub(crate) fn millis(duration: Duration) -> String {
 
 /// How many locks `doctor` reads at a time while it counts them.
 const COUNT_PAGE: usize = 1000;
+
+/// A store that answered when its provider connected: says so (`what` names it, `shown` is its
+/// URL as it may be shown), then checks its clock (`clock_of` in messages) and counts its locks.
+pub(crate) async fn reachable(
+    inspector: &dyn LockInspector,
+    what: &str,
+    shown: &str,
+    clock_of: &str,
+) -> Result<Exit, Failure> {
+    out!("ok       {what} {shown} is reachable");
+    clock(inspector, clock_of).await?;
+    count_locks(inspector).await?;
+    Ok(Exit::Ok)
+}
 
 /// `ok  N locks, M held`, counted a page at a time: never every lock in one read.
 pub(crate) async fn count_locks(inspector: &dyn LockInspector) -> Result<(), Failure> {

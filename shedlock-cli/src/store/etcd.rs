@@ -10,13 +10,16 @@ use super::kind::{Kind, OpenStore, Place, Provider, Reading, Store, connect_fail
 use super::target::ClusterAddress;
 use super::target::Target;
 use crate::cli::DatabaseArgs;
-use crate::doctor::{clock, count_locks};
+use crate::doctor::reachable;
 use crate::elections::Leaders;
 use crate::failure::{Exit, Failure};
 
 pub(super) const KIND: Kind = Kind {
     form: "etcd://host:port,…",
     read,
+    name: "etcd",
+    options: &["--key-prefix"],
+    no_schema: NO_SCHEMA,
 };
 
 /// An `etcd://` URL.
@@ -78,29 +81,18 @@ impl Etcd {
 
 #[async_trait(?Send)]
 impl Store for Etcd {
+    fn kind(&self) -> &'static Kind {
+        &KIND
+    }
+
     fn target(&self) -> &Target {
         &self.target
-    }
-
-    fn name(&self) -> &'static str {
-        "etcd"
-    }
-
-    fn options(&self) -> &'static [&'static str] {
-        &["--key-prefix"]
-    }
-
-    fn no_schema(&self) -> &'static str {
-        NO_SCHEMA
     }
 
     /// The cluster reachable (checked when the provider connected), its clock, its locks.
     async fn doctor(&self, args: &DatabaseArgs) -> Result<Exit, Failure> {
         let provider = self.connect(args).await?;
-        out!("ok       etcd cluster {} is reachable", self.target.shown);
-        clock(&provider, "etcd").await?;
-        count_locks(&provider).await?;
-        Ok(Exit::Ok)
+        reachable(&provider, "etcd cluster", &self.target.shown, "etcd").await
     }
 
     async fn open(&self, args: &DatabaseArgs) -> Result<OpenStore, Failure> {

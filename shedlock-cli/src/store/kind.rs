@@ -12,11 +12,17 @@ use crate::elections::Leaders;
 use crate::failure::{Exit, Failure};
 
 /// A kind of store, as the tool's list of stores (`KINDS`) has it.
-pub(super) struct Kind {
+pub(crate) struct Kind {
     /// How its URLs look, for the message listing every store's: `redis://… (one server)`.
     pub(super) form: &'static str,
     /// Reads a URL; `expected` says what every store's URLs look like, for its messages.
     pub(super) read: fn(&Target, expected: &str) -> Reading,
+    /// The store in messages: `Redis`, `a SQL database`.
+    pub(super) name: &'static str,
+    /// The options of the command line that apply to it: `--table`, `--key-prefix`, ….
+    pub(super) options: &'static [&'static str],
+    /// Why it has no schema to print or apply (unused by a store that has one).
+    pub(super) no_schema: &'static str,
 }
 
 /// What a kind of store makes of a URL: `None` when it does not name that kind of store; else
@@ -26,14 +32,21 @@ pub(super) type Reading = Option<Result<Box<dyn Store>, Failure>>;
 /// A store as its URL names it, not yet connected to.
 #[async_trait(?Send)]
 pub(crate) trait Store {
+    /// Its kind, as the tool's list of stores has it.
+    fn kind(&self) -> &'static Kind;
+
     /// Its URL.
     fn target(&self) -> &Target;
 
     /// The store in messages: `Redis`, `a SQL database`.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.kind().name
+    }
 
     /// The options of the command line that apply to it: `--table`, `--key-prefix`, ….
-    fn options(&self) -> &'static [&'static str];
+    fn options(&self) -> &'static [&'static str] {
+        self.kind().options
+    }
 
     /// The SQL database it is, which `schema --db` must match.
     fn database(&self) -> Option<DbKind> {
@@ -42,7 +55,7 @@ pub(crate) trait Store {
 
     /// Why it has no schema to print or apply, for a store that needs none.
     fn no_schema(&self) -> &'static str {
-        "this store needs no schema"
+        self.kind().no_schema
     }
 
     /// `schema`: the DDL of its lock table; by default why it has none (a usage error).

@@ -8,13 +8,16 @@ use url::Url;
 use super::kind::{Kind, OpenStore, Place, Provider, Reading, Store, connect_failure};
 use super::target::Target;
 use crate::cli::DatabaseArgs;
-use crate::doctor::{clock, count_locks};
+use crate::doctor::reachable;
 use crate::failure::{Exit, Failure};
 use crate::secrets::url_list;
 
 pub(super) const KIND: Kind = Kind {
     form: "redis://… (one server)",
     read,
+    name: "Redis",
+    options: OPTIONS,
+    no_schema: NO_SCHEMA,
 };
 
 /// The options of Redis and RedLock.
@@ -95,29 +98,18 @@ impl Redis {
 
 #[async_trait(?Send)]
 impl Store for Redis {
+    fn kind(&self) -> &'static Kind {
+        &KIND
+    }
+
     fn target(&self) -> &Target {
         &self.target
-    }
-
-    fn name(&self) -> &'static str {
-        "Redis"
-    }
-
-    fn options(&self) -> &'static [&'static str] {
-        OPTIONS
-    }
-
-    fn no_schema(&self) -> &'static str {
-        NO_SCHEMA
     }
 
     /// Reachable (checked when the provider connected), its clock, its locks.
     async fn doctor(&self, args: &DatabaseArgs) -> Result<Exit, Failure> {
         let provider = self.connect(args).await?;
-        out!("ok       Redis {} is reachable", self.target.shown);
-        clock(&provider, "Redis").await?;
-        count_locks(&provider).await?;
-        Ok(Exit::Ok)
+        reachable(&provider, "Redis", &self.target.shown, "Redis").await
     }
 
     async fn open(&self, args: &DatabaseArgs) -> Result<OpenStore, Failure> {

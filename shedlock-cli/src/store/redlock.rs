@@ -17,6 +17,9 @@ use crate::secrets::Masked;
 pub(super) const KIND: Kind = Kind {
     form: "redis://…,redis://…,… (RedLock masters)",
     read,
+    name: "RedLock",
+    options: redis::OPTIONS,
+    no_schema: redis::NO_SCHEMA,
 };
 
 /// `redis://` URLs separated by commas.
@@ -54,20 +57,12 @@ impl RedLock {
 
 #[async_trait(?Send)]
 impl Store for RedLock {
+    fn kind(&self) -> &'static Kind {
+        &KIND
+    }
+
     fn target(&self) -> &Target {
         &self.target
-    }
-
-    fn name(&self) -> &'static str {
-        "RedLock"
-    }
-
-    fn options(&self) -> &'static [&'static str] {
-        redis::OPTIONS
-    }
-
-    fn no_schema(&self) -> &'static str {
-        redis::NO_SCHEMA
     }
 
     /// Each master on its own (reachable, clock), how far the masters' clocks are apart, and

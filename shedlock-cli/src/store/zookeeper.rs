@@ -17,6 +17,9 @@ use crate::failure::{Exit, Failure};
 pub(super) const KIND: Kind = Kind {
     form: "zookeeper://host:port,…",
     read,
+    name: "ZooKeeper",
+    options: &["--root"],
+    no_schema: "ZooKeeper has no DDL: `shedlock schema --apply` creates the root's nodes",
 };
 
 /// A `zookeeper://` or `zk://` URL.
@@ -67,20 +70,12 @@ impl ZooKeeper {
 
 #[async_trait(?Send)]
 impl Store for ZooKeeper {
+    fn kind(&self) -> &'static Kind {
+        &KIND
+    }
+
     fn target(&self) -> &Target {
         &self.target
-    }
-
-    fn name(&self) -> &'static str {
-        "ZooKeeper"
-    }
-
-    fn options(&self) -> &'static [&'static str] {
-        &["--root"]
-    }
-
-    fn no_schema(&self) -> &'static str {
-        "ZooKeeper has no DDL: `shedlock schema --apply` creates the root's nodes"
     }
 
     async fn apply_schema(&self, args: &DatabaseArgs) -> Result<Exit, Failure> {

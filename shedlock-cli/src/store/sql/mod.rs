@@ -22,6 +22,9 @@ use crate::failure::{Exit, Failure};
 pub(super) const KIND: Kind = Kind {
     form: "postgres://…, mysql://…, sqlite:FILE",
     read,
+    name: "a SQL database",
+    options: OPTIONS,
+    no_schema: "",
 };
 
 /// The options of a lock table.
@@ -97,16 +100,12 @@ impl<D: OpenPool> Sql<D> {
 
 #[async_trait(?Send)]
 impl<D: OpenPool> Store for Sql<D> {
+    fn kind(&self) -> &'static Kind {
+        &KIND
+    }
+
     fn target(&self) -> &Target {
         &self.target
-    }
-
-    fn name(&self) -> &'static str {
-        "a SQL database"
-    }
-
-    fn options(&self) -> &'static [&'static str] {
-        OPTIONS
     }
 
     fn database(&self) -> Option<DbKind> {
