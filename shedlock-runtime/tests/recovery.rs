@@ -122,6 +122,18 @@ impl Fleet {
         instances
     }
 
+    /// The whole fleet goes down during its first run: `a` starts at `ORIGIN`, its run of
+    /// second 30 hangs and it is gone at second 45 (the run hangs without its store); at second
+    /// 65, when a's lease (30 s from second 30) is gone and the next tick is 25 s away, `b`
+    /// starts, returned.
+    async fn down_and_back(&self, job: &Job<()>) -> Scheduler {
+        let a = self.start("a", job, config(), at(ORIGIN)).await;
+        tokio::time::sleep(Duration::from_secs(45)).await;
+        drop(a);
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        self.start("b", job, config(), at(ORIGIN + 65)).await
+    }
+
     /// Runs `job` on `count` instances (holders `a`, `b`, …), started at `ORIGIN`, for
     /// `duration`.
     async fn run_for(&self, count: usize, job: &Job<()>, duration: Duration) {
@@ -401,12 +413,7 @@ async fn runs_that_finish_are_never_rerun() {
 async fn a_run_interrupted_while_the_whole_fleet_was_down_is_rerun_at_start() {
     let fleet = Fleet::new(at(ORIGIN));
     let job = fleet.dying_job(rerun(), Duration::from_secs(1));
-    let a = fleet.start("a", &job, config(), at(ORIGIN)).await;
-    tokio::time::sleep(Duration::from_secs(45)).await;
-    drop(a); // the whole fleet is gone (a's run hangs without its store)
-    tokio::time::sleep(Duration::from_secs(20)).await;
-    // Second 65: a's lease (30 s from second 30) is gone; the next tick is at second 90.
-    let b = fleet.start("b", &job, config(), at(ORIGIN + 65)).await;
+    let b = fleet.down_and_back(&job).await;
     tokio::time::sleep(Duration::from_secs(10)).await;
     stop(&[b]).await;
 
@@ -428,12 +435,8 @@ async fn a_run_interrupted_while_the_whole_fleet_was_down_is_rerun_at_start() {
 async fn shutdown_waits_for_a_rerun_in_progress() {
     let fleet = Fleet::new(at(ORIGIN));
     let job = fleet.dying_job(rerun(), Duration::from_millis(500));
-    let a = fleet.start("a", &job, config(), at(ORIGIN)).await;
-    tokio::time::sleep(Duration::from_secs(45)).await;
-    drop(a);
-    tokio::time::sleep(Duration::from_secs(20)).await;
-    // Second 65: b reruns a's tick at once; shut down while that rerun runs.
-    let b = fleet.start("b", &job, config(), at(ORIGIN + 65)).await;
+    // b reruns a's tick at once; shut down while that rerun runs.
+    let b = fleet.down_and_back(&job).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(fleet.starts().len(), 2, "the rerun has started");
     let report = b.shutdown().await;
