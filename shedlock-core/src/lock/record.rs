@@ -149,8 +149,7 @@ impl LockQuery {
 /// command and a dashboard work on every store.
 ///
 /// Every provider of this workspace implements it next to [`LockProvider`](crate::LockProvider);
-/// the conformance suite (`shedlock_core::conformance::inspection`, feature `test-util`) checks
-/// it. Times are the store's.
+/// the conformance kit (`shedlock_conformance::inspection`) checks it. Times are the store's.
 #[async_trait]
 pub trait LockInspector: Send + Sync + fmt::Debug + 'static {
     /// The record of one lock, if the store has one.

@@ -2,7 +2,7 @@
 //! can tell which instance ran a tick, whether it succeeded, and which runs were interrupted.
 //!
 //! The scheduler writes them through a [`RunLog`], which every store of this workspace
-//! implements next to its lock provider (see `conformance::runs`).
+//! implements next to its lock provider (checked by `shedlock_conformance::runs`).
 
 mod log;
 mod record;
