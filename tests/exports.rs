@@ -94,7 +94,12 @@ fn stores_are_in_their_modules_only() {
     let _ = std::any::type_name::<shedlock::zookeeper::ZkLockProvider>();
     let _ = std::any::type_name::<shedlock::etcd::EtcdLockProvider>();
     let names = exported_names();
-    for store in ["PgLockProvider", "RedisLockProvider", "ZkLockProvider", "EtcdLockProvider"] {
+    for store in [
+        "PgLockProvider",
+        "RedisLockProvider",
+        "ZkLockProvider",
+        "EtcdLockProvider",
+    ] {
         assert!(
             !names.iter().any(|(_, name)| name == store),
             "{store} exported by name besides its module"
