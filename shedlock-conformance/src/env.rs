@@ -17,7 +17,7 @@ use std::fmt::Display;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// The directory under the target directory that holds the tally of each run.
 pub const TALLY_DIR: &str = "shedlock-skipped";
@@ -86,14 +86,8 @@ static SAID: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
 /// Appends the skip to this run's tally; the tally's path, or `None` where there is no target
 /// directory to write it in (a doc test) or the write failed.
-fn tally(reason: &str) -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let dir = target_dir(&exe)?.join(TALLY_DIR);
-    std::fs::create_dir_all(&dir).ok()?;
-    let file = dir.join(run_id());
-    let binary = exe
-        .file_name()
-        .map_or_else(|| "?".into(), |name| name.to_string_lossy().into_owned());
+fn tally(reason: &str) -> Option<&'static Path> {
+    let (file, binary) = tally_file()?;
     let test = test_name();
     // One short write per line to a file opened for appending: the binaries of a run (nextest
     // runs them side by side) add their lines without mixing them.
@@ -101,10 +95,26 @@ fn tally(reason: &str) -> Option<PathBuf> {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(&file)
+        .open(file)
         .and_then(|mut f| f.write_all(line.as_bytes()))
         .ok()?;
-    Some(file)
+    Some(file.as_path())
+}
+
+/// This process's tally file and its test binary's name, found once (a binary of server tests
+/// skips hundreds of times): the binary's path, the target directory above it, the run.
+fn tally_file() -> Option<&'static (PathBuf, String)> {
+    static FILE: OnceLock<Option<(PathBuf, String)>> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let exe = std::env::current_exe().ok()?;
+        let dir = target_dir(&exe)?.join(TALLY_DIR);
+        std::fs::create_dir_all(&dir).ok()?;
+        let binary = exe
+            .file_name()
+            .map_or_else(|| "?".into(), |name| name.to_string_lossy().into_owned());
+        Some((dir.join(run_id()), binary))
+    })
+    .as_ref()
 }
 
 /// The running test's name: its thread's (libtest names each test's thread after it), or, on a
