@@ -24,6 +24,7 @@ mod proxy;
 pub mod reruns;
 pub mod runs;
 mod server;
+pub mod ticks;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -567,6 +568,16 @@ macro_rules! conformance_tests {
             recent_acquisition_is_refused_within_window,
             late_acquire_answer_is_not_used,
             lost_update_fuzz,
+        );
+        $crate::__conformance_cases!(($harness) $crate::ticks:
+            tick_is_granted_once,
+            tick_of_an_expired_lease_stays_granted,
+            tick_spacing_is_kept,
+            claims_without_a_tick_leave_it_alone,
+            held_lock_refuses_a_new_tick,
+            tick_far_ahead_is_refused,
+            many_locks_claim_one_tick_once,
+            skewed_clocks_run_each_tick_once,
         );
     };
 }

@@ -1,26 +1,37 @@
 //! The provider conformance suite and the inspection cases against the in-memory provider, on
-//! a hand-driven clock.
+//! a clock that follows the system's and that a test moves ahead by hand.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use shedlock_conformance::Harness;
 use shedlock_conformance::inspection::InspectionHarness;
 use shedlock_conformance::runs::RunsHarness;
-use shedlock_core::{InMemoryLockProvider, LockInspector, LockProvider, ManualClock, RunLog};
+use shedlock_core::{Clock, InMemoryLockProvider, LockInspector, LockProvider, RunLog};
 
 struct MemoryHarness {
-    clock: Arc<ManualClock>,
+    clock: Arc<SteppedClock>,
     store: InMemoryLockProvider,
 }
 
 impl MemoryHarness {
     fn new() -> Self {
-        let clock = Arc::new(ManualClock::new(
-            SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
-        ));
+        let clock = Arc::new(SteppedClock::default());
         let store = InMemoryLockProvider::new().with_clock(clock.clone());
         MemoryHarness { clock, store }
+    }
+}
+
+/// The system clock plus the steps a test made: time passes as on a real store (the scheduler
+/// cases run in real time), and `pass_time` costs nothing.
+#[derive(Debug, Default)]
+struct SteppedClock {
+    steps: Mutex<Duration>,
+}
+
+impl Clock for SteppedClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now() + *self.steps.lock().unwrap()
     }
 }
 
@@ -31,7 +42,7 @@ impl Harness for MemoryHarness {
     }
 
     async fn pass_time(&self, duration: Duration) {
-        self.clock.advance(duration);
+        *self.clock.steps.lock().unwrap() += duration;
     }
 }
 

@@ -43,6 +43,7 @@ pub use lock::holder::{MAX_HOLDER_LEN, default_holder, validate_holder};
 pub use lock::memory::InMemoryLockProvider;
 pub use lock::provider::{LockLease, LockProvider};
 pub use lock::record::{LockInspector, LockQuery, LockRecord};
+pub use lock::tick::Tick;
 pub use runs::{
     DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, MAX_ERROR_LEN, RUN_TRIM_SLACK, RunCursor, RunEnd,
     RunLog, RunOutcome, RunQuery, RunRecord, RunStart, validate_run_retention,

@@ -47,7 +47,7 @@ pub mod __private;
 use shedlock_core::{
     Candidacy, Clock, ElectedFn, ElectionConfig, Elector, Error, LeaderState, LockConfiguration,
     LockLease, LockProvider, LockRecord, RevokedFn, RunEnd, RunLog, RunOutcome, RunQuery,
-    RunRecord, RunStart, SystemClock, default_holder, validate_holder,
+    RunRecord, RunStart, SystemClock, Tick, default_holder, validate_holder,
 };
 
 pub use election::{LeaderElection, LeaderElectionBuilder};

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use shedlock_rules::MAX_DURATION;
 
-use crate::Error;
+use crate::{Error, Tick};
 
 /// The name of a lock and its two durations, validated on construction.
 ///
@@ -35,6 +35,7 @@ pub struct LockConfiguration {
     lock_at_most_for: Duration,
     lock_at_least_for: Duration,
     recent: Option<Recent>,
+    tick: Option<Tick>,
 }
 
 /// The acquisition condition of `unless_acquired_*`.
@@ -67,6 +68,7 @@ impl LockConfiguration {
             lock_at_most_for,
             lock_at_least_for,
             recent: None,
+            tick: None,
         })
     }
 
@@ -121,6 +123,41 @@ impl LockConfiguration {
                 .saturating_duration_since(since)
                 .min(MAX_DURATION),
         }
+    }
+
+    /// The same lock, claimed for `tick`: refused (`Ok(None)`), even when free, unless the
+    /// tick comes at least its spacing after the last tick the store granted for this lock
+    /// (and lies no further ahead of the store's clock than it allows); on a grant the store
+    /// keeps it as the lock's last tick. The scheduler claims each cron and fixed-rate tick so,
+    /// so that instances whose clocks differ never run one tick twice.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use shedlock_core::{InMemoryLockProvider, LockConfiguration, LockProvider, Tick};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), shedlock_core::Error> {
+    /// let a = InMemoryLockProvider::new();
+    /// let b = a.with_holder("b");
+    /// let config = LockConfiguration::new("report", Duration::from_secs(60), Duration::ZERO)?;
+    /// let nine = Tick::new(SystemTime::now());
+    /// let lease = a.acquire(&config.clone().for_tick(nine)).await?.expect("free");
+    /// a.release(&lease).await?;
+    /// // Free again, but this tick was granted: refused to any instance, however late it fires.
+    /// assert!(b.acquire(&config.clone().for_tick(nine)).await?.is_none());
+    /// assert!(b.acquire(&config).await?.is_some(), "a run by hand claims no tick");
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn for_tick(mut self, tick: Tick) -> Self {
+        self.tick = Some(tick);
+        self
+    }
+
+    /// The tick set by [`for_tick`](Self::for_tick), if any.
+    pub fn tick(&self) -> Option<Tick> {
+        self.tick
     }
 
     /// The lock's name, unique per protected task.

@@ -60,6 +60,8 @@ struct Row {
     locked_at: SystemTime,
     locked_by: Arc<str>,
     fencing_token: u64,
+    /// The last tick granted ([`crate::Tick::millis`]).
+    last_tick: Option<i64>,
 }
 
 impl InMemoryLockProvider {
@@ -125,17 +127,23 @@ impl LockProvider for InMemoryLockProvider {
     async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
         let now = self.clock.now();
         let mut rows = self.rows();
-        let previous_token = match rows.get(config.name()) {
+        let (previous_token, last_tick) = match rows.get(config.name()) {
             Some(row) if row.lock_until > now => return Ok(None),
             Some(row) if row.locked_at + config.acquired_within_window() > now => return Ok(None),
-            Some(row) => row.fencing_token,
-            None => 0,
+            Some(row) => (row.fencing_token, row.last_tick),
+            None => (0, None),
         };
+        if let Some(tick) = config.tick()
+            && !tick.follows(last_tick, now)
+        {
+            return Ok(None);
+        }
         let row = Row {
             lock_until: now + config.lock_at_most_for(),
             locked_at: now,
             locked_by: Arc::clone(&self.holder),
             fencing_token: previous_token + 1,
+            last_tick: config.tick().map(|tick| tick.millis()).or(last_tick),
         };
         let lease = LockLease::new(
             config,

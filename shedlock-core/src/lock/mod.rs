@@ -9,3 +9,4 @@ pub(crate) mod holder;
 pub(crate) mod memory;
 pub(crate) mod provider;
 pub(crate) mod record;
+pub(crate) mod tick;

@@ -13,7 +13,7 @@ use super::run::{RunPlan, run_heartbeat, run_recorded};
 use crate::lock::executor::{ExecuteOptions, StartGate};
 use crate::{
     Error, Job, JobLock, LockConfiguration, LockContext, LockingTaskExecutor, OnInterrupted,
-    RunRecord, SchedulerConfig, TaskResult,
+    RunRecord, SchedulerConfig, TaskResult, Tick,
 };
 use shedlock_core::__private::validate_keep_alive_interval;
 
@@ -107,6 +107,10 @@ impl ResolvedLock {
             Unless::AcquiredSince(since) => lock.unless_acquired_since(since),
             Unless::AcquiredWithin(window) => lock.unless_acquired_within(window),
         };
+        let lock = match launch.claim {
+            Some(tick) => lock.for_tick(tick),
+            None => lock,
+        };
         let options = ExecuteOptions {
             keep_alive,
             renew_until,
@@ -141,6 +145,8 @@ pub(crate) struct Launch {
     pub(crate) tick: Option<SystemTime>,
     /// When to refuse the lock although it is free.
     pub(crate) unless: Unless,
+    /// The tick claimed in the store (granted once across the fleet), if any.
+    pub(crate) claim: Option<Tick>,
     /// The interrupted run this one takes over, if any: checked again under the lock.
     pub(crate) rerun: Option<Arc<RunRecord>>,
     /// Hold the lock with the [heartbeat lease](ResolvedLock::heartbeat), as ticks do.

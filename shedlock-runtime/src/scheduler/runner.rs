@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::recovery::Follow;
 use super::runtime::{Due, PreparedJob, Runtime};
 use super::status::JobState;
+use crate::Tick;
 use crate::scheduler::schedule::{CRON_ALLOWANCE, ScheduleKind};
 
 /// Longest single sleep while waiting for a wall-clock fire time, so a clock step (NTP,
@@ -93,6 +94,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                 allowance: CRON_ALLOWANCE.min(gap / 2),
                 rerun: None,
                 catch_up: None,
+                claim: Some(cron_tick(latest, gap)),
             };
             self.tick(state.clone(), runtime, status, due).await;
             after = latest;
@@ -135,6 +137,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             allowance: Duration::ZERO,
             rerun: None,
             catch_up: Some(ago + CRON_ALLOWANCE.min(gap / 2)),
+            claim: Some(cron_tick(fire, gap)),
         })
     }
 
@@ -153,6 +156,9 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             u32::try_from(now.saturating_duration_since(origin).as_nanos() / period.as_nanos())
                 .unwrap_or(u32::MAX)
         };
+        // The grid on the wall clock, read once: ticks are named by it (and claimed in the
+        // store, at most one per period across the fleet), whatever steps the clock makes.
+        let wall_origin = runtime.clock.now() - Instant::now().saturating_duration_since(origin);
         let mut tick_index: u32 = 0;
         loop {
             // Beyond about 4 billion ticks (or a grid past the clock's range) the job ends.
@@ -175,12 +181,17 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             let wall_due = runtime.clock.now() - Instant::now().saturating_duration_since(due);
             self.report_passed_over(latest - tick_index, wall_due, status);
             let Some(due) = grid(latest) else { return };
+            let fire = period
+                .checked_mul(latest)
+                .and_then(|d| wall_origin.checked_add(d))
+                .unwrap_or(wall_origin);
             let due = Due {
                 at: due,
-                fire: runtime.clock.now() - Instant::now().saturating_duration_since(due),
+                fire,
                 allowance: Duration::ZERO,
                 rerun: None,
                 catch_up: None,
+                claim: Some(Tick::new(fire).with_spacing(period).ahead_at_most(period)),
             };
             self.tick(state.clone(), runtime, status, due).await;
             let next = index_at(Instant::now()).saturating_add(1).max(latest + 1);
@@ -206,6 +217,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                 allowance: Duration::ZERO,
                 rerun: None,
                 catch_up: None,
+                claim: None,
             };
             self.tick(state.clone(), runtime, status, at).await;
             status.set_next_fire(Some(runtime.clock.now() + delay));
@@ -240,6 +252,12 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             status.record_missed(missed);
         }
     }
+}
+
+/// The claim of cron fire time `fire`, the next one `gap` later: granted once (every instance
+/// names it the same), to an instance whose clock runs at most `gap` ahead of the store's.
+fn cron_tick(fire: DateTime<Utc>, gap: Duration) -> Tick {
+    Tick::new(fire.into()).ahead_at_most(gap)
 }
 
 /// Sleeps until `deadline`; false if shutdown came first, or at the same time.

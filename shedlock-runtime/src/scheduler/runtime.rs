@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::plan::ResolvedLock;
-use crate::{Clock, Error, Job, LeaderElection, LockingTaskExecutor, RunRecord};
+use crate::{Clock, Error, Job, LeaderElection, LockingTaskExecutor, RunRecord, Tick};
 
 /// What every job runner of one scheduler shares.
 #[derive(Debug)]
@@ -77,6 +77,9 @@ pub(crate) struct Due {
     /// A tick the fleet missed, run at start (so not judged late): refused if anyone acquired
     /// the lock within this window (back to its fire time, less the allowance).
     pub(crate) catch_up: Option<Duration>,
+    /// The tick claimed in the store, which grants it once across the fleet: cron and
+    /// fixed-rate ticks (`None`: fixed delay, whose instances share no fire times).
+    pub(crate) claim: Option<Tick>,
 }
 
 /// Refuses to start a run of `job` once shutdown has begun: asked at the last moment before it

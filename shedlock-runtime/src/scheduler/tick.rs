@@ -193,6 +193,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                             due.at.checked_sub(due.allowance).unwrap_or(due.at),
                         ),
                     },
+                    // A rerun runs a tick already granted (to its dead holder) once more.
+                    claim: due.claim.filter(|_| due.rerun.is_none()),
                     rerun: due.rerun,
                     heartbeat: true,
                     stop: Some(stop.clone()),
