@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use shedlock_core::{Error, InMemoryLockProvider, LockConfiguration, TokioClock};
 use shedlock_runtime::{
-    Job, JobLock, JobOutcome, JobRegistry, LockContext, LockingTaskExecutor, Schedule, Scheduler,
-    SchedulerConfig,
+    Job, JobLock, JobOutcome, JobRegistry, LockContext, LockingTaskExecutor, RunContext, Schedule,
+    Scheduler, SchedulerConfig,
 };
 
 /// One execution as a job saw it.
@@ -20,6 +20,8 @@ struct Run {
     token: u64,
     /// Whole seconds of paused time since the test started.
     second: u64,
+    /// The fire time the run belongs to.
+    tick: Option<std::time::SystemTime>,
 }
 
 #[derive(Clone)]
@@ -42,6 +44,7 @@ impl Journal {
             holder: ctx.holder(),
             token: ctx.fencing_token(),
             second: self.origin.elapsed().as_secs(),
+            tick: RunContext::current().and_then(|run| run.tick()),
         });
     }
 
@@ -146,9 +149,8 @@ async fn runs_with_skew(offsets: &[u64], at_least: Duration, seconds: u64) -> Ve
 #[tokio::test(start_paused = true)]
 async fn without_lock_at_least_for_a_microsecond_job_still_runs_once_per_tick() {
     // What lock_at_least_for exists for in ShedLock: instances whose triggers fire at nearly
-    // the same instant each find the lock already released by the fast job. A cron tick here
-    // refuses a lock taken within 250 ms before it was due, so clocks up to that far apart
-    // need no lock_at_least_for.
+    // the same instant each find the lock already released by the fast job. Here each tick is
+    // claimed in the store, which grants it once.
     for offsets in [[0, 0, 0], [0, 120, 240]] {
         let runs = runs_with_skew(&offsets, Duration::ZERO, 4).await;
         assert_eq!(runs.len(), 4, "clocks behind by {offsets:?} ms: {runs:?}");
@@ -156,16 +158,61 @@ async fn without_lock_at_least_for_a_microsecond_job_still_runs_once_per_tick() 
 }
 
 #[tokio::test(start_paused = true)]
-async fn clocks_further_apart_need_lock_at_least_for() {
-    let by = |runs: &[Run], holder: &str| runs.iter().filter(|r| r.holder == holder).count();
-    let runs = runs_with_skew(&[0, 400], Duration::ZERO, 4).await;
-    assert_eq!(
-        (by(&runs, "instance-0"), by(&runs, "instance-1")),
-        (4, 4),
-        "400 ms apart, each tick runs twice: {runs:?}"
+async fn clocks_up_to_almost_a_period_apart_run_each_tick_once() {
+    // Before tick claims, 400 ms apart ran every tick twice without lock_at_least_for, and
+    // clocks further apart than lock_at_least_for ran ticks twice with it.
+    for (offsets, at_least) in [
+        ([0, 400], Duration::ZERO),
+        ([0, 400], Duration::from_millis(500)),
+        ([0, 900], Duration::from_millis(500)),
+        ([0, 750], Duration::ZERO),
+    ] {
+        let runs = runs_with_skew(&offsets, at_least, 4).await;
+        let mut ticks: Vec<_> = runs.iter().map(|r| r.tick.expect("a tick")).collect();
+        ticks.dedup();
+        assert_eq!(
+            ticks.len(),
+            runs.len(),
+            "clocks {offsets:?} ms behind, lock_at_least_for {at_least:?}: a tick ran twice: {runs:?}"
+        );
+        assert!(runs.len() >= 3, "{offsets:?}: too few runs: {runs:?}");
+    }
+}
+
+/// A fixed-rate job on two instances started 300 ms apart (their grids do not line up), with
+/// neither `lock_at_least_for` nor a slow run to hold the lock: the fleet runs it once per
+/// period, not once per instance and period as before fixed-rate ticks were claimed.
+#[tokio::test(start_paused = true)]
+async fn fixed_rate_runs_once_per_period_across_unaligned_instances() {
+    let journal = Journal::new();
+    let store = common::tokio_store();
+    let every_second = Schedule::fixed_rate(Duration::from_secs(1)).unwrap();
+    let job = common::sharing("rate", every_second, &journal, |journal| async move {
+        journal.record()
+    })
+    .with_lock(JobLock::new("rate").unwrap());
+    let (clock, mut instances) = (Arc::new(TokioClock::new()), Vec::new());
+    for i in 0..2 {
+        let builder = Scheduler::builder()
+            .provider(store.with_holder(format!("instance-{i}")))
+            .clock(clock.clone());
+        instances.push(common::start_one(builder, job.clone()).await);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(4_900)).await;
+    for instance in &instances {
+        instance.shutdown().await;
+    }
+    let runs = journal.runs();
+    // Instance 0 fires at 0, 1, …, 5 s; instance 1 at 0.3, 1.3, …, 5.3 s: 12 fires.
+    assert_eq!(runs.len(), 6, "one run per period: {runs:?}");
+    let ticks: Vec<_> = runs.iter().map(|r| r.tick.expect("a tick")).collect();
+    assert!(
+        ticks
+            .windows(2)
+            .all(|w| w[1].duration_since(w[0]).unwrap() >= Duration::from_secs(1)),
+        "runs closer than the period: {runs:?}"
     );
-    let runs = runs_with_skew(&[0, 400], Duration::from_millis(500), 4).await;
-    assert_eq!(runs.len(), 4, "lock_at_least_for covers it: {runs:?}");
 }
 
 #[tokio::test(start_paused = true)]
