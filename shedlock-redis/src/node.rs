@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, FromRedisValue, ScriptInvocation};
-use shedlock_core::Error;
+use shedlock_core::{Error, Tick};
 
 use crate::error::{ServerError, ServerErrorKind};
 use crate::scripts::{ACQUIRE, AcquireReply, EXTEND, RELEASE, STATE, UNDO, stored_number};
+use crate::time::tick_millis;
 
 /// A connection to one server, shared by a provider and its clones.
 ///
@@ -250,13 +251,14 @@ impl Node {
 
     /// Runs the acquire script: `proposed_token` 0 lets the server pick the token; a proposal
     /// is taken if above the stored token and at most `tolerance_us` behind the server's clock.
+    /// With a `tick`, the grant also claims it.
     pub(crate) async fn acquire(
         &self,
         key: &str,
         holder: &str,
         (lease_ms, window_ms): (u64, u64),
-        proposed_token: u64,
-        tolerance_us: u64,
+        (proposed_token, tolerance_us): (u64, u64),
+        tick: Option<Tick>,
     ) -> Result<AcquireReply, ServerError> {
         let mut invocation = ACQUIRE.prepare_invoke();
         invocation
@@ -266,6 +268,13 @@ impl Node {
             .arg(window_ms)
             .arg(proposed_token)
             .arg(tolerance_us);
+        match tick {
+            Some(tick) => invocation
+                .arg(tick_millis(&tick))
+                .arg(tick.spacing_millis())
+                .arg(tick.ahead_millis()),
+            None => invocation.arg("").arg(0).arg(0),
+        };
         let reply: Vec<redis::Value> = self.run(Some(key), &invocation).await?;
         AcquireReply::parse(&reply).ok_or_else(|| {
             self.error(

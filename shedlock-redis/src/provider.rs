@@ -23,7 +23,9 @@ use crate::time::{millis, system_time};
 /// server on `NOSCRIPT`):
 /// - **acquire** grants the lock when its lease ended (`lock_until <= TIME`) and, if asked,
 ///   nobody acquired it within the window, with the token `max(token + 1, TIME in µs)` set in
-///   the same script;
+///   the same script; [for a tick](LockConfiguration::for_tick), only if the tick follows the
+///   hash's `last_tick` by its spacing and is within its ahead bound of `TIME`, and the grant
+///   keeps it as `last_tick`;
 /// - **release** matches holder **and** token and ends the lease at
 ///   `max(now, locked_at + lock_at_least_for)`, publishing the name on the
 ///   [release channel](Self::release_channel) when the lock became free;
@@ -148,8 +150,8 @@ impl LockProvider for RedisLockProvider {
                     millis(config.lock_at_most_for()),
                     millis(config.acquired_within_window()),
                 ),
-                0,
-                0,
+                (0, 0),
+                config.tick(),
             )
             .await
             .map_err(|e| store_error(Operation::Acquire, config.name(), e))?;
@@ -166,7 +168,9 @@ impl LockProvider for RedisLockProvider {
                 system_time(now_ms),
                 system_time(lock_until_ms),
             )),
-            AcquireReply::Refused { .. } | AcquireReply::TokenBehind { .. } => None,
+            AcquireReply::Refused { .. }
+            | AcquireReply::TokenBehind { .. }
+            | AcquireReply::TickRefused { .. } => None,
         })
     }
 

@@ -1,11 +1,14 @@
 //! The Lua scripts: every lock operation is one script, run atomically by Redis on its own clock.
 //!
 //! A lock is one hash with no expiry, `<prefix><name>`, fields `holder`, `token`, `locked_at`
-//! and `lock_until` (milliseconds since the epoch, from Redis `TIME`). The hash outlives the
-//! lease on purpose: its `token` is the floor of the next one, and its `locked_at` is what
+//! and `lock_until` (milliseconds since the epoch, from Redis `TIME`), and `last_tick` once a
+//! [tick](shedlock_core::Tick) was granted. The hash outlives the lease on purpose: its `token`
+//! is the floor of the next one, its `locked_at` is what
 //! [`unless_acquired_within`](shedlock_core::LockConfiguration::unless_acquired_within)
-//! compares. A lease is live while `lock_until > TIME`, so expiry is decided by Redis's clock,
-//! the same clock a `PX` expiry would use.
+//! compares, and its `last_tick` must refuse a tick whose holder died long after the lease
+//! ended. One field in the hash that is kept anyway costs no key, no expiry and no second
+//! write per lock, however many locks there are. A lease is live while `lock_until > TIME`, so
+//! expiry is decided by Redis's clock, the same clock a `PX` expiry would use.
 //!
 //! Every number is kept as a decimal string and read back only if it is a whole number below
 //! 2^53, which Lua's numbers (doubles) hold exactly; anything else in an existing lock hash is
@@ -18,7 +21,12 @@ use std::sync::LazyLock;
 use redis::Script;
 
 /// `KEYS[1]` lock; `ARGV`: holder, lease ms, window ms, proposed token (0: the store picks
-/// it), tolerance µs (RedLock).
+/// it), tolerance µs (RedLock), tick ms (`''`: no tick), tick spacing ms, tick ahead ms.
+///
+/// A tick is granted (with the lock free) only if `last_tick + spacing <= tick <= TIME in ms +
+/// ahead`, and kept as `last_tick` with the grant; a hash without `last_tick` (written before
+/// ticks, or never granted one) takes any tick within its ahead bound. Without a tick,
+/// `last_tick` is neither read nor written; release and extend never touch it.
 ///
 /// The token of a grant is at least `max(stored token + 1, TIME in µs)`: strictly above the
 /// previous one, and, as long as the server's clock does not go back, above every token
@@ -26,16 +34,18 @@ use redis::Script;
 /// proposal if it is above the stored token and at most `tolerance` µs behind `TIME`.
 ///
 /// Replies `{1, token, now ms, lock_until ms, now µs}` when granted, `{0, token, now ms,
-/// holder, now µs}` when held or acquired within the window, `{-1, floor, now ms, '', now µs}`
-/// when the proposal was behind (`floor`: the lowest proposal it would have taken).
-/// A grant of a proposed token keeps the previous lease in `prev_*` fields, for [`UNDO`] to
-/// restore when the other masters did not grant it too.
+/// holder, now µs}` when held or acquired within the window, `{-2, '0', now ms, '', now µs}`
+/// when the tick is refused, `{-1, floor, now ms, '', now µs}` when the proposal was behind
+/// (`floor`: the lowest proposal it would have taken).
+/// A grant of a proposed token keeps the previous lease and last tick in `prev_*` fields, for
+/// [`UNDO`] to restore when the other masters did not grant it too.
 pub(crate) static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/acquire.lua")));
 
 /// `KEYS[1]` lock; `ARGV`: holder, token. Takes back a grant of a RedLock attempt that failed
-/// (no majority, or too late): restores the lease before it, token and `locked_at` included,
-/// so a failed attempt leaves no recent acquisition behind.
+/// (no majority, or too late): restores the lease before it, token, `locked_at` and
+/// `last_tick` included, so a failed attempt leaves no recent acquisition and no spent tick
+/// behind.
 /// Replies 1 when the grant was still there, else 0.
 pub(crate) static UNDO: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/undo.lua")));
@@ -86,6 +96,9 @@ pub(crate) enum AcquireReply {
     },
     /// The proposed token was behind: `floor` is the lowest proposal the server would take.
     TokenBehind { floor: u64, now_us: u64 },
+    /// The lock is free but its tick is refused: not after the last tick granted by the
+    /// spacing, or too far ahead of the server's clock.
+    TickRefused { now_us: u64 },
 }
 
 impl AcquireReply {
@@ -108,6 +121,7 @@ impl AcquireReply {
                 floor: number(1)?,
                 now_us,
             }),
+            -2 => Some(AcquireReply::TickRefused { now_us }),
             _ => None,
         }
     }
@@ -117,7 +131,8 @@ impl AcquireReply {
         match self {
             AcquireReply::Granted { now_us, .. }
             | AcquireReply::Refused { now_us, .. }
-            | AcquireReply::TokenBehind { now_us, .. } => *now_us,
+            | AcquireReply::TokenBehind { now_us, .. }
+            | AcquireReply::TickRefused { now_us } => *now_us,
         }
     }
 }

@@ -17,6 +17,15 @@ pub(crate) fn system_time(millis: u64) -> std::time::SystemTime {
     std::time::UNIX_EPOCH + Duration::from_millis(millis)
 }
 
+/// A tick as the acquire script keeps it: its milliseconds within ±(2^53 − 1), exact in Lua's
+/// doubles. Only ticks some 285,000 years from 1970 move: one that far ahead is refused by its
+/// ahead bound either way (at most 100 years past the server's clock), one that far back
+/// stands for the earliest tick.
+pub(crate) fn tick_millis(tick: &shedlock_core::Tick) -> i64 {
+    const EXACT: i64 = (1 << 53) - 1;
+    tick.millis().clamp(-EXACT, EXACT)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -26,5 +35,16 @@ mod tests {
         assert_eq!(millis(Duration::from_micros(1)), 1);
         assert_eq!(millis(Duration::from_millis(1500)), 1500);
         assert_eq!(millis(Duration::from_nanos(1_000_001)), 2);
+    }
+
+    #[test]
+    fn ticks_stay_exact_in_lua() {
+        let at = |millis: u64| std::time::UNIX_EPOCH + Duration::from_millis(millis);
+        let tick = shedlock_core::Tick::new(at(1_795_586_506_951));
+        assert_eq!(tick_millis(&tick), 1_795_586_506_951);
+        let far = shedlock_core::Tick::new(at(u64::MAX / 2));
+        assert_eq!(tick_millis(&far), (1 << 53) - 1);
+        let before = shedlock_core::Tick::new(std::time::UNIX_EPOCH - Duration::from_secs(1 << 50));
+        assert_eq!(tick_millis(&before), 1 - (1 << 53));
     }
 }

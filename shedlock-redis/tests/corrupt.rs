@@ -95,6 +95,44 @@ mod single {
         }
     }
 
+    /// A `last_tick` that is not a whole number (a sign allowed) within 2^53: a claim for a
+    /// tick is a store error naming it, with nothing written; an acquisition without a tick
+    /// does not read it.
+    #[tokio::test]
+    async fn corrupt_last_tick_fails_a_tick_claim_closed() {
+        let Some(provider) = common::redis("corrupt-tick").await else {
+            return;
+        };
+        let mut redis = common::operator().await;
+        let tick = shedlock_core::Tick::new(std::time::SystemTime::now());
+        let bad = [
+            "abc",
+            "",
+            "1.5",
+            "1e3",
+            " 7",
+            "--5",
+            "9007199254740993",
+            "-9007199254740993",
+        ];
+        for (case, value) in bad.into_iter().enumerate() {
+            let name = format!("corrupt-tick-{case}");
+            let key = provider.key(&name);
+            write_corrupt(&mut redis, &key, "last_tick", value).await;
+            let before: HashMap<String, String> = redis.hgetall(&key).await.unwrap();
+            let claim = config(&name).for_tick(tick);
+            assert_corrupt(provider.acquire(&claim).await, &key, "last_tick");
+            let after: HashMap<String, String> = redis.hgetall(&key).await.unwrap();
+            assert_eq!(before, after, "last_tick = {value:?}: the hash was changed");
+        }
+        let lease = provider
+            .acquire(&config("corrupt-tick-0"))
+            .await
+            .unwrap()
+            .expect("without a tick, last_tick is not read");
+        assert!(provider.release(&lease).await.unwrap());
+    }
+
     /// A live lease whose times were overwritten by hand: release and extend report it.
     #[tokio::test]
     async fn corrupt_live_lease_fails_release_and_extend() {

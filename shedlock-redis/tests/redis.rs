@@ -8,10 +8,10 @@ conformance_suites!(redis);
 
 mod specifics {
     use std::collections::HashMap;
-    use std::time::Duration;
+    use std::time::{Duration, SystemTime};
 
     use redis::AsyncCommands as _;
-    use shedlock_core::{Error, LockConfiguration, LockInspector, LockProvider, LockQuery};
+    use shedlock_core::{Error, LockConfiguration, LockInspector, LockProvider, LockQuery, Tick};
     use shedlock_redis::RedisLockProvider;
 
     use crate::common;
@@ -80,6 +80,60 @@ mod specifics {
         assert!(b.acquire(&within).await.unwrap().is_none());
         let after: HashMap<String, String> = redis.hgetall(&key).await.unwrap();
         assert_eq!(after, released, "a refusal within the window wrote");
+    }
+
+    /// A hash written before ticks (no `last_tick` field) reads as "no tick granted": a claim
+    /// is granted and sets `last_tick`, which extend and release keep; the same tick claimed
+    /// again is refused and writes nothing.
+    #[tokio::test]
+    async fn hash_written_before_ticks_is_granted_a_tick() {
+        let Some(provider) = common::redis("ticks").await else {
+            return;
+        };
+        let mut redis = common::operator().await;
+        let key = provider.key("old-layout");
+        let old_layout = [
+            ("holder", "x"),
+            ("token", "5"),
+            ("locked_at", "1000"),
+            ("lock_until", "2000"),
+        ];
+        let () = redis.hset_multiple(&key, &old_layout).await.unwrap();
+        let lock = config("old-layout", Duration::from_secs(30), Duration::ZERO);
+        let tick = Tick::new(SystemTime::now());
+        let lease = provider
+            .acquire(&lock.clone().for_tick(tick))
+            .await
+            .unwrap()
+            .expect("a hash without last_tick takes a tick");
+        assert!(lease.fencing_token() > 5);
+        let last_tick = || async {
+            let mut redis = common::operator().await;
+            let last: Option<String> = redis.hget(&key, "last_tick").await.unwrap();
+            last
+        };
+        assert_eq!(last_tick().await, Some(tick.millis().to_string()));
+        let lease = provider
+            .extend(&lease, Duration::from_secs(30), Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(provider.release(&lease).await.unwrap());
+        assert_eq!(
+            last_tick().await,
+            Some(tick.millis().to_string()),
+            "extend or release lost the last tick"
+        );
+        let released: HashMap<String, String> = redis.hgetall(&key).await.unwrap();
+        assert!(
+            provider
+                .acquire(&lock.clone().for_tick(tick))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let after: HashMap<String, String> = redis.hgetall(&key).await.unwrap();
+        assert_eq!(after, released, "a refused tick wrote");
     }
 
     /// A release that frees the lock publishes its name; one held on by `lock_at_least_for`

@@ -7,10 +7,11 @@ mod common;
 conformance_suites!(redlock);
 
 mod specifics {
-    use std::time::Duration;
+    use std::time::{Duration, SystemTime};
 
-    use shedlock_core::{Error, LockConfiguration, LockProvider};
-    use shedlock_redis::RedLockProvider;
+    use redis::AsyncCommands as _;
+    use shedlock_core::{Error, LockConfiguration, LockProvider, Tick};
+    use shedlock_redis::{RedLockProvider, RedisLockProvider};
 
     use crate::common;
     use shedlock_test_support::RedisServer;
@@ -216,6 +217,62 @@ mod specifics {
             "the failed attempt left a trace"
         );
         assert_eq!(after.fencing_token, before.fencing_token());
+    }
+
+    /// A tick claim that wins a minority gives the tick back with its grants (votes split
+    /// among instances claiming one tick must leave it claimable), and hashes written before
+    /// ticks (no `last_tick`) on every master take it once the lock is free.
+    #[tokio::test]
+    async fn failed_tick_claim_gives_the_tick_back() {
+        let Some(a) = common::redlock("a").await else {
+            return;
+        };
+        let urls = common::redlock_urls().unwrap();
+        let lock = config("tick-back", Duration::from_secs(30));
+        let key = a.key("tick-back");
+        let old_layout = [
+            ("holder", "x"),
+            ("token", "5"),
+            ("locked_at", "1000"),
+            ("lock_until", "2000"),
+        ];
+        let mut masters = Vec::new();
+        for url in &urls {
+            let mut master = common::connection(url).await;
+            let () = master.hset_multiple(&key, &old_layout).await.unwrap();
+            masters.push(master);
+        }
+        // Another holder takes the lock on two masters directly, outside RedLock.
+        let mut held = Vec::new();
+        for url in &urls[1..] {
+            let single = RedisLockProvider::builder()
+                .key_prefix(a.key_prefix())
+                .holder("x")
+                .connect(url)
+                .await
+                .unwrap();
+            let lease = single.acquire(&lock).await.unwrap().expect("free");
+            held.push((single, lease));
+        }
+        let tick = Tick::new(SystemTime::now());
+        let claim = lock.clone().for_tick(tick);
+        assert!(a.acquire(&claim).await.unwrap().is_none(), "won 1 of 3");
+        let last: Option<String> = masters[0].hget(&key, "last_tick").await.unwrap();
+        assert_eq!(last, None, "the failed attempt kept its tick");
+        for (single, lease) in held {
+            assert!(single.release(&lease).await.unwrap());
+        }
+        let lease = a
+            .acquire(&claim)
+            .await
+            .unwrap()
+            .expect("the tick was given back");
+        for master in &mut masters {
+            let last: Option<String> = master.hget(&key, "last_tick").await.unwrap();
+            assert_eq!(last, Some(tick.millis().to_string()));
+        }
+        assert!(a.release(&lease).await.unwrap());
+        assert!(a.acquire(&claim).await.unwrap().is_none(), "granted twice");
     }
 
     /// Many instances ask at the same moment, round after round: never two holders (split votes

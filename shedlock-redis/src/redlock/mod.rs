@@ -41,6 +41,14 @@ use round::agreed_lease;
 ///   A master that refuses because the lock was acquired within the
 ///   [window](LockConfiguration::unless_acquired_within) counts as not acquired; each master
 ///   decides that on its own clock.
+/// - A claim [for a tick](LockConfiguration::for_tick) is checked by each master's script
+///   against that master's `last_tick` and clock, and granted, as any acquisition, when a
+///   majority grants it: a tick granted once is then kept by a majority, and any later
+///   majority shares a master that refuses it again. The grants of a failed attempt are taken
+///   back with the tick they claimed, so instances that split the votes for one tick can
+///   still win it on a retry. A master the undo did not reach (down, or too slow) keeps the
+///   tick and refuses that same tick afterwards (never a later one): the tick is then granted
+///   only while a majority of the other masters can still grant it.
 /// - **release** and **extend** run on every master, matching holder and token; an extension
 ///   counts only when a majority extended the lease within its validity.
 /// - The lease's `lock_until` is the earliest of the majority's, less the drift allowance.
@@ -349,13 +357,16 @@ impl LockProvider for RedLockProvider {
             // Refusals by the grants of several attempts split the votes: every attempt gives
             // its grants back and retries after a random delay, so that one of them wins.
             let held = round.held_token(quorum).is_some();
+            // Its tick spent (or too far ahead) on more masters than a majority can spare: no
+            // retry can win it.
+            let tick_spent = round.tick_refused > self.nodes.len() - quorum;
             let behind = round.behind.is_some();
             let pause = self.split_pause(&round, elapsed);
             if round.failures.len() > self.nodes.len() - quorum {
                 // No majority could have granted it: a store failure, not a held lock.
                 self.check_quorum(Operation::Acquire, name, round.failures, 0)?;
             }
-            if held || rounds_left == 0 {
+            if held || tick_spent || rounds_left == 0 {
                 return Ok(None);
             }
             // The grants were taken back: the same proposal stays good unless a master is

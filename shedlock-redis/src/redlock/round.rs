@@ -21,6 +21,8 @@ pub(super) struct Round {
     pub(super) refused: Vec<(u64, String)>,
     /// The highest floor of a master that found the proposal behind.
     pub(super) behind: Option<u64>,
+    /// How many masters refused the tick (the lock free there).
+    pub(super) tick_refused: usize,
     /// The highest clock a master answered with, µs since the epoch.
     pub(super) clock_us: Option<u64>,
     pub(super) failures: Vec<ServerError>,
@@ -66,11 +68,16 @@ impl RedLockProvider {
         // A proposal up to one per-master timeout behind a master's clock is still taken: the
         // estimate it follows lags by a round trip, and a slower answer is a failure anyway.
         let tolerance_us = u64::try_from(self.settings.timeout.as_micros()).unwrap_or(u64::MAX);
-        let replies =
-            join_all(self.nodes.iter().map(|node| {
-                node.acquire(key, holder, (lease_ms, window_ms), proposed, tolerance_us)
-            }))
-            .await;
+        let replies = join_all(self.nodes.iter().map(|node| {
+            node.acquire(
+                key,
+                holder,
+                (lease_ms, window_ms),
+                (proposed, tolerance_us),
+                config.tick(),
+            )
+        }))
+        .await;
         let mut round = Round::default();
         for (index, reply) in replies.into_iter().enumerate() {
             let reply = match reply {
@@ -91,6 +98,7 @@ impl RedLockProvider {
                 AcquireReply::TokenBehind { floor, .. } => {
                     round.behind = round.behind.max(Some(floor));
                 }
+                AcquireReply::TickRefused { .. } => round.tick_refused += 1,
             }
         }
         round
