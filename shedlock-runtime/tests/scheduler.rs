@@ -16,6 +16,7 @@ use shedlock_runtime::{
 /// One execution as a job saw it.
 #[derive(Debug, Clone)]
 struct Run {
+    #[allow(dead_code, reason = "shown in failure messages")]
     holder: String,
     token: u64,
     /// Whole seconds of paused time since the test started.

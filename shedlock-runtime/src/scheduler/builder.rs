@@ -10,6 +10,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::plan::Launch;
+use super::runner::Timer;
 use super::runtime::{PreparedJob, Runtime, ShutdownCounters, shutdown_gate};
 use super::status::JobState;
 use super::{RunNow, Scheduler};
@@ -95,8 +96,8 @@ impl<S> SchedulerBuilder<S> {
 }
 
 impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
-    /// Validates the configuration and every job, then starts one runner per job on the
-    /// current tokio runtime.
+    /// Validates the configuration and every job, then starts the scheduler's timer on the
+    /// current tokio runtime: one task for all jobs, and one per tick in flight.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] naming the field (and job) that is wrong; [`Error::Scheduler`]
@@ -162,27 +163,28 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
         });
 
         let mut loops = JoinSet::new();
-        let mut jobs = Vec::new();
-        let mut run_now: Vec<RunNow> = Vec::new();
-        for (prepared, state) in prepared
-            .into_iter()
-            .zip(std::iter::repeat_with(|| state.clone()))
-        {
-            // Jobs come only with a registry, and so with its state.
-            let Some(state) = state else { break };
-            let status = Arc::new(JobState::new(
-                prepared.job.name.to_string(),
-                prepared.job.schedule.to_string(),
-                prepared
-                    .lock
-                    .as_ref()
-                    .map(|lock| lock.config.name().to_owned()),
-            ));
-            run_now.push(run_now_fn(&prepared, &runtime, &state));
-            if config.enabled {
-                loops.spawn(prepared.run(state, Arc::clone(&runtime), Arc::clone(&status)));
+        let mut jobs = Vec::with_capacity(prepared.len());
+        let mut run_now: Vec<RunNow> = Vec::with_capacity(prepared.len());
+        let mut timed = Vec::with_capacity(prepared.len());
+        // Jobs come only with a registry, and so with its state.
+        if let Some(state) = state {
+            for prepared in prepared {
+                let status = Arc::new(JobState::new(
+                    prepared.job.name.to_string(),
+                    prepared.job.schedule.to_string(),
+                    prepared
+                        .lock
+                        .as_ref()
+                        .map(|lock| lock.config.name().to_owned()),
+                ));
+                run_now.push(run_now_fn(&prepared, &runtime, &state));
+                timed.push(Arc::new(prepared));
+                jobs.push(status);
             }
-            jobs.push(status);
+            if config.enabled && !timed.is_empty() {
+                let timer = Timer::new(timed, jobs.clone(), state, Arc::clone(&runtime));
+                loops.spawn(timer.run());
+            }
         }
         tracing::info!(
             jobs = jobs.len(),

@@ -6,7 +6,8 @@
 //! created (an hour off after a DST change, #87/#107), can stop firing fixed-interval jobs that
 //! fall behind (#56/#113), reports a panic as an opaque `RecvError` (#57), and its `shutdown()`
 //! neither awaits nor cancels running jobs. We keep its cron dialect exactly (croner with the
-//! same parser settings as its `Job::new_async`) and run each job in a loop of our own.
+//! same parser settings as its `Job::new_async`) and run all jobs on one timer of our own
+//! (`runner`), with a task only for each tick in flight.
 
 mod builder;
 pub(crate) mod config;

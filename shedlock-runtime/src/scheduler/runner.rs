@@ -1,12 +1,19 @@
-//! One task per job: wait for the next fire time, then run one tick. Runs never overlap within
-//! an instance: fire times that pass while a run is going are skipped and logged. After a pause
-//! (the process stopped, the host overloaded) only the latest fire time that has passed is
+//! One timer for all of a scheduler's jobs: it waits for the earliest fire time, then starts
+//! each tick due as a task of its own; a job waits for none but its tick in flight, so 100,000
+//! idle jobs cost their schedules and a heap entry each, not a task each.
+//!
+//! Runs never overlap within an instance: a job is put back on the timer only once its tick
+//! ended, and fire times that passed while it ran are skipped and logged. After a pause (the
+//! process stopped, the host overloaded) only the latest fire time that has passed is
 //! considered; the earlier ones are counted as missed.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::recovery::Follow;
@@ -19,100 +26,433 @@ use crate::scheduler::schedule::{CRON_ALLOWANCE, ScheduleKind};
 /// suspend) is noticed within this long.
 const MAX_WALL_SLEEP: Duration = Duration::from_secs(60);
 
-impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
-    /// Runs the job's schedule until shutdown.
-    pub(crate) async fn run(self, state: S, runtime: Arc<Runtime>, status: Arc<JobState>) {
-        // A run of this job left unfinished while no instance watched it (the whole fleet
-        // was down): taken over as soon as its lease is gone.
-        self.watch(state.clone(), &runtime, &status, Follow::Newest);
-        let initial_delay = self.job.schedule.initial_delay;
-        let start = Instant::now() + initial_delay;
-        if !initial_delay.is_zero() {
-            status.set_next_fire(Some(runtime.clock.now() + initial_delay));
-            if !sleep_or_shutdown(&runtime, start).await {
-                return;
-            }
+/// Every job of one scheduler, on one timer.
+pub(crate) struct Timer<S> {
+    jobs: Vec<Arc<PreparedJob<S>>>,
+    statuses: Vec<Arc<JobState>>,
+    state: S,
+    runtime: Arc<Runtime>,
+}
+
+/// Where a job is in its schedule.
+enum Plan {
+    /// Before its first tick: the initial delay runs.
+    Start,
+    /// Cron: the latest fire time handled; the next is computed from it in the job's zone, so
+    /// daylight-saving changes are followed (the offset is never cached).
+    Cron { after: DateTime<Utc> },
+    /// Fixed rate on a grid `origin + k × period`, named on the wall clock from `wall_origin`.
+    Rate {
+        period: Duration,
+        origin: Instant,
+        wall_origin: SystemTime,
+        index: u32,
+    },
+    /// Fixed delay: the next tick comes this long after the last one ended.
+    Delay(Duration),
+    /// No further fire time.
+    Done,
+}
+
+/// A tick task's end, reported to the timer (also when the task panicked or was aborted).
+struct Ended {
+    job: u32,
+    tx: mpsc::UnboundedSender<(u32, bool)>,
+    /// Skip the fire times that passed while the tick ran (not after a catch-up at start).
+    skip_passed: bool,
+}
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        let _ = self.tx.send((self.job, self.skip_passed));
+    }
+}
+
+/// The timer's queues: monotonic deadlines (starts, fixed rate and delay) and wall-clock fire
+/// times (cron), earliest first, by job index.
+#[derive(Default)]
+struct Queues {
+    mono: BinaryHeap<Reverse<(Instant, u32)>>,
+    wall: BinaryHeap<Reverse<(SystemTime, u32)>>,
+}
+
+impl<S: Clone + Send + Sync + 'static> Timer<S> {
+    pub(crate) fn new(
+        jobs: Vec<Arc<PreparedJob<S>>>,
+        statuses: Vec<Arc<JobState>>,
+        state: S,
+        runtime: Arc<Runtime>,
+    ) -> Self {
+        Timer {
+            jobs,
+            statuses,
+            state,
+            runtime,
         }
-        match self.job.schedule.kind.clone() {
-            ScheduleKind::Cron { .. } => self.run_cron(state, &runtime, &status).await,
-            ScheduleKind::FixedRate(period) => {
-                self.run_fixed_rate(period, start, state, &runtime, &status)
-                    .await
-            }
-            ScheduleKind::FixedDelay(delay) => {
-                self.run_fixed_delay(delay, start, state, &runtime, &status)
-                    .await
-            }
-        }
-        status.set_next_fire(None);
     }
 
+    /// Runs every job's schedule until shutdown.
+    pub(crate) async fn run(self) {
+        let mut plans: Vec<Plan> = self.jobs.iter().map(|_| Plan::Start).collect();
+        let mut queues = Queues::default();
+        let (tx, mut ended) = mpsc::unbounded_channel();
+        let start = Instant::now();
+        for (index, job) in self.jobs.iter().enumerate() {
+            // A run of this job left unfinished while no instance watched it (the whole fleet
+            // was down): taken over as soon as its lease is gone.
+            job.watch(
+                self.state.clone(),
+                &self.runtime,
+                &self.statuses[index],
+                Follow::Newest,
+            );
+            let delay = job.job.schedule.initial_delay;
+            if !delay.is_zero() {
+                self.statuses[index].set_next_fire(Some(self.runtime.clock.now() + delay));
+            }
+            queues.mono.push(Reverse((start + delay, job_index(index))));
+        }
+        loop {
+            // The last reading before a fire time passes: a pause during the sleep shows as
+            // lateness.
+            let (wall_before, before) = (self.runtime.clock.now(), Instant::now());
+            let wake = queues.wake(wall_before, before);
+            tokio::select! {
+                biased;
+                () = self.runtime.shutdown.cancelled() => break,
+                Some((job, skip_passed)) = ended.recv() => {
+                    self.reschedule(job, skip_passed, &mut plans, &mut queues);
+                    continue;
+                }
+                () = sleep_until(wake) => {}
+            }
+            if self.runtime.shutdown.is_cancelled() {
+                break;
+            }
+            let (wall_now, now) = (self.runtime.clock.now(), Instant::now());
+            while let Some(&Reverse((at, job))) = queues.mono.peek()
+                && at <= now
+            {
+                queues.mono.pop();
+                self.fire_mono(job, at, &mut plans, &mut queues, &tx);
+            }
+            while let Some(&Reverse((fire, job))) = queues.wall.peek()
+                && fire <= wall_now
+            {
+                queues.wall.pop();
+                let due = match fire.duration_since(wall_before) {
+                    Ok(after_reading) => before + after_reading,
+                    Err(_) => now
+                        .checked_sub(wall_now.duration_since(fire).unwrap_or_default())
+                        .unwrap_or(now),
+                };
+                self.fire_cron(job, fire.into(), due, &mut plans, &tx);
+            }
+        }
+        for status in &self.statuses {
+            status.set_next_fire(None);
+        }
+    }
+
+    /// A monotonic deadline passed: a job's start, or its next fixed-rate or fixed-delay tick.
+    fn fire_mono(
+        &self,
+        job: u32,
+        at: Instant,
+        plans: &mut [Plan],
+        queues: &mut Queues,
+        tx: &mpsc::UnboundedSender<(u32, bool)>,
+    ) {
+        let index = job as usize;
+        let prepared = &self.jobs[index];
+        match &plans[index] {
+            Plan::Start => match prepared.job.schedule.kind.clone() {
+                ScheduleKind::Cron { .. } => {
+                    let after: DateTime<Utc> = self.runtime.clock.now().into();
+                    plans[index] = Plan::Cron { after };
+                    match prepared.missed_tick(after, &self.runtime) {
+                        Some(due) => self.spawn_tick(job, due, false, tx),
+                        None => self.schedule_cron(job, after, plans, queues),
+                    }
+                }
+                ScheduleKind::FixedRate(period) => {
+                    let wall_origin =
+                        self.runtime.clock.now() - Instant::now().saturating_duration_since(at);
+                    plans[index] = Plan::Rate {
+                        period,
+                        origin: at,
+                        wall_origin,
+                        index: 0,
+                    };
+                    self.fire_rate(job, plans, tx);
+                }
+                ScheduleKind::FixedDelay(delay) => {
+                    plans[index] = Plan::Delay(delay);
+                    self.fire_delay(job, at, tx);
+                }
+            },
+            Plan::Rate { .. } => self.fire_rate(job, plans, tx),
+            Plan::Delay(_) => self.fire_delay(job, at, tx),
+            Plan::Cron { .. } | Plan::Done => {}
+        }
+    }
+
+    /// The cron fire time `fire` has come (due at `due` on the monotonic clock).
+    fn fire_cron(
+        &self,
+        job: u32,
+        fire: DateTime<Utc>,
+        due: Instant,
+        plans: &mut [Plan],
+        tx: &mpsc::UnboundedSender<(u32, bool)>,
+    ) {
+        let (prepared, status) = (&self.jobs[job as usize], &self.statuses[job as usize]);
+        let runtime = &self.runtime;
+        // A pause may have carried us past later fire times too: only the latest counts.
+        let now: DateTime<Utc> = runtime.clock.now().into();
+        let mut latest = fire;
+        let mut passed_over = 0u32;
+        while let Some(next) = prepared.next_cron_fire(latest, runtime)
+            && next <= now
+        {
+            passed_over += 1;
+            latest = next;
+        }
+        prepared.report_passed_over(passed_over, fire.into(), status);
+        let gap = prepared
+            .next_cron_fire(latest, runtime)
+            .and_then(|next| (next - latest).to_std().ok())
+            .unwrap_or(Duration::MAX);
+        // Late by the monotonic clock (a pause), or by the wall clock the fire times are read
+        // on, whichever says more: the monotonic clock stands still while the host is
+        // suspended.
+        let mapped = due + (latest - fire).to_std().unwrap_or_default();
+        let wall_late = (now - latest).to_std().unwrap_or_default();
+        let by_wall = Instant::now().checked_sub(wall_late).unwrap_or(mapped);
+        let due = Due {
+            at: mapped.min(by_wall),
+            fire: latest.into(),
+            allowance: CRON_ALLOWANCE.min(gap / 2),
+            rerun: None,
+            catch_up: None,
+            claim: Some(cron_tick(latest, gap)),
+        };
+        plans[job as usize] = Plan::Cron { after: latest };
+        self.spawn_tick(job, due, true, tx);
+    }
+
+    /// The fixed-rate grid's latest tick due now: ticks a pause passed over are counted as
+    /// missed, and firing continues on the grid; it never stalls.
+    fn fire_rate(&self, job: u32, plans: &mut [Plan], tx: &mpsc::UnboundedSender<(u32, bool)>) {
+        let Plan::Rate {
+            period,
+            origin,
+            wall_origin,
+            index,
+        } = &mut plans[job as usize]
+        else {
+            return;
+        };
+        let (prepared, status) = (&self.jobs[job as usize], &self.statuses[job as usize]);
+        let now = Instant::now();
+        let latest = grid_index(*origin, *period, now).max(*index);
+        let Some(due) = grid(*origin, *period, *index) else {
+            return;
+        };
+        let wall_due = self.runtime.clock.now() - now.saturating_duration_since(due);
+        prepared.report_passed_over(latest - *index, wall_due, status);
+        let Some(due) = grid(*origin, *period, latest) else {
+            return;
+        };
+        let fire = period
+            .checked_mul(latest)
+            .and_then(|d| wall_origin.checked_add(d))
+            .unwrap_or(*wall_origin);
+        *index = latest;
+        let due = Due {
+            at: due,
+            fire,
+            allowance: Duration::ZERO,
+            rerun: None,
+            catch_up: None,
+            claim: Some(Tick::new(fire).with_spacing(*period).ahead_at_most(*period)),
+        };
+        self.spawn_tick(job, due, true, tx);
+    }
+
+    /// A fixed-delay tick due at `at`.
+    fn fire_delay(&self, job: u32, at: Instant, tx: &mpsc::UnboundedSender<(u32, bool)>) {
+        self.statuses[job as usize].set_next_fire(None);
+        let due = Due {
+            at,
+            fire: self.runtime.clock.now() - Instant::now().saturating_duration_since(at),
+            allowance: Duration::ZERO,
+            rerun: None,
+            catch_up: None,
+            claim: None,
+        };
+        self.spawn_tick(job, due, true, tx);
+    }
+
+    /// Runs one tick as a task of its own; the timer hears of its end.
+    fn spawn_tick(
+        &self,
+        job: u32,
+        due: Due,
+        skip_passed: bool,
+        tx: &mpsc::UnboundedSender<(u32, bool)>,
+    ) {
+        let index = job as usize;
+        let (prepared, status) = (
+            Arc::clone(&self.jobs[index]),
+            Arc::clone(&self.statuses[index]),
+        );
+        let (state, runtime) = (self.state.clone(), Arc::clone(&self.runtime));
+        let ended = Ended {
+            job,
+            tx: tx.clone(),
+            skip_passed,
+        };
+        self.runtime.tasks.spawn(async move {
+            let _ended = ended;
+            prepared.tick(state, &runtime, &status, due).await;
+        });
+    }
+
+    /// A job's tick ended: its next fire time goes on the timer.
+    fn reschedule(&self, job: u32, skip_passed: bool, plans: &mut [Plan], queues: &mut Queues) {
+        let index = job as usize;
+        let (prepared, status) = (&self.jobs[index], &self.statuses[index]);
+        match &mut plans[index] {
+            Plan::Cron { after } => {
+                let mut after = *after;
+                if skip_passed {
+                    let now: DateTime<Utc> = self.runtime.clock.now().into();
+                    let mut overlapped = 0u32;
+                    while let Some(next) = prepared.next_cron_fire(after, &self.runtime)
+                        && next <= now
+                    {
+                        overlapped += 1;
+                        after = next;
+                    }
+                    prepared.report_overlap(overlapped, status);
+                }
+                plans[index] = Plan::Cron { after };
+                self.schedule_cron(job, after, plans, queues);
+            }
+            Plan::Rate {
+                period,
+                origin,
+                index: latest,
+                ..
+            } => {
+                let next = grid_index(*origin, *period, Instant::now())
+                    .saturating_add(1)
+                    .max(latest.saturating_add(1));
+                prepared.report_overlap(next - *latest - 1, status);
+                *latest = next;
+                // Beyond about 4 billion ticks (or a grid past the clock's range) the job ends.
+                match grid(*origin, *period, next) {
+                    Some(due) => {
+                        status.set_next_fire(Some(
+                            self.runtime.clock.now()
+                                + due.saturating_duration_since(Instant::now()),
+                        ));
+                        queues.mono.push(Reverse((due, job)));
+                    }
+                    None => {
+                        tracing::warn!(job = %prepared.job.name, "fixed-rate schedule exhausted");
+                        status.set_next_fire(None);
+                        plans[index] = Plan::Done;
+                    }
+                }
+            }
+            Plan::Delay(delay) => {
+                status.set_next_fire(Some(self.runtime.clock.now() + *delay));
+                queues.mono.push(Reverse((Instant::now() + *delay, job)));
+            }
+            Plan::Start | Plan::Done => {}
+        }
+    }
+
+    /// Puts a cron job's first fire time after `after` on the timer.
+    fn schedule_cron(
+        &self,
+        job: u32,
+        after: DateTime<Utc>,
+        plans: &mut [Plan],
+        queues: &mut Queues,
+    ) {
+        let index = job as usize;
+        let (prepared, status) = (&self.jobs[index], &self.statuses[index]);
+        match prepared.next_cron_fire(after, &self.runtime) {
+            Some(fire) => {
+                status.set_next_fire(Some(fire.into()));
+                queues.wall.push(Reverse((fire.into(), job)));
+            }
+            None => {
+                tracing::warn!(job = %prepared.job.name, "cron schedule has no further fire time");
+                status.set_next_fire(None);
+                plans[index] = Plan::Done;
+            }
+        }
+    }
+}
+
+impl Queues {
+    /// When to wake next, from a reading of both clocks: the earliest monotonic deadline, or
+    /// the earliest wall-clock fire time as far as the monotonic clock can tell (at most
+    /// [`MAX_WALL_SLEEP`] ahead, to notice clock steps). `None`: nothing queued.
+    fn wake(&self, wall_now: SystemTime, now: Instant) -> Option<Instant> {
+        let mono = self.mono.peek().map(|&Reverse((at, _))| at);
+        let wall =
+            self.wall
+                .peek()
+                .map(|&Reverse((fire, _))| match fire.duration_since(wall_now) {
+                    Ok(remaining) => now + remaining.min(MAX_WALL_SLEEP),
+                    Err(_) => now,
+                });
+        match (mono, wall) {
+            (Some(mono), Some(wall)) => Some(mono.min(wall)),
+            (one, other) => one.or(other),
+        }
+    }
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn job_index(index: usize) -> u32 {
+    u32::try_from(index).expect("fewer than 4 billion jobs")
+}
+
+/// The fixed-rate grid's tick `index`: `origin + index × period`, if the clock reaches it.
+fn grid(origin: Instant, period: Duration, index: u32) -> Option<Instant> {
+    period
+        .checked_mul(index)
+        .and_then(|d| origin.checked_add(d))
+}
+
+/// The grid index of the latest tick due at `now`.
+fn grid_index(origin: Instant, period: Duration, now: Instant) -> u32 {
+    u32::try_from(now.saturating_duration_since(origin).as_nanos() / period.as_nanos())
+        .unwrap_or(u32::MAX)
+}
+
+impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
     fn next_cron_fire(&self, after: DateTime<Utc>, runtime: &Runtime) -> Option<DateTime<Utc>> {
         self.job.schedule.next_cron_fire(after, runtime.zone)
     }
 
-    /// Cron: each fire time is computed in the job's zone from the previous one, so
-    /// daylight-saving changes are followed (the offset is never cached).
-    async fn run_cron(&self, state: S, runtime: &Arc<Runtime>, status: &Arc<JobState>) {
-        let mut after: DateTime<Utc> = runtime.clock.now().into();
-        if let Some(due) = self.missed_tick(after, runtime) {
-            self.tick(state.clone(), runtime, status, due).await;
-        }
-        loop {
-            let Some(fire) = self.next_cron_fire(after, runtime) else {
-                tracing::warn!(job = %self.job.name, "cron schedule has no further fire time");
-                return;
-            };
-            status.set_next_fire(Some(fire.into()));
-            let Some(due) = sleep_until_wall(runtime, fire.into()).await else {
-                return;
-            };
-            // A pause may have carried us past later fire times too: only the latest counts.
-            let now: DateTime<Utc> = runtime.clock.now().into();
-            let mut latest = fire;
-            let mut passed_over = 0u32;
-            while let Some(next) = self.next_cron_fire(latest, runtime)
-                && next <= now
-            {
-                passed_over += 1;
-                latest = next;
-            }
-            self.report_passed_over(passed_over, fire.into(), status);
-            let gap = self
-                .next_cron_fire(latest, runtime)
-                .and_then(|next| (next - latest).to_std().ok())
-                .unwrap_or(Duration::MAX);
-            // Late by the monotonic clock (a pause), or by the wall clock the fire times are
-            // read on, whichever says more: the monotonic clock stands still while the host
-            // is suspended.
-            let mapped = due + (latest - fire).to_std().unwrap_or_default();
-            let wall_late = (now - latest).to_std().unwrap_or_default();
-            let by_wall = Instant::now().checked_sub(wall_late).unwrap_or(mapped);
-            let due = Due {
-                at: mapped.min(by_wall),
-                fire: latest.into(),
-                allowance: CRON_ALLOWANCE.min(gap / 2),
-                rerun: None,
-                catch_up: None,
-                claim: Some(cron_tick(latest, gap)),
-            };
-            self.tick(state.clone(), runtime, status, due).await;
-            after = latest;
-            let now: DateTime<Utc> = runtime.clock.now().into();
-            let mut overlapped = 0u32;
-            while let Some(next) = self.next_cron_fire(after, runtime)
-                && next <= now
-            {
-                overlapped += 1;
-                after = next;
-            }
-            self.report_overlap(overlapped, status);
-        }
-    }
-
     /// The tick to catch up at start, if the job asks for it: the latest fire time at or
-    /// before `now`, if within the job's bound. The tick window (nobody acquired the lock since
-    /// that fire time, less the usual allowance) decides whether the fleet ran it.
+    /// before `now`, if within the job's bound. The store's tick claim (and the tick window:
+    /// nobody acquired the lock since that fire time, less the usual allowance) decides
+    /// whether the fleet ran it.
     fn missed_tick(&self, now: DateTime<Utc>, runtime: &Runtime) -> Option<Due> {
         let within = self.job.schedule.catch_up?;
         let fire = self.job.schedule.latest_fire(now, runtime.zone)?;
@@ -139,93 +479,6 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             catch_up: Some(ago + CRON_ALLOWANCE.min(gap / 2)),
             claim: Some(cron_tick(fire, gap)),
         })
-    }
-
-    /// Fixed rate on a grid `start + k × period`: ticks missed during a long run are skipped
-    /// (and logged), and firing continues on the grid afterwards; it never stalls.
-    async fn run_fixed_rate(
-        &self,
-        period: Duration,
-        origin: Instant,
-        state: S,
-        runtime: &Arc<Runtime>,
-        status: &Arc<JobState>,
-    ) {
-        // The grid index of the latest tick due at `now`.
-        let index_at = |now: Instant| {
-            u32::try_from(now.saturating_duration_since(origin).as_nanos() / period.as_nanos())
-                .unwrap_or(u32::MAX)
-        };
-        // The grid on the wall clock, read once: ticks are named by it (and claimed in the
-        // store, at most one per period across the fleet), whatever steps the clock makes.
-        let wall_origin = runtime.clock.now() - Instant::now().saturating_duration_since(origin);
-        let mut tick_index: u32 = 0;
-        loop {
-            // Beyond about 4 billion ticks (or a grid past the clock's range) the job ends.
-            let grid = |index: u32| {
-                period
-                    .checked_mul(index)
-                    .and_then(|d| origin.checked_add(d))
-            };
-            let Some(due) = grid(tick_index) else {
-                tracing::warn!(job = %self.job.name, "fixed-rate schedule exhausted");
-                return;
-            };
-            status.set_next_fire(Some(
-                runtime.clock.now() + due.saturating_duration_since(Instant::now()),
-            ));
-            if !sleep_or_shutdown(runtime, due).await {
-                return;
-            }
-            let latest = index_at(Instant::now()).max(tick_index);
-            let wall_due = runtime.clock.now() - Instant::now().saturating_duration_since(due);
-            self.report_passed_over(latest - tick_index, wall_due, status);
-            let Some(due) = grid(latest) else { return };
-            let fire = period
-                .checked_mul(latest)
-                .and_then(|d| wall_origin.checked_add(d))
-                .unwrap_or(wall_origin);
-            let due = Due {
-                at: due,
-                fire,
-                allowance: Duration::ZERO,
-                rerun: None,
-                catch_up: None,
-                claim: Some(Tick::new(fire).with_spacing(period).ahead_at_most(period)),
-            };
-            self.tick(state.clone(), runtime, status, due).await;
-            let next = index_at(Instant::now()).saturating_add(1).max(latest + 1);
-            self.report_overlap(next - latest - 1, status);
-            tick_index = next;
-        }
-    }
-
-    async fn run_fixed_delay(
-        &self,
-        delay: Duration,
-        first: Instant,
-        state: S,
-        runtime: &Arc<Runtime>,
-        status: &Arc<JobState>,
-    ) {
-        let mut due = first;
-        loop {
-            status.set_next_fire(None);
-            let at = Due {
-                at: due,
-                fire: runtime.clock.now() - Instant::now().saturating_duration_since(due),
-                allowance: Duration::ZERO,
-                rerun: None,
-                catch_up: None,
-                claim: None,
-            };
-            self.tick(state.clone(), runtime, status, at).await;
-            status.set_next_fire(Some(runtime.clock.now() + delay));
-            due = Instant::now() + delay;
-            if !sleep_or_shutdown(runtime, due).await {
-                return;
-            }
-        }
     }
 
     fn report_overlap(&self, missed: u32, status: &JobState) {
@@ -258,37 +511,4 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
 /// names it the same), to an instance whose clock runs at most `gap` ahead of the store's.
 fn cron_tick(fire: DateTime<Utc>, gap: Duration) -> Tick {
     Tick::new(fire.into()).ahead_at_most(gap)
-}
-
-/// Sleeps until `deadline`; false if shutdown came first, or at the same time.
-pub(super) async fn sleep_or_shutdown(runtime: &Runtime, deadline: Instant) -> bool {
-    tokio::select! {
-        biased;
-        () = runtime.shutdown.cancelled() => false,
-        () = tokio::time::sleep_until(deadline) => true,
-    }
-}
-
-/// Sleeps until the wall clock shows `fire`, in bounded steps so clock steps are noticed.
-/// Returns the instant, on the monotonic clock, at which `fire` was due (from the last reading
-/// before it, so a pause during the sleep shows as lateness); `None` if shutdown came first.
-async fn sleep_until_wall(runtime: &Runtime, fire: SystemTime) -> Option<Instant> {
-    let mut due = None;
-    loop {
-        let (wall, now) = (runtime.clock.now(), Instant::now());
-        let remaining = match fire.duration_since(wall) {
-            Ok(remaining) if !remaining.is_zero() => remaining,
-            passed => {
-                if runtime.shutdown.is_cancelled() {
-                    return None;
-                }
-                let passed = passed.err().map(|e| e.duration()).unwrap_or_default();
-                return Some(due.unwrap_or_else(|| now.checked_sub(passed).unwrap_or(now)));
-            }
-        };
-        due = Some(now + remaining);
-        if !sleep_or_shutdown(runtime, now + remaining.min(MAX_WALL_SLEEP)).await {
-            return None;
-        }
-    }
 }
