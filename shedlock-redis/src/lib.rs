@@ -29,19 +29,23 @@
 //!
 //! A lock is one hash, `<key prefix><name>` (prefix `shedlock:` unless
 //! [configured](RedisLockProviderBuilder::key_prefix)), with fields `holder`, `token`, `locked_at`
-//! and `lock_until`, times in milliseconds of the server's `TIME`. Acquire, release and extend
-//! are Lua scripts (in `lua/` beside this crate) that read `TIME` and compare and write those
-//! fields atomically, so leases begin and end by the server's clock, never an instance's. The
-//! hash has no expiry: the lease is over when `lock_until <= TIME`, which is the clock a `PX`
-//! expiry would use too. The hash outlives the lease because its `token` is the floor of the
-//! next one, and its `locked_at` is what
-//! [`unless_acquired_within`](shedlock_core::LockConfiguration::unless_acquired_within)
-//! compares, after the lease ended too. One hash per lock name stays in Redis, like a row of
-//! the SQL providers' table. A key of another type at a lock's name is reported as such
-//! (`WRONGTYPE`), naming the key. A lock hash whose fields are not what the scripts wrote
-//! (edited by hand, a number that is not a whole number below 2^53) is an [`Error::Store`]
-//! naming the key and the field (`corrupt lock hash …`), with nothing written: never a grant,
-//! never a token starting over. Delete the key to reset such a lock.
+//! and `lock_until`, times in milliseconds of the server's `TIME`, and `last_tick` (milliseconds
+//! since the epoch) once a [tick](shedlock_core::LockConfiguration::for_tick) was granted: the
+//! acquire script grants a tick only if it follows `last_tick` by the tick's spacing and lies
+//! within its ahead bound of `TIME`, and sets it with the grant; a hash without it (written by an
+//! earlier version) takes any tick. Acquire, release and extend are Lua scripts (in `lua/` beside
+//! this crate) that read `TIME` and compare and write those fields atomically, so leases begin and
+//! end by the server's clock, never an instance's. The hash has no expiry: the lease is over when
+//! `lock_until <= TIME`, which is the clock a `PX` expiry would use too. The hash outlives the
+//! lease because its `token` is the floor of the next one, its `locked_at` is what
+//! [`unless_acquired_within`](shedlock_core::LockConfiguration::unless_acquired_within) compares,
+//! after the lease ended too, and its `last_tick` refuses the tick of a holder that died. A hash
+//! deleted (or flushed, or evicted) forgets its last tick with it. One hash per lock name stays in
+//! Redis, like a row of the SQL providers' table. A key of another type at a lock's name is
+//! reported as such (`WRONGTYPE`), naming the key. A lock hash whose fields are not what the
+//! scripts wrote (edited by hand, a number that is not a whole number below 2^53) is an
+//! [`Error::Store`] naming the key and the field (`corrupt lock hash …`), with nothing written:
+//! never a grant, never a token starting over. Delete the key to reset such a lock.
 //!
 //! [`Error::Store`]: shedlock_core::Error::Store
 //!
