@@ -149,6 +149,7 @@ impl LockInspector for ZkLockProvider {
                 Duration::ZERO,
                 Duration::ZERO,
                 &incarnation,
+                lease.tick_ms,
             );
             match self
                 .set_lock_node(&client, &path, &ended.encode(), stat.version, guard)

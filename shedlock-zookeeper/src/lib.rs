@@ -64,6 +64,18 @@
 //! with its child (zkCli: `deleteall <root>/locks/<name>`); its holder, if it still runs, is
 //! then refused, and the next token is above every earlier one.
 //!
+//! # Ticks
+//!
+//! A claim for a tick ([`LockConfiguration::for_tick`](shedlock_core::LockConfiguration::for_tick))
+//! is granted only if the tick follows the last tick granted for the lock by its spacing and
+//! lies no further ahead of ensemble time ("now", as above) than it allows; the grant writes it
+//! into the lock node's data (`tick_ms`) in the same compare-and-set. Every other write to the
+//! node carries it over, and lock nodes are persistent, so a tick stays granted after its
+//! lease ends, released or expired. Nodes written before ticks have none: their next tick is
+//! granted. Versions before ticks read `tick_ms` as data they did not write: during a rolling
+//! upgrade, an instance still on one fails ([`Error::Store`](shedlock_core::Error::Store)) on
+//! each lock an upgraded instance has claimed a tick of, and the upgraded instances run it.
+//!
 //! # A shared ensemble
 //!
 //! Without credentials every node shedlock creates is open to every client of the ensemble

@@ -11,11 +11,19 @@
 //! token=…                  absent in the write that created the node: its czxid
 //! locked_at_ms=…           absent in the acquiring write: locked_at is that write's mtime
 //! incarnation=5f0c…        names the child node created with this lock node
+//! tick_ms=…                the last tick granted (`Tick::millis`); absent until one is
 //! ```
 //!
 //! An acquisition writes `lease_ms = lock_at_most_for`; an extension writes it again (the new
 //! `mtime` is "now"); a release writes `lease_ms = 0, hold_ms = lock_at_least_for`, which gives
 //! exactly `lock_until = max(now, locked_at + lock_at_least_for)`.
+//!
+//! Ticks: an acquisition for a tick writes it as `tick_ms`; every other write (an acquisition
+//! without a tick, a release, an extension, an operator's release) carries the node's
+//! `tick_ms` over unchanged, and each of them is a compare-and-set on the version it was read
+//! (or written) at, so none can drop a tick granted in between. Lock nodes are persistent
+//! (nothing but an operator deletes them), so the tick outlives the lease that claimed it.
+//! Nodes written before ticks have no `tick_ms`: no tick granted yet.
 //!
 //! Fencing tokens: the first acquisition (which creates the node) gets the node's `czxid`, each
 //! later one the previous token + 1, written by compare-and-set on the node's version. The k-th
@@ -45,17 +53,20 @@ pub(crate) struct LeaseRecord {
     pub(crate) locked_at_ms: Option<i64>,
     /// The name of the child created with the node (`None`: a node written by hand).
     pub(crate) incarnation: Option<String>,
+    /// The last tick granted (`None`: none yet).
+    pub(crate) tick_ms: Option<i64>,
 }
 
 impl LeaseRecord {
     /// What an acquisition writes: a lease of `lock_at_most_for` from the write itself, with
     /// `token` (`None` when the write creates the node: the token is its czxid), in the node
-    /// of `incarnation`.
+    /// of `incarnation`, with last tick `tick_ms`.
     pub(crate) fn acquisition(
         holder: &str,
         lock_at_most_for: Duration,
         token: Option<u64>,
         incarnation: &str,
+        tick_ms: Option<i64>,
     ) -> Self {
         LeaseRecord {
             holder: holder.to_owned(),
@@ -64,11 +75,13 @@ impl LeaseRecord {
             token,
             locked_at_ms: None,
             incarnation: Some(incarnation.to_owned()),
+            tick_ms,
         }
     }
 
     /// What an extension (`lease_ms = lock_at_most_for`) or a release (`lease_ms = 0`,
-    /// `hold_ms = lock_at_least_for`) of the lease `(token, locked_at)` writes.
+    /// `hold_ms = lock_at_least_for`) of the lease `(token, locked_at)` writes, keeping the
+    /// node's last tick `tick_ms`.
     pub(crate) fn renewal(
         holder: &str,
         token: u64,
@@ -76,6 +89,7 @@ impl LeaseRecord {
         lease: Duration,
         hold: Duration,
         incarnation: &str,
+        tick_ms: Option<i64>,
     ) -> Self {
         LeaseRecord {
             holder: holder.to_owned(),
@@ -84,6 +98,7 @@ impl LeaseRecord {
             token: Some(token),
             locked_at_ms: Some(epoch_millis(locked_at)),
             incarnation: Some(incarnation.to_owned()),
+            tick_ms,
         }
     }
 
@@ -101,6 +116,9 @@ impl LeaseRecord {
         if let Some(incarnation) = &self.incarnation {
             text.push_str(&format!("incarnation={incarnation}\n"));
         }
+        if let Some(tick) = self.tick_ms {
+            text.push_str(&format!("tick_ms={tick}\n"));
+        }
         text.into_bytes()
     }
 
@@ -114,6 +132,7 @@ impl LeaseRecord {
             token: None,
             locked_at_ms: None,
             incarnation: None,
+            tick_ms: None,
         };
         let mut has_holder = false;
         for line in text.lines().filter(|l| !l.is_empty()) {
@@ -150,6 +169,14 @@ impl LeaseRecord {
                         return Err(format!("incarnation={value:?} is not a valid node name"));
                     }
                     record.incarnation = Some(value.to_owned());
+                }
+                // Any millisecond, before the epoch too, as `Tick::millis`.
+                "tick_ms" => {
+                    record.tick_ms = Some(
+                        value
+                            .parse()
+                            .map_err(|_| format!("tick_ms={value:?} is not a valid number"))?,
+                    );
                 }
                 _ => return Err(format!("unknown key {key:?}")),
             }
@@ -242,15 +269,20 @@ mod tests {
 
     #[test]
     fn acquisition_takes_its_time_from_its_own_write() {
-        let created = LeaseRecord::acquisition("a", Duration::from_secs(60), None, "5f0c");
+        let created = LeaseRecord::acquisition("a", Duration::from_secs(60), None, "5f0c", None);
         let decoded = LeaseRecord::decode(&created.encode()).unwrap();
         assert_eq!(decoded, created);
         let written = stat(0x1_0000_0007, 1_000);
         assert_eq!(decoded.token(&written), 0x1_0000_0007, "the node's czxid");
         assert_eq!(decoded.locked_at_ms(&written), 1_000);
         assert_eq!(decoded.lock_until_ms(&written), 61_000);
-        let next =
-            LeaseRecord::acquisition("b", Duration::from_secs(1), Some(0x1_0000_0008), "5f0c");
+        let next = LeaseRecord::acquisition(
+            "b",
+            Duration::from_secs(1),
+            Some(0x1_0000_0008),
+            "5f0c",
+            None,
+        );
         let decoded = LeaseRecord::decode(&next.encode()).unwrap();
         assert_eq!(decoded.token(&stat(0x1_0000_0007, 9_000)), 0x1_0000_0008);
         assert_eq!(decoded.lock_until_ms(&stat(0x1_0000_0007, 9_000)), 10_000);
@@ -267,6 +299,7 @@ mod tests {
                 Duration::ZERO,
                 Duration::from_millis(hold),
                 "5f0c",
+                None,
             )
         };
         // Released at 1 500 with lock_at_least_for 2 s: held until 3 000.
@@ -283,6 +316,16 @@ mod tests {
     }
 
     #[test]
+    fn the_last_tick_reads_back_and_nodes_from_before_ticks_have_none() {
+        for tick in [Some(1_764_300_000_000), Some(-2), None] {
+            let record = LeaseRecord::acquisition("a", Duration::from_secs(1), None, "5f0c", tick);
+            assert_eq!(LeaseRecord::decode(&record.encode()).unwrap().tick_ms, tick);
+        }
+        let old = b"holder=a\nlease_ms=0\nhold_ms=0\ntoken=7\nlocked_at_ms=5\nincarnation=5f0c\n";
+        assert_eq!(LeaseRecord::decode(old).unwrap().tick_ms, None);
+    }
+
+    #[test]
     fn foreign_data_is_an_error_naming_what_is_wrong() {
         for data in [
             &b"\xff"[..],
@@ -293,6 +336,7 @@ mod tests {
             b"holder=a\nlease_ms=5\nnope=1\n",
             b"holder=a\nlease_ms=5\nincarnation=../x\n",
             b"holder=a\nlease_ms=5\nincarnation=\n",
+            b"holder=a\nlease_ms=5\ntick_ms=soon\n",
             b"just text",
         ] {
             assert!(LeaseRecord::decode(data).is_err(), "{data:?}");
@@ -303,7 +347,7 @@ mod tests {
     fn incarnations_are_valid_node_names_and_differ() {
         let (a, b) = (new_incarnation(), new_incarnation());
         assert_ne!(a, b);
-        let record = LeaseRecord::acquisition("a", Duration::from_secs(1), None, &a);
+        let record = LeaseRecord::acquisition("a", Duration::from_secs(1), None, &a, None);
         let decoded = LeaseRecord::decode(&record.encode()).unwrap();
         assert_eq!(decoded.incarnation.as_deref(), Some(a.as_str()));
     }

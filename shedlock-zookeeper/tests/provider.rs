@@ -1,13 +1,13 @@
 //! `ZkLockProvider` specifics against a real ensemble: ensemble time, tokens across a node
-//! deleted by hand, nodes shedlock did not write, a missing schema, inspection, bad
-//! configuration. Needs `SHEDLOCK_TEST_ZK_URL` (skipped without it; failed without it when
-//! `CI=true`), except the configuration cases.
+//! deleted by hand, nodes shedlock did not write, nodes from before ticks, a missing schema,
+//! inspection, bad configuration. Needs `SHEDLOCK_TEST_ZK_URL` (skipped without it; failed
+//! without it when `CI=true`), except the configuration cases.
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use shedlock_core::{Error, LockConfiguration, LockInspector, LockProvider, LockQuery};
+use shedlock_core::{Error, LockConfiguration, LockInspector, LockProvider, LockQuery, Tick};
 use shedlock_zookeeper::ZkLockProvider;
 
 fn config(name: &str, lease: Duration) -> LockConfiguration {
@@ -270,4 +270,42 @@ async fn remembered_writes_follow_live_leases() {
     }
     let remembered = provider.remembered_writes();
     assert!(remembered <= 64, "{remembered} writes remembered");
+}
+
+/// A lock node written before ticks (no `tick_ms`) has no last tick: its next claim is granted
+/// and kept in the node, with the token carried on; releasing keeps it, so the tick is refused
+/// the second time.
+#[tokio::test]
+async fn a_node_from_before_ticks_is_granted_a_tick() {
+    let Some(provider) = common::provider("old-node").await else {
+        return;
+    };
+    let node = format!("{}/locks/nightly", provider.root());
+    let open =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let operator = common::raw_client().await;
+    // What a release by a version before ticks left.
+    let old =
+        b"holder=web-1\nlease_ms=0\nhold_ms=0\ntoken=41\nlocked_at_ms=1000\nincarnation=0123abcd\n";
+    operator.create(&node, old, &open).await.unwrap();
+    operator
+        .create(&format!("{node}/0123abcd"), b"", &open)
+        .await
+        .unwrap();
+    let tick = Tick::new(SystemTime::now());
+    let c = config("nightly", Duration::from_secs(60)).for_tick(tick);
+    let lease = provider.acquire(&c).await.unwrap().expect("no last tick");
+    assert_eq!(lease.fencing_token(), 42);
+    assert!(provider.release(&lease).await.unwrap());
+    let (data, _) = operator.get_data(&node).await.unwrap();
+    let kept = format!("tick_ms={}\n", tick.millis());
+    assert!(
+        String::from_utf8_lossy(&data).contains(&kept),
+        "the release kept the tick: {:?}",
+        String::from_utf8_lossy(&data)
+    );
+    assert!(
+        provider.acquire(&c).await.unwrap().is_none(),
+        "granted once"
+    );
 }

@@ -15,12 +15,20 @@ use crate::error::ZkError;
 use crate::record::{LeaseRecord, epoch_millis, millis, new_incarnation, system_time};
 
 impl ZkLockProvider {
-    fn remember(&self, lease: &LockLease, stat: &Stat, incarnation: Arc<str>, now_ms: i64) {
+    fn remember(
+        &self,
+        lease: &LockLease,
+        stat: &Stat,
+        incarnation: Arc<str>,
+        tick_ms: Option<i64>,
+        now_ms: i64,
+    ) {
         let write = OwnWrite {
             token: lease.fencing_token(),
             version: stat.version,
             lock_until_ms: epoch_millis(lease.lock_until()),
             incarnation,
+            tick_ms,
         };
         self.own_writes().insert(lease.name(), write, now_ms);
     }
@@ -62,6 +70,7 @@ impl ZkLockProvider {
                         version: stat.version,
                         lock_until_ms: record.lock_until_ms(&stat),
                         incarnation: incarnation.into(),
+                        tick_ms: record.tick_ms,
                     }))
             }
             Err(ZkError::Client(zookeeper_client::Error::NoNode)) => Ok(None),
@@ -83,19 +92,18 @@ impl ZkLockProvider {
             .map_err(|e| self.fail(operation, lock, &self.paths.clock, e))
     }
 
-    /// Writes `record(incarnation)` over `lease` (release or extension): over the version this
-    /// provider last wrote first, then once more after reading the node if someone else wrote
-    /// it since. `Ok(None)`: the lease is no longer this holder's, or `check` refused its
-    /// current end; otherwise the write's `Stat`, the lease end before the write, and the
-    /// node's incarnation.
+    /// Writes `record(incarnation, last tick)` over `lease` (release or extension): over the
+    /// version this provider last wrote first, then once more after reading the node if
+    /// someone else wrote it since. `Ok(None)`: the lease is no longer this holder's, or
+    /// `check` refused its current end; otherwise the write's `Stat` and what it wrote over.
     async fn overwrite(
         &self,
         client: &Client,
         lease: &LockLease,
-        record: impl Fn(&str) -> LeaseRecord,
+        record: impl Fn(&str, Option<i64>) -> LeaseRecord,
         operation: Operation,
         check: impl Fn(i64) -> bool,
-    ) -> Result<Option<(Stat, i64, Arc<str>)>, Error> {
+    ) -> Result<Option<(Stat, OwnWrite)>, Error> {
         if lease.holder() != &*self.holder {
             return Ok(None);
         }
@@ -115,15 +123,13 @@ impl ZkLockProvider {
             if !check(write.lock_until_ms) {
                 break;
             }
-            let data = record(&write.incarnation).encode();
+            let data = record(&write.incarnation, write.tick_ms).encode();
             let guard = Guard::Check(&write.incarnation);
             match self
                 .set_lock_node(client, &path, &data, write.version, guard)
                 .await
             {
-                Ok(Set::Written(stat)) => {
-                    return Ok(Some((stat, write.lock_until_ms, write.incarnation)));
-                }
+                Ok(Set::Written(stat)) => return Ok(Some((stat, write))),
                 // Another incarnation or another write: the read decides.
                 Ok(Set::Changed | Set::IncarnationGone) => continue,
                 Err(error) => return Err(error.into_store(operation, lease.name())),
@@ -173,12 +179,13 @@ impl LockProvider for ZkLockProvider {
             .map_err(|e| self.fail(Operation::Acquire, name, &self.paths.clock, e))?
             .mtime;
         let lease = config.lock_at_most_for();
-        let (stat, token, incarnation) = match read {
+        let (stat, token, incarnation, tick_ms) = match read {
             Ok((current, stat)) => {
                 let record = self.decode(name, Operation::Acquire, &current)?;
                 let window = millis(config.acquired_within_window());
                 if record.lock_until_ms(&stat) > now
                     || record.locked_at_ms(&stat).saturating_add(window) > now
+                    || !claimable(config, record.tick_ms, now)
                 {
                     return Ok(None);
                 }
@@ -197,13 +204,20 @@ impl LockProvider for ZkLockProvider {
                 } else {
                     Guard::Check(&incarnation)
                 };
-                let data = LeaseRecord::acquisition(&self.holder, lease, Some(token), &incarnation)
-                    .encode();
+                let tick_ms = config.tick().map(|tick| tick.millis()).or(record.tick_ms);
+                let data = LeaseRecord::acquisition(
+                    &self.holder,
+                    lease,
+                    Some(token),
+                    &incarnation,
+                    tick_ms,
+                )
+                .encode();
                 match self
                     .set_lock_node(&client, &path, &data, stat.version, guard)
                     .await
                 {
-                    Ok(Set::Written(written)) => (written, token, incarnation),
+                    Ok(Set::Written(written)) => (written, token, incarnation, tick_ms),
                     // Someone else wrote first (they hold it now), or deleted the node.
                     Ok(Set::Changed) => return Ok(None),
                     Ok(Set::IncarnationGone) => {
@@ -213,14 +227,19 @@ impl LockProvider for ZkLockProvider {
                 }
             }
             Err(ZkError::Client(zookeeper_client::Error::NoNode)) => {
+                if !claimable(config, None, now) {
+                    return Ok(None);
+                }
                 let incarnation = new_incarnation();
+                let tick_ms = config.tick().map(|tick| tick.millis());
                 let data =
-                    LeaseRecord::acquisition(&self.holder, lease, None, &incarnation).encode();
+                    LeaseRecord::acquisition(&self.holder, lease, None, &incarnation, tick_ms)
+                        .encode();
                 match self
                     .create_lock_node(&client, &path, &data, &incarnation)
                     .await
                 {
-                    Ok(Some(stat)) => (stat, stat.czxid.max(0) as u64, incarnation),
+                    Ok(Some(stat)) => (stat, stat.czxid.max(0) as u64, incarnation, tick_ms),
                     // Someone else created it first: they hold it now.
                     Ok(None) => return Ok(None),
                     Err(error) => {
@@ -238,13 +257,13 @@ impl LockProvider for ZkLockProvider {
             system_time(stat.mtime),
             system_time(lock_until_ms),
         );
-        self.remember(&granted, &stat, incarnation.into(), now);
+        self.remember(&granted, &stat, incarnation.into(), tick_ms, now);
         Ok(Some(granted))
     }
 
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
         let client = self.client(Operation::Release, lease.name()).await?;
-        let record = |incarnation: &str| {
+        let record = |incarnation: &str, tick_ms| {
             LeaseRecord::renewal(
                 &self.holder,
                 lease.fencing_token(),
@@ -252,6 +271,7 @@ impl LockProvider for ZkLockProvider {
                 Duration::ZERO,
                 lease.lock_at_least_for(),
                 incarnation,
+                tick_ms,
             )
         };
         let written = self
@@ -260,7 +280,7 @@ impl LockProvider for ZkLockProvider {
         self.forget(lease);
         // Written over an expired lease nobody took: harmless (the lock stays free), but the
         // lease was no longer this holder's.
-        Ok(written.is_some_and(|(stat, lock_until_ms, _)| stat.mtime < lock_until_ms))
+        Ok(written.is_some_and(|(stat, over)| stat.mtime < over.lock_until_ms))
     }
 
     async fn extend(
@@ -273,7 +293,7 @@ impl LockProvider for ZkLockProvider {
         let now = self
             .now_ms(&client, Operation::Extend, lease.name())
             .await?;
-        let record = |incarnation: &str| {
+        let record = |incarnation: &str, tick_ms| {
             LeaseRecord::renewal(
                 &self.holder,
                 lease.fencing_token(),
@@ -281,6 +301,7 @@ impl LockProvider for ZkLockProvider {
                 lock_at_most_for,
                 Duration::ZERO,
                 incarnation,
+                tick_ms,
             )
         };
         let written = self
@@ -288,7 +309,7 @@ impl LockProvider for ZkLockProvider {
                 lock_until_ms > now
             })
             .await?;
-        let Some((stat, _, incarnation)) = written else {
+        let Some((stat, over)) = written else {
             return Ok(None);
         };
         let lock_until_ms = stat.mtime.saturating_add(millis(lock_at_most_for));
@@ -297,7 +318,7 @@ impl LockProvider for ZkLockProvider {
             lock_at_most_for,
             lock_at_least_for,
         );
-        self.remember(&extended, &stat, incarnation, now);
+        self.remember(&extended, &stat, over.incarnation, over.tick_ms, now);
         Ok(Some(extended))
     }
 
@@ -312,4 +333,12 @@ impl LockProvider for ZkLockProvider {
     fn inspector(&self) -> Option<&dyn LockInspector> {
         Some(self)
     }
+}
+
+/// Whether `config`'s tick, if any, may be granted over the node's last tick `last`, at
+/// ensemble time `now_ms`: the rule of [`Tick::follows`](shedlock_core::Tick::follows).
+fn claimable(config: &LockConfiguration, last: Option<i64>, now_ms: i64) -> bool {
+    config
+        .tick()
+        .is_none_or(|tick| tick.follows(last, system_time(now_ms)))
 }

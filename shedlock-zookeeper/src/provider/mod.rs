@@ -29,7 +29,8 @@ use crate::{ZkElector, ZkLockProviderBuilder};
 /// token of the first acquisition is the lock node's `czxid` (the zxid of the write that
 /// created it), and each later acquisition adds one in the same compare-and-set write, so
 /// tokens strictly increase per lock, by one, and stay above every earlier token even if the
-/// node is deleted by hand.
+/// node is deleted by hand. A claim for a tick compares it with the last tick the node's data
+/// keeps (see the crate docs, "Ticks") before the same compare-and-set.
 ///
 /// | operation | round trips | writes |
 /// |---|---|---|

@@ -18,6 +18,8 @@ pub(super) struct OwnWrite {
     pub(super) lock_until_ms: i64,
     /// The node's incarnation child (see `record`).
     pub(super) incarnation: Arc<str>,
+    /// The last tick granted the node held at that version, which later writes keep.
+    pub(super) tick_ms: Option<i64>,
 }
 
 /// Own writes by lock name. Entries go when their lease is released or found lost; leases
@@ -71,6 +73,7 @@ mod tests {
             version: 1,
             lock_until_ms,
             incarnation: Arc::from("5f0c"),
+            tick_ms: None,
         }
     }
 
