@@ -164,25 +164,20 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
 
         let mut loops = JoinSet::new();
         let mut jobs = Vec::with_capacity(prepared.len());
-        let mut run_now: Vec<RunNow> = Vec::with_capacity(prepared.len());
-        let mut timed = Vec::with_capacity(prepared.len());
+        let mut run_now: Option<RunNow> = None;
         // Jobs come only with a registry, and so with its state.
         if let Some(state) = state {
-            for prepared in prepared {
-                let status = Arc::new(JobState::new(
-                    prepared.job.name.to_string(),
-                    prepared.job.schedule.to_string(),
-                    prepared
-                        .lock
-                        .as_ref()
-                        .map(|lock| lock.config.name().to_owned()),
-                ));
-                run_now.push(run_now_fn(&prepared, &runtime, &state));
-                timed.push(Arc::new(prepared));
-                jobs.push(status);
+            let prepared: Arc<[Arc<PreparedJob<S>>]> = prepared.into_iter().map(Arc::new).collect();
+            for job in prepared.iter() {
+                jobs.push(Arc::new(JobState::new(
+                    job.job.name.clone(),
+                    job.job.schedule.clone(),
+                    job.lock.as_ref().map(|lock| lock.config.shared_name()),
+                )));
             }
-            if config.enabled && !timed.is_empty() {
-                let timer = Timer::new(timed, jobs.clone(), state, Arc::clone(&runtime));
+            run_now = Some(run_now_fn(Arc::clone(&prepared), &runtime, &state));
+            if config.enabled && !prepared.is_empty() {
+                let timer = Timer::new(prepared, jobs.clone(), state, Arc::clone(&runtime));
                 loops.spawn(timer.run());
             }
         }
@@ -283,29 +278,25 @@ fn prepare_jobs<S: Clone>(
         .collect()
 }
 
-/// `Scheduler::run_now` for one job: a run by hand under the lock resolved at start.
+/// `Scheduler::run_now` for the job at an index: a run by hand under the lock resolved at
+/// start.
 fn run_now_fn<S: Clone + Send + Sync + 'static>(
-    prepared: &PreparedJob<S>,
+    jobs: Arc<[Arc<PreparedJob<S>>]>,
     runtime: &Arc<Runtime>,
     state: &S,
 ) -> RunNow {
-    let (job, lock, runtime, state) = (
-        prepared.job.clone(),
-        prepared.lock.clone(),
-        Arc::clone(runtime),
-        state.clone(),
-    );
-    Box::new(move || {
-        let (job, lock, runtime, state) = (
-            job.clone(),
-            lock.clone(),
+    let (runtime, state) = (Arc::clone(runtime), state.clone());
+    Box::new(move |index| {
+        let (prepared, runtime, state) = (
+            Arc::clone(&jobs[index]),
             Arc::clone(&runtime),
             state.clone(),
         );
         Box::pin(async move {
+            let job = prepared.job.clone();
             let may_start: StartGate = Box::new(shutdown_gate(&runtime, &job.name));
             may_start()?;
-            match (lock, &runtime.executor) {
+            match (&prepared.lock, &runtime.executor) {
                 (Some(lock), Some(executor)) => {
                     let launch = Launch {
                         may_start: Some(may_start),

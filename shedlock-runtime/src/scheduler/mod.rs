@@ -66,13 +66,14 @@ pub struct Scheduler {
     elections: Vec<Arc<LeaderElection>>,
     config: SchedulerConfig,
     jobs: Vec<Arc<JobState>>,
-    run_now: Vec<RunNow>,
+    /// Runs the job at an index by hand (`None`: no jobs).
+    run_now: Option<RunNow>,
     loops: Mutex<Option<JoinSet<()>>>,
 }
 
 type RunNowFuture =
     std::pin::Pin<Box<dyn Future<Output = Result<TaskResult<Result<(), String>>, Error>> + Send>>;
-type RunNow = Box<dyn Fn() -> RunNowFuture + Send + Sync>;
+type RunNow = Box<dyn Fn(usize) -> RunNowFuture + Send + Sync>;
 
 impl Scheduler {
     /// A builder: add a provider (unless every job is unlocked), a configuration and a registry.
@@ -112,12 +113,11 @@ impl Scheduler {
     /// [`Error::Scheduler`] for an unknown job name, and when shutdown has begun (the job did
     /// not run); [`Error::Store`] when the lock could not be acquired.
     pub async fn run_now(&self, job_name: &str) -> Result<TaskResult<Result<(), String>>, Error> {
-        let index = self
-            .jobs
-            .iter()
-            .position(|job| job.name == job_name)
-            .ok_or_else(|| Error::Scheduler(format!("no job named `{job_name}`")))?;
-        (self.run_now[index])().await
+        let index = self.jobs.iter().position(|job| job.name == job_name);
+        match (index, &self.run_now) {
+            (Some(index), Some(run_now)) => run_now(index).await,
+            _ => Err(Error::Scheduler(format!("no job named `{job_name}`"))),
+        }
     }
 
     /// Stops firing new ticks (a tick due at that moment does not start, nor does

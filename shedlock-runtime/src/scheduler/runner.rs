@@ -28,7 +28,7 @@ const MAX_WALL_SLEEP: Duration = Duration::from_secs(60);
 
 /// Every job of one scheduler, on one timer.
 pub(crate) struct Timer<S> {
-    jobs: Vec<Arc<PreparedJob<S>>>,
+    jobs: Arc<[Arc<PreparedJob<S>>]>,
     statuses: Vec<Arc<JobState>>,
     state: S,
     runtime: Arc<Runtime>,
@@ -78,7 +78,7 @@ struct Queues {
 
 impl<S: Clone + Send + Sync + 'static> Timer<S> {
     pub(crate) fn new(
-        jobs: Vec<Arc<PreparedJob<S>>>,
+        jobs: Arc<[Arc<PreparedJob<S>>]>,
         statuses: Vec<Arc<JobState>>,
         state: S,
         runtime: Arc<Runtime>,

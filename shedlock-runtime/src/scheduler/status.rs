@@ -1,9 +1,11 @@
 //! What the scheduler reports: per-job status and the shutdown summary.
 
-use std::sync::Mutex;
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use crate::Schedule;
 use crate::metrics::JobMetrics;
 
 /// How a job's last tick ended.
@@ -85,9 +87,10 @@ pub struct ShutdownReport {
 /// Live status of one job, updated by its runner.
 #[derive(Debug)]
 pub(crate) struct JobState {
-    pub(crate) name: String,
-    pub(crate) schedule: String,
-    pub(crate) lock_name: Option<String>,
+    pub(crate) name: Cow<'static, str>,
+    /// Shown in words only when asked: 100,000 jobs keep no text of their schedules.
+    schedule: Schedule,
+    lock_name: Option<Arc<str>>,
     next_fire: Mutex<Option<SystemTime>>,
     last_outcome: Mutex<Option<JobOutcome>>,
     running: AtomicBool,
@@ -100,7 +103,11 @@ pub(crate) struct JobState {
 }
 
 impl JobState {
-    pub(crate) fn new(name: String, schedule: String, lock_name: Option<String>) -> Self {
+    pub(crate) fn new(
+        name: Cow<'static, str>,
+        schedule: Schedule,
+        lock_name: Option<Arc<str>>,
+    ) -> Self {
         JobState {
             metrics: JobMetrics::new(&name),
             name,
@@ -160,9 +167,9 @@ impl JobState {
 
     pub(crate) fn snapshot(&self) -> JobStatus {
         JobStatus {
-            name: self.name.clone(),
-            schedule: self.schedule.clone(),
-            lock_name: self.lock_name.clone(),
+            name: self.name.to_string(),
+            schedule: self.schedule.to_string(),
+            lock_name: self.lock_name.as_deref().map(str::to_owned),
             next_fire: *self.next_fire.lock().unwrap_or_else(|e| e.into_inner()),
             running: self.running.load(Ordering::Acquire),
             last_outcome: self
