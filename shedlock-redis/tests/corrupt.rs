@@ -38,13 +38,10 @@ async fn write_corrupt(
     field: &str,
     value: &str,
 ) {
-    let fields = [
-        ("holder", "x"),
-        ("token", "5"),
-        ("locked_at", "1000"),
-        ("lock_until", "2000"),
-    ];
-    let () = redis.hset_multiple(key, &fields).await.unwrap();
+    let () = redis
+        .hset_multiple(key, &common::HASH_BEFORE_TICKS)
+        .await
+        .unwrap();
     let () = redis.hset(key, field, value).await.unwrap();
 }
 

@@ -92,13 +92,10 @@ mod specifics {
         };
         let mut redis = common::operator().await;
         let key = provider.key("old-layout");
-        let old_layout = [
-            ("holder", "x"),
-            ("token", "5"),
-            ("locked_at", "1000"),
-            ("lock_until", "2000"),
-        ];
-        let () = redis.hset_multiple(&key, &old_layout).await.unwrap();
+        let () = redis
+            .hset_multiple(&key, &common::HASH_BEFORE_TICKS)
+            .await
+            .unwrap();
         let lock = config("old-layout", Duration::from_secs(30), Duration::ZERO);
         let tick = Tick::new(SystemTime::now());
         let lease = provider

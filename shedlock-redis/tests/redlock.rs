@@ -230,16 +230,13 @@ mod specifics {
         let urls = common::redlock_urls().unwrap();
         let lock = config("tick-back", Duration::from_secs(30));
         let key = a.key("tick-back");
-        let old_layout = [
-            ("holder", "x"),
-            ("token", "5"),
-            ("locked_at", "1000"),
-            ("lock_until", "2000"),
-        ];
         let mut masters = Vec::new();
         for url in &urls {
             let mut master = common::connection(url).await;
-            let () = master.hset_multiple(&key, &old_layout).await.unwrap();
+            let () = master
+                .hset_multiple(&key, &common::HASH_BEFORE_TICKS)
+                .await
+                .unwrap();
             masters.push(master);
         }
         // Another holder takes the lock on two masters directly, outside RedLock.

@@ -9,6 +9,15 @@ pub(crate) use shedlock_conformance::unique_key_prefix;
 use shedlock_redis::{RedLockProvider, RedisLockProvider, RedisLockProviderBuilder};
 pub(crate) use shedlock_test_support::{redis_url, redlock_urls};
 
+/// A lock hash as versions before tick claims wrote it (no `last_tick`): an expired lease of
+/// holder `x` with token 5.
+pub(crate) const HASH_BEFORE_TICKS: [(&str, &str); 4] = [
+    ("holder", "x"),
+    ("token", "5"),
+    ("locked_at", "1000"),
+    ("lock_until", "2000"),
+];
+
 /// A plain client, as an operator's `redis-cli`.
 pub(crate) async fn connection(url: &str) -> redis::aio::MultiplexedConnection {
     redis::Client::open(url)
