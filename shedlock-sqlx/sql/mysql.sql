@@ -1,13 +1,15 @@
 -- shedlock lock table for MySQL and MariaDB.
 -- ShedLock's layout with UTC DATETIME(3) times (written from UTC_TIMESTAMP(3); unlike TIMESTAMP
 -- they do not depend on the session time zone), a case-sensitive lock name, and the fencing
--- token, which every acquisition increments. MySqlLockProvider::create_schema() runs the same.
+-- token, which every acquisition increments, and the last tick granted (milliseconds since 1970,
+-- NULL for none; LockConfiguration::for_tick). MySqlLockProvider::create_schema() runs the same.
 CREATE TABLE IF NOT EXISTS shedlock (
     name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     lock_until DATETIME(3) NOT NULL,
     locked_at DATETIME(3) NOT NULL,
     locked_by VARCHAR(255) NOT NULL,
     fencing_token BIGINT NOT NULL DEFAULT 0,
+    last_tick BIGINT,
     PRIMARY KEY (name)
 );
 
@@ -39,9 +41,11 @@ CREATE TABLE IF NOT EXISTS shedlock_runs (
 --   ALTER TABLE shedlock_runs ADD INDEX lock_newest (lock_name, started_at, fencing_token, attempt),
 --     ADD INDEX newest (started_at, fencing_token, attempt), DROP INDEX started_at;
 
--- A table created by ShedLock (Java) keeps working once it has the token column and DATETIME(3)
--- times; create_schema() (and `shedlock schema --apply`) does both, checking first. By hand:
+-- A table created by ShedLock (Java) or an earlier version keeps working once it has the token
+-- and last tick columns and DATETIME(3) times; create_schema() (and `shedlock schema --apply`)
+-- does all, checking first. Java instances never touch the new columns. By hand:
 --   ALTER TABLE shedlock ADD COLUMN fencing_token BIGINT NOT NULL DEFAULT 0;
+--   ALTER TABLE shedlock ADD COLUMN last_tick BIGINT;
 -- ShedLock's MySQL DDL declares TIMESTAMP(3) times, which MySQL converts through the session
 -- time zone (wrong around DST changes unless every session runs in UTC). Convert them in a
 -- session with the time zone ShedLock's connections used (by default the server's, which

@@ -1,12 +1,14 @@
 -- shedlock lock table for PostgreSQL.
 -- ShedLock's layout (times are UTC TIMESTAMPs written from clock_timestamp()) plus the fencing
--- token, which every acquisition increments. PgLockProvider::create_schema() runs the same.
+-- token, which every acquisition increments, and the last tick granted (milliseconds since 1970,
+-- NULL for none; LockConfiguration::for_tick). PgLockProvider::create_schema() runs the same.
 CREATE TABLE IF NOT EXISTS shedlock (
     name VARCHAR(64) NOT NULL,
     lock_until TIMESTAMP NOT NULL,
     locked_at TIMESTAMP NOT NULL,
     locked_by VARCHAR(255) NOT NULL,
     fencing_token BIGINT NOT NULL DEFAULT 0,
+    last_tick BIGINT,
     PRIMARY KEY (name)
 );
 
@@ -39,6 +41,9 @@ CREATE INDEX IF NOT EXISTS shedlock_runs_newest ON shedlock_runs (started_at, fe
 --   CREATE INDEX IF NOT EXISTS shedlock_runs_newest ON shedlock_runs (started_at, fencing_token, attempt);
 --   DROP INDEX IF EXISTS shedlock_runs_started;
 
--- A table created by ShedLock (Java) keeps working once it has the token column; existing rows
--- start at token 0. Java instances may keep using the table: they never touch the new column.
+-- A table created by ShedLock (Java) or an earlier version keeps working once it has the token
+-- and last tick columns; existing rows start at token 0 with no last tick. Java instances may
+-- keep using the table: they never touch the new columns (the rows they insert have no last
+-- tick).
 ALTER TABLE shedlock ADD COLUMN IF NOT EXISTS fencing_token BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE shedlock ADD COLUMN IF NOT EXISTS last_tick BIGINT;

@@ -1,13 +1,15 @@
 -- shedlock lock table for SQLite.
 -- ShedLock's layout with times as TEXT 'YYYY-MM-DD HH:MM:SS.SSS' in UTC (the format of
 -- strftime('%Y-%m-%d %H:%M:%f', 'now'), whose text order is time order), plus the fencing
--- token, which every acquisition increments. SqliteLockProvider::create_schema() runs the same.
+-- token, which every acquisition increments, and the last tick granted (milliseconds since 1970,
+-- NULL for none; LockConfiguration::for_tick). SqliteLockProvider::create_schema() runs the same.
 CREATE TABLE IF NOT EXISTS shedlock (
     name VARCHAR(64) NOT NULL,
     lock_until TEXT NOT NULL,
     locked_at TEXT NOT NULL,
     locked_by VARCHAR(255) NOT NULL,
     fencing_token INTEGER NOT NULL DEFAULT 0,
+    last_tick INTEGER,
     PRIMARY KEY (name)
 );
 
@@ -40,6 +42,7 @@ CREATE INDEX IF NOT EXISTS shedlock_runs_newest ON shedlock_runs (started_at, fe
 --   CREATE INDEX IF NOT EXISTS shedlock_runs_newest ON shedlock_runs (started_at, fencing_token, attempt);
 --   DROP INDEX IF EXISTS shedlock_runs_started;
 
--- An older table without the token column keeps working once it has it (run once;
--- create_schema() checks first). Existing rows start at token 0.
+-- An older table without the token or last tick column keeps working once it has them (run
+-- once each; create_schema() checks first). Existing rows start at token 0 with no last tick.
 --   ALTER TABLE shedlock ADD COLUMN fencing_token INTEGER NOT NULL DEFAULT 0;
+--   ALTER TABLE shedlock ADD COLUMN last_tick INTEGER;

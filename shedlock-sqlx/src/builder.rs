@@ -12,7 +12,8 @@ use crate::names::{validate_column, validate_table};
 use crate::runs::{RunTable, default_runs_table};
 use crate::{ColumnTypes, Dialect, SqlLockProvider};
 
-/// The column names of the lock table; [`Default`] is ShedLock's layout plus `fencing_token`.
+/// The column names of the lock table; [`Default`] is ShedLock's layout plus `fencing_token`
+/// and `last_tick`.
 ///
 /// ```
 /// use shedlock_sqlx::ColumnNames;
@@ -27,6 +28,7 @@ pub struct ColumnNames {
     pub(crate) locked_at: String,
     pub(crate) locked_by: String,
     pub(crate) fencing_token: String,
+    pub(crate) last_tick: String,
 }
 
 impl Default for ColumnNames {
@@ -37,6 +39,7 @@ impl Default for ColumnNames {
             locked_at: "locked_at".into(),
             locked_by: "locked_by".into(),
             fencing_token: "fencing_token".into(),
+            last_tick: "last_tick".into(),
         }
     }
 }
@@ -64,6 +67,10 @@ impl ColumnNames {
         locked_by;
         /// The fencing token column, default `fencing_token`.
         fencing_token;
+        /// The column of the last tick granted
+        /// ([`LockConfiguration::for_tick`](shedlock_core::LockConfiguration::for_tick)), in
+        /// milliseconds since 1970, default `last_tick`.
+        last_tick;
     }
 
     fn validate(&self) -> Result<(), Error> {
@@ -71,7 +78,8 @@ impl ColumnNames {
         validate_column("columns.lock_until", &self.lock_until)?;
         validate_column("columns.locked_at", &self.locked_at)?;
         validate_column("columns.locked_by", &self.locked_by)?;
-        validate_column("columns.fencing_token", &self.fencing_token)
+        validate_column("columns.fencing_token", &self.fencing_token)?;
+        validate_column("columns.last_tick", &self.last_tick)
     }
 }
 
@@ -236,27 +244,41 @@ pub struct Table {
 
 impl Table {
     /// `CREATE TABLE IF NOT EXISTS` in the layout of the `sql/` files: ShedLock's columns plus
-    /// the fencing token.
+    /// [`added_columns`](Self::added_columns).
     pub(crate) fn create_table_sql(&self, types: &ColumnTypes) -> String {
         let c = &self.columns;
+        let [(token, token_type), (last_tick, tick_type)] = self.added_columns(types.token);
         format!(
             "CREATE TABLE IF NOT EXISTS {t} (\n    \
              {name} {name_type} NOT NULL,\n    \
              {until} {time} NOT NULL,\n    \
              {at} {time} NOT NULL,\n    \
              {by} VARCHAR(255) NOT NULL,\n    \
-             {token} {token_type} NOT NULL DEFAULT 0,\n    \
+             {token} {token_type},\n    \
+             {last_tick} {tick_type},\n    \
              PRIMARY KEY ({name})\n);",
             t = self.name,
             name = c.name,
             until = c.lock_until,
             at = c.locked_at,
             by = c.locked_by,
-            token = c.fencing_token,
             name_type = types.name,
             time = types.time,
-            token_type = types.token,
         )
+    }
+
+    /// The columns beyond ShedLock's layout, with their definitions for a dialect's `integer`
+    /// type: what `create_schema` adds to a table made by ShedLock (Java) or by an earlier
+    /// version. The fencing token, and the last tick granted (milliseconds since 1970; NULL, as
+    /// in the rows Java ShedLock inserts, for none). ShedLock's statements never name them.
+    pub(crate) fn added_columns(&self, integer: &str) -> [(&str, String); 2] {
+        [
+            (
+                &self.columns.fencing_token,
+                format!("{integer} NOT NULL DEFAULT 0"),
+            ),
+            (&self.columns.last_tick, integer.to_owned()),
+        ]
     }
 }
 

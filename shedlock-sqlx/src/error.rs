@@ -13,7 +13,7 @@ pub(crate) fn store_error(
     table: &Table,
     error: sqlx::Error,
 ) -> Error {
-    match SchemaProblem::of(&error) {
+    match SchemaProblem::of(&error, table) {
         Some(problem) => Error::store(
             operation,
             lock_name,
@@ -70,31 +70,42 @@ impl std::error::Error for DatabaseFailure {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 enum SchemaProblem {
     MissingTable,
-    MissingColumn,
+    /// A column is missing: one of those `create_schema` adds, with its definition, when the
+    /// database's message names it.
+    MissingColumn(Option<(String, String)>),
 }
 
 impl SchemaProblem {
-    fn of(error: &sqlx::Error) -> Option<Self> {
+    fn of(error: &sqlx::Error, table: &Table) -> Option<Self> {
         let database = error.as_database_error()?;
+        let message = database.message();
         // SQLSTATEs of PostgreSQL (42P01, 42703) and MySQL/MariaDB (42S02, 42S22); SQLite only
         // has a generic code, so its messages are matched.
-        match database.code().as_deref() {
+        let missing_column = match database.code().as_deref() {
             Some("42P01" | "42S02") => return Some(SchemaProblem::MissingTable),
-            Some("42703" | "42S22") => return Some(SchemaProblem::MissingColumn),
-            _ => {}
-        }
-        let message = database.message();
-        if message.starts_with("no such table") {
-            Some(SchemaProblem::MissingTable)
-        } else if message.starts_with("no such column") || message.contains("has no column named") {
-            Some(SchemaProblem::MissingColumn)
-        } else {
-            None
-        }
+            Some("42703" | "42S22") => true,
+            _ if message.starts_with("no such table") => return Some(SchemaProblem::MissingTable),
+            _ => message.starts_with("no such column") || message.contains("has no column named"),
+        };
+        missing_column.then(|| SchemaProblem::MissingColumn(added_column_named(message, table)))
     }
+}
+
+/// The column `create_schema` adds that a database's "no such column" `message` names
+/// (`column "last_tick" of relation …`, `Unknown column 'l.last_tick' …`, `no such column:
+/// l.last_tick`), with its definition. BIGINT is an integer column in every dialect.
+fn added_column_named(message: &str, table: &Table) -> Option<(String, String)> {
+    let words = message
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| !word.is_empty());
+    let (column, definition) = table
+        .added_columns("BIGINT")
+        .into_iter()
+        .find(|(column, _)| words.clone().any(|word| word.eq_ignore_ascii_case(column)))?;
+    Some((column.to_owned(), definition))
 }
 
 /// A database error caused by the lock table's shape, with what to do about it.
@@ -108,17 +119,23 @@ struct SchemaError {
 impl fmt::Display for SchemaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let table = &self.table;
-        match self.problem {
+        match &self.problem {
             SchemaProblem::MissingTable => write!(
                 f,
                 "lock table `{table}` does not exist; create it with `create_schema()` \
                  or the DDL in the shedlock-sqlx docs ({})",
                 DatabaseFailure::display(&self.source)
             ),
-            SchemaProblem::MissingColumn => write!(
+            SchemaProblem::MissingColumn(Some((column, definition))) => write!(
                 f,
-                "lock table `{table}` lacks a column (a ShedLock table needs `fencing_token`: \
-                 `create_schema()` adds it) ({})",
+                "lock table `{table}` lacks a column, `{column}`: `create_schema()` adds it, \
+                 or `ALTER TABLE {table} ADD COLUMN {column} {definition}` ({})",
+                DatabaseFailure::display(&self.source)
+            ),
+            SchemaProblem::MissingColumn(None) => write!(
+                f,
+                "lock table `{table}` lacks a column (a table made by ShedLock or an earlier \
+                 version lacks those `create_schema()` adds) ({})",
                 DatabaseFailure::display(&self.source)
             ),
         }

@@ -77,7 +77,8 @@ pub(crate) fn schema_issues<D: Dialect>(
         (&c.lock_until, ColumnKind::Time, types.time),
         (&c.locked_at, ColumnKind::Time, types.time),
         (&c.locked_by, ColumnKind::Text, "VARCHAR(255)"),
-        (&c.fencing_token, ColumnKind::Token, types.token),
+        (&c.fencing_token, ColumnKind::Integer, types.token),
+        (&c.last_tick, ColumnKind::Integer, types.token),
     ];
     let mut issues: Vec<SchemaIssue> = needed
         .into_iter()

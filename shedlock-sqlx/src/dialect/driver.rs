@@ -61,8 +61,9 @@ pub trait Driver: Database {
     where
         O: for<'r> FromRow<'r, Self::Row> + Send + Unpin + 'a;
 
-    /// An acquisition as acquire binds it: name, holder, and the lease and the window as the
-    /// dialect takes them.
+    /// An acquisition as acquire binds it: name, holder, the lease and the window as the
+    /// dialect takes them, then its tick's bounds (`TickBounds`: tick, latest last tick,
+    /// earliest clock).
     fn acquire_arguments(
         acquire: &Acquire<'_>,
         lease: impl Param<Self>,
@@ -220,8 +221,12 @@ where
         arguments::<Self>(|a| {
             a.add(acquire.name())?;
             a.add(acquire.holder)?;
+            let tick = acquire.tick();
             a.add(lease)?;
-            a.add(window)
+            a.add(window)?;
+            a.add(tick.tick)?;
+            a.add(tick.latest_last)?;
+            a.add(tick.earliest_now)
         })
     }
 

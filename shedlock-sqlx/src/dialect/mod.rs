@@ -176,8 +176,8 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
         <Self::Database as Driver>::lock_rows(pool, rows, name)
     }
 
-    /// Creates the table if missing and adds the fencing token column if missing; idempotent
-    /// and safe to run concurrently.
+    /// Creates the table if missing and adds each of [`Table::added_columns`] that is
+    /// missing; idempotent and safe to run concurrently.
     #[doc(hidden)]
     fn create_schema<'a>(
         pool: &'a Pool<Self::Database>,
@@ -251,6 +251,43 @@ impl Acquire<'_> {
     pub(crate) fn window(&self) -> Duration {
         self.config.acquired_within_window()
     }
+
+    /// The tick claimed, if any, as the statements bind it.
+    pub(crate) fn tick(&self) -> TickBounds {
+        TickBounds::of(self.config)
+    }
+}
+
+/// A tick claim ([`LockConfiguration::tick`]) as the acquire statements bind it, in
+/// milliseconds since 1970. Granted only if the row's last tick is NULL or at most
+/// `latest_last` (`tick - spacing`) and the database clock at least `earliest_now`
+/// (`tick - ahead`); a grant keeps `tick` as the last tick (NULL: keeps the row's). Without a
+/// tick, bounds every row passes, so one statement serves both kinds of acquisition and the
+/// last tick is neither checked nor changed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TickBounds {
+    pub(crate) tick: Option<i64>,
+    pub(crate) latest_last: i64,
+    pub(crate) earliest_now: i64,
+}
+
+impl TickBounds {
+    pub(crate) fn of(config: &LockConfiguration) -> Self {
+        match config.tick() {
+            // Saturating: a tick within `spacing` of the least i64 (none a clock gives) would
+            // follow a last tick of exactly that.
+            Some(tick) => TickBounds {
+                tick: Some(tick.millis()),
+                latest_last: tick.millis().saturating_sub(tick.spacing_millis()),
+                earliest_now: tick.millis().saturating_sub(tick.ahead_millis()),
+            },
+            None => TickBounds {
+                tick: None,
+                latest_last: i64::MAX,
+                earliest_now: i64::MIN,
+            },
+        }
+    }
 }
 
 /// A lease to release or extend, and the duration that operation applies.
@@ -311,8 +348,8 @@ pub struct Statements<Own = ()> {
 }
 
 /// The table's name and its columns' (lock name, `lock_until`, `locked_at`, `locked_by`,
-/// fencing token): the identifiers the statements are written with.
-pub(crate) fn identifiers(table: &Table) -> [&str; 6] {
+/// fencing token, last tick): the identifiers the statements are written with.
+pub(crate) fn identifiers(table: &Table) -> [&str; 7] {
     let c = &table.columns;
     [
         &table.name,
@@ -321,16 +358,22 @@ pub(crate) fn identifiers(table: &Table) -> [&str; 6] {
         &c.locked_at,
         &c.locked_by,
         &c.fencing_token,
+        &c.last_tick,
     ]
 }
 
-/// `ALTER TABLE` adding the fencing token column to a table made without it (ShedLock's), by
-/// `add_column` (`ADD COLUMN`, or `ADD COLUMN IF NOT EXISTS` where the database has it).
-pub(crate) fn add_token_column(table: &Table, types: &ColumnTypes, add_column: &str) -> SqlStr {
-    let (t, token) = (&table.name, &table.columns.fencing_token);
+/// `ALTER TABLE` adding `column` with its `definition` (one of
+/// [`Table::added_columns`]) to a table made without it, by `add_column` (`ADD COLUMN`, or
+/// `ADD COLUMN IF NOT EXISTS` where the database has it).
+pub(crate) fn add_column(
+    table: &Table,
+    add_column: &str,
+    column: &str,
+    definition: &str,
+) -> SqlStr {
     trusted_sql(format!(
-        "ALTER TABLE {t} {add_column} {token} {} NOT NULL DEFAULT 0",
-        types.token
+        "ALTER TABLE {} {add_column} {column} {definition}",
+        table.name
     ))
 }
 
@@ -356,8 +399,8 @@ pub enum ColumnKind {
     Text,
     /// `lock_until`, `locked_at`: a UTC time with milliseconds.
     Time,
-    /// The fencing token: a 64-bit integer.
-    Token,
+    /// The fencing token, the last tick: a 64-bit integer.
+    Integer,
 }
 
 pub(crate) mod sealed {

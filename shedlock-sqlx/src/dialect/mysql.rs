@@ -12,7 +12,7 @@ use shedlock_core::Error;
 use sqlx::mysql::MySqlDatabaseError;
 use sqlx::{Connection, MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
 
-use crate::dialect::{Statements, add_token_column, identifiers, sealed::Sealed};
+use crate::dialect::{Statements, add_column, identifiers, sealed::Sealed};
 use crate::{
     Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, SqlLockProvider,
     Table, lease_millis, trusted_sql,
@@ -78,15 +78,15 @@ const NOW: &str = "UTC_TIMESTAMP(3)";
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct MySqlStatements {
-    /// `?` name, `?` lease µs, `?` holder: first use of a lock name, its token through
-    /// `LAST_INSERT_ID`.
+    /// `?` name, `?` lease µs, `?` holder, `?` tick or NULL, `?` earliest clock ms (`TickBounds`):
+    /// first use of a lock name, its token through `LAST_INSERT_ID`.
     insert: SqlStr,
     /// `?` name, `?` holder, `?` token: (locked_at, lock_until) of that lease.
     lease_times: SqlStr,
 }
 
-/// `?` schema or NULL, `?` table, `?` column: whether the fencing token column exists.
-const HAS_TOKEN_COLUMN: &str = "SELECT COUNT(*) FROM information_schema.columns \
+/// `?` schema or NULL, `?` table, `?` column: whether the column exists.
+const HAS_COLUMN: &str = "SELECT COUNT(*) FROM information_schema.columns \
      WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ? AND column_name = ?";
 
 impl Dialect for MySql {
@@ -106,26 +106,32 @@ impl Dialect for MySql {
 
     const NOW: &'static str = NOW;
 
-    /// `acquire`: `?` window µs, `?` holder, `?` window µs, `?` window µs, `?` lease µs, `?`
-    /// window µs, `?` window µs, `?` lease µs, `?` name (the window: refused if acquired more
-    /// recently). Takes an expired lock in place, reporting the new token through
-    /// `LAST_INSERT_ID` (0: held). Matches 1 row whenever the lock's row exists. `release`:
+    /// `acquire`: `?` window µs, `?` tick or NULL, `?` window µs, `?` holder, `?` window µs, `?`
+    /// window µs, `?` lease µs, `?` window µs, `?` window µs, `?` lease µs, `?` name, `?` latest
+    /// last tick, `?` earliest clock ms (the window: refused if acquired more recently; the
+    /// tick's bounds: `TickBounds`). Takes an expired lock in place, reporting the new token
+    /// through `LAST_INSERT_ID` (0: held). Matches 1 row whenever the lock's row exists and
+    /// the tick may follow its last one. `release`:
     /// `?` lock_at_least_for µs, `?` name, `?` holder, `?` token: matches 1 row if released.
     /// `extend`: the same with the lease: matches 1 row if extended. `verify`: `?` name, `?`
     /// holder, `?` token: one row if that lease is live; share-locks the row. `lock_state`:
     /// `?` name.
     fn statements(table: &Table) -> Statements<MySqlStatements> {
-        let [t, name, until, at, by, token] = identifiers(table);
+        let [t, name, until, at, by, token, last] = identifiers(table);
         // sqlx sets CLIENT_FOUND_ROWS, so an UPDATE reports the rows its WHERE matched, changed
         // or not. Matching on the name alone and deciding per column with IF() lets one
         // statement tell "held" (1 row, no LAST_INSERT_ID) from "missing" (0 rows) and from
-        // "acquired" (LAST_INSERT_ID = new token).
+        // "acquired" (LAST_INSERT_ID = new token). A tick that may not follow the row's last
+        // one, or lies too far ahead of the clock, is refused in the WHERE, which sees the old
+        // row: no row matches, and the INSERT IGNORE then finds the row there (or, ahead,
+        // inserts nothing). The IF()s can't check it: `last` must change with the grant, after
+        // which they would read it.
         //
         // Every expression means the same whether assignments see the columns' old values
         // (MariaDB's SIMULTANEOUS_ASSIGNMENT) or the new values of the columns assigned before
-        // them (MySQL's and MariaDB's default, left to right). `by`, `token` and `until` read
-        // only columns assigned after them (or themselves), so both orders show them the old
-        // row. `at` comes last and is moved to now when the lock was free in the old row
+        // them (MySQL's and MariaDB's default, left to right). `last`, `by`, `token` and
+        // `until` read only columns assigned after them (or themselves), so both orders show
+        // them the old row. `at` comes last and is moved to now when the lock was free in the old row
         // (SIMULTANEOUS_ASSIGNMENT: `until` is still old) or when `until` now holds this
         // statement's new end (left to right; also true when the holder renewed the same lease
         // within the same millisecond, where moving `locked_at` only holds the lock longer).
@@ -133,21 +139,25 @@ impl Dialect for MySql {
         let free = format!("({until} <= {NOW} AND {not_recent})");
         // Tokens: `max(previous + 1, clock in µs)` (see "Token floor" in `values.rs`).
         let clock_micros = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
+        let clock_millis =
+            format!("(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {NOW}) DIV 1000)");
         let acquire = format!(
             "UPDATE {t} SET \
+             {last} = IF({free}, COALESCE(?, {last}), {last}), \
              {by} = IF({free}, ?, {by}), \
              {token} = IF({free}, LAST_INSERT_ID(GREATEST(GREATEST(COALESCE({token}, 0), 0) + 1, \
              {clock_micros})), {token}), \
              {until} = IF({free}, {NOW} + INTERVAL ? MICROSECOND, {until}), \
              {at} = IF({free} OR ({not_recent} AND {until} = {NOW} + INTERVAL ? MICROSECOND), \
              {NOW}, {at}) \
-             WHERE {name} = ?"
+             WHERE {name} = ? AND COALESCE({last} <= ?, TRUE) AND {clock_millis} >= ?"
         );
         // IGNORE: a concurrent first use inserts too; exactly one of them gets the row. The
         // token comes back through LAST_INSERT_ID, as from the UPDATE.
         let insert = format!(
-            "INSERT IGNORE INTO {t} ({name}, {until}, {at}, {by}, {token}) \
-             VALUES (?, {NOW} + INTERVAL ? MICROSECOND, {NOW}, ?, LAST_INSERT_ID({clock_micros}))"
+            "INSERT IGNORE INTO {t} ({name}, {until}, {at}, {by}, {token}, {last}) \
+             SELECT ?, {NOW} + INTERVAL ? MICROSECOND, {NOW}, ?, LAST_INSERT_ID({clock_micros}), ? \
+             FROM DUAL WHERE {clock_millis} >= ?"
         );
         let lease_times =
             format!("SELECT {at}, {until} FROM {t} WHERE {name} = ? AND {by} = ? AND {token} = ?");
@@ -194,7 +204,10 @@ impl Dialect for MySql {
         let (name, holder) = (args.name(), args.holder);
         let lease = micros(args.lock_at_most_for());
         let window = micros(args.window());
+        let tick = args.tick();
         let updated = sqlx::query(sql.acquire.clone())
+            .bind(window)
+            .bind(tick.tick)
             .bind(window)
             .bind(holder)
             .bind(window)
@@ -204,18 +217,24 @@ impl Dialect for MySql {
             .bind(window)
             .bind(lease)
             .bind(name)
+            .bind(tick.latest_last)
+            .bind(tick.earliest_now)
             .execute(&mut *connection)
             .await?;
         let token = if updated.rows_affected() == 0 {
-            // No row yet (or deleted by hand): create it.
+            // No row yet (or deleted by hand), or the tick refused: create it.
             let inserted = sqlx::query(sql.own.insert.clone())
                 .bind(name)
                 .bind(lease)
                 .bind(holder)
+                .bind(tick.tick)
+                .bind(tick.earliest_now)
                 .execute(&mut *connection)
                 .await?;
             if inserted.rows_affected() == 0 {
-                return Ok(None); // another instance created it first
+                // The row is there (another instance created it first, or it refused the
+                // tick), or the tick lies too far ahead.
+                return Ok(None);
             }
             (token_of(inserted.last_insert_id())?, true)
         } else {
@@ -324,7 +343,7 @@ impl Dialect for MySql {
             ColumnKind::Time => {
                 ["datetime(3)", "datetime(4)", "datetime(5)", "datetime(6)"].contains(&found)
             }
-            ColumnKind::Token => found.starts_with("bigint"),
+            ColumnKind::Integer => found.starts_with("bigint"),
         }
     }
 
@@ -333,18 +352,20 @@ impl Dialect for MySql {
             .execute(pool)
             .await?;
         let (schema, name) = schema_and_name(table);
-        let columns: i64 = sqlx::query_scalar(HAS_TOKEN_COLUMN)
-            .bind(schema)
-            .bind(name)
-            .bind(&table.columns.fencing_token)
-            .fetch_one(pool)
-            .await?;
-        if columns == 0 {
-            let add = add_token_column(table, &Self::COLUMN_TYPES, "ADD COLUMN");
-            match sqlx::query(add).execute(pool).await {
-                // Another instance added it in between.
-                Err(e) if mysql_error_number(&e) == Some(ER_DUP_FIELDNAME) => {}
-                result => result.map(drop)?,
+        for (column, definition) in table.added_columns(Self::COLUMN_TYPES.token) {
+            let columns: i64 = sqlx::query_scalar(HAS_COLUMN)
+                .bind(schema)
+                .bind(name)
+                .bind(column)
+                .fetch_one(pool)
+                .await?;
+            if columns == 0 {
+                let add = add_column(table, "ADD COLUMN", column, &definition);
+                match sqlx::query(add).execute(pool).await {
+                    // Another instance added it in between.
+                    Err(e) if mysql_error_number(&e) == Some(ER_DUP_FIELDNAME) => {}
+                    result => result.map(drop)?,
+                }
             }
         }
         convert_timestamps(pool, table).await

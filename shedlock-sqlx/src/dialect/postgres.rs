@@ -17,7 +17,7 @@ use sqlx::{PgConnection, PgPool, Postgres, SqlStr, Transaction};
 use tokio::sync::broadcast;
 
 use crate::dialect::{
-    AcquiredRow, Driver, Statements, add_token_column, identifiers, sealed::Sealed,
+    AcquiredRow, Driver, Statements, TickBounds, add_column, identifiers, sealed::Sealed,
 };
 use crate::{
     Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, MAX_IDENTIFIER_LEN,
@@ -148,15 +148,16 @@ pub struct NotifyState {
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct PgStatements {
-    /// `$1` names (distinct), `$2` holder, `$3` leases and `$4` windows in milliseconds, one
-    /// per name: a row (name, token, locked_at, lock_until) per lock acquired.
+    /// `$1` names (distinct), `$2` holder, `$3` leases and `$4` windows in milliseconds, `$5`
+    /// to `$7` the ticks' bounds (`TickBounds`), one per name: a row (name, token, locked_at,
+    /// lock_until) per lock acquired.
     acquire_batch: SqlStr,
     /// `release`, and `$5` a channel to notify of the release in the same statement.
     release_notify: SqlStr,
 }
 
-/// `$1` table, `$2` column: whether the fencing token column exists.
-const HAS_TOKEN_COLUMN: &str = "SELECT EXISTS (SELECT 1 FROM pg_attribute \
+/// `$1` table, `$2` column: whether the column exists.
+const HAS_COLUMN: &str = "SELECT EXISTS (SELECT 1 FROM pg_attribute \
      WHERE attrelid = $1::text::regclass AND attname = lower($2) AND NOT attisdropped)";
 
 impl Dialect for Pg {
@@ -175,26 +176,34 @@ impl Dialect for Pg {
     const NOW: &'static str = NOW;
 
     /// `acquire`: `$1` name, `$2` holder, `$3` lease, `$4` window (refused if acquired more
-    /// recently): one row (token, locked_at, lock_until) if acquired. `release`: `$1` name,
+    /// recently), `$5` to `$7` the tick's bounds (`TickBounds`: tick or NULL, latest last
+    /// tick, earliest clock in ms): one row (token, locked_at, lock_until) if acquired. `release`: `$1` name,
     /// `$2` holder, `$3` token, `$4` lock_at_least_for: one row if released. `extend`: the
     /// same with `$4` the lease: one row (lock_until) if extended. `verify`: `$1` name, `$2`
     /// holder, `$3` token: one row if that lease is live; locks the row until the caller's
     /// transaction ends. `lock_state`: `$1` name.
     fn statements(table: &Table) -> Statements<PgStatements> {
-        let [t, name, until, at, by, token] = identifiers(table);
+        let [t, name, until, at, by, token, last] = identifiers(table);
         // The table is aliased `l` and the clock subquery `db`, so no configured column name
         // can be ambiguous with `now`.
         // Tokens: `max(previous + 1, clock in µs)` (see "Token floor" in `values.rs`); the
         // proposed row carries the clock's part.
         let clock_micros = "(extract(epoch FROM db.now) * 1000000)::bigint";
+        let clock_millis = "floor(extract(epoch FROM db.now) * 1000)::bigint";
+        // A tick too far ahead of the clock proposes no row, so neither inserts nor updates
+        // one; the last tick is checked against the row's, and kept on a grant (NULL: the
+        // row's stays).
         let acquire = format!(
-            "INSERT INTO {t} AS l ({name}, {until}, {at}, {by}, {token}) \
-             SELECT $1, db.now + $3, db.now, $2, {clock_micros} FROM (SELECT {NOW} AS now) AS db \
+            "INSERT INTO {t} AS l ({name}, {until}, {at}, {by}, {token}, {last}) \
+             SELECT $1, db.now + $3, db.now, $2, {clock_micros}, $5 \
+             FROM (SELECT {NOW} AS now) AS db WHERE {clock_millis} >= $7 \
              ON CONFLICT ({name}) DO UPDATE SET {until} = EXCLUDED.{until}, \
              {at} = EXCLUDED.{at}, {by} = EXCLUDED.{by}, \
-             {token} = GREATEST(GREATEST(l.{token}, 0) + 1, EXCLUDED.{token}) \
+             {token} = GREATEST(GREATEST(l.{token}, 0) + 1, EXCLUDED.{token}), \
+             {last} = COALESCE(EXCLUDED.{last}, l.{last}) \
              WHERE l.{until} <= EXCLUDED.{at} \
              AND (l.{at} IS NULL OR l.{at} <= EXCLUDED.{at} - $4) \
+             AND (l.{last} IS NULL OR l.{last} <= $6) \
              RETURNING {token}, {at}, {until}"
         );
         // The batch's rows in two parts, since `ON CONFLICT DO UPDATE … WHERE` can only see
@@ -206,27 +215,33 @@ impl Dialect for Pg {
         // several instances wait for each other instead of deadlocking.
         let ms = "* INTERVAL '1 millisecond'";
         let free = format!(
-            "l.{until} <= db.now AND (l.{at} IS NULL OR l.{at} <= db.now - b.window_ms {ms})"
+            "l.{until} <= db.now AND (l.{at} IS NULL OR l.{at} <= db.now - b.window_ms {ms}) \
+             AND (l.{last} IS NULL OR l.{last} <= b.latest_last) \
+             AND {clock_millis} >= b.earliest_now"
         );
         // The common table expressions have quoted names with a space, which no validated
         // (plain, unquoted) table name can equal: a CTE named like the lock table would
         // shadow it. Inside, each is read under a short alias.
         let acquire_batch = format!(
             "WITH \"shedlock batch\" AS (SELECT * FROM unnest($1::text[], $3::bigint[], \
-             $4::bigint[]) AS b(lock_name, lease_ms, window_ms)), \
+             $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) \
+             AS b(lock_name, lease_ms, window_ms, tick, latest_last, earliest_now)), \
              \"shedlock clock\" AS (SELECT {NOW} AS now), \
              \"shedlock free\" AS (SELECT l.{name} AS lock_name FROM {t} AS l \
              JOIN \"shedlock batch\" AS b ON l.{name} = b.lock_name, \"shedlock clock\" AS db \
              WHERE {free} ORDER BY l.{name} FOR UPDATE OF l), \
              \"shedlock taken\" AS (UPDATE {t} AS l SET {until} = db.now + b.lease_ms {ms}, \
              {at} = db.now, {by} = $2, \
-             {token} = GREATEST(GREATEST(l.{token}, 0) + 1, {clock_micros}) \
+             {token} = GREATEST(GREATEST(l.{token}, 0) + 1, {clock_micros}), \
+             {last} = COALESCE(b.tick, l.{last}) \
              FROM \"shedlock free\" AS f, \"shedlock batch\" AS b, \"shedlock clock\" AS db \
              WHERE l.{name} = f.lock_name AND b.lock_name = f.lock_name AND {free} \
              RETURNING l.{name}, l.{token}, l.{at}, l.{until}), \
-             \"shedlock created\" AS (INSERT INTO {t} AS l ({name}, {until}, {at}, {by}, {token}) \
-             SELECT b.lock_name, db.now + b.lease_ms {ms}, db.now, $2, {clock_micros} \
+             \"shedlock created\" AS (INSERT INTO {t} AS l \
+             ({name}, {until}, {at}, {by}, {token}, {last}) \
+             SELECT b.lock_name, db.now + b.lease_ms {ms}, db.now, $2, {clock_micros}, b.tick \
              FROM \"shedlock batch\" AS b, \"shedlock clock\" AS db \
+             WHERE {clock_millis} >= b.earliest_now \
              ON CONFLICT ({name}) DO NOTHING \
              RETURNING l.{name}, l.{token}, l.{at}, l.{until}) \
              SELECT * FROM \"shedlock taken\" UNION ALL SELECT * FROM \"shedlock created\""
@@ -343,12 +358,16 @@ impl Dialect for Pg {
             .iter()
             .map(|config| lease_millis(config.acquired_within_window()))
             .collect();
+        let ticks: Vec<TickBounds> = configs.iter().map(|c| TickBounds::of(c)).collect();
         let rows: Vec<(String, i64, NaiveDateTime, NaiveDateTime)> =
             sqlx::query_as(sql.own.acquire_batch.clone())
                 .bind(names)
                 .bind(holder)
                 .bind(leases)
                 .bind(windows)
+                .bind(ticks.iter().map(|b| b.tick).collect::<Vec<_>>())
+                .bind(ticks.iter().map(|b| b.latest_last).collect::<Vec<_>>())
+                .bind(ticks.iter().map(|b| b.earliest_now).collect::<Vec<_>>())
                 .fetch_all(connection)
                 .await?;
         Ok(rows
@@ -436,7 +455,7 @@ impl Dialect for Pg {
                     .is_some_and(|digits| digits >= 3),
                 None => false,
             },
-            ColumnKind::Token => found == "bigint",
+            ColumnKind::Integer => found == "bigint",
         }
     }
 
@@ -445,15 +464,18 @@ impl Dialect for Pg {
         sqlx::query(trusted_sql(table.create_table_sql(&Self::COLUMN_TYPES)))
             .execute(&mut *tx)
             .await?;
-        // Checked first because ALTER TABLE takes an exclusive lock even when it changes nothing.
-        let has_token: bool = sqlx::query_scalar(HAS_TOKEN_COLUMN)
-            .bind(&table.name)
-            .bind(&table.columns.fencing_token)
-            .fetch_one(&mut *tx)
-            .await?;
-        if !has_token {
-            let add = add_token_column(table, &Self::COLUMN_TYPES, "ADD COLUMN IF NOT EXISTS");
-            sqlx::query(add).execute(&mut *tx).await?;
+        for (column, definition) in table.added_columns(Self::COLUMN_TYPES.token) {
+            // Checked first because ALTER TABLE takes an exclusive lock even when it changes
+            // nothing.
+            let exists: bool = sqlx::query_scalar(HAS_COLUMN)
+                .bind(&table.name)
+                .bind(column)
+                .fetch_one(&mut *tx)
+                .await?;
+            if !exists {
+                let add = add_column(table, "ADD COLUMN IF NOT EXISTS", column, &definition);
+                sqlx::query(add).execute(&mut *tx).await?;
+            }
         }
         tx.commit().await
     }

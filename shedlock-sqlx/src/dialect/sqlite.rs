@@ -18,9 +18,7 @@ use shedlock_core::Error;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{Sqlite as SqliteDb, SqliteConnection, SqlitePool};
 
-use crate::dialect::{
-    AcquiredRow, Driver, Statements, add_token_column, identifiers, sealed::Sealed,
-};
+use crate::dialect::{AcquiredRow, Driver, Statements, add_column, identifiers, sealed::Sealed};
 use crate::{
     Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, SqlLockProvider,
     Table, lease_millis, trusted_sql,
@@ -92,8 +90,8 @@ const FORMAT: &str = "'%Y-%m-%d %H:%M:%f'";
 /// The clock in [`FORMAT`].
 const NOW: &str = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
 
-/// `?1` table, `?2` schema, `?3` column: whether the fencing token column exists.
-const HAS_TOKEN_COLUMN: &str =
+/// `?1` table, `?2` schema, `?3` column: whether the column exists.
+const HAS_COLUMN: &str =
     "SELECT count(*) FROM pragma_table_info(?1, ?2) WHERE lower(name) = lower(?3)";
 
 impl Dialect for Sqlite {
@@ -113,37 +111,45 @@ impl Dialect for Sqlite {
     const NOW: &'static str = NOW;
 
     /// `acquire`: `?1` name, `?2` holder, `?3` lease modifier, `?4` NULL or a time (refused if
-    /// acquired later): one row (token, locked_at, lock_until) if acquired. `release`: `?1`
+    /// acquired later), `?5` to `?7` the tick's bounds (`TickBounds`: tick or NULL, latest
+    /// last tick, earliest clock in ms): one row (token, locked_at, lock_until) if acquired. `release`: `?1`
     /// name, `?2` holder, `?3` token, `?4` lock_at_least_for modifier: 1 row changed if
     /// released. `extend`: the same with the lease modifier: one row (lock_until) if extended.
     /// `verify`: `?1` name, `?2` holder, `?3` token: 1 row changed if that lease is live. A
     /// write, so the caller's transaction holds the database's write lock from here on.
     /// `lock_state`: `?1` name.
     fn statements(table: &Table) -> Statements {
-        let [t, name, until, at, by, token] = identifiers(table);
+        let [t, name, until, at, by, token, last] = identifiers(table);
         let now = NOW;
         // A time SQLite cannot read is never taken for expired: the lock is held (never a grant
         // on a value nobody can read), and inspection reports the row as unreadable.
         let stored_until =
             format!("ifnull(strftime({FORMAT}, l.{until}), '9999-12-31 23:59:59.999')");
-        // The clock in microseconds since 1970 (whole milliseconds: SQLite's resolution), the
-        // floor of every token (`crate::TOKEN_FLOOR`). 'now' is the same instant
-        // throughout one statement.
-        let clock_micros = "(CAST(strftime('%s', 'now') AS INTEGER) * 1000000 \
-             + CAST(substr(strftime('%f', 'now'), 4) AS INTEGER) * 1000)";
+        // The clock in milliseconds since 1970 (SQLite's resolution), for ticks; in
+        // microseconds, the floor of every token ("Token floor" in `values.rs`). 'now' is the
+        // same instant throughout one statement.
+        let clock_millis = "(CAST(strftime('%s', 'now') AS INTEGER) * 1000 \
+             + CAST(substr(strftime('%f', 'now'), 4) AS INTEGER))";
+        let clock_micros = format!("({clock_millis} * 1000)");
         // Past i64::MAX SQLite would turn the token into a float; NULL there makes the NOT NULL
         // column refuse the update with an error instead.
         let next_token = format!(
             "CASE WHEN ifnull(l.{token}, 0) < 9223372036854775807 \
              THEN max(max(ifnull(l.{token}, 0), 0) + 1, {clock_micros}) END"
         );
+        // A tick too far ahead of the clock proposes no row, so neither inserts nor updates
+        // one; the last tick is checked against the row's, and kept on a grant (NULL: the
+        // row's stays). The `WHERE` also tells SQLite's parser where the `SELECT` ends.
         let acquire = format!(
-            "INSERT INTO {t} AS l ({name}, {until}, {at}, {by}, {token}) \
-             VALUES (?1, strftime({FORMAT}, 'now', ?3), {now}, ?2, {clock_micros}) \
+            "INSERT INTO {t} AS l ({name}, {until}, {at}, {by}, {token}, {last}) \
+             SELECT ?1, strftime({FORMAT}, 'now', ?3), {now}, ?2, {clock_micros}, ?5 \
+             WHERE {clock_millis} >= ?7 \
              ON CONFLICT ({name}) DO UPDATE SET {until} = excluded.{until}, \
-             {at} = excluded.{at}, {by} = excluded.{by}, {token} = {next_token} \
+             {at} = excluded.{at}, {by} = excluded.{by}, {token} = {next_token}, \
+             {last} = ifnull(excluded.{last}, l.{last}) \
              WHERE {stored_until} <= excluded.{at} \
              AND (?4 IS NULL OR ifnull(strftime({FORMAT}, l.{at}), '') <= ?4) \
+             AND (l.{last} IS NULL OR l.{last} <= ?6) \
              RETURNING {token}, {at}, {until}"
         );
         let owned_and_live =
@@ -300,10 +306,10 @@ impl Dialect for Sqlite {
         .await
     }
 
-    /// SQLite keeps text as text in a column of any declared type; only the token needs
-    /// integer affinity, or it would be stored and read back as text.
+    /// SQLite keeps text as text in a column of any declared type; only the integers (token,
+    /// last tick) need integer affinity, or they would be stored and compared as text.
     fn type_fits(kind: ColumnKind, found: &str) -> bool {
-        kind != ColumnKind::Token || found.contains("int")
+        kind != ColumnKind::Integer || found.contains("int")
     }
 
     async fn create_schema(pool: &SqlitePool, table: &Table) -> Result<(), sqlx::Error> {
@@ -311,26 +317,26 @@ impl Dialect for Sqlite {
             .execute(pool)
             .await?;
         let (schema, name) = table.name.split_once('.').unwrap_or(("main", &table.name));
-        let columns: i64 = sqlx::query_scalar(HAS_TOKEN_COLUMN)
-            .bind(name)
-            .bind(schema)
-            .bind(&table.columns.fencing_token)
-            .fetch_one(pool)
-            .await?;
-        if columns > 0 {
-            return Ok(());
-        }
-        let add = add_token_column(table, &Self::COLUMN_TYPES, "ADD COLUMN");
-        match sqlx::query(add).execute(pool).await {
-            // Another process added it in between.
-            Err(e)
-                if e.as_database_error()
-                    .is_some_and(|d| d.message().starts_with("duplicate column name")) =>
-            {
-                Ok(())
+        for (column, definition) in table.added_columns(Self::COLUMN_TYPES.token) {
+            let columns: i64 = sqlx::query_scalar(HAS_COLUMN)
+                .bind(name)
+                .bind(schema)
+                .bind(column)
+                .fetch_one(pool)
+                .await?;
+            if columns > 0 {
+                continue;
             }
-            result => result.map(drop),
+            let add = add_column(table, "ADD COLUMN", column, &definition);
+            match sqlx::query(add).execute(pool).await {
+                // Another process added it in between.
+                Err(e)
+                    if e.as_database_error()
+                        .is_some_and(|d| d.message().starts_with("duplicate column name")) => {}
+                result => result.map(drop)?,
+            }
         }
+        Ok(())
     }
 
     fn is_busy(error: &sqlx::Error) -> bool {

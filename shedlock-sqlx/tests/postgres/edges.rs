@@ -97,7 +97,7 @@ async fn imprecise_timestamps_are_refused() {
         pool.execute(AssertSqlSafe(format!(
             "CREATE TABLE {table} (name VARCHAR(64) PRIMARY KEY, lock_until {ty} NOT NULL, \
              locked_at {ty} NOT NULL, locked_by VARCHAR(255) NOT NULL, \
-             fencing_token BIGINT NOT NULL DEFAULT 0)"
+             fencing_token BIGINT NOT NULL DEFAULT 0, last_tick BIGINT)"
         )))
         .await
         .unwrap();

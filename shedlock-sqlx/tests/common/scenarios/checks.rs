@@ -95,15 +95,20 @@ pub(crate) async fn check_schema_names_what_does_not_fit<D: TestDb>(db: &D) {
     db.execute(&java("")).await;
     let issues = lock_issues(provider.check_schema().await.unwrap());
     assert!(
-        matches!(&issues[..], [SchemaIssue::MissingColumn { column, .. }] if column == "fencing_token"),
+        matches!(&issues[..], [
+            SchemaIssue::MissingColumn { column: token, .. },
+            SchemaIssue::MissingColumn { column: tick, .. },
+        ] if token == "fencing_token" && tick == "last_tick"),
         "{issues:?}"
     );
-    provider.create_schema().await.expect("add the column");
+    provider.create_schema().await.expect("add the columns");
     assert_eq!(lock_issues(provider.check_schema().await.unwrap()), []);
     drop_table(db, &table).await;
 
-    db.execute(&java(", fencing_token VARCHAR(20) NOT NULL"))
-        .await;
+    db.execute(&java(
+        ", fencing_token VARCHAR(20) NOT NULL, last_tick BIGINT",
+    ))
+    .await;
     let issues = lock_issues(provider.check_schema().await.unwrap());
     assert!(
         matches!(&issues[..], [SchemaIssue::WrongType { column, found, .. }]
@@ -118,12 +123,22 @@ pub(crate) async fn check_schema_names_what_does_not_fit<D: TestDb>(db: &D) {
         issues[0]
     );
     drop_table(db, &table).await;
+    db.execute(&java(
+        ", fencing_token BIGINT NOT NULL DEFAULT 0, last_tick VARCHAR(20)",
+    ))
+    .await;
+    let issues = lock_issues(provider.check_schema().await.unwrap());
+    assert!(
+        matches!(&issues[..], [SchemaIssue::WrongType { column, .. }] if column == "last_tick"),
+        "{issues:?}"
+    );
+    drop_table(db, &table).await;
 
     // Without a key on the name, two first acquisitions could both insert a row.
     db.execute(&format!(
         "CREATE TABLE {table} (name VARCHAR(64) NOT NULL, lock_until {ts} NOT NULL, \
          locked_at {ts} NOT NULL, locked_by VARCHAR(255) NOT NULL, \
-         fencing_token BIGINT NOT NULL DEFAULT 0)",
+         fencing_token BIGINT NOT NULL DEFAULT 0, last_tick BIGINT)",
         ts = D::TIMESTAMP
     ))
     .await;

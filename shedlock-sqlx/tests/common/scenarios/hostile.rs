@@ -207,7 +207,7 @@ pub(crate) async fn names_longer_than_the_column_fail_clearly<D: TestDb>(db: &D)
     db.execute(&format!(
         "CREATE TABLE {table} (name VARCHAR(16) NOT NULL, lock_until {ts} NOT NULL, \
          locked_at {ts} NOT NULL, locked_by VARCHAR(255) NOT NULL, \
-         fencing_token BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (name))",
+         fencing_token BIGINT NOT NULL DEFAULT 0, last_tick BIGINT, PRIMARY KEY (name))",
         ts = D::TIMESTAMP
     ))
     .await;

@@ -307,6 +307,7 @@ macro_rules! sql_provider_cases {
             sql_looking_names_are_plain_names,
             names_longer_than_the_column_fail_clearly,
             create_schema_upgrades_shedlock_tables,
+            create_schema_adds_the_last_tick_column,
             custom_columns_and_schema_work,
             inspection_reports_rows,
             operators_release_by_holder_and_token,

@@ -1,11 +1,11 @@
 //! The table itself: creation and upgrade, custom names, inspection, database time, and the
 //! statements each operation costs.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use shedlock_core::{LockConfiguration, LockProvider, Operation, Tick};
 #[allow(unused_imports)]
 use shedlock_core::{LockInspector as _, LockQuery, LockRecord};
-use shedlock_core::{LockProvider, Operation};
 use shedlock_sqlx::ColumnNames;
 
 use super::{
@@ -94,6 +94,67 @@ pub(crate) async fn create_schema_upgrades_shedlock_tables<D: TestDb>(db: &D) {
     drop_table(db, &table).await;
 }
 
+/// `config` claiming the tick of now.
+fn this_tick(config: LockConfiguration) -> LockConfiguration {
+    config.for_tick(Tick::new(SystemTime::now()))
+}
+
+/// A table made by the version before tick claims (`fencing_token`, no `last_tick`) fails
+/// acquisitions, naming the column and how to add it, until `create_schema` adds it. Its rows,
+/// and those Java ShedLock inserts afterwards (no last tick), are then granted a tick, once.
+pub(crate) async fn create_schema_adds_the_last_tick_column<D: TestDb>(db: &D) {
+    let table = unique_table("shedlock_before_ticks");
+    db.execute(&format!(
+        "CREATE TABLE {table} (name VARCHAR(64) NOT NULL, lock_until {ts} NOT NULL, \
+         locked_at {ts} NOT NULL, locked_by VARCHAR(255) NOT NULL, \
+         fencing_token BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (name))",
+        ts = D::TIMESTAMP
+    ))
+    .await;
+    let expired = "'2020-01-01 00:00:00', '2020-01-01 00:00:00'";
+    write_row(
+        db,
+        &table,
+        &format!("'old', {expired}, 'old-host'"),
+        Some(7),
+    )
+    .await;
+    let provider = db.build(&table, ColumnNames::default(), "a").unwrap();
+    let result = provider
+        .acquire(&this_tick(config("old", LONG, Duration::ZERO)))
+        .await;
+    assert!(is_store_error(&result, Operation::Acquire), "{result:?}");
+    let message = result.unwrap_err().to_string();
+    let fix = format!(
+        "lacks a column, `last_tick`: `create_schema()` adds it, \
+         or `ALTER TABLE {table} ADD COLUMN last_tick BIGINT`"
+    );
+    assert!(message.contains(&fix), "{message}");
+
+    provider.create_schema().await.expect("add the column");
+    assert_eq!(provider.check_schema().await.unwrap(), []);
+    write_row(db, &table, &format!("'java', {expired}, 'java-host'"), None).await;
+    for name in ["old", "java"] {
+        let c = config(name, LONG, Duration::ZERO);
+        let claim = this_tick(c.clone());
+        let lease = provider
+            .acquire(&claim)
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{name}: a row without a last tick refused a tick"));
+        assert!(lease.fencing_token() > 7);
+        assert!(provider.release(&lease).await.unwrap());
+        let b = provider.clone_as("b");
+        assert!(
+            b.acquire(&claim).await.unwrap().is_none(),
+            "{name}: a tick granted twice"
+        );
+        let by_hand = b.acquire(&c).await.unwrap().expect("no tick, no check");
+        assert!(b.release(&by_hand).await.unwrap());
+    }
+    drop_table(db, &table).await;
+}
+
 /// Custom column names and a schema-qualified table work end to end.
 pub(crate) async fn custom_columns_and_schema_work<D: TestDb>(db: &D) {
     let table = format!("{}.{}", db.schema().await, unique_table("shedlock_custom"));
@@ -102,7 +163,8 @@ pub(crate) async fn custom_columns_and_schema_work<D: TestDb>(db: &D) {
         .lock_until("expires")
         .locked_at("since")
         .locked_by("owner")
-        .fencing_token("token");
+        .fencing_token("token")
+        .last_tick("tick_ms");
     let a = db.build(&table, columns.clone(), "a").unwrap();
     let b = db.build(&table, columns, "b").unwrap();
     a.create_schema().await.expect("create schema");
@@ -115,7 +177,8 @@ pub(crate) async fn custom_columns_and_schema_work<D: TestDb>(db: &D) {
         .unwrap()
         .expect("extended");
     assert!(a.release(&lease).await.unwrap());
-    let taken = b.acquire(&c).await.unwrap().expect("released");
+    let tick = this_tick(c.clone());
+    let taken = b.acquire(&tick).await.unwrap().expect("released");
     assert!(taken.fencing_token() > lease.fencing_token());
     let rows = a.list_locks(&LockQuery::all()).await.unwrap();
     assert_eq!(rows.len(), 1);
@@ -123,6 +186,11 @@ pub(crate) async fn custom_columns_and_schema_work<D: TestDb>(db: &D) {
         rows[0].to_string().starts_with("custom: held by b until "),
         "{}",
         rows[0]
+    );
+    assert!(b.release(&taken).await.unwrap());
+    assert!(
+        a.acquire(&tick).await.unwrap().is_none(),
+        "a tick granted twice"
     );
     drop_table(db, &table).await;
 }
