@@ -879,3 +879,111 @@ async fn a_tick_run_elsewhere_is_not_run_again_by_a_late_runner() {
         "run_once is not tied to a tick"
     );
 }
+
+/// A store that counts how the scheduler asks for locks: one at a time, or in batches.
+#[derive(Debug, Clone)]
+struct CountingAsks {
+    inner: InMemoryLockProvider,
+    singles: Arc<AtomicUsize>,
+    batches: Arc<Mutex<Vec<usize>>>,
+}
+
+#[shedlock_core::async_trait]
+impl shedlock_core::LockProvider for CountingAsks {
+    async fn acquire(
+        &self,
+        config: &LockConfiguration,
+    ) -> Result<Option<shedlock_core::LockLease>, Error> {
+        self.singles.fetch_add(1, Ordering::SeqCst);
+        self.inner.acquire(config).await
+    }
+    async fn acquire_many(
+        &self,
+        configs: &[LockConfiguration],
+    ) -> Vec<Result<Option<shedlock_core::LockLease>, Error>> {
+        self.batches.lock().unwrap().push(configs.len());
+        let mut answers = Vec::new();
+        for config in configs {
+            answers.push(self.inner.acquire(config).await);
+        }
+        answers
+    }
+    async fn release(&self, lease: &shedlock_core::LockLease) -> Result<bool, Error> {
+        self.inner.release(lease).await
+    }
+    async fn extend(
+        &self,
+        lease: &shedlock_core::LockLease,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+    ) -> Result<Option<shedlock_core::LockLease>, Error> {
+        self.inner
+            .extend(lease, lock_at_most_for, lock_at_least_for)
+            .await
+    }
+    fn holder(&self) -> &str {
+        self.inner.holder()
+    }
+}
+
+/// Runs by job name and tick.
+type TickRuns = Arc<Mutex<Vec<(String, Option<std::time::SystemTime>)>>>;
+
+/// Fifty jobs due at the same instants ask for their locks together: one batch of 50 per
+/// tick, on each of two instances, and every tick of every job runs once.
+#[tokio::test(start_paused = true)]
+async fn jobs_due_together_claim_their_locks_in_one_batch() {
+    let store = common::tokio_store();
+    let runs: TickRuns = Arc::default();
+    let mut instances = Vec::new();
+    let mut counters = Vec::new();
+    for instance in 0..2 {
+        let asks = CountingAsks {
+            inner: store.with_holder(format!("instance-{instance}")),
+            singles: Arc::default(),
+            batches: Arc::default(),
+        };
+        counters.push(asks.clone());
+        let mut registry = JobRegistry::new(Arc::clone(&runs));
+        for i in 0..50 {
+            let name = format!("job-{i:02}");
+            let job = Job::new(
+                name.clone(),
+                Schedule::cron("* * * * * *").unwrap(),
+                move |runs: TickRuns| {
+                    let name = name.clone();
+                    async move {
+                        let tick = RunContext::current().and_then(|run| run.tick());
+                        runs.lock().unwrap().push((name, tick));
+                    }
+                },
+            )
+            .with_lock(JobLock::new(format!("batch-{i:02}")).unwrap());
+            registry = registry.add(job);
+        }
+        let scheduler = Scheduler::builder()
+            .provider(asks)
+            .clock(Arc::new(TokioClock::new()))
+            .registry(registry)
+            .start()
+            .await
+            .unwrap();
+        instances.push(scheduler);
+    }
+    tokio::time::sleep(Duration::from_millis(4_500)).await;
+    for instance in &instances {
+        instance.shutdown().await;
+    }
+    for asks in &counters {
+        let batches = asks.batches.lock().unwrap().clone();
+        assert!(batches.len() >= 4, "one batch per tick: {batches:?}");
+        assert!(batches.iter().all(|&size| size == 50), "{batches:?}");
+        assert_eq!(asks.singles.load(Ordering::SeqCst), 0, "single asks");
+    }
+    let mut runs = runs.lock().unwrap().clone();
+    let all = runs.len();
+    runs.sort();
+    runs.dedup();
+    assert_eq!(runs.len(), all, "a job ran a tick twice");
+    assert!(all >= 4 * 50, "{all} runs");
+}

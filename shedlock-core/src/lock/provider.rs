@@ -25,6 +25,19 @@ pub trait LockProvider: Send + Sync + Debug + 'static {
     /// lease's fencing token is strictly greater than every earlier token of that lock name.
     async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error>;
 
+    /// Tries once to take each lock of `configs`, as [`acquire`](Self::acquire) does, and
+    /// answers for each in order. The scheduler claims all the ticks an instance has due at
+    /// one instant so; a store that can should take them in one round trip, in an order of its
+    /// own that never deadlocks against another instance's batch (names sorted, say), and may
+    /// answer every lock with an error when that round trip fails. The default takes them one
+    /// by one, all at once.
+    async fn acquire_many(
+        &self,
+        configs: &[LockConfiguration],
+    ) -> Vec<Result<Option<LockLease>, Error>> {
+        futures_util::future::join_all(configs.iter().map(|config| self.acquire(config))).await
+    }
+
     /// Releases a lease, keeping the lock until `max(now, locked_at + lock_at_least_for)`.
     ///
     /// Matches holder **and** fencing token: returns `Ok(false)` (and changes nothing) when the
@@ -72,6 +85,12 @@ pub trait LockProvider: Send + Sync + Debug + 'static {
 impl<P: LockProvider + ?Sized> LockProvider for Arc<P> {
     async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
         (**self).acquire(config).await
+    }
+    async fn acquire_many(
+        &self,
+        configs: &[LockConfiguration],
+    ) -> Vec<Result<Option<LockLease>, Error>> {
+        (**self).acquire_many(configs).await
     }
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
         (**self).release(lease).await

@@ -101,6 +101,9 @@ pub(crate) struct ExecuteOptions {
 /// Whether a task may start at this moment; see [`ExecuteOptions::may_start`].
 pub(crate) type StartGate = Box<dyn Fn() -> Result<(), Error> + Send + Sync>;
 
+/// An acquisition's answer: the lease and when it was requested, `None` when refused.
+pub(crate) type Claimed = Result<Option<(LockLease, Instant)>, Error>;
+
 impl std::fmt::Debug for ExecuteOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ExecuteOptions")
@@ -163,15 +166,47 @@ impl LockingTaskExecutor {
     }
 
     /// One acquisition attempt, reported as an event; the lease and when it was requested.
-    async fn acquire(
-        &self,
-        config: &LockConfiguration,
-    ) -> Result<Option<(LockLease, Instant)>, Error> {
+    async fn acquire(&self, config: &LockConfiguration) -> Claimed {
         self.service.emit(LockEvent::Attempt {
             lock_name: config.name(),
         });
         let requested_at = Instant::now();
-        match self.service.provider.acquire(config).await {
+        let answer = self.service.provider.acquire(config).await;
+        self.answered(config, requested_at, answer).await
+    }
+
+    /// One attempt at each lock of `configs`, in one call to the provider (one round trip
+    /// where the store batches), reported as events: the answers in order.
+    pub(crate) async fn claim_many(&self, configs: &[LockConfiguration]) -> Vec<Claimed> {
+        for config in configs {
+            self.service.emit(LockEvent::Attempt {
+                lock_name: config.name(),
+            });
+        }
+        let requested_at = Instant::now();
+        let answers = self.service.provider.acquire_many(configs).await;
+        let mut claimed = Vec::with_capacity(configs.len());
+        let mut answers = answers.into_iter();
+        for config in configs {
+            let answer = answers.next().unwrap_or_else(|| {
+                Err(Error::Scheduler(format!(
+                    "the lock store answered fewer locks than asked; `{}` had no answer",
+                    config.name()
+                )))
+            });
+            claimed.push(self.answered(config, requested_at, answer).await);
+        }
+        claimed
+    }
+
+    /// What the store answered for `config`, asked at `requested_at`, reported as an event.
+    async fn answered(
+        &self,
+        config: &LockConfiguration,
+        requested_at: Instant,
+        answer: Result<Option<LockLease>, Error>,
+    ) -> Claimed {
+        match answer {
             Ok(Some(lease))
                 if Instant::now() >= trusted_until(requested_at, lease.lock_at_most_for()) =>
             {
@@ -259,7 +294,21 @@ impl LockingTaskExecutor {
             }
             return Ok(TaskResult::Executed(start(LockContext::new(held)).await));
         }
-        let Some((lease, requested_at)) = self.acquire(config).await? else {
+        let claimed = self.acquire(config).await;
+        self.execute_claimed(config.name(), claimed, options, start)
+            .await
+    }
+
+    /// The rest of [`execute_with`](Self::execute_with), once the lock `name` was asked for:
+    /// runs the task under the lease `claimed` holds, if any, then releases it.
+    pub(crate) async fn execute_claimed<F: Future>(
+        &self,
+        name: &str,
+        claimed: Claimed,
+        options: ExecuteOptions,
+        start: impl FnOnce(LockContext) -> F,
+    ) -> Result<TaskResult<F::Output>, Error> {
+        let Some((lease, requested_at)) = claimed? else {
             return Ok(TaskResult::Skipped);
         };
         if let Some(refused) = options
@@ -301,7 +350,7 @@ impl LockingTaskExecutor {
         guard.disarm();
         if active.check_deadline() {
             tracing::warn!(
-                lock = config.name(),
+                lock = name,
                 "task ran past its lease (lock_at_most_for) without a confirmed extension"
             );
         }

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::run::{RunPlan, run_heartbeat, run_recorded};
-use crate::lock::executor::{ExecuteOptions, StartGate};
+use crate::lock::executor::{Claimed, ExecuteOptions, StartGate};
 use crate::{
     Error, Job, JobLock, LockConfiguration, LockContext, LockingTaskExecutor, OnInterrupted,
     RunRecord, SchedulerConfig, TaskResult, Tick,
@@ -85,15 +85,12 @@ impl ResolvedLock {
         })
     }
 
-    /// The run of `job` under this lock, as `launch` says: acquired, recorded in the store's
-    /// run log (with retries, and the takeover of an interrupted run), released.
-    pub(crate) fn run<S: Clone + Send + 'static>(
+    /// The lock a run asks for, as `launch` says (its lease, its condition, its tick), with
+    /// the keep-alive interval and the heartbeat's end that go with it.
+    pub(crate) fn config_for(
         &self,
-        job: Job<S>,
-        state: S,
-        executor: LockingTaskExecutor,
-        launch: Launch,
-    ) -> impl Future<Output = Result<TaskResult<Result<(), String>>, Error>> + Send + 'static {
+        launch: &Launch,
+    ) -> (LockConfiguration, Option<Duration>, Option<Instant>) {
         let (lock, keep_alive, renew_until) = match self.heartbeat.filter(|_| launch.heartbeat) {
             Some((lease, interval)) => (
                 self.config.clone().with_lease(lease),
@@ -111,6 +108,30 @@ impl ResolvedLock {
             Some(tick) => lock.for_tick(tick),
             None => lock,
         };
+        (lock, keep_alive, renew_until)
+    }
+
+    /// The run of `job` under this lock, as `launch` says: acquired (unless `launch` was
+    /// claimed already), recorded in the store's run log (with retries, and the takeover of an
+    /// interrupted run), released.
+    pub(crate) fn run<S: Clone + Send + 'static>(
+        &self,
+        job: Job<S>,
+        state: S,
+        executor: LockingTaskExecutor,
+        mut launch: Launch,
+    ) -> impl Future<Output = Result<TaskResult<Result<(), String>>, Error>> + Send + 'static {
+        let (ask, keep_alive, renew_until) = match launch.claimed.take() {
+            Some((claimed, renew_until)) => (
+                Ask::Answered(claimed),
+                self.config_for(&launch).1,
+                renew_until,
+            ),
+            None => {
+                let (lock, keep_alive, renew_until) = self.config_for(&launch);
+                (Ask::Now(lock), keep_alive, renew_until)
+            }
+        };
         let options = ExecuteOptions {
             keep_alive,
             renew_until,
@@ -126,15 +147,25 @@ impl ResolvedLock {
             rerun: launch.rerun,
             alive_for: self.alive_for,
         };
-        let skipped = launch.skipped;
+        let (skipped, name) = (launch.skipped, self.config.shared_name());
         async move {
-            executor
-                .execute_with(&lock, options, |context| {
-                    run_recorded(job, state, context, plan, skipped)
-                })
-                .await
+            let start = |context| run_recorded(job, state, context, plan, skipped);
+            match ask {
+                Ask::Now(lock) => executor.execute_with(&lock, options, start).await,
+                Ask::Answered(claimed) => {
+                    executor
+                        .execute_claimed(&name, claimed, options, start)
+                        .await
+                }
+            }
         }
     }
+}
+
+/// A run's lock: to ask for now, or asked for already.
+enum Ask {
+    Now(LockConfiguration),
+    Answered(Claimed),
 }
 
 /// What differs between one run and another of the same job: a tick, a rerun, a catch-up, or
@@ -147,6 +178,9 @@ pub(crate) struct Launch {
     pub(crate) unless: Unless,
     /// The tick claimed in the store (granted once across the fleet), if any.
     pub(crate) claim: Option<Tick>,
+    /// The lock, asked for already (with the other ticks due at the same instant), and the
+    /// heartbeat's end that went with it.
+    pub(crate) claimed: Option<(Claimed, Option<Instant>)>,
     /// The interrupted run this one takes over, if any: checked again under the lock.
     pub(crate) rerun: Option<Arc<RunRecord>>,
     /// Hold the lock with the [heartbeat lease](ResolvedLock::heartbeat), as ticks do.

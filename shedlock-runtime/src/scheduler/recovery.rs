@@ -120,6 +120,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                         rerun: Some(Arc::new(record)),
                         catch_up: None,
                         claim: None,
+                        claimed: None,
                     };
                     // Whatever it finds, the next look decides: the rerun's own record, or
                     // another instance's rerun to follow.

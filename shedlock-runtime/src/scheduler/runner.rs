@@ -29,7 +29,7 @@ const MAX_WALL_SLEEP: Duration = Duration::from_secs(60);
 /// Every job of one scheduler, on one timer.
 pub(crate) struct Timer<S> {
     jobs: Arc<[Arc<PreparedJob<S>>]>,
-    statuses: Vec<Arc<JobState>>,
+    statuses: Arc<[Arc<JobState>]>,
     state: S,
     runtime: Arc<Runtime>,
 }
@@ -53,6 +53,10 @@ enum Plan {
     /// No further fire time.
     Done,
 }
+
+/// A tick fired: the job's index, when it was due, and whether the fire times that pass
+/// while it runs are skipped afterwards.
+type Fired = (u32, Due, bool);
 
 /// A tick task's end, reported to the timer (also when the task panicked or was aborted).
 struct Ended {
@@ -85,7 +89,7 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
     ) -> Self {
         Timer {
             jobs,
-            statuses,
+            statuses: statuses.into(),
             state,
             runtime,
         }
@@ -130,11 +134,12 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
                 break;
             }
             let (wall_now, now) = (self.runtime.clock.now(), Instant::now());
+            let mut fired = Vec::new();
             while let Some(&Reverse((at, job))) = queues.mono.peek()
                 && at <= now
             {
                 queues.mono.pop();
-                self.fire_mono(job, at, &mut plans, &mut queues, &tx);
+                self.fire_mono(job, at, &mut plans, &mut queues, &mut fired);
             }
             while let Some(&Reverse((fire, job))) = queues.wall.peek()
                 && fire <= wall_now
@@ -146,10 +151,11 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
                         .checked_sub(wall_now.duration_since(fire).unwrap_or_default())
                         .unwrap_or(now),
                 };
-                self.fire_cron(job, fire.into(), due, &mut plans, &tx);
+                self.fire_cron(job, fire.into(), due, &mut plans, &mut fired);
             }
+            self.launch(fired, &tx);
         }
-        for status in &self.statuses {
+        for status in self.statuses.iter() {
             status.set_next_fire(None);
         }
     }
@@ -161,7 +167,7 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
         at: Instant,
         plans: &mut [Plan],
         queues: &mut Queues,
-        tx: &mpsc::UnboundedSender<(u32, bool)>,
+        fired: &mut Vec<Fired>,
     ) {
         let index = job as usize;
         let prepared = &self.jobs[index];
@@ -171,7 +177,7 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
                     let after: DateTime<Utc> = self.runtime.clock.now().into();
                     plans[index] = Plan::Cron { after };
                     match prepared.missed_tick(after, &self.runtime) {
-                        Some(due) => self.spawn_tick(job, due, false, tx),
+                        Some(due) => fired.push((job, due, false)),
                         None => self.schedule_cron(job, after, plans, queues),
                     }
                 }
@@ -184,15 +190,15 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
                         wall_origin,
                         index: 0,
                     };
-                    self.fire_rate(job, plans, tx);
+                    self.fire_rate(job, plans, fired);
                 }
                 ScheduleKind::FixedDelay(delay) => {
                     plans[index] = Plan::Delay(delay);
-                    self.fire_delay(job, at, tx);
+                    self.fire_delay(job, at, fired);
                 }
             },
-            Plan::Rate { .. } => self.fire_rate(job, plans, tx),
-            Plan::Delay(_) => self.fire_delay(job, at, tx),
+            Plan::Rate { .. } => self.fire_rate(job, plans, fired),
+            Plan::Delay(_) => self.fire_delay(job, at, fired),
             Plan::Cron { .. } | Plan::Done => {}
         }
     }
@@ -204,7 +210,7 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
         fire: DateTime<Utc>,
         due: Instant,
         plans: &mut [Plan],
-        tx: &mpsc::UnboundedSender<(u32, bool)>,
+        fired: &mut Vec<Fired>,
     ) {
         let (prepared, status) = (&self.jobs[job as usize], &self.statuses[job as usize]);
         let runtime = &self.runtime;
@@ -236,14 +242,15 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
             rerun: None,
             catch_up: None,
             claim: Some(cron_tick(latest, gap)),
+            claimed: None,
         };
         plans[job as usize] = Plan::Cron { after: latest };
-        self.spawn_tick(job, due, true, tx);
+        fired.push((job, due, true));
     }
 
     /// The fixed-rate grid's latest tick due now: ticks a pause passed over are counted as
     /// missed, and firing continues on the grid; it never stalls.
-    fn fire_rate(&self, job: u32, plans: &mut [Plan], tx: &mpsc::UnboundedSender<(u32, bool)>) {
+    fn fire_rate(&self, job: u32, plans: &mut [Plan], fired: &mut Vec<Fired>) {
         let Plan::Rate {
             period,
             origin,
@@ -276,12 +283,13 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
             rerun: None,
             catch_up: None,
             claim: Some(Tick::new(fire).with_spacing(*period).ahead_at_most(*period)),
+            claimed: None,
         };
-        self.spawn_tick(job, due, true, tx);
+        fired.push((job, due, true));
     }
 
     /// A fixed-delay tick due at `at`.
-    fn fire_delay(&self, job: u32, at: Instant, tx: &mpsc::UnboundedSender<(u32, bool)>) {
+    fn fire_delay(&self, job: u32, at: Instant, fired: &mut Vec<Fired>) {
         self.statuses[job as usize].set_next_fire(None);
         let due = Due {
             at,
@@ -290,33 +298,88 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
             rerun: None,
             catch_up: None,
             claim: None,
+            claimed: None,
         };
-        self.spawn_tick(job, due, true, tx);
+        fired.push((job, due, true));
     }
 
-    /// Runs one tick as a task of its own; the timer hears of its end.
-    fn spawn_tick(
-        &self,
-        job: u32,
-        due: Due,
-        skip_passed: bool,
-        tx: &mpsc::UnboundedSender<(u32, bool)>,
-    ) {
+    /// Starts the ticks fired at one instant, each as a task of its own (the timer hears of
+    /// its end). The locks of those that have one are claimed together first, in one call to
+    /// the provider: one round trip where the store batches.
+    fn launch(&self, fired: Vec<Fired>, tx: &mpsc::UnboundedSender<(u32, bool)>) {
+        let mut claims = Vec::new();
+        for (job, due, skip_passed) in fired {
+            let index = job as usize;
+            let ended = Ended {
+                job,
+                tx: tx.clone(),
+                skip_passed,
+            };
+            let (prepared, status) = (&self.jobs[index], &self.statuses[index]);
+            match (&prepared.lock, &self.runtime.executor) {
+                (Some(_), Some(_)) if due.rerun.is_none() => {
+                    // A tick that may not start ends here (`ended` reports it).
+                    if prepared.may_fire(&self.runtime, status, &due) {
+                        claims.push((job, due, ended));
+                    }
+                }
+                _ => self.spawn_tick(job, due, ended),
+            }
+        }
+        let Some(executor) = self.runtime.executor.clone() else {
+            return;
+        };
+        if claims.len() < 2 {
+            // Alone at its instant: the tick asks for its lock itself.
+            for (job, due, ended) in claims {
+                self.spawn_tick(job, due, ended);
+            }
+            return;
+        }
+        let mut configs = Vec::with_capacity(claims.len());
+        let mut heartbeats = Vec::with_capacity(claims.len());
+        for (job, due, _) in &mut claims {
+            let lock = self.jobs[*job as usize].lock.as_ref();
+            let launch = PreparedJob::<S>::tick_launch(due);
+            if let Some((config, _, renew_until)) = lock.map(|lock| lock.config_for(&launch)) {
+                configs.push(config);
+                heartbeats.push(renew_until);
+            }
+        }
+        let timer = self.clone_handles();
+        self.runtime.tasks.spawn(async move {
+            let answers = executor.claim_many(&configs).await;
+            for ((job, mut due, ended), (claimed, renew_until)) in
+                claims.into_iter().zip(answers.into_iter().zip(heartbeats))
+            {
+                due.claimed = Some((claimed, renew_until));
+                timer.spawn_tick(job, due, ended);
+            }
+        });
+    }
+
+    /// Runs one tick as a task of its own; `ended` tells the timer when it is over.
+    fn spawn_tick(&self, job: u32, due: Due, ended: Ended) {
         let index = job as usize;
         let (prepared, status) = (
             Arc::clone(&self.jobs[index]),
             Arc::clone(&self.statuses[index]),
         );
         let (state, runtime) = (self.state.clone(), Arc::clone(&self.runtime));
-        let ended = Ended {
-            job,
-            tx: tx.clone(),
-            skip_passed,
-        };
         self.runtime.tasks.spawn(async move {
             let _ended = ended;
             prepared.tick(state, &runtime, &status, due).await;
         });
+    }
+
+    /// What a task needs to start ticks: the shared jobs, their statuses, the state.
+    fn clone_handles(&self) -> Self {
+        Timer {
+            jobs: Arc::clone(&self.jobs),
+            statuses: Arc::clone(&self.statuses),
+            state: self.state.clone(),
+            runtime: Arc::clone(&self.runtime),
+        }
     }
 
     /// A job's tick ended: its next fire time goes on the timer.
@@ -478,6 +541,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             rerun: None,
             catch_up: Some(ago + CRON_ALLOWANCE.min(gap / 2)),
             claim: Some(cron_tick(fire, gap)),
+            claimed: None,
         })
     }
 

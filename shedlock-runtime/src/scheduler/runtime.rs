@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::plan::ResolvedLock;
+use crate::lock::executor::Claimed;
 use crate::{Clock, Error, Job, LeaderElection, LockingTaskExecutor, RunRecord, Tick};
 
 /// What every job runner of one scheduler shares.
@@ -63,7 +64,7 @@ impl<S> Clone for PreparedJob<S> {
 }
 
 /// When a tick was due.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Due {
     /// On this process's monotonic clock: lateness is measured against it.
     pub(crate) at: Instant,
@@ -80,6 +81,9 @@ pub(crate) struct Due {
     /// The tick claimed in the store, which grants it once across the fleet: cron and
     /// fixed-rate ticks (`None`: fixed delay, whose instances share no fire times).
     pub(crate) claim: Option<Tick>,
+    /// The lock, claimed already with the other ticks due at the same instant (the tick's
+    /// checks were made before), and the heartbeat's end that went with it.
+    pub(crate) claimed: Option<(Claimed, Option<Instant>)>,
 }
 
 /// Refuses to start a run of `job` once shutdown has begun: asked at the last moment before it

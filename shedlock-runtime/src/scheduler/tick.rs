@@ -34,28 +34,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         status: &Arc<JobState>,
         due: Due,
     ) {
-        if runtime.shutdown.is_cancelled() {
-            return;
-        }
-        let late = Instant::now().saturating_duration_since(due.at);
-        if late > self.misfire_threshold && due.catch_up.is_none() && due.rerun.is_none() {
-            tracing::warn!(
-                job = %self.job.name,
-                fire = %humantime::format_rfc3339_millis(due.fire),
-                late = %humantime::format_duration(round_to_millis(late)),
-                misfire_threshold = %humantime::format_duration(self.misfire_threshold),
-                "tick missed: it would start too late after its fire time (paused or overloaded?)"
-            );
-            status.record(JobOutcome::Missed { late });
-            return;
-        }
-        // Decided now, from the leadership's own deadline: not from what the election task
-        // last reported, which a pause can leave stale.
-        if let Some(election) = &self.leader
-            && !election.is_leader()
-        {
-            tracing::debug!(job = %self.job.name, election = election.name(), "not the leader, skipped");
-            status.record(JobOutcome::NotLeader);
+        // A tick claimed with others had its checks made before the claim.
+        if due.claimed.is_none() && !self.may_fire(runtime, status, &due) {
             return;
         }
         let span = tracing::info_span!(
@@ -159,6 +139,63 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         status.record(outcome);
     }
 
+    /// Whether a tick due `due` may still start: not after shutdown began, nor too late (a
+    /// pause, an overload: recorded as missed), nor for a leader-only job while this instance
+    /// does not lead (recorded).
+    pub(super) fn may_fire(&self, runtime: &Runtime, status: &JobState, due: &Due) -> bool {
+        if runtime.shutdown.is_cancelled() {
+            return false;
+        }
+        let late = Instant::now().saturating_duration_since(due.at);
+        if late > self.misfire_threshold && due.catch_up.is_none() && due.rerun.is_none() {
+            tracing::warn!(
+                job = %self.job.name,
+                fire = %humantime::format_rfc3339_millis(due.fire),
+                late = %humantime::format_duration(round_to_millis(late)),
+                misfire_threshold = %humantime::format_duration(self.misfire_threshold),
+                "tick missed: it would start too late after its fire time (paused or overloaded?)"
+            );
+            status.record(JobOutcome::Missed { late });
+            return false;
+        }
+        // Decided now, from the leadership's own deadline: not from what the election task
+        // last reported, which a pause can leave stale.
+        if let Some(election) = &self.leader
+            && !election.is_leader()
+        {
+            tracing::debug!(job = %self.job.name, election = election.name(), "not the leader, skipped");
+            status.record(JobOutcome::NotLeader);
+            return false;
+        }
+        true
+    }
+
+    /// The launch of a tick's run under the job's lock, but for what the run itself passes
+    /// (its span, its stop signal, its start gate).
+    pub(super) fn tick_launch(due: &mut Due) -> Launch {
+        Launch {
+            tick: due
+                .rerun
+                .as_ref()
+                .map_or(Some(due.fire), |record| record.tick),
+            // A catch-up has its own window; a rerun follows a holder that took the lock since
+            // the tick: no window; a tick on time acts as if it had asked when it was due.
+            unless: match (due.catch_up, &due.rerun) {
+                (Some(window), _) => Unless::AcquiredWithin(window),
+                (None, Some(_)) => Unless::Never,
+                (None, None) => {
+                    Unless::AcquiredSince(due.at.checked_sub(due.allowance).unwrap_or(due.at))
+                }
+            },
+            // A rerun runs a tick already granted (to its dead holder) once more.
+            claim: due.claim.filter(|_| due.rerun.is_none()),
+            claimed: due.claimed.take(),
+            rerun: due.rerun.clone(),
+            heartbeat: true,
+            ..Launch::default()
+        }
+    }
+
     /// Spawns the run: under the job's lock (with its heartbeat lease, run record and
     /// retries) or, for a job without one, plainly. `skipped` is set by a rerun that finds
     /// nothing left to do.
@@ -178,25 +215,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         match (&self.lock, &runtime.executor) {
             (Some(lock), Some(executor)) => {
                 let (slot, token_span) = (Arc::clone(context), span.clone());
+                let mut due = due;
                 let launch = Launch {
-                    tick: due
-                        .rerun
-                        .as_ref()
-                        .map_or(Some(due.fire), |record| record.tick),
-                    // A catch-up has its own window; a rerun follows a holder that took the
-                    // lock since the tick: no window; a tick on time acts as if it had asked
-                    // when it was due.
-                    unless: match (due.catch_up, &due.rerun) {
-                        (Some(window), _) => Unless::AcquiredWithin(window),
-                        (None, Some(_)) => Unless::Never,
-                        (None, None) => Unless::AcquiredSince(
-                            due.at.checked_sub(due.allowance).unwrap_or(due.at),
-                        ),
-                    },
-                    // A rerun runs a tick already granted (to its dead holder) once more.
-                    claim: due.claim.filter(|_| due.rerun.is_none()),
-                    rerun: due.rerun,
-                    heartbeat: true,
                     stop: Some(stop.clone()),
                     on_start: Some(Box::new(move |ctx: LockContext| {
                         token_span.record("token", ctx.fencing_token());
@@ -204,6 +224,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                     })),
                     may_start: Some(may_start),
                     skipped: Arc::clone(skipped),
+                    ..Self::tick_launch(&mut due)
                 };
                 let run = lock.run(self.job.clone(), state, executor.clone(), launch);
                 tokio::spawn(run.instrument(span.clone()))
