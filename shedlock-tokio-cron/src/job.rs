@@ -136,7 +136,7 @@ impl<S: Clone + Send + Sync + 'static> IntoTokioCronJob<S> for Job<S> {
 /// way [`LockingTaskExecutor::execute`] runs a future: one instance at a time, `Skipped` while
 /// the lock is held elsewhere, including by this instance's previous run that is still going,
 /// and `Skipped` when another instance already ran this tick (see
-/// [`Schedule::latest_tick_since`]).
+/// [`Schedule::latest_tick`] and [`Schedule::latest_tick_since`]).
 ///
 /// `cron` is what tokio-cron-scheduler's `Job::new_async` accepts: 6 fields, seconds first
 /// (`"0 */5 * * * *"`), an optional 7th for the year. Inside `task`,
@@ -183,12 +183,15 @@ where
     let (executor, lock, task) = (executor.clone(), Arc::new(lock), Arc::new(task));
     cron_job(cron, Tz::UTC, move || {
         let (executor, task) = (executor.clone(), Arc::clone(&task));
-        // This tick's run is refused where another instance already ran it.
-        let since = schedule.as_ref().and_then(|s| s.latest_tick_since(Tz::UTC));
-        let lock = match since {
-            Some(since) => (*lock).clone().unless_acquired_since(since),
-            None => (*lock).clone(),
-        };
+        // This tick's run is refused where another instance already ran it: the store grants
+        // the tick once, and refuses it where the lock was taken since it was due.
+        let mut lock = (*lock).clone();
+        if let Some(tick) = schedule.as_ref().and_then(|s| s.latest_tick(Tz::UTC)) {
+            lock = lock.for_tick(tick);
+        }
+        if let Some(since) = schedule.as_ref().and_then(|s| s.latest_tick_since(Tz::UTC)) {
+            lock = lock.unless_acquired_since(since);
+        }
         async move {
             let run = async move { task().await.into_job_result() };
             run_tick(lock.name(), executor.execute(&lock, run)).await

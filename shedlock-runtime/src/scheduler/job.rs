@@ -156,10 +156,12 @@ impl<S: Clone + Send + 'static> Job<S> {
 
     /// Runs the job for its schedule's latest tick, for a runner other than shedlock's own
     /// `Scheduler` (tokio-cron-scheduler, a loop of your own) to call when a tick fires: as
-    /// [`run_once`](Self::run_once), but for a cron schedule the lock is refused (`Skipped`) when
-    /// any instance acquired it since that tick's fire time (less the allowance of
-    /// [`Schedule::latest_tick_since`]), so a tick fired late on one instance does not run again
-    /// where another already ran it, whatever `lock_at_least_for` is.
+    /// [`run_once`](Self::run_once), but for a cron schedule the tick is claimed in the store
+    /// ([`Schedule::latest_tick`]: granted once across instances, whatever their clocks) and
+    /// the lock is refused (`Skipped`) when any instance acquired it since that tick's fire time
+    /// (less the allowance of [`Schedule::latest_tick_since`]), so a tick fired late on one
+    /// instance does not run again where another already ran it, whatever `lock_at_least_for`
+    /// is.
     ///
     /// # Errors
     /// As [`run_once`](Self::run_once).
@@ -182,6 +184,7 @@ impl<S: Clone + Send + 'static> Job<S> {
         let launch = Launch {
             tick,
             unless,
+            claim: self.schedule.latest_tick(zone),
             ..Launch::default()
         };
         self.run_by_hand(executor, config, state, launch).await

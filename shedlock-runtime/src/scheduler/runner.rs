@@ -20,7 +20,7 @@ use super::recovery::Follow;
 use super::runtime::{Due, PreparedJob, Runtime};
 use super::status::JobState;
 use crate::Tick;
-use crate::scheduler::schedule::{CRON_ALLOWANCE, ScheduleKind};
+use crate::scheduler::schedule::{CRON_ALLOWANCE, ScheduleKind, cron_tick};
 
 /// Longest single sleep while waiting for a wall-clock fire time, so a clock step (NTP,
 /// suspend) is noticed within this long.
@@ -569,10 +569,4 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             status.record_missed(missed);
         }
     }
-}
-
-/// The claim of cron fire time `fire`, the next one `gap` later: granted once (every instance
-/// names it the same), to an instance whose clock runs at most `gap` ahead of the store's.
-fn cron_tick(fire: DateTime<Utc>, gap: Duration) -> Tick {
-    Tick::new(fire.into()).ahead_at_most(gap)
 }

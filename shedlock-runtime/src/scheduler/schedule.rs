@@ -10,7 +10,7 @@ use chrono_tz::Tz;
 use croner::Cron;
 use shedlock_rules::MAX_DURATION;
 
-use crate::Error;
+use crate::{Error, Tick};
 
 /// How much earlier than its own fire time another instance may have run a cron tick (its
 /// clock a little ahead, its timer a little earlier): a tick refuses the lock if it was taken
@@ -280,22 +280,41 @@ impl Schedule {
     /// to run a tick fired late (a runner that polls, a paused process) only if no instance
     /// ran it meanwhile. `None` for fixed-rate and fixed-delay schedules.
     pub fn latest_tick_since(&self, default_zone: Tz) -> Option<tokio::time::Instant> {
-        let ScheduleKind::Cron { cron, zone, .. } = &self.kind else {
-            return None;
-        };
         let (now, mono) = (Utc::now(), tokio::time::Instant::now());
-        let zone = zone.unwrap_or(default_zone);
-        let fire = cron
-            .find_previous_occurrence(&now.trunc_subsecs(0).with_timezone(&zone), true)
-            .ok()?
-            .with_timezone(&Utc);
+        let (fire, gap) = self.latest_fire_and_gap(now, default_zone)?;
+        let late = (now - fire).to_std().unwrap_or_default();
+        mono.checked_sub(late + CRON_ALLOWANCE.min(gap / 2))
+    }
+
+    /// The claim of this cron schedule's latest tick (its latest fire time at or before now, in
+    /// its zone or `default_zone`), as shedlock's own scheduler makes it: pass it to
+    /// [`LockConfiguration::for_tick`](shedlock_core::LockConfiguration::for_tick) so that the
+    /// store grants that tick once across instances, whatever their clocks. `None` for
+    /// fixed-rate and fixed-delay schedules.
+    pub fn latest_tick(&self, default_zone: Tz) -> Option<Tick> {
+        let (fire, gap) = self.latest_fire_and_gap(Utc::now(), default_zone)?;
+        Some(cron_tick(fire, gap))
+    }
+
+    /// The latest cron fire time at or before `now` and the time to the next one.
+    fn latest_fire_and_gap(
+        &self,
+        now: DateTime<Utc>,
+        default_zone: Tz,
+    ) -> Option<(DateTime<Utc>, Duration)> {
+        let fire = self.latest_fire(now, default_zone)?;
         let gap = self
             .next_cron_fire(fire, default_zone)
             .and_then(|next| (next - fire).to_std().ok())
             .unwrap_or(MAX_DURATION);
-        let late = (now - fire).to_std().unwrap_or_default();
-        mono.checked_sub(late + CRON_ALLOWANCE.min(gap / 2))
+        Some((fire, gap))
     }
+}
+
+/// The claim of cron fire time `fire`, the next one `gap` later: granted once (every instance
+/// names it the same), to an instance whose clock runs at most `gap` ahead of the store's.
+pub(crate) fn cron_tick(fire: DateTime<Utc>, gap: Duration) -> Tick {
+    Tick::new(fire.into()).ahead_at_most(gap)
 }
 
 impl fmt::Debug for Schedule {
