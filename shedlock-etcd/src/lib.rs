@@ -51,15 +51,20 @@
 //! compares the record's `locked_at` with the acquiring instance's clock; and a
 //! `lock_at_least_for` that a release left running ends when the record's `lock_until` has
 //! passed: the releasing instance deletes the minimum-hold key then, and if it cannot (paused,
-//! gone), the next instance to acquire does. Keep the fleet's clocks in sync (NTP), as for
-//! any deployment.
+//! gone), the next instance to acquire does. One more is taken on the acquiring instance's
+//! clock alone: a claim for a tick
+//! ([`for_tick`](shedlock_core::LockConfiguration::for_tick)) is refused while the tick lies
+//! further ahead of that clock than the tick allows (the job's period, when the scheduler
+//! claims). Keep the fleet's clocks in sync (NTP), as for any deployment.
 //!
 //! # Keys
 //!
 //! Under the prefix (default `shedlock/`): `locks/<name>` (the record: last holder, token and
 //! times, JSON, kept after release), `held/<name>` (on the lease; exists while held),
 //! `least/<name>` (on a lease of `lock_at_least_for`; exists until the minimum hold has
-//! passed), `elections/<election>/<lease>` (candidates), and the run records' keys: `run/`,
+//! passed), `ticks/<name>` (the last tick granted, in decimal milliseconds, on no lease;
+//! absent until a tick is claimed, as for every lock written before ticks),
+//! `elections/<election>/<lease>` (candidates), and the run records' keys: `run/`,
 //! `run-time/`, `run-alive/` and `run-leases/` (see [Run records](#run-records)). To reset a
 //! lock by hand, delete its keys (`etcdctl del --prefix shedlock/held/<name>` and the like):
 //! its holder, if it still runs, is then refused at release and extension, and the next token

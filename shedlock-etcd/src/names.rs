@@ -13,6 +13,8 @@ pub const DEFAULT_PREFIX: &str = "shedlock/";
 ///   so etcd deletes it when the lease runs out.
 /// - `<prefix>least/<name>`: exists until `lock_at_least_for` has passed; attached to a lease
 ///   of that length.
+/// - `<prefix>ticks/<name>`: the last tick granted (`Tick::millis`, decimal); on no lease,
+///   written only by the grant of a tick, so it outlives the lease that claimed it.
 /// - `<prefix>run/<name>/<id>`: run records, a lock's newest first; `<prefix>run-time/…`: the
 ///   index of every lock's runs by start; `<prefix>run-alive/<name>/<id>`: heartbeats of
 ///   running runs; `<prefix>run-leases/…`: the leases run records live on (see `runs`).
@@ -57,6 +59,10 @@ impl Keys {
 
     pub(crate) fn least(&self, name: &str) -> Vec<u8> {
         self.key("least", name)
+    }
+
+    pub(crate) fn tick(&self, name: &str) -> Vec<u8> {
+        self.key("ticks", name)
     }
 
     /// The start of a section's keys (`<prefix><section>/`).

@@ -14,7 +14,7 @@ use crate::client::Client;
 use crate::error::EtcdError;
 use crate::hints::Hints;
 use crate::names::{Keys, ttl_seconds};
-use crate::record::{LockValue, from_ms, ms, now_ms, to_ms};
+use crate::record::{LockValue, decode_tick, encode_tick, from_ms, ms, now_ms, to_ms};
 use crate::runs::Retention;
 use crate::wire::{self, KeyValue};
 
@@ -35,9 +35,16 @@ use crate::wire::{self, KeyValue};
 /// increase per lock (and across locks), also after a key is deleted by hand or compacted.
 /// Release and extend require the held key's create revision to be that token.
 ///
+/// A claim for a tick ([`for_tick`](LockConfiguration::for_tick)) reads the last tick granted,
+/// `<prefix>ticks/<name>`, and is refused unless the tick follows it by its spacing and lies no
+/// further ahead than it allows of this instance's clock (etcd has none: the same clock the
+/// lease's `lock_until` is read from); the granting transaction requires that key as read and
+/// writes the tick there. The key is on no lease and nothing else writes it, so a tick stays
+/// granted after its lease ends, released or expired.
+///
 /// | operation | round trips |
 /// |---|---|
-/// | acquire | 2: lease grant, transaction (3 with `unless_acquired_within`: a read first; a refused acquire revokes its lease in the background) |
+/// | acquire | 2: lease grant, transaction (3 with `unless_acquired_within` or a tick: a read first; a refused acquire revokes its lease in the background) |
 /// | release | 1 transaction (the lease is revoked in the background; a `lock_at_least_for` still running is ended by a background transaction when it has passed) |
 /// | extend | 2: lease grant, transaction (the old lease revoked in the background) |
 ///
@@ -146,13 +153,7 @@ impl EtcdLockProvider {
         lock: &str,
         kv: &KeyValue,
     ) -> Result<LockValue, Error> {
-        LockValue::decode(&kv.value).map_err(|reason| {
-            EtcdError::Unreadable {
-                key: String::from_utf8_lossy(&kv.key).into_owned(),
-                reason,
-            }
-            .into_store(operation, lock)
-        })
+        LockValue::decode(&kv.value).map_err(|reason| unreadable(operation, lock, kv, reason))
     }
 
     /// From a refused acquire's reads (held key, minimum-hold key, record): the minimum-hold
@@ -174,6 +175,64 @@ impl EtcdLockProvider {
             i64::try_from(value.token_at(record.mod_revision)) == Ok(least.create_revision);
         let over = value.lock_until_ms <= now_ms();
         Ok((same_acquisition && over).then(|| (least.clone(), record.mod_revision)))
+    }
+
+    /// What an acquisition for `config` reads before its grant, in one round trip when it
+    /// needs any: the record, for `unless_acquired_within`, and the last tick granted, for a
+    /// tick. `Ok(None)`: refused on what was read; otherwise the compares that keep it as read
+    /// until the grant, and the write that keeps the tick.
+    async fn read_first(
+        &self,
+        config: &LockConfiguration,
+    ) -> Result<Option<(Vec<wire::Compare>, Option<wire::RequestOp>)>, Error> {
+        let (window, tick) = (config.acquired_within_window(), config.tick());
+        if window.is_zero() && tick.is_none() {
+            return Ok(Some((Vec::new(), None)));
+        }
+        let name = config.name();
+        let (lock_key, tick_key) = (self.keys.lock(name), self.keys.tick(name));
+        let read = self
+            .client
+            .read_txn(wire::TxnRequest {
+                compare: Vec::new(),
+                success: vec![wire::get(&lock_key), wire::get(&tick_key)],
+                failure: Vec::new(),
+            })
+            .await
+            .map_err(self.fail(Operation::Acquire, name))?;
+        // Both are decisions on this instance's clock: etcd has no clock to read.
+        let now = now_ms();
+        let mut compare = Vec::new();
+        if !window.is_zero() {
+            let last = match read.range(0).first() {
+                Some(kv) => {
+                    let value = self.decode(Operation::Acquire, name, kv)?;
+                    if value.locked_at_ms.saturating_add(ms(window)) > now {
+                        return Ok(None);
+                    }
+                    kv.mod_revision
+                }
+                None => 0,
+            };
+            compare.push(wire::modified_at(&lock_key, last));
+        }
+        let Some(tick) = tick else {
+            return Ok(Some((compare, None)));
+        };
+        let (last, revision) = match read.range(1).first() {
+            Some(kv) => {
+                let last = decode_tick(&kv.value)
+                    .map_err(|reason| unreadable(Operation::Acquire, name, kv, reason))?;
+                (Some(last), kv.mod_revision)
+            }
+            None => (None, 0),
+        };
+        if !tick.follows(last, from_ms(now)) {
+            return Ok(None);
+        }
+        compare.push(wire::modified_at(&tick_key, revision));
+        let write = wire::put(&tick_key, encode_tick(tick.millis()), 0);
+        Ok(Some((compare, Some(write))))
     }
 
     /// Grants a lease of `duration` (rounded up to whole seconds).
@@ -250,31 +309,15 @@ impl LockProvider for EtcdLockProvider {
             self.keys.held(name),
             self.keys.least(name),
         );
-        // Held key absent, minimum-hold key absent (and the record as the window read it).
+        // Held key absent, minimum-hold key absent (and the record and the last tick as read).
         let mut compare = vec![
             wire::created_at(&held_key, 0),
             wire::created_at(&least_key, 0),
         ];
-        let window = config.acquired_within_window();
-        if !window.is_zero() {
-            // The window is the one decision on instance clocks: etcd has no clock to read.
-            let response = self
-                .client
-                .range(wire::RangeRequest::key(&lock_key))
-                .await
-                .map_err(&fail)?;
-            let last = match response.kvs.first() {
-                Some(kv) => {
-                    let value = self.decode(Operation::Acquire, name, kv)?;
-                    if value.locked_at_ms.saturating_add(ms(window)) > now_ms() {
-                        return Ok(None);
-                    }
-                    kv.mod_revision
-                }
-                None => 0,
-            };
-            compare.push(wire::modified_at(&lock_key, last));
-        }
+        let Some((read, tick_write)) = self.read_first(config).await? else {
+            return Ok(None);
+        };
+        compare.extend(read);
         // Read before the grant: etcd's lease starts later, so it ends no earlier than this
         // lease's lock_until.
         let locked_at = now_ms();
@@ -312,6 +355,7 @@ impl LockProvider for EtcdLockProvider {
             wire::put(&held_key, self.holder.as_bytes().to_vec(), lease),
             wire::put(&lock_key, value.encode(), 0),
         ];
+        success.extend(tick_write);
         if least != 0 {
             success.push(wire::put(&least_key, Vec::new(), least));
         }
@@ -469,6 +513,15 @@ impl LockProvider for EtcdLockProvider {
     fn inspector(&self) -> Option<&dyn LockInspector> {
         Some(self)
     }
+}
+
+/// The error for key `kv` of lock `lock` holding a value shedlock did not write.
+fn unreadable(operation: Operation, lock: &str, kv: &KeyValue, reason: String) -> Error {
+    EtcdError::Unreadable {
+        key: String::from_utf8_lossy(&kv.key).into_owned(),
+        reason,
+    }
+    .into_store(operation, lock)
 }
 
 /// The revision a lease's held key was created at: its fencing token.

@@ -1,16 +1,16 @@
 //! What `EtcdLockProvider` guarantees beyond the conformance suite, against a real etcd
 //! cluster: tokens above every earlier one after the keys were deleted by hand (etcdctl, as an
-//! operator resets a lock), a stale holder refused after such a reset, release hints, and
-//! configuration errors naming the field. Needs `SHEDLOCK_TEST_ETCD_URL`; skipped without it,
+//! operator resets a lock), a stale holder refused after such a reset, ticks on locks written
+//! before ticks, release hints, and configuration errors naming the field. Needs `SHEDLOCK_TEST_ETCD_URL`; skipped without it,
 //! failed without it when `CI=true`.
 
 mod common;
 
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use shedlock_conformance::unique_lock_name;
-use shedlock_core::{Error, LockConfiguration, LockInspector, LockProvider};
+use shedlock_core::{Error, LockConfiguration, LockInspector, LockProvider, Tick};
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_test_support::stores::{assert_stale_lease_refused, free_port, take_over};
 
@@ -18,16 +18,22 @@ fn config(name: &str) -> LockConfiguration {
     LockConfiguration::new(name, Duration::from_secs(60), Duration::ZERO).unwrap()
 }
 
+/// `etcdctl <args>` on the test cluster, as an operator runs it: what it printed.
+fn etcdctl(args: &[&str]) -> String {
+    let url = common::etcd_url().expect("SHEDLOCK_TEST_ETCD_URL");
+    let output = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", &url])
+        .args(args)
+        .output()
+        .expect("run etcdctl (Debian's etcd-client; .ci/etcd.sh installs it)");
+    assert!(output.status.success(), "etcdctl {args:?} failed");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// `etcdctl del --prefix <prefix>` on the test cluster: every key the provider wrote.
 fn delete_all_by_hand(prefix: &str) {
-    let url = common::etcd_url().expect("SHEDLOCK_TEST_ETCD_URL");
-    let status = Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .args(["--endpoints", &url, "del", "--prefix", prefix])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("run etcdctl (Debian's etcd-client; .ci/etcd.sh installs it)");
-    assert!(status.success(), "etcdctl del failed");
+    etcdctl(&["del", "--prefix", prefix]);
 }
 
 #[tokio::test]
@@ -56,6 +62,43 @@ async fn tokens_stay_above_every_earlier_one_after_the_keys_are_deleted_by_hand(
         "still held"
     );
     assert!(other.release(&second).await.unwrap());
+}
+
+/// A lock written before ticks (a record without a tick key) has no last tick: its next claim
+/// is granted, and the tick kept in `ticks/<name>` through the release, so it is refused the
+/// second time. A tick key shedlock did not write is an error naming it.
+#[tokio::test]
+async fn a_lock_from_before_ticks_is_granted_a_tick() {
+    let Some(provider) = common::provider("old-record").await else {
+        return;
+    };
+    let name = unique_lock_name("old-record");
+    // What a release by a version before ticks left.
+    let record = format!("{}locks/{name}", provider.prefix());
+    let old = r#"{"holder":"web-1","token":41,"locked_at_ms":1000,"lock_until_ms":1000}"#;
+    etcdctl(&["put", &record, old]);
+    let tick = Tick::new(SystemTime::now());
+    let c = config(&name).for_tick(tick);
+    let lease = provider.acquire(&c).await.unwrap().expect("no last tick");
+    assert!(lease.fencing_token() > 41);
+    assert!(provider.release(&lease).await.unwrap());
+    let tick_key = format!("{}ticks/{name}", provider.prefix());
+    let kept = etcdctl(&["get", "--print-value-only", &tick_key]);
+    assert_eq!(
+        kept.trim(),
+        tick.millis().to_string(),
+        "the tick outlives the release"
+    );
+    assert!(
+        provider.acquire(&c).await.unwrap().is_none(),
+        "granted once"
+    );
+    etcdctl(&["put", &tick_key, "soon"]);
+    let error = provider.acquire(&c).await.unwrap_err();
+    assert!(
+        matches!(&error, Error::Store { .. }) && format!("{error:#}").contains(&tick_key),
+        "a tick key shedlock did not write is an error naming it: {error:#}"
+    );
 }
 
 #[tokio::test]
