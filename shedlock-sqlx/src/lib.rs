@@ -5,7 +5,7 @@
 //! | feature | provider | times | acquire |
 //! |---|---|---|---|
 //! | `postgres` | `PgLockProvider` | `TIMESTAMP`, UTC, `clock_timestamp()` | 1 statement: upsert `RETURNING` |
-//! | `mysql` | `MySqlLockProvider` (MySQL, MariaDB; tested on MariaDB 10.11) | `DATETIME(3)`, UTC, `UTC_TIMESTAMP(3)` | 1 statement if held, 2 if free, 3 on first use |
+//! | `mysql` | `MySqlLockProvider` (MySQL, MariaDB; tested on MariaDB 10.11) | `DATETIME(3)`, UTC, `UTC_TIMESTAMP(3)` | 1 statement if held, 2 if free or a tick is refused, 3 on first use |
 //! | `sqlite` | `SqliteLockProvider` | TEXT `YYYY-MM-DD HH:MM:SS.SSS`, UTC, `'now'` | 1 statement: upsert `RETURNING` |
 //!
 //! Release and extend are one `UPDATE` each (MySQL: extend reads the new `lock_until` back with
@@ -63,10 +63,11 @@
 //!
 //! # The lock table
 //!
-//! ShedLock's table plus a `fencing_token` column: a table ShedLock (Java) created keeps
-//! working, and Java and Rust instances can share it, once the column exists.
-//! `create_schema()` creates the table if needed and adds the column if missing; it is
-//! idempotent and safe to run from every instance at start-up. The table and column names are
+//! ShedLock's table plus two columns, `fencing_token` and `last_tick` (below): a table ShedLock
+//! (Java) or an earlier version created keeps working, and Java and Rust instances can share
+//! it, once the columns exist; Java's statements never name them. `create_schema()` creates the
+//! table if needed and adds the columns that are missing; it is idempotent and safe to run
+//! from every instance at start-up. The table and column names are
 //! configurable ([`SqlLockProviderBuilder`], [`ColumnNames`]); only plain identifiers are
 //! accepted. The same DDL is in `sql/` beside this crate, for migration tools.
 //!
@@ -153,13 +154,25 @@
 //! rows (SQLite in rollback-journal mode beside a reader, a deferred constraint) is reported
 //! as the failure it is, never as a grant, an extension or a release.
 //!
+//! # Tick claims
+//!
+//! An acquisition for a tick ([`LockConfiguration::for_tick`](shedlock_core::LockConfiguration::for_tick))
+//! is granted only if, besides the lock being free, the row's `last_tick` is NULL or at least
+//! the tick's spacing before the tick, and the tick lies at most its `ahead` bound after the
+//! database clock (in milliseconds since 1970, from the clock the statement reads for
+//! `lock_until`); the grant writes the tick to `last_tick` in the same statement. Without a
+//! tick, `last_tick` is neither checked nor changed; release and extend never touch it. Rows
+//! without one (written before the column existed, or by Java ShedLock) take any tick.
+//! MySQL and MariaDB refuse a tick in the `UPDATE`'s `WHERE`, so a refused tick costs the
+//! `INSERT IGNORE` of a first use too (2 statements).
+//!
 //! # Errors
 //!
 //! Database failures are [`Error::Store`](shedlock_core::Error::Store) naming the operation
-//! and lock; a missing table or `fencing_token` column says so and how to fix it. Invalid
-//! table, column or holder names are
-//! [`Error::InvalidConfig`](shedlock_core::Error::InvalidConfig) naming the field. Nothing here
-//! panics on what the database returns.
+//! and lock; a missing table or column says so and how to fix it (a missing `fencing_token` or
+//! `last_tick`: its name and the `ALTER TABLE` adding it). Invalid table, column or holder
+//! names are [`Error::InvalidConfig`](shedlock_core::Error::InvalidConfig) naming the field.
+//! Nothing here panics on what the database returns.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// Applies `#[cfg]` "any SQL database feature" to each item.

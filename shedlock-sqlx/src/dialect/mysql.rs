@@ -31,7 +31,9 @@ const ER_DUP_FIELDNAME: u16 = 1060;
 /// |---|---|---|---|
 /// | acquire | 2: conditional `UPDATE` (token via `LAST_INSERT_ID`) + `SELECT` of the times | 1 | 3: `UPDATE`, `INSERT IGNORE`, `SELECT` |
 ///
-/// Release is one `UPDATE`; extend is an `UPDATE` and a `SELECT` of the new `lock_until`.
+/// A tick claim the lock's last tick or the tick's `ahead` bound refuses costs 2: the `UPDATE`
+/// matches no row, and the `INSERT IGNORE` finds the row (or, ahead, inserts none). Release is
+/// one `UPDATE`; extend is an `UPDATE` and a `SELECT` of the new `lock_until`.
 /// Every attempt starts from the table, so a row deleted by hand is recreated by the next one.
 /// Acquires are never batched: each one takes the statements above, however busy the
 /// connections are.

@@ -7,9 +7,9 @@
 //! tests run on tokio's single-threaded runtime, so that spawned acquires reach the queue
 //! before the test goes on.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use shedlock_core::{LockConfiguration, LockInspector, LockLease, LockProvider, LockQuery};
+use shedlock_core::{LockConfiguration, LockInspector, LockLease, LockProvider, LockQuery, Tick};
 use shedlock_sqlx::PgLockProvider;
 use sqlx::{AssertSqlSafe, Executor, PgPool, Postgres, Transaction};
 use tokio::task::JoinHandle;
@@ -222,6 +222,53 @@ async fn each_row_keeps_its_own_conditions() {
     let expired = provider.lock_record("expired").await.unwrap().unwrap();
     assert_eq!(expired.holder, provider.holder());
     assert!(expired.held);
+    drop_table(&pool, &table).await;
+}
+
+/// One batch, each row with its own tick: a new lock takes its tick; a free lock whose last
+/// tick is this one is refused, one whose last tick lies a spacing back takes it; a tick too
+/// far ahead inserts nothing; an acquisition without a tick leaves the last tick alone.
+#[tokio::test]
+async fn each_row_keeps_its_own_tick() {
+    let Some((pool, provider, table)) = provider("shedlock_batchticks").await else {
+        return;
+    };
+    let long = Duration::from_secs(60);
+    let now = SystemTime::now();
+    let tick = Tick::new(now);
+    let earlier = Tick::new(now - Duration::from_secs(10));
+    for (name, last) in [("spent", tick), ("spaced", earlier), ("untouched", tick)] {
+        let config = lease_config(name, long).for_tick(last);
+        let lease = provider.acquire(&config).await.unwrap().expect("free");
+        assert!(provider.release(&lease).await.unwrap());
+    }
+    let year = Duration::from_secs(365 * 24 * 3600);
+    let far = Tick::new(now + year).ahead_at_most(Duration::from_secs(3600));
+    let configs = vec![
+        lease_config("new", long).for_tick(tick),
+        lease_config("spent", long).for_tick(tick),
+        lease_config("spaced", long).for_tick(tick.with_spacing(Duration::from_secs(10))),
+        lease_config("ahead", long).for_tick(far),
+        lease_config("untouched", long),
+    ];
+    let (outcomes, statements) =
+        acquire_batched(&pool, &provider, &table, "blocker", configs).await;
+    let granted: Vec<bool> = outcomes.iter().map(Option::is_some).collect();
+    assert_eq!(granted, [true, false, true, false, true]);
+    assert_eq!(statements, 3, "the two blocker acquires and one batch");
+    let last_ticks: Vec<(String, Option<i64>)> = sqlx::query_as(AssertSqlSafe(format!(
+        "SELECT name, last_tick FROM {table} WHERE name <> 'blocker' ORDER BY name"
+    )))
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let t = Some(tick.millis());
+    let expected = [("new", t), ("spaced", t), ("spent", t), ("untouched", t)];
+    let expected: Vec<(String, Option<i64>)> = expected
+        .into_iter()
+        .map(|(name, last)| (name.to_owned(), last))
+        .collect();
+    assert_eq!(last_ticks, expected);
     drop_table(&pool, &table).await;
 }
 
