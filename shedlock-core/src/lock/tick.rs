@@ -102,15 +102,16 @@ impl Tick {
     }
 }
 
-/// Milliseconds since the Unix epoch, cut to the millisecond below (negative before it).
+/// Milliseconds since the Unix epoch, cut to the millisecond below (negative before it),
+/// saturating at the ends of `i64` (some 292 million years away).
 pub(crate) fn epoch_millis(time: SystemTime) -> i64 {
+    let whole = |duration: Duration| i64::try_from(duration.as_millis()).unwrap_or(i64::MAX);
     match time.duration_since(SystemTime::UNIX_EPOCH) {
-        Ok(after) => duration_millis(after),
+        Ok(after) => whole(after),
         Err(before) => {
             let before = before.duration();
-            let whole = duration_millis(before);
-            let cut = Duration::from_millis(whole.unsigned_abs()) < before;
-            whole.saturating_neg().saturating_sub(i64::from(cut))
+            let cut = u128::from(before.subsec_nanos() % 1_000_000 != 0);
+            i64::try_from(before.as_millis() + cut).map_or(i64::MIN, |ms| -ms)
         }
     }
 }
@@ -136,6 +137,10 @@ mod tests {
         );
         let exact = SystemTime::UNIX_EPOCH - Duration::from_millis(3);
         assert_eq!(Tick::new(exact).millis(), -3);
+        // Past 100 years from 1970 (no cap at MAX_DURATION): distinct ticks stay distinct.
+        let year = Duration::from_secs(365 * 24 * 3600);
+        let far = SystemTime::UNIX_EPOCH + 150 * year;
+        assert!(Tick::new(far + Duration::from_secs(1)).millis() > Tick::new(far).millis());
     }
 
     #[test]
