@@ -8,7 +8,7 @@
 pub use shedlock_core::{
     Candidacy, Clock, ElectionConfig, Error, InMemoryLockProvider, LeaderState, LockConfiguration,
     LockInspector, LockProvider, LockQuery, LockRecord, MAX_DURATION, MAX_LOCK_NAME_LEN,
-    ManualClock, Operation, RunCursor, RunLog, RunOutcome, RunQuery, RunRecord, SystemClock,
+    ManualClock, Operation, RunCursor, RunLog, RunOutcome, RunQuery, RunRecord, SystemClock, Tick,
     TokioClock,
 };
 #[doc(inline)]

@@ -2,7 +2,8 @@
 //! and heap allocations per run on the hot path (an executor's `execute`, a scheduler tick),
 //! all on the in-memory provider, so what is counted is ours and the runtime's, not a driver's.
 //!
-//! Run with: `cargo run --release -p shedlock-bench --bin memory`
+//! Run with: `cargo run --release -p shedlock-bench --bin memory` (10,000 jobs), or with the job
+//! counts to measure: `cargo run --release -p shedlock-bench --bin memory -- 10000 100000`.
 //!
 //! A binary of its own because it counts every allocation through a global allocator wrapper
 //! (`stats_alloc`), which the throughput benchmarks must not pay for.
@@ -75,21 +76,21 @@ async fn start<S: Clone + Send + Sync + 'static>(
         .await
 }
 
-/// Resident memory and live heap before registering, with 10,000 jobs registered, and with
+/// Resident memory and live heap before registering, with `jobs` jobs registered, and with
 /// their scheduler started and idle (every job's next fire is a year away).
-async fn scheduler_with_many_jobs() -> anyhow::Result<()> {
+async fn scheduler_with_many_jobs(jobs: usize) -> anyhow::Result<()> {
     let (rss_empty, heap_empty) = (status_kib("VmRSS"), live_heap());
     let yearly = || Schedule::cron("0 0 0 1 1 *");
-    let registry = locked_jobs((), "job", JOBS, yearly, |()| async {})?;
+    let registry = locked_jobs((), "job", jobs, yearly, |()| async {})?;
     let (rss_registered, heap_registered) = (status_kib("VmRSS"), live_heap());
     let scheduler = start(registry).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (rss_started, heap_started) = (status_kib("VmRSS"), live_heap());
-    let per_job = |bytes: i64| bytes as f64 / JOBS as f64;
+    let per_job = |bytes: i64| bytes as f64 / jobs as f64;
     println!(
-        "memory scheduler_jobs={JOBS} rss_mib before={:.1} registered={:.1} started_idle={:.1} \
+        "memory scheduler_jobs={jobs} rss_mib before={:.1} registered={:.1} started_idle={:.1} \
          heap_mib before={:.2} registered={:.2} started_idle={:.2} \
-         heap_bytes_per_job registered={:.0} started={:.0}",
+         heap_bytes_per_job registered={:.0} started={:.0} started_beyond_registered={:.0}",
         mib(rss_empty),
         mib(rss_registered),
         mib(rss_started),
@@ -98,9 +99,16 @@ async fn scheduler_with_many_jobs() -> anyhow::Result<()> {
         heap_started as f64 / 1048576.0,
         per_job(heap_registered - heap_empty),
         per_job(heap_started - heap_empty),
+        per_job(heap_started - heap_registered),
     );
     scheduler.shutdown().await;
     drop(scheduler);
+    Ok(())
+}
+
+/// Heap of the cron patterns alone, and of jobs sharing one `Schedule`.
+fn schedule_sharing() -> anyhow::Result<()> {
+    let per_job = |bytes: i64| bytes as f64 / JOBS as f64;
 
     // Heap only from here (freed memory stays resident): one `Schedule::cron` per job alone
     // (the parsed pattern is shared by expression), and jobs registered with clones of one
@@ -187,8 +195,23 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let counts: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|count| count.replace(['_', ','], "").parse())
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("job counts are whole numbers: {e}"))?;
     runtime.block_on(async {
-        scheduler_with_many_jobs().await?;
+        // Resident memory only grows: the largest count last.
+        let mut counts = if counts.is_empty() {
+            vec![JOBS]
+        } else {
+            counts
+        };
+        counts.sort_unstable();
+        for jobs in counts {
+            scheduler_with_many_jobs(jobs).await?;
+        }
+        schedule_sharing()?;
         executor_allocations().await?;
         tick_allocations(
             "fixed_rate_10ms",
