@@ -80,8 +80,8 @@ const NOW: &str = "UTC_TIMESTAMP(3)";
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct MySqlStatements {
-    /// `?` name, `?` lease µs, `?` holder, `?` tick or NULL, `?` earliest clock ms (`TickBounds`):
-    /// first use of a lock name, its token through `LAST_INSERT_ID`.
+    /// `?` name, `?` lease µs, `?` holder, `?` tick or NULL, `?` earliest clock ms
+    /// (`TickBounds`): first use of a lock name, its token through `LAST_INSERT_ID`.
     insert: SqlStr,
     /// `?` name, `?` holder, `?` token: (locked_at, lock_until) of that lease.
     lease_times: SqlStr,
@@ -113,8 +113,8 @@ impl Dialect for MySql {
     /// last tick, `?` earliest clock ms (the window: refused if acquired more recently; the
     /// tick's bounds: `TickBounds`). Takes an expired lock in place, reporting the new token
     /// through `LAST_INSERT_ID` (0: held). Matches 1 row whenever the lock's row exists and
-    /// the tick may follow its last one. `release`:
-    /// `?` lock_at_least_for µs, `?` name, `?` holder, `?` token: matches 1 row if released.
+    /// the tick may follow its last one. `release`: `?` lock_at_least_for µs, `?` name, `?`
+    /// holder, `?` token: matches 1 row if released.
     /// `extend`: the same with the lease: matches 1 row if extended. `verify`: `?` name, `?`
     /// holder, `?` token: one row if that lease is live; share-locks the row. `lock_state`:
     /// `?` name.
@@ -133,10 +133,11 @@ impl Dialect for MySql {
         // (MariaDB's SIMULTANEOUS_ASSIGNMENT) or the new values of the columns assigned before
         // them (MySQL's and MariaDB's default, left to right). `last`, `by`, `token` and
         // `until` read only columns assigned after them (or themselves), so both orders show
-        // them the old row. `at` comes last and is moved to now when the lock was free in the old row
-        // (SIMULTANEOUS_ASSIGNMENT: `until` is still old) or when `until` now holds this
-        // statement's new end (left to right; also true when the holder renewed the same lease
-        // within the same millisecond, where moving `locked_at` only holds the lock longer).
+        // them the old row. `at` comes last and is moved to now when the lock was free in the
+        // old row (SIMULTANEOUS_ASSIGNMENT: `until` is still old) or when `until` now holds
+        // this statement's new end (left to right; also true when the holder renewed the same
+        // lease within the same millisecond, where moving `locked_at` only holds the lock
+        // longer).
         let not_recent = format!("COALESCE({at} <= {NOW} - INTERVAL ? MICROSECOND, TRUE)");
         let free = format!("({until} <= {NOW} AND {not_recent})");
         // Tokens: `max(previous + 1, clock in µs)` (see "Token floor" in `values.rs`).

@@ -177,8 +177,9 @@ impl Dialect for Pg {
 
     /// `acquire`: `$1` name, `$2` holder, `$3` lease, `$4` window (refused if acquired more
     /// recently), `$5` to `$7` the tick's bounds (`TickBounds`: tick or NULL, latest last
-    /// tick, earliest clock in ms): one row (token, locked_at, lock_until) if acquired. `release`: `$1` name,
-    /// `$2` holder, `$3` token, `$4` lock_at_least_for: one row if released. `extend`: the
+    /// tick, earliest clock in ms): one row (token, locked_at, lock_until) if acquired.
+    /// `release`: `$1` name, `$2` holder, `$3` token, `$4` lock_at_least_for: one row if
+    /// released. `extend`: the
     /// same with `$4` the lease: one row (lock_until) if extended. `verify`: `$1` name, `$2`
     /// holder, `$3` token: one row if that lease is live; locks the row until the caller's
     /// transaction ends. `lock_state`: `$1` name.

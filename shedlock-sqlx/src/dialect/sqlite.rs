@@ -112,12 +112,12 @@ impl Dialect for Sqlite {
 
     /// `acquire`: `?1` name, `?2` holder, `?3` lease modifier, `?4` NULL or a time (refused if
     /// acquired later), `?5` to `?7` the tick's bounds (`TickBounds`: tick or NULL, latest
-    /// last tick, earliest clock in ms): one row (token, locked_at, lock_until) if acquired. `release`: `?1`
-    /// name, `?2` holder, `?3` token, `?4` lock_at_least_for modifier: 1 row changed if
-    /// released. `extend`: the same with the lease modifier: one row (lock_until) if extended.
-    /// `verify`: `?1` name, `?2` holder, `?3` token: 1 row changed if that lease is live. A
-    /// write, so the caller's transaction holds the database's write lock from here on.
-    /// `lock_state`: `?1` name.
+    /// last tick, earliest clock in ms): one row (token, locked_at, lock_until) if acquired.
+    /// `release`: `?1` name, `?2` holder, `?3` token, `?4` lock_at_least_for modifier: 1 row
+    /// changed if released. `extend`: the same with the lease modifier: one row (lock_until)
+    /// if extended. `verify`: `?1` name, `?2` holder, `?3` token: 1 row changed if that lease
+    /// is live. A write, so the caller's transaction holds the database's write lock from here
+    /// on. `lock_state`: `?1` name.
     fn statements(table: &Table) -> Statements {
         let [t, name, until, at, by, token, last] = identifiers(table);
         let now = NOW;
