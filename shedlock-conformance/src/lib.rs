@@ -14,6 +14,7 @@
 //! The harness expression may return `None` to skip (after printing why), e.g. when a database
 //! URL is not set.
 
+pub mod batches;
 pub mod election;
 pub mod env;
 pub mod history;
@@ -578,6 +579,11 @@ macro_rules! conformance_tests {
             tick_far_ahead_is_refused,
             many_locks_claim_one_tick_once,
             skewed_clocks_run_each_tick_once,
+        );
+        $crate::__conformance_cases!(($harness) $crate::batches:
+            batch_answers_each_lock_as_acquire_would,
+            batch_of_none_or_one,
+            opposite_batches_never_deadlock,
         );
     };
 }

@@ -25,8 +25,8 @@ pub trait LockProvider: Send + Sync + Debug + 'static {
     /// lease's fencing token is strictly greater than every earlier token of that lock name.
     async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error>;
 
-    /// Tries once to take each lock of `configs`, as [`acquire`](Self::acquire) does, and
-    /// answers for each in order. The scheduler claims all the ticks an instance has due at
+    /// Tries once to take each lock of `configs` (distinct names), as
+    /// [`acquire`](Self::acquire) does, and answers for each in order. The scheduler claims all the ticks an instance has due at
     /// one instant so; a store that can should take them in one round trip, in an order of its
     /// own that never deadlocks against another instance's batch (names sorted, say), and may
     /// answer every lock with an error when that round trip fails. The default takes them one

@@ -8,7 +8,7 @@
 //! considered; the earlier ones are counted as missed.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -308,6 +308,8 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
     /// the provider: one round trip where the store batches.
     fn launch(&self, fired: Vec<Fired>, tx: &mpsc::UnboundedSender<(u32, bool)>) {
         let mut claims = Vec::new();
+        // A batch names each lock once: a second job on the same lock asks for it itself.
+        let mut names = HashSet::new();
         for (job, due, skip_passed) in fired {
             let index = job as usize;
             let ended = Ended {
@@ -317,7 +319,9 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
             };
             let (prepared, status) = (&self.jobs[index], &self.statuses[index]);
             match (&prepared.lock, &self.runtime.executor) {
-                (Some(_), Some(_)) if due.rerun.is_none() => {
+                (Some(lock), Some(_))
+                    if due.rerun.is_none() && names.insert(lock.config.shared_name()) =>
+                {
                     // A tick that may not start ends here (`ended` reports it).
                     if prepared.may_fire(&self.runtime, status, &due) {
                         claims.push((job, due, ended));
