@@ -113,7 +113,7 @@ impl Scheduler {
     /// [`Error::Scheduler`] for an unknown job name, and when shutdown has begun (the job did
     /// not run); [`Error::Store`] when the lock could not be acquired.
     pub async fn run_now(&self, job_name: &str) -> Result<TaskResult<Result<(), String>>, Error> {
-        let index = self.jobs.iter().position(|job| job.name == job_name);
+        let index = self.jobs.iter().position(|job| job.name() == job_name);
         match (index, &self.run_now) {
             (Some(index), Some(run_now)) => run_now(index).await,
             _ => Err(Error::Scheduler(format!("no job named `{job_name}`"))),

@@ -11,8 +11,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::plan::ResolvedLock;
+use super::status::JobInfo;
 use crate::lock::executor::Claimed;
-use crate::{Clock, Error, Job, LeaderElection, LockingTaskExecutor, RunRecord, Tick};
+use crate::{Clock, Error, Job, LeaderElection, LockingTaskExecutor, RunRecord, Schedule, Tick};
 
 /// What every job runner of one scheduler shares.
 #[derive(Debug)]
@@ -49,6 +50,27 @@ pub(crate) struct PreparedJob<S> {
     pub(crate) misfire_threshold: Duration,
     /// Whether a watcher follows a run of this job now (one at a time).
     pub(crate) watching: Arc<AtomicBool>,
+}
+
+impl<S> std::fmt::Debug for PreparedJob<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedJob")
+            .field("job", &self.job.name)
+            .field("schedule", &self.job.schedule)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: 'static> JobInfo for PreparedJob<S> {
+    fn name(&self) -> &str {
+        &self.job.name
+    }
+    fn schedule(&self) -> &Schedule {
+        &self.job.schedule
+    }
+    fn lock_name(&self) -> Option<&str> {
+        self.lock.as_ref().map(|lock| lock.config.name())
+    }
 }
 
 impl<S> Clone for PreparedJob<S> {

@@ -1,6 +1,5 @@
 //! What the scheduler reports: per-job status and the shutdown summary.
 
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -87,10 +86,9 @@ pub struct ShutdownReport {
 /// Live status of one job, updated by its runner.
 #[derive(Debug)]
 pub(crate) struct JobState {
-    pub(crate) name: Cow<'static, str>,
-    /// Shown in words only when asked: 100,000 jobs keep no text of their schedules.
-    schedule: Schedule,
-    lock_name: Option<Arc<str>>,
+    /// The job's name, schedule and lock, read from the job itself when asked: 100,000 jobs
+    /// keep no copies of them.
+    job: Arc<dyn JobInfo>,
     next_fire: Mutex<Option<SystemTime>>,
     last_outcome: Mutex<Option<JobOutcome>>,
     running: AtomicBool,
@@ -102,17 +100,23 @@ pub(crate) struct JobState {
     metrics: JobMetrics,
 }
 
+/// What a job's status shows of its definition.
+pub(crate) trait JobInfo: Send + Sync + std::fmt::Debug {
+    fn name(&self) -> &str;
+    fn schedule(&self) -> &Schedule;
+    fn lock_name(&self) -> Option<&str>;
+}
+
 impl JobState {
-    pub(crate) fn new(
-        name: Cow<'static, str>,
-        schedule: Schedule,
-        lock_name: Option<Arc<str>>,
-    ) -> Self {
+    /// The job's name.
+    pub(crate) fn name(&self) -> &str {
+        self.job.name()
+    }
+
+    pub(crate) fn new(job: Arc<dyn JobInfo>) -> Self {
         JobState {
-            metrics: JobMetrics::new(&name),
-            name,
-            schedule,
-            lock_name,
+            metrics: JobMetrics::new(job.name()),
+            job,
             next_fire: Mutex::new(None),
             last_outcome: Mutex::new(None),
             running: AtomicBool::new(false),
@@ -167,9 +171,9 @@ impl JobState {
 
     pub(crate) fn snapshot(&self) -> JobStatus {
         JobStatus {
-            name: self.name.to_string(),
-            schedule: self.schedule.to_string(),
-            lock_name: self.lock_name.as_deref().map(str::to_owned),
+            name: self.job.name().to_owned(),
+            schedule: self.job.schedule().to_string(),
+            lock_name: self.job.lock_name().map(str::to_owned),
             next_fire: *self.next_fire.lock().unwrap_or_else(|e| e.into_inner()),
             running: self.running.load(Ordering::Acquire),
             last_outcome: self
