@@ -14,9 +14,9 @@ use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
 use chrono::NaiveDateTime;
-use shedlock_core::Error;
+use shedlock_core::{Error, LockConfiguration};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
-use sqlx::{Sqlite as SqliteDb, SqliteConnection, SqlitePool};
+use sqlx::{Connection as _, Sqlite as SqliteDb, SqliteConnection, SqlitePool};
 
 use crate::dialect::{AcquiredRow, Driver, Statements, add_column, identifiers, sealed::Sealed};
 use crate::{
@@ -245,6 +245,38 @@ impl Dialect for Sqlite {
         let row: Option<AcquiredRow> =
             SqliteDb::single_row(connection, &sql.acquire, acquire).await?;
         Ok(row.map(Acquired::from))
+    }
+
+    /// A batch is one transaction on one connection, so one commit and one wait for the
+    /// database's write lock however many locks it holds. SQLite runs in this process: its
+    /// statements are calls, not round trips, and one per lock costs little beside a commit.
+    const MAX_ACQUIRE_BATCH: usize = 1000;
+
+    /// `BEGIN IMMEDIATE`, each lock's acquire statement in name order, `COMMIT`. The write lock
+    /// is taken first, so nothing can come between the statements, and each window is read
+    /// after that wait.
+    async fn acquire_batch<'a>(
+        connection: &'a mut SqliteConnection,
+        sql: &'a Statements,
+        holder: &'a str,
+        configs: impl Iterator<Item = &'a LockConfiguration> + Send + 'a,
+    ) -> Result<Vec<(String, Acquired)>, sqlx::Error> {
+        let mut configs: Vec<&LockConfiguration> = configs.collect();
+        if configs.is_empty() {
+            return Ok(Vec::new());
+        }
+        configs.sort_unstable_by_key(|config| config.name());
+        // Dropped before the commit (an error, or the caller went away), it rolls back.
+        let mut tx = connection.begin_with("BEGIN IMMEDIATE").await?;
+        let mut won = Vec::new();
+        for config in configs {
+            let args = Acquire { holder, config };
+            if let Some(acquired) = Self::acquire(&mut tx, sql, args).await? {
+                won.push((config.name().to_owned(), acquired));
+            }
+        }
+        tx.commit().await?;
+        Ok(won)
     }
 
     async fn release(

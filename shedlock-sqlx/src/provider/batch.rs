@@ -1,4 +1,11 @@
-//! Acquisitions sent together when every connection is busy (group commit, no timers).
+//! Acquisitions sent together: the batches the scheduler asks for
+//! ([`LockProvider::acquire_many`]), and acquires queued while every connection is busy (group
+//! commit, no timers). Both go through the dialect's
+//! [`acquire_batch`](super::Dialect::acquire_batch).
+//!
+//! A batch of `acquire_many` is sorted by name and sent in chunks of the dialect's
+//! [`MAX_ACQUIRE_BATCH`](super::Dialect::MAX_ACQUIRE_BATCH), one round trip each on
+//! PostgreSQL; the answers come back in the order asked.
 //!
 //! While a connection is free, an acquire goes alone, as one statement. When all the
 //! provider's connections are busy, acquires wait in a queue instead of for a connection each;
@@ -12,13 +19,18 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider};
+use futures_util::future::join_all;
+use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation};
 use tokio::sync::oneshot;
 
-use super::SqlLockProvider;
 use super::retry::run;
-use crate::Dialect;
+use super::{SqlLockProvider, answer_may_be_lost};
+use crate::{Acquired, Dialect, store_error};
+
+/// One lock's answer to a batch.
+type Answered = Result<Option<LockLease>, Error>;
 
 /// What a queued acquire learns from its batch.
 pub(crate) enum Answer {
@@ -186,6 +198,116 @@ impl<D: Dialect> SqlLockProvider<D> {
                 // Its caller went away meanwhile: give the lock back rather than hold it
                 // until `lock_until`.
                 let _ = self.release(&lease).await;
+            }
+        }
+    }
+}
+
+impl<D: Dialect> SqlLockProvider<D> {
+    /// `acquire_many` on a dialect that batches: the locks sorted by name (so that the row
+    /// locks of two instances' batches are taken in one order and never deadlock), in chunks
+    /// of `MAX_ACQUIRE_BATCH` sent at once, answered in the order asked.
+    pub(super) async fn acquire_sorted(&self, configs: &[LockConfiguration]) -> Vec<Answered> {
+        let mut order: Vec<usize> = (0..configs.len()).collect();
+        order.sort_unstable_by_key(|&i| configs[i].name());
+        // A statement may write a row only once; the scheduler never repeats a name, but
+        // another caller might: those batches go one lock at a time, as by default.
+        if order
+            .windows(2)
+            .any(|pair| configs[pair[0]].name() == configs[pair[1]].name())
+        {
+            return join_all(configs.iter().map(|config| self.acquire(config))).await;
+        }
+        let chunks = order.chunks(D::MAX_ACQUIRE_BATCH);
+        let answered = join_all(chunks.clone().map(|chunk| {
+            let chunk: Vec<&LockConfiguration> = chunk.iter().map(|&i| &configs[i]).collect();
+            async move { self.acquire_chunk(&chunk).await }
+        }))
+        .await;
+        let mut answers: Vec<Option<Answered>> = configs.iter().map(|_| None).collect();
+        for (chunk, outcomes) in chunks.zip(answered) {
+            for (&i, outcome) in chunk.iter().zip(outcomes) {
+                answers[i] = Some(outcome);
+            }
+        }
+        answers
+            .into_iter()
+            .map(|answer| answer.expect("every lock of a chunk is answered"))
+            .collect()
+    }
+
+    /// One chunk (sorted, distinct names), one call of `acquire_batch`: each lock answered as
+    /// its acquire alone would be, lost answers included.
+    async fn acquire_chunk(&self, configs: &[&LockConfiguration]) -> Vec<Answered> {
+        let in_flight: Vec<_> = configs
+            .iter()
+            .map(|c| self.claims.begin(c.name()))
+            .collect();
+        let (sql, holder) = (&*self.sql, &*self.holder);
+        let started = Instant::now();
+        let mut reconnected = false;
+        let outcome = run!(self, reconnected = reconnected, |c| D::acquire_batch(
+            c,
+            sql,
+            holder,
+            configs.iter().copied()
+        ));
+        match outcome {
+            Ok(won) => {
+                let mut won: HashMap<String, Acquired> = won.into_iter().collect();
+                let won: Vec<Option<Acquired>> =
+                    configs.iter().map(|c| won.remove(c.name())).collect();
+                join_all(configs.iter().zip(won).zip(&in_flight).map(
+                    |((config, acquired), in_flight)| async move {
+                        match acquired {
+                            Some(acquired) => self.lease(config, acquired).map(Some),
+                            // Ran again on a new connection after the first broke: the first
+                            // may have been granted this lock, which the second then found
+                            // held.
+                            None if reconnected && in_flight.alone() => {
+                                Ok(self.adopt_lost_grant(config, started).await)
+                            }
+                            None => Ok(None),
+                        }
+                    },
+                ))
+                .await
+            }
+            Err(Some(e)) if !D::is_busy(&e) => {
+                let lost = answer_may_be_lost(&e);
+                let error = store_error(Operation::Acquire, configs[0].name(), &self.table, e);
+                tracing::debug!(%error, locks = configs.len(), "batched acquire failed");
+                // One error per lock (errors are not `Clone`), each naming its lock.
+                let text = match &error {
+                    Error::Store { source, .. } => source.to_string(),
+                    other => other.to_string(),
+                };
+                let mut first = Some(error);
+                let mut answers = Vec::with_capacity(configs.len());
+                for (config, in_flight) in configs.iter().zip(&in_flight) {
+                    if lost
+                        && in_flight.alone()
+                        && let Some(lease) = self.adopt_lost_grant(config, started).await
+                    {
+                        answers.push(Ok(Some(lease)));
+                        continue;
+                    }
+                    answers.push(Err(first.take().unwrap_or_else(|| {
+                        Error::store(Operation::Acquire, config.name(), text.clone())
+                    })));
+                }
+                answers
+            }
+            // Busy (SQLite), or the conflict persisted: "not acquired", as for an acquire
+            // alone.
+            Err(e) => {
+                let error = e.map(|e| e.to_string());
+                tracing::debug!(
+                    ?error,
+                    locks = configs.len(),
+                    "database busy: batch not acquired this time"
+                );
+                configs.iter().map(|_| Ok(None)).collect()
             }
         }
     }

@@ -372,6 +372,21 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
             .transpose()
     }
 
+    /// One call of the dialect's batch statement per chunk of up to
+    /// [`MAX_ACQUIRE_BATCH`](Dialect::MAX_ACQUIRE_BATCH) locks, sorted by name (see
+    /// [`SqlLockProvider`]); one acquire per lock, all at once, where the dialect has none.
+    async fn acquire_many(
+        &self,
+        configs: &[LockConfiguration],
+    ) -> Vec<Result<Option<LockLease>, Error>> {
+        match configs {
+            [] => Vec::new(),
+            [config] => vec![self.acquire(config).await],
+            _ if D::MAX_ACQUIRE_BATCH > 1 => self.acquire_sorted(configs).await,
+            _ => futures_util::future::join_all(configs.iter().map(|c| self.acquire(c))).await,
+        }
+    }
+
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
         let Some(token) = token_param(lease.fencing_token()) else {
             return Ok(false);
