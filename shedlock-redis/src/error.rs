@@ -15,7 +15,7 @@ pub(crate) struct ServerError {
     pub(crate) kind: ServerErrorKind,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum ServerErrorKind {
     /// The client's or the server's error.
     Redis(redis::RedisError),
@@ -23,6 +23,9 @@ pub(crate) enum ServerErrorKind {
     Timeout(std::time::Duration),
     /// Not tried: the server did not answer lately and has not answered a probe since.
     Down,
+    /// A script's own error for one lock of a batch, `CODE detail` as Redis shows errors (the
+    /// other locks of the batch were answered).
+    Script(String),
     /// A reply the scripts never send: someone else's script or data under our key.
     UnexpectedReply(String),
     /// A lock hash field that is missing or not what the scripts write, read by inspection.
@@ -38,11 +41,21 @@ impl ServerError {
         }
     }
 
+    /// The same failure for another key: one failed batch call answers each of its locks.
+    pub(crate) fn for_key(&self, key: &str) -> Self {
+        ServerError {
+            server: self.server.clone(),
+            key: Some(key.to_owned()),
+            kind: self.kind.clone(),
+        }
+    }
+
     fn wrong_type(&self) -> bool {
         match &self.kind {
             ServerErrorKind::Redis(error) => {
                 error.code() == Some("WRONGTYPE") || error.to_string().contains("WRONGTYPE")
             }
+            ServerErrorKind::Script(text) => text.starts_with("WRONGTYPE"),
             _ => false,
         }
     }
@@ -52,7 +65,7 @@ impl fmt::Display for ServerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let server = &self.server;
         match (&self.key, &self.kind) {
-            (Some(key), ServerErrorKind::Redis(_)) if self.wrong_type() => write!(
+            (Some(key), _) if self.wrong_type() => write!(
                 f,
                 "Redis {server}: key `{key}` holds a value that is not a shedlock lock hash \
                  (WRONGTYPE): another program uses this key; choose another key prefix"
@@ -75,6 +88,10 @@ impl fmt::Display for ServerError {
                 )
             }
             (_, ServerErrorKind::Redis(error)) => write!(f, "Redis {server}: {error}"),
+            (_, ServerErrorKind::Script(text)) => match text.strip_prefix("CORRUPT ") {
+                Some(detail) => write!(f, "Redis {server}: corrupt {detail}"),
+                None => write!(f, "Redis {server}: {text}"),
+            },
             (_, ServerErrorKind::Timeout(timeout)) => {
                 write!(f, "Redis {server}: no answer within {timeout:?}")
             }

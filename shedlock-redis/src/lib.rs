@@ -165,6 +165,7 @@
 //! scripts run by `EVALSHA` and are loaded on `NOSCRIPT`. The same crate offers cluster and
 //! sentinel clients should a later provider need them.
 
+mod batch;
 mod builder;
 mod error;
 mod hints;

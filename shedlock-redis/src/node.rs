@@ -92,6 +92,18 @@ impl fmt::Debug for Node {
     }
 }
 
+/// One lock of an [acquire](Node::acquire) call.
+#[derive(Debug, Clone)]
+pub(crate) struct Claim {
+    pub(crate) key: String,
+    pub(crate) lease_ms: u64,
+    /// How long before `TIME` an acquisition refuses the lock, ms.
+    pub(crate) window_ms: u64,
+    /// 0: the server picks the token (one server); else RedLock's proposal.
+    pub(crate) proposed_token: u64,
+    pub(crate) tick: Option<Tick>,
+}
+
 /// Lease fields read by [`Node::state`]: holder, token, locked_at, lock_until, now (ms).
 pub(crate) type StateParts = (String, u64, u64, u64, u64);
 
@@ -249,39 +261,66 @@ impl Node {
         }
     }
 
-    /// Runs the acquire script: `proposed_token` 0 lets the server pick the token; a proposal
-    /// is taken if above the stored token and at most `tolerance_us` behind the server's clock.
-    /// With a `tick`, the grant also claims it.
+    /// Runs the acquire script once for all of `claims` (in their order, one round trip),
+    /// answering each: a proposal is taken if above the stored token and at most
+    /// `tolerance_us` behind the server's clock. A call that fails fails every claim, each
+    /// error naming the claim's key.
     pub(crate) async fn acquire(
         &self,
-        key: &str,
         holder: &str,
-        (lease_ms, window_ms): (u64, u64),
-        (proposed_token, tolerance_us): (u64, u64),
-        tick: Option<Tick>,
-    ) -> Result<AcquireReply, ServerError> {
+        tolerance_us: u64,
+        claims: &[Claim],
+    ) -> Vec<Result<AcquireReply, ServerError>> {
+        if claims.is_empty() {
+            return Vec::new();
+        }
         let mut invocation = ACQUIRE.prepare_invoke();
-        invocation
-            .key(key)
-            .arg(holder)
-            .arg(lease_ms)
-            .arg(window_ms)
-            .arg(proposed_token)
-            .arg(tolerance_us);
-        match tick {
-            Some(tick) => invocation
-                .arg(tick_millis(&tick))
-                .arg(tick.spacing_millis())
-                .arg(tick.ahead_millis()),
-            None => invocation.arg("").arg(0).arg(0),
-        };
-        let reply: Vec<redis::Value> = self.run(Some(key), &invocation).await?;
-        AcquireReply::parse(&reply).ok_or_else(|| {
-            self.error(
-                Some(key),
-                ServerErrorKind::UnexpectedReply(format!("{reply:?}")),
-            )
-        })
+        invocation.arg(holder).arg(tolerance_us);
+        for claim in claims {
+            invocation
+                .key(&claim.key)
+                .arg(claim.lease_ms)
+                .arg(claim.window_ms)
+                .arg(claim.proposed_token);
+            match claim.tick {
+                Some(tick) => invocation
+                    .arg(tick_millis(&tick))
+                    .arg(tick.spacing_millis())
+                    .arg(tick.ahead_millis()),
+                None => invocation.arg("").arg(0).arg(0),
+            };
+        }
+        let key = claims.first().map(|claim| claim.key.as_str());
+        let replies: Vec<Vec<redis::Value>> =
+            match self.run::<Vec<Vec<redis::Value>>>(key, &invocation).await {
+                Ok(replies) if replies.len() == claims.len() => replies,
+                Ok(replies) => {
+                    let reply = format!("{} answers to {} locks", replies.len(), claims.len());
+                    let failure = self.error(key, ServerErrorKind::UnexpectedReply(reply));
+                    return claims
+                        .iter()
+                        .map(|c| Err(failure.for_key(&c.key)))
+                        .collect();
+                }
+                Err(failure) => {
+                    return claims
+                        .iter()
+                        .map(|c| Err(failure.for_key(&c.key)))
+                        .collect();
+                }
+            };
+        replies
+            .iter()
+            .zip(claims)
+            .map(|(reply, claim)| {
+                let kind = match AcquireReply::parse(reply) {
+                    Some(Ok(answer)) => return Ok(answer),
+                    Some(Err(text)) => ServerErrorKind::Script(text),
+                    None => ServerErrorKind::UnexpectedReply(format!("{reply:?}")),
+                };
+                Err(self.error(Some(&claim.key), kind))
+            })
+            .collect()
     }
 
     /// Whether the live lease `(holder, token)` was released. Publishes `name` on `channel`
@@ -308,17 +347,21 @@ impl Node {
         Ok(released == 1)
     }
 
-    /// Takes back the grant `(holder, token)` of a failed RedLock attempt.
+    /// Takes back the grants `(key, token)` of `holder`'s failed RedLock attempts, in one
+    /// round trip: per grant, whether it was still there.
     pub(crate) async fn undo(
         &self,
-        key: &str,
         holder: &str,
-        token: u64,
-    ) -> Result<bool, ServerError> {
+        grants: &[(&str, u64)],
+    ) -> Result<Vec<bool>, ServerError> {
         let mut invocation = UNDO.prepare_invoke();
-        invocation.key(key).arg(holder).arg(token);
-        let undone: i64 = self.run(Some(key), &invocation).await?;
-        Ok(undone == 1)
+        invocation.arg(holder);
+        for &(key, token) in grants {
+            invocation.key(key).arg(token);
+        }
+        let key = grants.first().map(|&(key, _)| key);
+        let undone: Vec<i64> = self.run(key, &invocation).await?;
+        Ok(undone.into_iter().map(|undone| undone == 1).collect())
     }
 
     /// The new `lock_until` (ms) when the live lease `(holder, token)` was extended.

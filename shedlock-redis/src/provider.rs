@@ -9,11 +9,12 @@ use shedlock_core::{
 use tokio::sync::broadcast;
 
 use crate::RedisLockProviderBuilder;
+use crate::batch;
 use crate::builder::Settings;
 use crate::error::store_error;
 use crate::hints::ReleaseHints;
 use crate::names::validate_holder;
-use crate::node::Node;
+use crate::node::{Claim, Node};
 use crate::scripts::AcquireReply;
 use crate::time::{millis, system_time};
 
@@ -136,42 +137,71 @@ impl RedisLockProvider {
     pub fn release_channel(&self) -> Option<&str> {
         Some(&*self.settings.channel).filter(|c| !c.is_empty())
     }
+
+    /// What the acquire script needs of `config`, its window read now.
+    fn claim(&self, config: &LockConfiguration) -> Claim {
+        Claim {
+            key: self.key(config.name()),
+            lease_ms: millis(config.lock_at_most_for()),
+            window_ms: millis(config.acquired_within_window()),
+            proposed_token: 0,
+            tick: config.tick(),
+        }
+    }
+
+    /// Takes `configs` in one script call, answering each in their order.
+    async fn acquire_chunk(
+        &self,
+        configs: &[&LockConfiguration],
+    ) -> Vec<Result<Option<LockLease>, Error>> {
+        let claims: Vec<Claim> = configs.iter().map(|config| self.claim(config)).collect();
+        let replies = self.node.acquire(&self.settings.holder, 0, &claims).await;
+        configs
+            .iter()
+            .zip(replies)
+            .map(|(config, reply)| {
+                let reply = reply.map_err(|e| store_error(Operation::Acquire, config.name(), e))?;
+                Ok(match reply {
+                    AcquireReply::Granted {
+                        token,
+                        now_ms,
+                        lock_until_ms,
+                        ..
+                    } => Some(LockLease::new(
+                        config,
+                        Arc::clone(&self.settings.holder),
+                        token,
+                        system_time(now_ms),
+                        system_time(lock_until_ms),
+                    )),
+                    AcquireReply::Refused { .. }
+                    | AcquireReply::TokenBehind { .. }
+                    | AcquireReply::TickRefused { .. } => None,
+                })
+            })
+            .collect()
+    }
 }
 
 #[async_trait]
 impl LockProvider for RedisLockProvider {
     async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
-        let reply = self
-            .node
-            .acquire(
-                &self.key(config.name()),
-                &self.settings.holder,
-                (
-                    millis(config.lock_at_most_for()),
-                    millis(config.acquired_within_window()),
-                ),
-                (0, 0),
-                config.tick(),
-            )
-            .await
-            .map_err(|e| store_error(Operation::Acquire, config.name(), e))?;
-        Ok(match reply {
-            AcquireReply::Granted {
-                token,
-                now_ms,
-                lock_until_ms,
-                ..
-            } => Some(LockLease::new(
-                config,
-                Arc::clone(&self.settings.holder),
-                token,
-                system_time(now_ms),
-                system_time(lock_until_ms),
-            )),
-            AcquireReply::Refused { .. }
-            | AcquireReply::TokenBehind { .. }
-            | AcquireReply::TickRefused { .. } => None,
-        })
+        let mut answers = self.acquire_chunk(&[config]).await;
+        answers.pop().unwrap_or(Ok(None))
+    }
+
+    /// One script call (`EVALSHA`) per [chunk](crate#batched-claims) of the batch, in name
+    /// order: each lock decided as [`acquire`](Self::acquire) decides it, on one `TIME` read.
+    async fn acquire_many(
+        &self,
+        configs: &[LockConfiguration],
+    ) -> Vec<Result<Option<LockLease>, Error>> {
+        let mut answers = Vec::with_capacity(configs.len());
+        for chunk in batch::chunks(configs) {
+            let asked: Vec<&LockConfiguration> = chunk.iter().map(|&i| &configs[i]).collect();
+            answers.extend(chunk.into_iter().zip(self.acquire_chunk(&asked).await));
+        }
+        batch::in_order(answers)
     }
 
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {

@@ -20,8 +20,14 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// `KEYS[1]` lock; `ARGV`: holder, lease ms, window ms, proposed token (0: the store picks
-/// it), tolerance µs (RedLock), tick ms (`''`: no tick), tick spacing ms, tick ahead ms.
+/// `KEYS[i]` lock i of a batch; `ARGV`: holder, tolerance µs (RedLock), then six per lock:
+/// lease ms, window ms, proposed token (0: the store picks it), tick ms (`''`: no tick), tick
+/// spacing ms, tick ahead ms. A single acquire is a batch of one: one script, one shape.
+///
+/// Each lock is decided as if alone, in the order given, on one `TIME` read for the whole
+/// batch. Redis runs the script atomically, so the order is no lock order: two batches never
+/// wait on each other. On Redis Cluster a script's keys must share one hash slot, so a batch
+/// there would need grouping by slot (issue 33); these providers do not speak Cluster.
 ///
 /// A tick is granted (with the lock free) only if `last_tick + spacing <= tick <= TIME in ms +
 /// ahead`, and kept as `last_tick` with the grant; a hash without `last_tick` (written before
@@ -33,20 +39,22 @@ use redis::Script;
 /// granted before the hash was deleted or lost. With a proposal (RedLock) the grant takes the
 /// proposal if it is above the stored token and at most `tolerance` µs behind `TIME`.
 ///
-/// Replies `{1, token, now ms, lock_until ms, now µs}` when granted, `{0, token, now ms,
-/// holder, now µs}` when held or acquired within the window, `{-2, '0', now ms, '', now µs}`
-/// when the tick is refused, `{-1, floor, now ms, '', now µs}` when the proposal was behind
-/// (`floor`: the lowest proposal it would have taken).
+/// Replies one entry per lock: `{1, token, now ms, lock_until ms, now µs}` when granted, `{0,
+/// token, now ms, holder, now µs}` when held or acquired within the window, `{-2, '0', now ms,
+/// '', now µs}` when the tick is refused, `{-1, floor, now ms, '', now µs}` when the proposal
+/// was behind (`floor`: the lowest proposal it would have taken), `{-3, 'CODE detail'}` when
+/// that lock cannot be read (`CORRUPT`, `WRONGTYPE`): an entry, not an error reply, since the
+/// locks before it may already be granted.
 /// A grant of a proposed token keeps the previous lease and last tick in `prev_*` fields, for
 /// [`UNDO`] to restore when the other masters did not grant it too.
 pub(crate) static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/acquire.lua")));
 
-/// `KEYS[1]` lock; `ARGV`: holder, token. Takes back a grant of a RedLock attempt that failed
-/// (no majority, or too late): restores the lease before it, token, `locked_at` and
+/// `KEYS[i]` lock i; `ARGV`: holder, then the token of each lock. Takes back the grants of a
+/// RedLock attempt that failed (no majority, or too late), for one lock or a batch: restores the lease before it, token, `locked_at` and
 /// `last_tick` included, so a failed attempt leaves no recent acquisition and no spent tick
 /// behind.
-/// Replies 1 when the grant was still there, else 0.
+/// Replies, per lock, 1 when the grant was still there, else 0.
 pub(crate) static UNDO: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/undo.lua")));
 
@@ -102,7 +110,15 @@ pub(crate) enum AcquireReply {
 }
 
 impl AcquireReply {
-    pub(crate) fn parse(reply: &[redis::Value]) -> Option<Self> {
+    /// One lock's entry of the acquire script's reply: `Err` with the script's error for it.
+    pub(crate) fn parse(reply: &[redis::Value]) -> Option<Result<Self, String>> {
+        if redis::from_redis_value_ref::<i64>(reply.first()?).ok()? == -3 {
+            return Some(Err(redis::from_redis_value_ref(reply.get(1)?).ok()?));
+        }
+        Self::parse_answer(reply).map(Ok)
+    }
+
+    fn parse_answer(reply: &[redis::Value]) -> Option<Self> {
         let number = |i: usize| redis::from_redis_value_ref::<u64>(reply.get(i)?).ok();
         let now_us = number(4)?;
         match redis::from_redis_value_ref::<i64>(reply.first()?).ok()? {

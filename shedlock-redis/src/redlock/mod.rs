@@ -1,5 +1,6 @@
 //! The provider on N independent Redis masters: the RedLock algorithm.
 
+mod acquire;
 mod inspect;
 mod round;
 #[cfg(test)]
@@ -16,6 +17,7 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use crate::RedLockProviderBuilder;
+use crate::batch;
 use crate::builder::Settings;
 use crate::error::{QuorumError, ServerError};
 use crate::hints::ReleaseHints;
@@ -23,7 +25,6 @@ use crate::names::validate_holder;
 use crate::node::Node;
 use crate::proposals::Proposals;
 use crate::time::{millis, system_time};
-use round::agreed_lease;
 
 /// Locks on N independent Redis masters (no replication between them) with the RedLock
 /// algorithm, as published by Redis's author, and fencing tokens agreed by a majority.
@@ -315,72 +316,23 @@ impl RedLockProvider {
 #[async_trait]
 impl LockProvider for RedLockProvider {
     async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
-        let name = config.name();
-        let key = self.key(name);
-        let drift = self.drift(config.lock_at_most_for());
-        let mut proposed = self.tokens.next(name);
-        let mut splits = 0;
-        // A token proposal that is behind is retried at once; bounded in case other instances
-        // keep moving the counter ahead.
-        let mut rounds_left = 2 + self.algorithm.retries;
-        let call_started = Instant::now();
-        loop {
-            rounds_left -= 1;
-            let started = Instant::now();
-            let since_call = started.duration_since(call_started);
-            let round = self.acquire_round(&key, config, proposed, since_call).await;
-            let elapsed = started.elapsed();
-            let quorum = self.algorithm.quorum;
-            let floor = round
-                .behind
-                .max(round.held_token(quorum).map(|token| token + 1));
-            self.tokens.learn(name, round.clock_us, floor.unwrap_or(0));
-            let valid = config.lock_at_most_for() > elapsed + drift;
-            if round.granted.len() >= self.algorithm.quorum && valid {
-                self.tokens.learn(name, None, proposed + 1);
-                for failure in &round.failures {
-                    tracing::debug!(lock = name, error = %failure, "RedLock master failed; a majority granted the lock");
-                }
-                let lease = agreed_lease(
-                    config,
-                    &self.settings.holder,
-                    proposed,
-                    &round.granted,
-                    drift,
-                );
-                return Ok(Some(lease));
-            }
-            if !round.granted.is_empty() {
-                self.undo(&key, &round.granted, proposed).await;
-            }
-            // Held elsewhere only when a majority holds one lease (the same holder and token).
-            // Refusals by the grants of several attempts split the votes: every attempt gives
-            // its grants back and retries after a random delay, so that one of them wins.
-            let held = round.held_token(quorum).is_some();
-            // Its tick spent (or too far ahead) on more masters than a majority can spare: no
-            // retry can win it.
-            let tick_spent = round.tick_refused > self.nodes.len() - quorum;
-            let behind = round.behind.is_some();
-            let pause = self.split_pause(&round, elapsed);
-            if round.failures.len() > self.nodes.len() - quorum {
-                // No majority could have granted it: a store failure, not a held lock.
-                self.check_quorum(Operation::Acquire, name, round.failures, 0)?;
-            }
-            if held || tick_spent || rounds_left == 0 {
-                return Ok(None);
-            }
-            // The grants were taken back: the same proposal stays good unless a master is
-            // already above it or the clocks passed it.
-            proposed = proposed.max(self.tokens.next(name));
-            if behind {
-                continue;
-            }
-            if splits == self.algorithm.retries {
-                return Ok(None);
-            }
-            splits += 1;
-            tokio::time::sleep(pause).await;
+        let mut answers = self.acquire_locks(&[config]).await;
+        answers.pop().unwrap_or(Ok(None))
+    }
+
+    /// Rounds of one script call per master for each [chunk](crate#batched-claims) of the
+    /// batch (names in order), each lock decided as [`acquire`](Self::acquire) decides it;
+    /// the grants of locks a majority did not grant go back in one call per master.
+    async fn acquire_many(
+        &self,
+        configs: &[LockConfiguration],
+    ) -> Vec<Result<Option<LockLease>, Error>> {
+        let mut answers = Vec::with_capacity(configs.len());
+        for chunk in batch::chunks(configs) {
+            let asked: Vec<&LockConfiguration> = chunk.iter().map(|&i| &configs[i]).collect();
+            answers.extend(chunk.into_iter().zip(self.acquire_locks(&asked).await));
         }
+        batch::in_order(answers)
     }
 
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {

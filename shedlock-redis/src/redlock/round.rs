@@ -9,14 +9,18 @@ use shedlock_core::{LockConfiguration, LockLease};
 
 use super::RedLockProvider;
 use crate::error::ServerError;
+use crate::node::Claim;
 use crate::scripts::AcquireReply;
 use crate::time::{millis, system_time};
+
+/// A master's grant: its index, the grant time and the lease end (ms, its clock).
+pub(super) type Grant = (usize, u64, u64);
 
 /// What the masters answered to one round of acquisition.
 #[derive(Debug, Default)]
 pub(super) struct Round {
     /// The masters that granted it: index, grant time and lease end (ms, their clocks).
-    pub(super) granted: Vec<(usize, u64, u64)>,
+    pub(super) granted: Vec<Grant>,
     /// What the refusing masters hold: token and holder.
     pub(super) refused: Vec<(u64, String)>,
     /// The highest floor of a master that found the proposal behind.
@@ -29,6 +33,30 @@ pub(super) struct Round {
 }
 
 impl Round {
+    /// Takes in master `index`'s answer.
+    fn tally(&mut self, index: usize, reply: Result<AcquireReply, ServerError>) {
+        let reply = match reply {
+            Ok(reply) => reply,
+            Err(failure) => {
+                self.failures.push(failure);
+                return;
+            }
+        };
+        self.clock_us = self.clock_us.max(Some(reply.now_us()));
+        match reply {
+            AcquireReply::Granted {
+                now_ms,
+                lock_until_ms,
+                ..
+            } => self.granted.push((index, now_ms, lock_until_ms)),
+            AcquireReply::Refused { token, holder, .. } => self.refused.push((token, holder)),
+            AcquireReply::TokenBehind { floor, .. } => {
+                self.behind = self.behind.max(Some(floor));
+            }
+            AcquireReply::TickRefused { .. } => self.tick_refused += 1,
+        }
+    }
+
     /// The token of a lease that a majority of masters hold (the same holder and token): a
     /// lease that was granted, as opposed to the grants of attempts that split the votes and
     /// are being taken back, which must not move the next proposal.
@@ -42,17 +70,16 @@ impl Round {
 }
 
 impl RedLockProvider {
-    /// One round on every master. `since_call` is how long this `acquire` call has been
-    /// running: a retry refuses a lock acquired since the call began, as the first round would
-    /// have found it held, so a retried attempt never takes a lock another instance acquired and
-    /// released in the meantime (e.g. a scheduler tick that another instance already ran).
+    /// One round for each of `attempts` (a lock and its proposal), one script call per master
+    /// for all of them. `since_call` is how long this acquisition call has been running: a
+    /// retry refuses a lock acquired since the call began, as the first round would have found
+    /// it held, so a retried attempt never takes a lock another instance acquired and released
+    /// in the meantime (e.g. a scheduler tick that another instance already ran).
     pub(super) async fn acquire_round(
         &self,
-        key: &str,
-        config: &LockConfiguration,
-        proposed: u64,
+        attempts: &[(&LockConfiguration, u64)],
         since_call: Duration,
-    ) -> Round {
+    ) -> Vec<Round> {
         // The call's own duration counts in whole milliseconds, less two: masters keep
         // millisecond times, and a lock acquired (and released) just before this call began,
         // in the same or the previous millisecond, must not look acquired during it (an
@@ -60,48 +87,33 @@ impl RedLockProvider {
         let during_call = Duration::from_millis(
             u64::try_from(since_call.as_millis().saturating_sub(2)).unwrap_or(u64::MAX),
         );
-        let (lease_ms, window_ms) = (
-            millis(config.lock_at_most_for()),
-            millis(config.acquired_within_window() + during_call),
-        );
+        let claims: Vec<Claim> = attempts
+            .iter()
+            .map(|&(config, proposed)| Claim {
+                key: self.key(config.name()),
+                lease_ms: millis(config.lock_at_most_for()),
+                window_ms: millis(config.acquired_within_window() + during_call),
+                proposed_token: proposed,
+                tick: config.tick(),
+            })
+            .collect();
         let holder = &*self.settings.holder;
         // A proposal up to one per-master timeout behind a master's clock is still taken: the
         // estimate it follows lags by a round trip, and a slower answer is a failure anyway.
         let tolerance_us = u64::try_from(self.settings.timeout.as_micros()).unwrap_or(u64::MAX);
-        let replies = join_all(self.nodes.iter().map(|node| {
-            node.acquire(
-                key,
-                holder,
-                (lease_ms, window_ms),
-                (proposed, tolerance_us),
-                config.tick(),
-            )
-        }))
+        let replies = join_all(
+            self.nodes
+                .iter()
+                .map(|node| node.acquire(holder, tolerance_us, &claims)),
+        )
         .await;
-        let mut round = Round::default();
-        for (index, reply) in replies.into_iter().enumerate() {
-            let reply = match reply {
-                Ok(reply) => reply,
-                Err(failure) => {
-                    round.failures.push(failure);
-                    continue;
-                }
-            };
-            round.clock_us = round.clock_us.max(Some(reply.now_us()));
-            match reply {
-                AcquireReply::Granted {
-                    now_ms,
-                    lock_until_ms,
-                    ..
-                } => round.granted.push((index, now_ms, lock_until_ms)),
-                AcquireReply::Refused { token, holder, .. } => round.refused.push((token, holder)),
-                AcquireReply::TokenBehind { floor, .. } => {
-                    round.behind = round.behind.max(Some(floor));
-                }
-                AcquireReply::TickRefused { .. } => round.tick_refused += 1,
+        let mut rounds: Vec<Round> = attempts.iter().map(|_| Round::default()).collect();
+        for (index, master) in replies.into_iter().enumerate() {
+            for (round, reply) in rounds.iter_mut().zip(master) {
+                round.tally(index, reply);
             }
         }
-        round
+        rounds
     }
 
     /// How long to wait before retrying a split vote. The attempts that split it break the tie
@@ -123,14 +135,23 @@ impl RedLockProvider {
         }
     }
 
-    /// Takes back what one failed round won (best effort: a master that does not answer keeps
-    /// the grant until its lease ends, and the next proposal goes above its token).
-    pub(super) async fn undo(&self, key: &str, granted: &[(usize, u64, u64)], token: u64) {
+    /// Takes back what failed attempts won, `(key, token, grants)` each, in one call per
+    /// master (best effort: a master that does not answer keeps its grants until their leases
+    /// end, and the next proposals go above its tokens).
+    pub(super) async fn undo(&self, failed: &[(String, u64, &[Grant])]) {
         let holder = &*self.settings.holder;
+        let mut per_master: Vec<Vec<(&str, u64)>> = vec![Vec::new(); self.nodes.len()];
+        for (key, token, granted) in failed {
+            for &(index, ..) in *granted {
+                per_master[index].push((key, *token));
+            }
+        }
         join_all(
-            granted
+            self.nodes
                 .iter()
-                .map(|&(index, ..)| self.nodes[index].undo(key, holder, token)),
+                .zip(&per_master)
+                .filter(|(_, grants)| !grants.is_empty())
+                .map(|(node, grants)| node.undo(holder, grants)),
         )
         .await;
     }
@@ -141,7 +162,7 @@ pub(super) fn agreed_lease(
     config: &LockConfiguration,
     holder: &Arc<str>,
     token: u64,
-    granted: &[(usize, u64, u64)],
+    granted: &[Grant],
     drift: Duration,
 ) -> LockLease {
     let (mut locked_at, mut lock_until) = (u64::MAX, u64::MAX);
