@@ -67,6 +67,7 @@ test_db!(MySql(MySqlPool) for MySqlLockProvider {
     }),
     enforces_varchar: true,
     statements: [3, 2, 1, 1, 2],
+    batch_statements: [3, 3, 3],
     run_statements: [2, 1, 1],
     old_run_table: "CREATE TABLE {r} (lock_name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE \
                     utf8mb4_bin NOT NULL, fencing_token BIGINT NOT NULL, attempt INTEGER NOT NULL, \

@@ -3,12 +3,13 @@
 //! Times are `DATETIME(3)` in UTC from `UTC_TIMESTAMP(3)`, which MySQL evaluates once per
 //! statement; the session time zone never enters. Durations are bound as microseconds.
 
+mod batch;
 mod runs;
 
 use std::time::Duration;
 
 use chrono::NaiveDateTime;
-use shedlock_core::Error;
+use shedlock_core::{Error, LockConfiguration};
 use sqlx::mysql::MySqlDatabaseError;
 use sqlx::{Connection, MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
 
@@ -85,6 +86,8 @@ pub struct MySqlStatements {
     insert: SqlStr,
     /// `?` name, `?` holder, `?` token: (locked_at, lock_until) of that lease.
     lease_times: SqlStr,
+    /// A batch of acquisitions (`batch.rs`).
+    batch: batch::BatchStatements,
 }
 
 /// `?` schema or NULL, `?` table, `?` column: whether the column exists.
@@ -191,6 +194,7 @@ impl Dialect for MySql {
             own: MySqlStatements {
                 insert: trusted_sql(insert),
                 lease_times: trusted_sql(lease_times),
+                batch: batch::BatchStatements::new(table),
             },
         }
     }
@@ -269,6 +273,25 @@ impl Dialect for MySql {
             locked_at,
             lock_until,
         }))
+    }
+
+    /// The statements' text grows with the batch: 1,000 locks are about 100 KB of it and
+    /// 7,000 parameters (of 65,535).
+    const MAX_ACQUIRE_BATCH: usize = 1000;
+
+    /// Four statements in one transaction, whatever the batch's size (see `batch.rs`).
+    async fn acquire_batch<'a>(
+        connection: &'a mut MySqlConnection,
+        sql: &'a Statements<MySqlStatements>,
+        holder: &'a str,
+        configs: impl Iterator<Item = &'a LockConfiguration> + Send + 'a,
+    ) -> Result<Vec<(String, Acquired)>, sqlx::Error> {
+        let mut configs: Vec<&LockConfiguration> = configs.collect();
+        if configs.is_empty() {
+            return Ok(Vec::new());
+        }
+        configs.sort_unstable_by_key(|config| config.name());
+        batch::acquire_batch(connection, &sql.own.batch, holder, &configs).await
     }
 
     async fn release(

@@ -42,6 +42,10 @@ pub(crate) trait TestDb: Send + Sync + Sized + 'static {
     /// Statements per operation: acquire on first use of a name, acquire of a free lock,
     /// acquire of a held lock, release, extend.
     const STATEMENTS: [usize; 5];
+    /// Statements naming the lock table for a batch of 100 locks (`acquire_many`): all on
+    /// first use, all held by another holder, all free. A transaction's `BEGIN` and `COMMIT`
+    /// (MySQL, SQLite) name no table and are not counted.
+    const BATCH_STATEMENTS: [usize; 3];
     /// Statements on the run table per run: start (no trim due), heartbeat, end.
     const RUN_STATEMENTS: [usize; 3];
     /// The run table `{r}` as `create_schema` made it before its two indexes (one on
@@ -160,6 +164,7 @@ macro_rules! test_db {
             java: $java:expr,
             enforces_varchar: $enforces_varchar:literal,
             statements: $statements:expr,
+            batch_statements: $batch_statements:expr,
             run_statements: $run_statements:expr,
             old_run_table: $old_run_table:literal,
             index_names: $index_names:literal,
@@ -178,6 +183,7 @@ macro_rules! test_db {
             const ENFORCES_VARCHAR: bool = $enforces_varchar;
             const JAVA: Option<$crate::common::scenarios::JavaSql> = $java;
             const STATEMENTS: [usize; 5] = $statements;
+            const BATCH_STATEMENTS: [usize; 3] = $batch_statements;
             const RUN_STATEMENTS: [usize; 3] = $run_statements;
             const OLD_RUN_TABLE: &'static str = $old_run_table;
             const INDEX_NAMES: &'static str = $index_names;
@@ -312,6 +318,7 @@ macro_rules! sql_provider_cases {
             inspection_reports_rows,
             operators_release_by_holder_and_token,
             statements_per_operation,
+            statements_per_batch,
             inspection_reads_the_database_clock,
             check_schema_names_what_does_not_fit,
             check_access_leaves_no_trace,

@@ -266,6 +266,47 @@ pub(crate) async fn statements_per_operation<D: TestDb>(db: &D) {
     drop_table(db, &t).await;
 }
 
+/// A batch of 100 locks costs the statements `BATCH_STATEMENTS` says, whatever state its
+/// locks are in: the figure the crate's documentation gives per dialect.
+pub(crate) async fn statements_per_batch<D: TestDb>(db: &D) {
+    statements::record();
+    let a = fresh(db, "a").await;
+    let b = a.clone_as("b");
+    let t = a.table_name().to_owned();
+    let configs: Vec<LockConfiguration> = (0..100)
+        .map(|i| config(&format!("batch-{i:03}"), LONG, Duration::ZERO))
+        .collect();
+    let mut before = statements::executed_on(&t);
+    let mut cost = || {
+        let now = statements::executed_on(&t);
+        std::mem::replace(&mut before, now).abs_diff(now)
+    };
+    let granted = |answers: Vec<Result<Option<shedlock_core::LockLease>, shedlock_core::Error>>| {
+        answers
+            .into_iter()
+            .map(|answer| answer.expect("no store error"))
+            .flatten()
+            .collect::<Vec<_>>()
+    };
+    let leases = granted(a.acquire_many(&configs).await);
+    let first_use = cost();
+    assert_eq!(leases.len(), 100, "every lock is free on first use");
+    assert!(granted(b.acquire_many(&configs).await).is_empty());
+    let held = cost();
+    for lease in &leases {
+        assert!(a.release(lease).await.unwrap());
+    }
+    cost();
+    assert_eq!(granted(b.acquire_many(&configs).await).len(), 100);
+    let free = cost();
+    assert_eq!(
+        [first_use, held, free],
+        D::BATCH_STATEMENTS,
+        "statements for a batch of 100 locks [first use, held, free]"
+    );
+    drop_table(db, &t).await;
+}
+
 /// What a command line offers operators: release a lease named by holder and token (and so,
 /// after reading the row, force a lock free), never touching a lease taken in between.
 pub(crate) async fn operators_release_by_holder_and_token<D: TestDb>(db: &D) {

@@ -1,0 +1,187 @@
+//! MySQL's and MariaDB's batch of acquisitions: a fixed number of statements in one
+//! `READ COMMITTED` transaction, however many locks it holds (neither database can return
+//! values from an `UPDATE`, nor run several prepared statements in one round trip).
+//!
+//! 1. `SELECT … FOR UPDATE` of the batch's rows, in name order: locks the rows that exist
+//!    (and reads their tokens), so that two instances' batches wait for each other in one
+//!    order. `READ COMMITTED` takes no gap locks for the names without a row, which would make
+//!    two first uses of the same names deadlock at their inserts.
+//! 2. An `UPDATE` joined to the batch (a derived table of its rows) takes the free rows, with
+//!    the single acquire's conditions per row (lease, window, tick), on the database clock.
+//! 3. An `INSERT IGNORE … SELECT` from the batch creates the missing rows; a row another
+//!    instance created meanwhile is left to it.
+//! 4. A `SELECT` of the rows this holder has: won are those whose token changed (or that had
+//!    no row), the others were already held by this holder.
+//!
+//! The statements' text depends on the batch's size, so each size is prepared once per
+//! connection.
+
+use std::collections::HashMap;
+
+use chrono::NaiveDateTime;
+use shedlock_core::LockConfiguration;
+use sqlx::mysql::MySqlArguments;
+use sqlx::{Arguments as _, Connection as _, MySql, MySqlConnection};
+
+use super::{NOW, micros};
+use crate::dialect::{TickBounds, identifiers};
+use crate::{Acquired, Table, trusted_sql};
+
+/// The batch statements' text around their lists, which only the size changes: `{names}` (one
+/// `?` per lock) and `{rows}` (the batch as a derived table).
+#[derive(Debug)]
+pub(crate) struct BatchStatements {
+    lock_rows: String,
+    take_free: String,
+    insert_missing: String,
+    read_won: String,
+}
+
+/// The batch as a derived table: one row per lock (name, lease µs, window µs, tick, latest
+/// last tick, earliest clock ms). Numbers are cast, so that MySQL types the parameters as
+/// integers whatever was bound first.
+const FIRST_ROW: &str = "SELECT ? AS lock_name, CAST(? AS SIGNED) AS lease_us, \
+     CAST(? AS SIGNED) AS window_us, CAST(? AS SIGNED) AS tick, \
+     CAST(? AS SIGNED) AS latest_last, CAST(? AS SIGNED) AS earliest_now";
+const NEXT_ROW: &str = " UNION ALL SELECT ?, CAST(? AS SIGNED), CAST(? AS SIGNED), \
+     CAST(? AS SIGNED), CAST(? AS SIGNED), CAST(? AS SIGNED)";
+
+impl BatchStatements {
+    pub(crate) fn new(table: &Table) -> Self {
+        let [t, name, until, at, by, token, last] = identifiers(table);
+        let clock_micros = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
+        let clock_millis =
+            format!("(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {NOW}) DIV 1000)");
+        // `{rows}` first: MySQL binds parameters in the order of the text. Each assignment
+        // reads only its own column, so the order assignments run in does not matter.
+        let take_free = format!(
+            "UPDATE {t} AS l JOIN ({{rows}}) AS b ON l.{name} = b.lock_name SET \
+             l.{last} = COALESCE(b.tick, l.{last}), l.{by} = ?, \
+             l.{token} = GREATEST(GREATEST(COALESCE(l.{token}, 0), 0) + 1, {clock_micros}), \
+             l.{until} = {NOW} + INTERVAL b.lease_us MICROSECOND, l.{at} = {NOW} \
+             WHERE l.{until} <= {NOW} \
+             AND COALESCE(l.{at} <= {NOW} - INTERVAL b.window_us MICROSECOND, TRUE) \
+             AND COALESCE(l.{last} <= b.latest_last, TRUE) AND {clock_millis} >= b.earliest_now"
+        );
+        let insert_missing = format!(
+            "INSERT IGNORE INTO {t} ({name}, {until}, {at}, {by}, {token}, {last}) \
+             SELECT b.lock_name, {NOW} + INTERVAL b.lease_us MICROSECOND, {NOW}, ?, \
+             {clock_micros}, b.tick FROM ({{rows}}) AS b WHERE {clock_millis} >= b.earliest_now"
+        );
+        BatchStatements {
+            lock_rows: format!(
+                "SELECT {name}, {token} FROM {t} WHERE {name} IN ({{names}}) \
+                 ORDER BY {name} FOR UPDATE"
+            ),
+            take_free,
+            insert_missing,
+            read_won: format!(
+                "SELECT {name}, {token}, {at}, {until} FROM {t} \
+                 WHERE {name} IN ({{names}}) AND {by} = ?"
+            ),
+        }
+    }
+}
+
+/// `?, ?, …`: `count` parameters.
+fn marks(count: usize) -> String {
+    vec!["?"; count].join(", ")
+}
+
+/// The batch as a derived table of `count` rows.
+fn rows(count: usize) -> String {
+    FIRST_ROW.to_owned() + &NEXT_ROW.repeat(count.saturating_sub(1))
+}
+
+/// Binds `configs` as the rows of [`rows`]; each window is read now.
+fn bind_rows(
+    arguments: &mut MySqlArguments,
+    configs: &[&LockConfiguration],
+) -> Result<(), sqlx::Error> {
+    for config in configs {
+        let tick = TickBounds::of(config);
+        add(arguments, config.name())?;
+        add(arguments, micros(config.lock_at_most_for()))?;
+        add(arguments, micros(config.acquired_within_window()))?;
+        add(arguments, tick.tick)?;
+        add(arguments, tick.latest_last)?;
+        add(arguments, tick.earliest_now)?;
+    }
+    Ok(())
+}
+
+fn add<'q, T>(arguments: &mut MySqlArguments, value: T) -> Result<(), sqlx::Error>
+where
+    T: sqlx::Encode<'q, MySql> + sqlx::Type<MySql> + 'q,
+{
+    arguments.add(value).map_err(sqlx::Error::Encode)
+}
+
+/// Takes each lock of `configs` (sorted, distinct names) that is free, as `holder`: the locks
+/// taken, by name.
+pub(crate) async fn acquire_batch(
+    connection: &mut MySqlConnection,
+    sql: &BatchStatements,
+    holder: &str,
+    configs: &[&LockConfiguration],
+) -> Result<Vec<(String, Acquired)>, sqlx::Error> {
+    let names = marks(configs.len());
+    let mut tx = connection
+        .begin_with("SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION")
+        .await?;
+    let mut lock_rows = sqlx::query_as::<_, (String, Option<i64>)>(trusted_sql(
+        sql.lock_rows.replace("{names}", &names),
+    ));
+    for config in configs {
+        lock_rows = lock_rows.bind(config.name());
+    }
+    let tokens: HashMap<String, Option<i64>> =
+        lock_rows.fetch_all(&mut *tx).await?.into_iter().collect();
+    let (existing, missing): (Vec<&LockConfiguration>, Vec<&LockConfiguration>) = configs
+        .iter()
+        .partition(|config| tokens.contains_key(config.name()));
+    if !existing.is_empty() {
+        let mut arguments = MySqlArguments::default();
+        bind_rows(&mut arguments, &existing)?;
+        add(&mut arguments, holder)?;
+        let take_free = trusted_sql(sql.take_free.replace("{rows}", &rows(existing.len())));
+        sqlx::query_with(take_free, arguments)
+            .execute(&mut *tx)
+            .await?;
+    }
+    if !missing.is_empty() {
+        let mut arguments = MySqlArguments::default();
+        add(&mut arguments, holder)?;
+        bind_rows(&mut arguments, &missing)?;
+        let insert = trusted_sql(sql.insert_missing.replace("{rows}", &rows(missing.len())));
+        sqlx::query_with(insert, arguments)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let mut read_won = sqlx::query_as(trusted_sql(sql.read_won.replace("{names}", &names)));
+    for config in configs {
+        read_won = read_won.bind(config.name());
+    }
+    let held: Vec<(String, i64, NaiveDateTime, NaiveDateTime)> =
+        read_won.bind(holder).fetch_all(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(held
+        .into_iter()
+        // A row of this holder whose token did not change was held by it before the batch.
+        .filter(|(name, token, _, _)| {
+            tokens
+                .get(name)
+                .is_none_or(|before| *before != Some(*token))
+        })
+        .map(|(name, token, locked_at, lock_until)| {
+            (
+                name,
+                Acquired {
+                    token,
+                    locked_at,
+                    lock_until,
+                },
+            )
+        })
+        .collect())
+}
