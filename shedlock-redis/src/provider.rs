@@ -30,7 +30,9 @@ use crate::time::{millis, system_time};
 /// - **release** matches holder **and** token and ends the lease at
 ///   `max(now, locked_at + lock_at_least_for)`, publishing the name on the
 ///   [release channel](Self::release_channel) when the lock became free;
-/// - **extend** matches holder and token and moves `lock_until` to `now + lock_at_most_for`.
+/// - **extend** matches holder and token and moves `lock_until` to `now + lock_at_most_for`;
+/// - **acquire_many** runs the acquire script once for up to 500 locks, each decided as
+///   acquire decides it (see [batched claims](crate#batched-claims)).
 ///
 /// A lock is one hash, `<key prefix><name>`, that never expires: see the crate docs for why,
 /// for what tokens guarantee when Redis loses its data, and for what a replica failover
@@ -196,12 +198,11 @@ impl LockProvider for RedisLockProvider {
         &self,
         configs: &[LockConfiguration],
     ) -> Vec<Result<Option<LockLease>, Error>> {
-        let mut answers = Vec::with_capacity(configs.len());
-        for chunk in batch::chunks(configs) {
-            let asked: Vec<&LockConfiguration> = chunk.iter().map(|&i| &configs[i]).collect();
-            answers.extend(chunk.into_iter().zip(self.acquire_chunk(&asked).await));
-        }
-        batch::in_order(answers)
+        batch::in_chunks(
+            configs,
+            |asked| async move { self.acquire_chunk(&asked).await },
+        )
+        .await
     }
 
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {

@@ -50,6 +50,10 @@ use crate::time::{millis, system_time};
 ///   still win it on a retry. A master the undo did not reach (down, or too slow) keeps the
 ///   tick and refuses that same tick afterwards (never a later one): the tick is then granted
 ///   only while a majority of the other masters can still grant it.
+/// - **acquire_many** runs each round of a batch as one script call per master for all its
+///   undecided locks (up to 500), each lock granted, refused or retried as acquire decides
+///   it, and the grants of the locks no majority granted go back in one call per master (see
+///   [batched claims](crate#batched-claims)).
 /// - **release** and **extend** run on every master, matching holder and token; an extension
 ///   counts only when a majority extended the lease within its validity.
 /// - The lease's `lock_until` is the earliest of the majority's, less the drift allowance.
@@ -327,12 +331,11 @@ impl LockProvider for RedLockProvider {
         &self,
         configs: &[LockConfiguration],
     ) -> Vec<Result<Option<LockLease>, Error>> {
-        let mut answers = Vec::with_capacity(configs.len());
-        for chunk in batch::chunks(configs) {
-            let asked: Vec<&LockConfiguration> = chunk.iter().map(|&i| &configs[i]).collect();
-            answers.extend(chunk.into_iter().zip(self.acquire_locks(&asked).await));
-        }
-        batch::in_order(answers)
+        batch::in_chunks(
+            configs,
+            |asked| async move { self.acquire_locks(&asked).await },
+        )
+        .await
     }
 
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
