@@ -76,6 +76,23 @@
 //! upgrade, an instance still on one fails ([`Error::Store`](shedlock_core::Error::Store)) on
 //! each lock an upgraded instance has claimed a tick of, and the upgraded instances run it.
 //!
+//! # Batches
+//!
+//! The ticks an instance has due at one instant are claimed in one call
+//! ([`LockProvider::acquire_many`](shedlock_core::LockProvider::acquire_many)): one clock write
+//! for "now", one `multiRead` of every lock node (ZooKeeper 3.6 or later; an older server gets
+//! one acquire per lock), then one transaction with the writes of every lock granted, each
+//! decided and written exactly as a single acquire's. Three requests for any number of locks
+//! up to 200 (two when none is free), where single acquires send two or three each. A
+//! transaction is all or nothing and names only its first failed operation: when another
+//! instance wrote one of the nodes between the read and the transaction, that lock is refused
+//! as an acquire would be, and the others are written each in its own transaction, all at once
+//! (one more round trip; retrying the transaction without the lock lost could take one per
+//! lock lost to that race). `zookeeper-client` 0.11 leaves Nagle's algorithm on, so requests
+//! sent together usually still wait on the wire for the first one's answer: counted through a
+//! proxy (`tests/batch.rs`), a batch of 100 is 3 requests and 3 round trips (2 and 2 held),
+//! 100 acquires at once 300 requests and 4 round trips.
+//!
 //! # A shared ensemble
 //!
 //! Without credentials every node shedlock creates is open to every client of the ensemble

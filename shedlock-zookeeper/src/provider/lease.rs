@@ -12,10 +12,10 @@ use super::ZkLockProvider;
 use super::own::{OwnWrite, OwnWrites};
 use super::write::{Guard, Set};
 use crate::error::ZkError;
-use crate::record::{LeaseRecord, epoch_millis, millis, new_incarnation, system_time};
+use crate::record::{LeaseRecord, epoch_millis, millis, system_time};
 
 impl ZkLockProvider {
-    fn remember(
+    pub(super) fn remember(
         &self,
         lease: &LockLease,
         stat: &Stat,
@@ -142,7 +142,7 @@ impl ZkLockProvider {
     /// After a write refused because the incarnation child of the node read at `read` is
     /// missing: `Ok(None)` if the node was deleted or created again since (someone else's
     /// doing), an error if that same node lost its child (deleted by hand).
-    async fn incarnation_gone(
+    pub(super) async fn incarnation_gone(
         &self,
         client: &Client,
         name: &str,
@@ -178,87 +178,18 @@ impl LockProvider for ZkLockProvider {
         let now = clock
             .map_err(|e| self.fail(Operation::Acquire, name, &self.paths.clock, e))?
             .mtime;
-        let lease = config.lock_at_most_for();
-        let (stat, token, incarnation, tick_ms) = match read {
-            Ok((current, stat)) => {
-                let record = self.decode(name, Operation::Acquire, &current)?;
-                let window = millis(config.acquired_within_window());
-                if record.lock_until_ms(&stat) > now
-                    || record.locked_at_ms(&stat).saturating_add(window) > now
-                    || !claimable(config, record.tick_ms, now)
-                {
-                    return Ok(None);
-                }
-                let token = record.token(&stat).checked_add(1).ok_or_else(|| {
-                    ZkError::Unreadable {
-                        path: path.clone(),
-                        reason: "its token cannot grow any more".to_owned(),
-                    }
-                    .into_store(Operation::Acquire, name)
-                })?;
-                // A node written by hand has no incarnation yet: this write gives it one.
-                let adopt = record.incarnation.is_none();
-                let incarnation = record.incarnation.unwrap_or_else(new_incarnation);
-                let guard = if adopt {
-                    Guard::Adopt(&incarnation)
-                } else {
-                    Guard::Check(&incarnation)
-                };
-                let tick_ms = config.tick().map(|tick| tick.millis()).or(record.tick_ms);
-                let data = LeaseRecord::acquisition(
-                    &self.holder,
-                    lease,
-                    Some(token),
-                    &incarnation,
-                    tick_ms,
-                )
-                .encode();
-                match self
-                    .set_lock_node(&client, &path, &data, stat.version, guard)
-                    .await
-                {
-                    Ok(Set::Written(written)) => (written, token, incarnation, tick_ms),
-                    // Someone else wrote first (they hold it now), or deleted the node.
-                    Ok(Set::Changed) => return Ok(None),
-                    Ok(Set::IncarnationGone) => {
-                        return self.incarnation_gone(&client, name, &stat).await;
-                    }
-                    Err(error) => return Err(error.into_store(Operation::Acquire, name)),
-                }
-            }
-            Err(ZkError::Client(zookeeper_client::Error::NoNode)) => {
-                if !claimable(config, None, now) {
-                    return Ok(None);
-                }
-                let incarnation = new_incarnation();
-                let tick_ms = config.tick().map(|tick| tick.millis());
-                let data =
-                    LeaseRecord::acquisition(&self.holder, lease, None, &incarnation, tick_ms)
-                        .encode();
-                match self
-                    .create_lock_node(&client, &path, &data, &incarnation)
-                    .await
-                {
-                    Ok(Some(stat)) => (stat, stat.czxid.max(0) as u64, incarnation, tick_ms),
-                    // Someone else created it first: they hold it now.
-                    Ok(None) => return Ok(None),
-                    Err(error) => {
-                        return Err(self.fail(Operation::Acquire, name, &self.paths.locks, error));
-                    }
-                }
-            }
-            Err(error) => return Err(error.into_store(Operation::Acquire, name)),
+        let Some(claim) = self.claim(config, read, now)? else {
+            return Ok(None);
         };
-        let lock_until_ms = stat.mtime.saturating_add(millis(lease));
-        let granted = LockLease::new(
-            config,
-            Arc::clone(&self.holder),
-            token,
-            system_time(stat.mtime),
-            system_time(lock_until_ms),
-        );
-        self.remember(&granted, &stat, incarnation.into(), tick_ms, now);
-        Ok(Some(granted))
+        let outcome = self.commit(&client, claim.write()).await;
+        self.settle(&client, config, claim, outcome, now).await
+    }
+
+    async fn acquire_many(
+        &self,
+        configs: &[LockConfiguration],
+    ) -> Vec<Result<Option<LockLease>, Error>> {
+        self.acquire_batch(configs).await
     }
 
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
@@ -333,12 +264,4 @@ impl LockProvider for ZkLockProvider {
     fn inspector(&self) -> Option<&dyn LockInspector> {
         Some(self)
     }
-}
-
-/// Whether `config`'s tick, if any, may be granted over the node's last tick `last`, at
-/// ensemble time `now_ms`: the rule of [`Tick::follows`](shedlock_core::Tick::follows).
-fn claimable(config: &LockConfiguration, last: Option<i64>, now_ms: i64) -> bool {
-    config
-        .tick()
-        .is_none_or(|tick| tick.follows(last, system_time(now_ms)))
 }

@@ -1,8 +1,11 @@
 //! `ZkLockProvider`: the lock contract on ZooKeeper nodes, compare-and-set on node versions.
-//! This module holds the type and its public API; `lease` the contract's operations, `write`
-//! the transactions they write with, `own` what they remember of their writes, `schema` the
+//! This module holds the type and its public API; `lease` the contract's operations, `claim`
+//! an acquisition's decision and its lease, `batch` many acquisitions at once, `write` the
+//! transactions they write with, `own` what they remember of their writes, `schema` the
 //! root's nodes and their ACLs, `inspect` the read side (`LockInspector`).
 
+mod batch;
+mod claim;
 mod lease;
 mod own;
 mod schema;
@@ -38,10 +41,13 @@ use crate::{ZkElector, ZkLockProviderBuilder};
 /// | acquire, lock free | 2 | 2 (clock, lease) |
 /// | release | 1 | 1 |
 /// | extend | 2 | 2 (clock, lease) |
+/// | acquire_many (up to 200 locks), none free | 1 (clock write and one `multiRead`, pipelined) | 1 (clock) |
+/// | acquire_many (up to 200 locks), some free | 2 (then one transaction for them all) | 2 (clock, every lease) |
 ///
-/// Release and extend use the node version this provider last wrote; if the node changed
-/// since (another holder took the lock over, or it was deleted and created again), they read
-/// it once and match holder and token. What the provider remembers of its writes is bounded
+/// Pipelined requests may still wait on each other on the wire (see the crate docs,
+/// "Batches"). Release and extend use the node version this provider last wrote; if the node
+/// changed since (another holder took the lock over, or it was deleted and created again),
+/// they read it once and match holder and token. What the provider remembers of its writes is bounded
 /// by its live leases, not by the number of lock names it ever used.
 ///
 /// With [`digest_auth`](ZkLockProviderBuilder::digest_auth) credentials, every node it
@@ -171,14 +177,7 @@ impl ZkLockProvider {
         path: &str,
         error: ZkError,
     ) -> Error {
-        let error = match error {
-            ZkError::Client(zookeeper_client::Error::NoNode) => ZkError::MissingSchema {
-                path: path.to_owned(),
-                root: self.paths.root.clone(),
-            },
-            other => other,
-        };
-        error.into_store(operation, lock)
+        self.schema_error(path, error).into_store(operation, lock)
     }
 
     /// Decodes a lock node, or fails naming it.
