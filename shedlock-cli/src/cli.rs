@@ -85,6 +85,9 @@ pub(crate) struct DatabaseArgs {
     /// The fencing token column [default: fencing_token]
     #[arg(long, global = true, value_name = "COLUMN")]
     pub(crate) fencing_token_column: Option<String>,
+    /// The last granted tick column [default: last_tick]
+    #[arg(long, global = true, value_name = "COLUMN")]
+    pub(crate) last_tick_column: Option<String>,
     /// How long to wait for the store to accept a connection (e.g. 500ms, 10s, PT10S): a
     /// duration as in `scheduler.toml` and the attributes.
     #[arg(long, global = true, default_value = "10s", value_parser = shedlock_rules::parse_duration)]
@@ -116,6 +119,7 @@ impl DatabaseArgs {
                 "--fencing-token-column",
                 self.fencing_token_column.is_some(),
             ),
+            ("--last-tick-column", self.last_tick_column.is_some()),
             ("--key-prefix", self.key_prefix.is_some()),
             ("--root", self.root.is_some()),
         ]

@@ -199,11 +199,14 @@ async fn lock_state_of<D: Dialect>(url: &str, table: &str, name: &str) -> Option
     provider.lock_record(name).await.expect("read the lock")
 }
 
-/// Runs one statement of the test's own on a server.
+/// Runs one statement of the test's own on a database.
 async fn execute(url: &str, sql: &str) {
     use sqlx::{AssertSqlSafe, Connection, Executor};
     let done = if url.starts_with("postgres") {
         let mut c = sqlx::PgConnection::connect(url).await.expect("connect");
+        c.execute(AssertSqlSafe(sql.to_owned())).await.map(drop)
+    } else if url.starts_with("sqlite") {
+        let mut c = sqlx::SqliteConnection::connect(url).await.expect("connect");
         c.execute(AssertSqlSafe(sql.to_owned())).await.map(drop)
     } else {
         let mut c = sqlx::MySqlConnection::connect(url).await.expect("connect");
@@ -344,6 +347,29 @@ mod cases {
             "{}",
             absent.stdout()
         );
+        db.remove().await;
+    }
+
+    /// A table whose last tick column has another name: `--last-tick-column` names it, and
+    /// without it `doctor` prints the `ALTER TABLE` that adds `last_tick`, which works.
+    pub(super) async fn doctor_prints_the_last_tick_alter_table(db: Db) {
+        db.shedlock(&["--last-tick-column", "tick_ms", "schema", "--apply"])
+            .expect(0);
+        db.shedlock(&["--last-tick-column", "tick_ms", "doctor"])
+            .expect(0);
+        let out = db.shedlock(&["doctor"]).expect(5).stdout();
+        assert!(
+            out.contains("problem  column `last_tick` is missing"),
+            "{out}"
+        );
+        let integer = match db.kind {
+            Kind::Sqlite => "INTEGER",
+            Kind::Postgres | Kind::Mysql => "BIGINT",
+        };
+        let alter = format!("ALTER TABLE {} ADD COLUMN last_tick {integer}", db.table);
+        assert!(out.contains(&format!("fix      {alter},")), "{out}");
+        execute(&db.url, &alter).await;
+        db.shedlock(&["doctor"]).expect(0);
         db.remove().await;
     }
 
@@ -506,6 +532,7 @@ case_tests!(|_test| {
     force_expires_the_lease_and_keeps_the_row: force_expires_and_tokens_keep_growing,
     schema_prints_and_applies_and_doctor_agrees: schema_print_apply_and_doctor,
     doctor_names_a_missing_column_and_table: doctor_names_what_is_missing,
+    doctor_prints_the_alter_table_for_last_tick: doctor_prints_the_last_tick_alter_table,
     doctor_reports_missing_privileges: doctor_reports_missing_privileges,
     java_shedlock_table_is_ready_after_apply: java_table_is_ready_after_apply,
     apply_does_not_call_an_unusable_table_ready: apply_does_not_call_an_unusable_table_ready,

@@ -8,13 +8,20 @@ use crate::cli::DbKind;
 use crate::doctor::{clock, count_locks};
 use crate::failure::{Exit, Failure};
 
+/// The columns `create_schema` adds to a table made by ShedLock, as configured.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct AddedColumns<'a> {
+    pub(super) fencing_token: &'a str,
+    pub(super) last_tick: &'a str,
+}
+
 /// Prints one line per check (`ok` or `problem`, with how to fix it); exit 5 on any problem.
 /// Reaching the database was checked when the pool was opened. `user`: the URL's.
 pub(super) async fn run<D: OpenPool>(
     provider: &SqlLockProvider<D>,
     target: &Target,
     user: Option<&str>,
-    token_column: &str,
+    added: AddedColumns<'_>,
 ) -> Result<Exit, Failure> {
     let table = provider.table();
     let kind = D::KIND;
@@ -25,7 +32,7 @@ pub(super) async fn run<D: OpenPool>(
     if !issues.is_empty() {
         for issue in &issues {
             out!("problem  {issue}");
-            out!("fix      {}", schema_fix(issue, table, token_column, kind));
+            out!("fix      {}", schema_fix(issue, table, added, kind));
         }
         out!(
             "\nThe table the provider expects:\n{}",
@@ -47,13 +54,18 @@ pub(super) async fn run<D: OpenPool>(
 }
 
 /// How to fix one issue, in words and, where one statement does it, that statement.
-fn schema_fix(issue: &SchemaIssue, table: &str, token_column: &str, kind: DbKind) -> String {
+fn schema_fix(issue: &SchemaIssue, table: &str, added: AddedColumns<'_>, kind: DbKind) -> String {
     match issue {
         SchemaIssue::MissingTable { .. } => {
             "create it: `shedlock schema --apply` with the same options, or the DDL below"
                 .to_owned()
         }
-        SchemaIssue::MissingColumn { column, .. } if column == token_column => {
+        // The statement sqlx's error names too; nullable, so rows written before stay valid.
+        SchemaIssue::MissingColumn { column, expected } if column == added.last_tick => format!(
+            "ALTER TABLE {table} ADD COLUMN {column} {expected}, or `shedlock schema --apply` \
+             with the same options (Java ShedLock instances keep working on the table)"
+        ),
+        SchemaIssue::MissingColumn { column, .. } if column == added.fencing_token => {
             "`shedlock schema --apply` with the same options adds it (Java ShedLock instances \
              keep working on the table)"
                 .to_owned()

@@ -35,6 +35,7 @@ const OPTIONS: &[&str] = &[
     "--locked-at-column",
     "--locked-by-column",
     "--fencing-token-column",
+    "--last-tick-column",
 ];
 
 /// A URL whose scheme names a SQL database.
@@ -125,10 +126,15 @@ impl<D: OpenPool> Store for Sql<D> {
 
     async fn doctor(&self, args: &DatabaseArgs) -> Result<Exit, Failure> {
         let provider = self.connect(args, false).await?;
-        let token_column = args.fencing_token_column.as_deref();
-        let token_column = token_column.unwrap_or("fencing_token");
+        let added = doctor::AddedColumns {
+            fencing_token: args
+                .fencing_token_column
+                .as_deref()
+                .unwrap_or("fencing_token"),
+            last_tick: args.last_tick_column.as_deref().unwrap_or("last_tick"),
+        };
         let user = self.user.as_deref();
-        let exit = doctor::run(&provider, &self.target, user, token_column).await;
+        let exit = doctor::run(&provider, &self.target, user, added).await;
         provider.close().await;
         exit
     }
@@ -161,8 +167,8 @@ async fn apply<D: OpenPool>(
     let issues = provider.check_schema().await.map_err(Failure::error)?;
     if issues.is_empty() {
         out!(
-            "lock table `{}` is ready on {} (created if missing, fencing_token added \
-             and ShedLock's MySQL TIMESTAMP columns converted if needed)",
+            "lock table `{}` is ready on {} (created if missing, fencing_token and last_tick \
+             added and ShedLock's MySQL TIMESTAMP columns converted if needed)",
             provider.table(),
             target.shown
         );
@@ -200,6 +206,9 @@ fn provider<D: OpenPool>(
     }
     if let Some(column) = &args.fencing_token_column {
         columns = columns.fencing_token(column);
+    }
+    if let Some(column) = &args.last_tick_column {
+        columns = columns.last_tick(column);
     }
     let mut builder = D::for_tool(SqlLockProvider::<D>::builder(pool))
         .columns(columns)
