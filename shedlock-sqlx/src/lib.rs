@@ -161,8 +161,8 @@
 //! only if, besides the lock being free, the row's `last_tick` is NULL or at least the tick's
 //! spacing before the tick, and the tick lies at most its `ahead` bound after the database
 //! clock (in milliseconds since 1970, from the clock the statement reads for `lock_until`);
-//! the grant writes the tick to `last_tick` in the same statement, and PostgreSQL's batches
-//! apply the same per lock. Without a tick, `last_tick` is neither checked nor changed;
+//! the grant writes the tick to `last_tick` in the same statement, and every dialect's batch
+//! applies the same per lock. Without a tick, `last_tick` is neither checked nor changed;
 //! release and extend never touch it. Rows without one (written before the column existed, or
 //! by Java ShedLock) take any tick. MySQL and MariaDB refuse a tick in the `UPDATE`'s
 //! `WHERE`, so a refused tick costs the `INSERT IGNORE` of a first use too (2 statements).

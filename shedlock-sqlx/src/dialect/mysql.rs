@@ -36,8 +36,16 @@ const ER_DUP_FIELDNAME: u16 = 1060;
 /// matches no row, and the `INSERT IGNORE` finds the row (or, ahead, inserts none). Release is
 /// one `UPDATE`; extend is an `UPDATE` and a `SELECT` of the new `lock_until`.
 /// Every attempt starts from the table, so a row deleted by hand is recreated by the next one.
-/// Acquires are never batched: each one takes the statements above, however busy the
-/// connections are.
+///
+/// A batch (`acquire_many`, or acquires that queued while every connection was busy) costs
+/// four statements per 1,000 locks, whatever state they are in, in one `READ COMMITTED`
+/// transaction (with its `START TRANSACTION` and `COMMIT`, 6 round trips): a
+/// `SELECT … FOR UPDATE` of the rows in name order, an `UPDATE` of the free ones joined to the
+/// batch with each lock's lease, window and tick, an `INSERT IGNORE` of the missing ones and a
+/// `SELECT` of those won (the `UPDATE` or the `INSERT` is left out when no row, or every row,
+/// exists). The statements' text depends on the batch's size, so each new size is prepared
+/// once per connection. The rows are locked until the commit: another instance's batch (or
+/// acquire) of the same locks waits for it, in the same order, never in a deadlock.
 ///
 /// [`connect`](SqlLockProvider::connect) opens a pool of sqlx's default size (10) that does not
 /// ping connections it hands out; the provider opens up to 32 connections of its own for lock

@@ -29,10 +29,11 @@ use hints::{ReleaseHints, is_unsupported};
 ///
 /// Each operation is one autocommit statement, one round trip: acquire is an
 /// `INSERT … ON CONFLICT DO UPDATE … WHERE lock_until <= now RETURNING …`, release and extend are
-/// `UPDATE`s matching name, holder **and** fencing token. Acquires that queued while every
-/// connection was busy go together as one statement (an `UPDATE` of the free rows joined to
-/// `unnest` of the names, with each one's lease and window, and an `INSERT … ON CONFLICT DO
-/// NOTHING` of the missing ones; see [`SqlLockProvider`]). Times are `TIMESTAMP` in UTC from
+/// `UPDATE`s matching name, holder **and** fencing token. A batch (`acquire_many`, or acquires
+/// that queued while every connection was busy) is one statement per 1,000 locks: an
+/// `UPDATE` of the free rows, locked in name order, joined to `unnest` of the names with each
+/// one's lease, window and tick, and an `INSERT … ON CONFLICT DO NOTHING` of the missing ones
+/// (see [`SqlLockProvider`]). Times are `TIMESTAMP` in UTC from
 /// `clock_timestamp()`, so neither instance clocks nor session time zones matter.
 ///
 /// [`connect`](SqlLockProvider::connect) opens a pool of sqlx's default size (10) that does not

@@ -40,8 +40,10 @@ const FILE_CONNECTIONS: u32 = 4;
 ///
 /// Every operation is one statement (`INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING` for
 /// acquire). Times are TEXT `YYYY-MM-DD HH:MM:SS.SSS` in UTC from SQLite's `'now'`, with
-/// millisecond precision; the "database clock" is the host's clock. Acquires are never batched:
-/// each one is its own statement, however busy the connections are.
+/// millisecond precision; the "database clock" is the host's clock. A batch (`acquire_many`, or
+/// acquires that queued while every connection was busy) is one `BEGIN IMMEDIATE` transaction
+/// holding each lock's acquire statement, in name order: one wait for the write lock and one
+/// commit, where SQLite's statements are calls in this process, not round trips.
 ///
 /// [`connect`](SqlLockProvider::connect) sets up what several processes on one file need:
 ///

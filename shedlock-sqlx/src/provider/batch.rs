@@ -11,7 +11,7 @@
 //! provider's connections are busy, acquires wait in a queue instead of for a connection each;
 //! the next connection to become free takes every queued acquire (up to the dialect's
 //! [`MAX_ACQUIRE_BATCH`](super::Dialect::MAX_ACQUIRE_BATCH), one per lock name) and sends them
-//! as one statement with the same per-row conditions. A fleet firing many jobs at the same
+//! as one batch with the same per-row conditions. A fleet firing many jobs at the same
 //! tick then costs the database a few statements per instance instead of one per job.
 //!
 //! The batch runs in a task of its own, so a waiter that goes away (its future dropped) does

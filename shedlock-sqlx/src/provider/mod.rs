@@ -41,15 +41,23 @@ use retry::{Retry, run};
 ///   after a minute idle), one round trip per statement. Given a pool of yours
 ///   ([`new`](Self::new), [`builder`](Self::builder)), it does the same, opening those
 ///   connections through your pool (they count in addition to its `max_connections`).
-/// - **Acquisitions are batched under load (PostgreSQL).** While one of the provider's
-///   connections is free, an acquire is one statement of its own. When all are busy (many jobs
-///   firing on the same instant), acquires queue, and the next connection to become free sends
-///   every queued one (up to 1,000, one per lock name) as a single statement with each lock's
-///   own conditions; each caller gets its own answer. A fleet's losers then cost the database
-///   a few statements per tick instead of one per job. A caller that goes away while queued is
-///   left out; one that goes away after its lock was won gets it released. MySQL/MariaDB and
-///   SQLite send every acquire alone, and so does a provider with
-///   [`dedicated_connections(0)`](SqlLockProviderBuilder::dedicated_connections).
+/// - **Batches cost a fixed number of statements.**
+///   [`acquire_many`](LockProvider::acquire_many) (the scheduler's one claim per instant)
+///   sorts the locks by name, so that two instances' batches take their rows in one order
+///   and never deadlock, and sends them in chunks of up to 1,000, each with every lock's own
+///   conditions (lease, window, tick); the answers come in the order asked. PostgreSQL: one
+///   statement per chunk. MySQL/MariaDB: four statements in one transaction (see
+///   [`MySqlLockProvider`](crate::MySqlLockProvider)). SQLite: one transaction holding a
+///   statement per lock, in-process calls with one commit. When a chunk's statements fail,
+///   each of its locks gets its own [`Error::Store`] (a lease granted by a statement whose
+///   answer was lost is recognised and kept, as for a single acquire).
+/// - **Acquisitions are batched under load.** While one of the provider's connections is
+///   free, an acquire is one statement of its own. When all are busy (many jobs firing on
+///   the same instant), acquires queue, and the next connection to become free sends every
+///   queued one (up to 1,000, one per lock name) as one batch as above; each caller gets its
+///   own answer. A caller that goes away while queued is left out; one that goes away after
+///   its lock was won gets it released. A provider with
+///   [`dedicated_connections(0)`](SqlLockProviderBuilder::dedicated_connections) never queues.
 /// - **Serialization failures are retried.** A statement the database aborted with SQLSTATE
 ///   `40001` or `40P01` (a `SERIALIZABLE` database such as CockroachDB, or a deadlock) rolled
 ///   back, so it is retried up to 5 more times after a random pause of up to 2, 4, …, 32 ms.

@@ -284,8 +284,7 @@ pub(crate) async fn statements_per_batch<D: TestDb>(db: &D) {
     let granted = |answers: Vec<Result<Option<shedlock_core::LockLease>, shedlock_core::Error>>| {
         answers
             .into_iter()
-            .map(|answer| answer.expect("no store error"))
-            .flatten()
+            .filter_map(|answer| answer.expect("no store error"))
             .collect::<Vec<_>>()
     };
     let leases = granted(a.acquire_many(&configs).await);
