@@ -47,6 +47,7 @@ use crate::wire::{self, KeyValue};
 /// | acquire | 2: lease grant, transaction (3 with `unless_acquired_within` or a tick: a read first; a refused acquire revokes its lease in the background) |
 /// | release | 1 transaction (the lease is revoked in the background; a `lock_at_least_for` still running is ended by a background transaction when it has passed) |
 /// | extend | 2: lease grant, transaction (the old lease revoked in the background) |
+/// | acquire_many | as acquire, for every lock at once: a read transaction per 64 locks (for those that read), a lease grant per lock, a transaction per 100 locks (a nested one per lock); see the crate docs, "Batches" |
 ///
 /// Every request is bounded by the request timeout (default 5 s): without a quorum an
 /// operation fails with [`Error::Store`] instead of waiting.
@@ -177,34 +178,56 @@ impl EtcdLockProvider {
         Ok((same_acquisition && over).then(|| (least.clone(), record.mod_revision)))
     }
 
-    /// What an acquisition for `config` reads before its grant, in one round trip when it
-    /// needs any: the record, for `unless_acquired_within`, and the last tick granted, for a
-    /// tick. `Ok(None)`: refused on what was read; otherwise the compares that keep it as read
-    /// until the grant, and the write that keeps the tick.
-    async fn read_first(
-        &self,
-        config: &LockConfiguration,
-    ) -> Result<Option<(Vec<wire::Compare>, Option<wire::RequestOp>)>, Error> {
-        let (window, tick) = (config.acquired_within_window(), config.tick());
-        if window.is_zero() && tick.is_none() {
-            return Ok(Some((Vec::new(), None)));
+    /// What an acquisition for `config` reads before its grant, if anything: the record, for
+    /// `unless_acquired_within`, and the last tick granted, for a tick (read by
+    /// [`decide`](Self::decide)).
+    pub(crate) fn reads(&self, config: &LockConfiguration) -> Vec<wire::RequestOp> {
+        if config.acquired_within_window().is_zero() && config.tick().is_none() {
+            return Vec::new();
         }
         let name = config.name();
-        let (lock_key, tick_key) = (self.keys.lock(name), self.keys.tick(name));
+        vec![
+            wire::get(&self.keys.lock(name)),
+            wire::get(&self.keys.tick(name)),
+        ]
+    }
+
+    /// What an acquisition for `config` reads before its grant (see [`reads`](Self::reads)), in
+    /// one round trip when it needs any, decided.
+    async fn read_first(&self, config: &LockConfiguration) -> Result<Option<Read>, Error> {
+        let success = self.reads(config);
+        if success.is_empty() {
+            return Ok(Some(Read::default()));
+        }
         let read = self
             .client
             .read_txn(wire::TxnRequest {
                 compare: Vec::new(),
-                success: vec![wire::get(&lock_key), wire::get(&tick_key)],
+                success,
                 failure: Vec::new(),
             })
             .await
-            .map_err(self.fail(Operation::Acquire, name))?;
+            .map_err(self.fail(Operation::Acquire, config.name()))?;
+        self.decide(config, read.range(0), read.range(1))
+    }
+
+    /// An acquisition for `config` on what [`reads`](Self::reads) read (the record, the last
+    /// tick; nothing when it reads nothing). `Ok(None)`: refused; otherwise the compares that
+    /// keep it as read until the grant, and the write that keeps the tick.
+    pub(crate) fn decide(
+        &self,
+        config: &LockConfiguration,
+        record: &[KeyValue],
+        last_tick: &[KeyValue],
+    ) -> Result<Option<Read>, Error> {
+        let (window, tick) = (config.acquired_within_window(), config.tick());
+        let name = config.name();
+        let (lock_key, tick_key) = (self.keys.lock(name), self.keys.tick(name));
         // Both are decisions on this instance's clock: etcd has no clock to read.
         let now = now_ms();
         let mut compare = Vec::new();
         if !window.is_zero() {
-            let last = match read.range(0).first() {
+            let last = match record.first() {
                 Some(kv) => {
                     let value = self.decode(Operation::Acquire, name, kv)?;
                     if value.locked_at_ms.saturating_add(ms(window)) > now {
@@ -217,9 +240,12 @@ impl EtcdLockProvider {
             compare.push(wire::modified_at(&lock_key, last));
         }
         let Some(tick) = tick else {
-            return Ok(Some((compare, None)));
+            return Ok(Some(Read {
+                compare,
+                tick_write: None,
+            }));
         };
-        let (last, revision) = match read.range(1).first() {
+        let (last, revision) = match last_tick.first() {
             Some(kv) => {
                 let last = decode_tick(&kv.value)
                     .map_err(|reason| unreadable(Operation::Acquire, name, kv, reason))?;
@@ -231,8 +257,11 @@ impl EtcdLockProvider {
             return Ok(None);
         }
         compare.push(wire::modified_at(&tick_key, revision));
-        let write = wire::put(&tick_key, encode_tick(tick.millis()), 0);
-        Ok(Some((compare, Some(write))))
+        let tick_write = Some(wire::put(&tick_key, encode_tick(tick.millis()), 0));
+        Ok(Some(Read {
+            compare,
+            tick_write,
+        }))
     }
 
     /// Grants a lease of `duration` (rounded up to whole seconds).
@@ -297,13 +326,49 @@ impl EtcdLockProvider {
         }
         Ok(true)
     }
-}
-
-#[async_trait]
-impl LockProvider for EtcdLockProvider {
-    async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
+    /// The leases an acquisition for `config` puts its keys on: `lock_at_most_for`'s (its id
+    /// and its length as granted, in ms) and `lock_at_least_for`'s (0: none), granted at once.
+    /// If one fails, the other is revoked.
+    pub(crate) async fn grant_leases(&self, config: &LockConfiguration) -> Result<Leases, Error> {
         let name = config.name();
-        let fail = self.fail(Operation::Acquire, name);
+        let (at_most, at_least) = (config.lock_at_most_for(), config.lock_at_least_for());
+        let (lease, least) =
+            tokio::join!(self.grant_for(Operation::Acquire, name, at_most), async {
+                if at_least.is_zero() {
+                    Ok(0)
+                } else {
+                    self.grant(Operation::Acquire, name, at_least).await
+                }
+            });
+        match (lease, least) {
+            (Ok((lease, lease_ms)), Ok(least)) => Ok(Leases {
+                lease,
+                lease_ms,
+                least,
+            }),
+            (lease, least) => {
+                let granted = [
+                    lease.as_ref().ok().map(|l| l.0),
+                    least.as_ref().ok().copied(),
+                ];
+                for id in granted.into_iter().flatten() {
+                    self.client.revoke_later(id);
+                }
+                Err(lease.map(drop).and(least).unwrap_err())
+            }
+        }
+    }
+
+    /// The transaction that grants `config` on `read` with `leases`, `locked_at` read before
+    /// they were granted.
+    pub(crate) fn attempt(
+        &self,
+        config: &LockConfiguration,
+        read: Read,
+        locked_at: u64,
+        leases: Leases,
+    ) -> Attempt {
+        let name = config.name();
         let (lock_key, held_key, least_key) = (
             self.keys.lock(name),
             self.keys.held(name),
@@ -314,37 +379,8 @@ impl LockProvider for EtcdLockProvider {
             wire::created_at(&held_key, 0),
             wire::created_at(&least_key, 0),
         ];
-        let Some((read, tick_write)) = self.read_first(config).await? else {
-            return Ok(None);
-        };
-        compare.extend(read);
-        // Read before the grant: etcd's lease starts later, so it ends no earlier than this
-        // lease's lock_until.
-        let locked_at = now_ms();
-        let at_most = config.lock_at_most_for();
-        let at_least = config.lock_at_least_for();
-        let (lease, least) =
-            tokio::join!(self.grant_for(Operation::Acquire, name, at_most), async {
-                if at_least.is_zero() {
-                    Ok(0)
-                } else {
-                    self.grant(Operation::Acquire, name, at_least).await
-                }
-            });
-        let ((lease, lease_ms), least) = match (lease, least) {
-            (Ok(lease), Ok(least)) => (lease, least),
-            (lease, least) => {
-                let granted = [
-                    lease.as_ref().ok().map(|l| l.0),
-                    least.as_ref().ok().copied(),
-                ];
-                for id in granted.into_iter().flatten() {
-                    self.client.revoke_later(id);
-                }
-                return Err(lease.map(drop).and(least).unwrap_err());
-            }
-        };
-        let lock_until = locked_at.saturating_add(lease_ms);
+        compare.extend(read.compare);
+        let lock_until = locked_at.saturating_add(leases.lease_ms);
         let value = LockValue {
             holder: self.holder.to_string(),
             token: None,
@@ -352,23 +388,41 @@ impl LockProvider for EtcdLockProvider {
             lock_until_ms: lock_until,
         };
         let mut success = vec![
-            wire::put(&held_key, self.holder.as_bytes().to_vec(), lease),
+            wire::put(&held_key, self.holder.as_bytes().to_vec(), leases.lease),
             wire::put(&lock_key, value.encode(), 0),
         ];
-        success.extend(tick_write);
-        if least != 0 {
-            success.push(wire::put(&least_key, Vec::new(), least));
+        success.extend(read.tick_write);
+        if leases.least != 0 {
+            success.push(wire::put(&least_key, Vec::new(), leases.least));
         }
-        let request = wire::TxnRequest {
-            compare: compare.clone(),
-            success: success.clone(),
-            failure: vec![
-                wire::get(&held_key),
-                wire::get(&least_key),
-                wire::get(&lock_key),
-            ],
-        };
-        let mut response = self.client.txn(request).await;
+        Attempt {
+            keys: [lock_key, held_key, least_key],
+            compare,
+            success,
+            leases,
+            locked_at,
+            lock_until,
+        }
+    }
+
+    /// The lease `attempt` granted, from its transaction's `response`; a refusal only for a
+    /// minimum hold that ended is tried once more (see `ended_minimum_hold`). Its leases are
+    /// revoked unless it was granted.
+    pub(crate) async fn finish(
+        &self,
+        config: &LockConfiguration,
+        attempt: Attempt,
+        mut response: Result<wire::TxnResponse, Error>,
+    ) -> Result<Option<LockLease>, Error> {
+        let name = config.name();
+        let Attempt {
+            keys: [lock_key, _, least_key],
+            mut compare,
+            mut success,
+            leases,
+            locked_at,
+            lock_until,
+        } = attempt;
         if let Ok(refused) = &response
             && !refused.succeeded
             && let Some((ended, record)) = self.ended_minimum_hold(name, refused)?
@@ -379,7 +433,7 @@ impl LockProvider for EtcdLockProvider {
             compare[1] = wire::created_at(&least_key, ended.create_revision);
             // Beside the window's compare, if any: both must hold.
             compare.push(wire::modified_at(&lock_key, record));
-            if least == 0 {
+            if leases.least == 0 {
                 success.push(wire::delete(&least_key));
             }
             let request = wire::TxnRequest {
@@ -387,7 +441,11 @@ impl LockProvider for EtcdLockProvider {
                 success,
                 failure: Vec::new(),
             };
-            response = self.client.txn(request).await;
+            response = self
+                .client
+                .txn(request)
+                .await
+                .map_err(self.fail(Operation::Acquire, name));
             if matches!(&response, Ok(taken) if taken.succeeded) {
                 self.client.revoke_later(ended.lease);
             }
@@ -395,9 +453,9 @@ impl LockProvider for EtcdLockProvider {
         let response = match response {
             Ok(response) if response.succeeded => response,
             other => {
-                self.client.revoke_later(lease);
-                self.client.revoke_later(least);
-                return other.map(|_| None).map_err(fail);
+                self.client.revoke_later(leases.lease);
+                self.client.revoke_later(leases.least);
+                return other.map(|_| None);
             }
         };
         let token = u64::try_from(response.revision()).unwrap_or_default();
@@ -408,6 +466,30 @@ impl LockProvider for EtcdLockProvider {
             from_ms(locked_at),
             from_ms(lock_until),
         )))
+    }
+}
+
+#[async_trait]
+impl LockProvider for EtcdLockProvider {
+    async fn acquire(&self, config: &LockConfiguration) -> Result<Option<LockLease>, Error> {
+        let Some(read) = self.read_first(config).await? else {
+            return Ok(None);
+        };
+        // Read before the grant: etcd's lease starts later, so it ends no earlier than this
+        // lease's lock_until.
+        let locked_at = now_ms();
+        let leases = self.grant_leases(config).await?;
+        let attempt = self.attempt(config, read, locked_at, leases);
+        let response = self.client.txn(attempt.request()).await;
+        let response = response.map_err(self.fail(Operation::Acquire, config.name()));
+        self.finish(config, attempt, response).await
+    }
+
+    async fn acquire_many(
+        &self,
+        configs: &[LockConfiguration],
+    ) -> Vec<Result<Option<LockLease>, Error>> {
+        self.acquire_batch(configs).await
     }
 
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
@@ -532,4 +614,49 @@ fn token_revision(lease: &LockLease) -> i64 {
 
 pub(crate) fn read_now() -> SystemTime {
     from_ms(now_ms())
+}
+
+/// What an acquisition read keeps: compares that hold it as read until the grant, and the
+/// write that keeps its tick.
+#[derive(Debug, Default)]
+pub(crate) struct Read {
+    compare: Vec<wire::Compare>,
+    tick_write: Option<wire::RequestOp>,
+}
+
+/// The etcd leases of one acquisition (see [`EtcdLockProvider::grant_leases`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Leases {
+    lease: i64,
+    lease_ms: u64,
+    least: i64,
+}
+
+/// One acquisition's transaction, before it is sent (see [`EtcdLockProvider::attempt`]).
+#[derive(Debug)]
+pub(crate) struct Attempt {
+    /// The record, held and minimum-hold keys.
+    keys: [Vec<u8>; 3],
+    compare: Vec<wire::Compare>,
+    success: Vec<wire::RequestOp>,
+    leases: Leases,
+    locked_at: u64,
+    lock_until: u64,
+}
+
+impl Attempt {
+    /// The transaction: on refusal, it reads the held key, the minimum-hold key and the
+    /// record (what `ended_minimum_hold` looks at).
+    pub(crate) fn request(&self) -> wire::TxnRequest {
+        let [lock_key, held_key, least_key] = &self.keys;
+        wire::TxnRequest {
+            compare: self.compare.clone(),
+            success: self.success.clone(),
+            failure: vec![
+                wire::get(held_key),
+                wire::get(least_key),
+                wire::get(lock_key),
+            ],
+        }
+    }
 }

@@ -108,7 +108,7 @@ pub(crate) struct DeleteRangeResponse {
 
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct RequestOp {
-    #[prost(oneof = "Request", tags = "1, 2, 3")]
+    #[prost(oneof = "Request", tags = "1, 2, 3, 4")]
     pub(crate) request: Option<Request>,
 }
 
@@ -120,11 +120,15 @@ pub(crate) enum Request {
     Put(PutRequest),
     #[prost(message, tag = "3")]
     DeleteRange(DeleteRangeRequest),
+    /// A transaction nested in another (etcd 3.3 and later): its compares decide its own
+    /// branch only.
+    #[prost(message, tag = "4")]
+    Txn(TxnRequest),
 }
 
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct ResponseOp {
-    #[prost(oneof = "Response", tags = "1, 2, 3")]
+    #[prost(oneof = "Response", tags = "1, 2, 3, 4")]
     pub(crate) response: Option<Response>,
 }
 
@@ -136,6 +140,8 @@ pub(crate) enum Response {
     Put(PutResponse),
     #[prost(message, tag = "3")]
     DeleteRange(DeleteRangeResponse),
+    #[prost(message, tag = "4")]
+    Txn(TxnResponse),
 }
 
 /// `Compare.result`.
