@@ -12,7 +12,7 @@ use futures_util::future::join_all;
 use shedlock_core::{Error, LockConfiguration, LockLease, LockProvider, Operation};
 
 use crate::EtcdLockProvider;
-use crate::provider::{Attempt, Read};
+use crate::claim::{Attempt, Read};
 use crate::record::now_ms;
 use crate::wire::{self, RequestOp, TxnRequest};
 

@@ -172,6 +172,7 @@
 
 mod batch;
 mod builder;
+mod claim;
 mod client;
 mod election;
 mod error;
