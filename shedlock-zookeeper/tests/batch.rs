@@ -1,18 +1,20 @@
-//! `acquire_many` on a real ensemble, counted on the wire: the provider talks to one server
-//! through a proxy in this test that counts its requests and round trips (a request sent while
-//! none is awaiting its answer starts one; pings are left out). Needs `SHEDLOCK_TEST_ZK_URL`
+//! `acquire_many` on a real ensemble, on the wire: the provider talks to one server through a
+//! proxy in this test that counts its requests and round trips (a request sent while none is
+//! awaiting its answer starts one; pings are left out), and can hold a transaction back while
+//! another instance takes a lock. Needs `SHEDLOCK_TEST_ZK_URL`
 //! (skipped without it; failed without it when `CI=true`).
 
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use shedlock_core::{LockConfiguration, LockProvider};
 use shedlock_zookeeper::ZkLockProvider;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// What the proxy saw since the last [`Wire::take`].
@@ -22,6 +24,11 @@ struct Wire {
     round_trips: AtomicU64,
     /// Requests sent and not answered yet.
     awaiting: AtomicI64,
+    /// Set: the next transaction (`multi`) is held back until `release` is notified.
+    hold_next_multi: AtomicBool,
+    /// Notified when a transaction is held back.
+    holding: Notify,
+    release: Notify,
 }
 
 impl Wire {
@@ -36,6 +43,9 @@ impl Wire {
 
 /// ZooKeeper's ping's xid, in requests and answers.
 const PING_XID: i32 = -2;
+
+/// The operation code of a transaction (`multi`).
+const MULTI_OP: i32 = 14;
 
 /// A proxy to the first server of the connect string, counting what passes on `wire`.
 async fn counting_proxy(wire: Arc<Wire>) -> String {
@@ -79,6 +89,16 @@ async fn relay(
         while let Some((due, frame)) = delivered.recv().await {
             tokio::time::sleep_until(due).await;
             let xid = i32::from_be_bytes(frame[4..8].try_into().unwrap());
+            let op = frame
+                .get(8..12)
+                .map(|b| i32::from_be_bytes(b.try_into().unwrap()));
+            if to_server
+                && op == Some(MULTI_OP)
+                && wire.hold_next_multi.swap(false, Ordering::SeqCst)
+            {
+                wire.holding.notify_one();
+                wire.release.notified().await;
+            }
             if !std::mem::take(&mut handshake) && xid != PING_XID {
                 if !to_server {
                     wire.awaiting.fetch_sub(1, Ordering::SeqCst);
@@ -169,4 +189,65 @@ async fn a_batch_of_100_is_three_requests() {
     let default = wire.take();
     eprintln!("100 acquires at once, free: {default:?} (requests, round trips)");
     assert_eq!(default.0, 300);
+}
+
+/// Another instance takes one of the batch's locks between the batch's read and its
+/// transaction (held back by the proxy meanwhile): the transaction fails on that lock's
+/// compare-and-set, that lock is refused, and the others are still granted, each in a
+/// transaction of its own.
+#[tokio::test]
+async fn a_lock_taken_after_the_read_refuses_only_itself() {
+    if common::zk_url().is_none() {
+        return;
+    }
+    let wire = Arc::new(Wire::default());
+    let address = counting_proxy(Arc::clone(&wire)).await;
+    let root = common::unique_zk_root("batch-race");
+    let provider = ZkLockProvider::builder(address)
+        .root(root.clone())
+        .holder("tester")
+        .connect()
+        .await
+        .expect("connect through the proxy");
+    provider.create_schema().await.expect("create the schema");
+    let other = ZkLockProvider::builder(common::zk_url().unwrap())
+        .root(root)
+        .holder("other")
+        .connect()
+        .await
+        .expect("connect");
+    let lease = Duration::from_secs(600);
+    let configs: Vec<LockConfiguration> = ["a", "b", "c", "new"]
+        .into_iter()
+        .map(|name| LockConfiguration::new(name, lease, Duration::ZERO).unwrap())
+        .collect();
+    // Nodes that exist (the compare-and-set path), and one that does not (a create).
+    for config in &configs[..3] {
+        let lease = other.acquire(config).await.unwrap().expect("free");
+        assert!(other.release(&lease).await.unwrap());
+    }
+
+    wire.hold_next_multi.store(true, Ordering::SeqCst);
+    let batch = tokio::spawn({
+        let (provider, configs) = (provider.clone(), configs.clone());
+        async move { provider.acquire_many(&configs).await }
+    });
+    wire.holding.notified().await;
+    let taken = other.acquire(&configs[1]).await.unwrap().expect("free");
+    wire.release.notify_one();
+    let answers = batch.await.unwrap();
+
+    let granted: Vec<bool> = answers
+        .iter()
+        .map(|a| a.as_ref().expect("no store error").is_some())
+        .collect();
+    assert_eq!(granted, [true, false, true, true], "a, b (taken), c, new");
+    assert!(
+        other.acquire(&configs[0]).await.unwrap().is_none(),
+        "a is held"
+    );
+    for lease in answers.into_iter().flatten().flatten() {
+        assert!(provider.release(&lease).await.unwrap(), "{}", lease.name());
+    }
+    assert!(other.release(&taken).await.unwrap(), "b stayed the other's");
 }
