@@ -10,7 +10,7 @@ use shedlock_rules::MAX_DURATION;
 /// Every instance of a fleet names a cron tick the same (its fire time, whatever the instance's
 /// clock says when it fires), so the store can grant it once: a provider keeps, per lock, the
 /// last tick it granted and refuses (`Ok(None)`, as for a held lock) a claim whose tick is not
-/// at least [`spacing`](Self::spacing) after it. Without a tick (a run by hand, a rerun) the
+/// at least its [spacing](Self::with_spacing) after it. Without a tick (a run by hand, a rerun) the
 /// last tick is neither checked nor changed.
 ///
 /// Ticks are whole milliseconds since the Unix epoch (earlier times are cut to the
