@@ -86,6 +86,10 @@
 //! so do an operator's release and the end of a minimum hold), which would end every lock
 //! on a shared one.
 //!
+//! Those transactions carry up to 128 operations (etcd's default `--max-txn-ops`): a cluster
+//! run with a lower limit refuses them, and each lock of such a batch fails with etcd's
+//! "too many operations in txn request".
+//!
 //! # Run records
 //!
 //! [`RunLog`](shedlock_core::RunLog) keeps a record per run (JSON, readable with etcdctl):
