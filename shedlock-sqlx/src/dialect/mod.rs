@@ -110,8 +110,9 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
     const MAX_ACQUIRE_BATCH: usize = 1;
 
     /// Takes each lock that is free (and not acquired within its window), as `holder`, in as
-    /// few statements as the database allows; the names are distinct. Returns the locks taken,
-    /// by name. Reads each window when binding it, like [`acquire`](Self::acquire).
+    /// few statements as the database allows; the names are distinct and sorted (rows are
+    /// locked in that order, so that concurrent batches never deadlock). Returns the locks
+    /// taken, by name. Reads each window when binding it, like [`acquire`](Self::acquire).
     #[doc(hidden)]
     fn acquire_batch<'a>(
         connection: &'a mut Connection<Self>,

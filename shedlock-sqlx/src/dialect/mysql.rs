@@ -294,11 +294,7 @@ impl Dialect for MySql {
         holder: &'a str,
         configs: impl Iterator<Item = &'a LockConfiguration> + Send + 'a,
     ) -> Result<Vec<(String, Acquired)>, sqlx::Error> {
-        let mut configs: Vec<&LockConfiguration> = configs.collect();
-        if configs.is_empty() {
-            return Ok(Vec::new());
-        }
-        configs.sort_unstable_by_key(|config| config.name());
+        let configs: Vec<&LockConfiguration> = configs.collect();
         batch::acquire_batch(connection, &sql.own.batch, holder, &configs).await
     }
 

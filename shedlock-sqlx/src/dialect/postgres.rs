@@ -343,13 +343,9 @@ impl Dialect for Pg {
         holder: &'a str,
         configs: impl Iterator<Item = &'a LockConfiguration> + Send + 'a,
     ) -> Result<Vec<(String, Acquired)>, sqlx::Error> {
-        // Sorted by name, so that the inserts of concurrent batches come in the same order
-        // too (the statement locks the free rows in name order itself).
-        let mut configs: Vec<&LockConfiguration> = configs.collect();
-        if configs.is_empty() {
-            return Ok(Vec::new());
-        }
-        configs.sort_unstable_by_key(|config| config.name());
+        // Sorted by name (by the caller), so that the inserts of concurrent batches come in
+        // the same order too (the statement locks the free rows in name order itself).
+        let configs: Vec<&LockConfiguration> = configs.collect();
         let names: Vec<&str> = configs.iter().map(|config| config.name()).collect();
         let leases: Vec<i64> = configs
             .iter()

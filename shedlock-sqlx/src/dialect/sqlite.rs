@@ -263,11 +263,6 @@ impl Dialect for Sqlite {
         holder: &'a str,
         configs: impl Iterator<Item = &'a LockConfiguration> + Send + 'a,
     ) -> Result<Vec<(String, Acquired)>, sqlx::Error> {
-        let mut configs: Vec<&LockConfiguration> = configs.collect();
-        if configs.is_empty() {
-            return Ok(Vec::new());
-        }
-        configs.sort_unstable_by_key(|config| config.name());
         // Dropped before the commit (an error, or the caller went away), it rolls back.
         let mut tx = connection.begin_with("BEGIN IMMEDIATE").await?;
         let mut won = Vec::new();

@@ -101,6 +101,8 @@ impl AcquireQueue {
         }
         queued.waiting = left;
         queued.collector = !queued.waiting.is_empty();
+        // In name order, as the dialect's batch expects.
+        batch.sort_unstable_by(|a, b| a.config.name().cmp(b.config.name()));
         (batch, queued.collector)
     }
 }

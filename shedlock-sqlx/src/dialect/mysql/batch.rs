@@ -125,6 +125,9 @@ pub(crate) async fn acquire_batch(
     holder: &str,
     configs: &[&LockConfiguration],
 ) -> Result<Vec<(String, Acquired)>, sqlx::Error> {
+    if configs.is_empty() {
+        return Ok(Vec::new()); // `IN ()` is no SQL
+    }
     let names = marks(configs.len());
     let mut tx = connection
         .begin_with("SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION")
