@@ -363,6 +363,25 @@ pub(crate) fn identifiers(table: &Table) -> [&str; 7] {
     ]
 }
 
+/// Ends a transaction by its statements' `outcome`: committed after they succeeded, rolled
+/// back at once after one failed. Dropped, sqlx would only queue the rollback (MySQL sends it
+/// with the connection's next statement), and the transaction's row locks, or SQLite's write
+/// lock, would stay taken while the connection sat idle.
+pub(crate) async fn finish<DB: Database, T>(
+    transaction: sqlx::Transaction<'_, DB>,
+    outcome: Result<T, sqlx::Error>,
+) -> Result<T, sqlx::Error> {
+    match outcome {
+        Ok(value) => transaction.commit().await.map(|()| value),
+        Err(e) => {
+            // The statement's error is the one to report; a rollback that fails too leaves
+            // a connection that is closed as broken.
+            let _ = transaction.rollback().await;
+            Err(e)
+        }
+    }
+}
+
 /// `ALTER TABLE` adding `column` with its `definition` (one of
 /// [`Table::added_columns`]) to a table made without it, by `add_column` (`ADD COLUMN`, or
 /// `ADD COLUMN IF NOT EXISTS` where the database has it).

@@ -18,7 +18,9 @@ use shedlock_core::{Error, LockConfiguration};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{Connection as _, Sqlite as SqliteDb, SqliteConnection, SqlitePool};
 
-use crate::dialect::{AcquiredRow, Driver, Statements, add_column, identifiers, sealed::Sealed};
+use crate::dialect::{
+    AcquiredRow, Driver, Statements, add_column, finish, identifiers, sealed::Sealed,
+};
 use crate::{
     Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, SqlLockProvider,
     Table, lease_millis, trusted_sql,
@@ -263,17 +265,19 @@ impl Dialect for Sqlite {
         holder: &'a str,
         configs: impl Iterator<Item = &'a LockConfiguration> + Send + 'a,
     ) -> Result<Vec<(String, Acquired)>, sqlx::Error> {
-        // Dropped before the commit (an error, or the caller went away), it rolls back.
         let mut tx = connection.begin_with("BEGIN IMMEDIATE").await?;
-        let mut won = Vec::new();
-        for config in configs {
-            let args = Acquire { holder, config };
-            if let Some(acquired) = Self::acquire(&mut tx, sql, args).await? {
-                won.push((config.name().to_owned(), acquired));
+        let outcome = async {
+            let mut won = Vec::new();
+            for config in configs {
+                let args = Acquire { holder, config };
+                if let Some(acquired) = Self::acquire(&mut tx, sql, args).await? {
+                    won.push((config.name().to_owned(), acquired));
+                }
             }
+            Ok(won)
         }
-        tx.commit().await?;
-        Ok(won)
+        .await;
+        finish(tx, outcome).await
     }
 
     async fn release(

@@ -287,16 +287,18 @@ impl<D: Dialect> SqlLockProvider<D> {
                 let mut first = Some(error);
                 let mut answers = Vec::with_capacity(configs.len());
                 for (config, in_flight) in configs.iter().zip(&in_flight) {
+                    // The original error names the first lock: it goes to that one.
+                    let error = first.take().unwrap_or_else(|| {
+                        Error::store(Operation::Acquire, config.name(), text.clone())
+                    });
                     if lost
                         && in_flight.alone()
                         && let Some(lease) = self.adopt_lost_grant(config, started).await
                     {
                         answers.push(Ok(Some(lease)));
-                        continue;
+                    } else {
+                        answers.push(Err(error));
                     }
-                    answers.push(Err(first.take().unwrap_or_else(|| {
-                        Error::store(Operation::Acquire, config.name(), text.clone())
-                    })));
                 }
                 answers
             }

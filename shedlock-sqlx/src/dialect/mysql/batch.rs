@@ -24,7 +24,7 @@ use sqlx::mysql::MySqlArguments;
 use sqlx::{Arguments as _, Connection as _, MySql, MySqlConnection};
 
 use super::{NOW, micros};
-use crate::dialect::{TickBounds, identifiers};
+use crate::dialect::{TickBounds, finish, identifiers};
 use crate::{Acquired, Table, trusted_sql};
 
 /// The batch statements' text around their lists, which only the size changes: `{names}` (one
@@ -132,42 +132,46 @@ pub(crate) async fn acquire_batch(
     let mut tx = connection
         .begin_with("SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION")
         .await?;
-    let mut lock_rows = sqlx::query_as::<_, (String, Option<i64>)>(trusted_sql(
-        sql.lock_rows.replace("{names}", &names),
-    ));
-    for config in configs {
-        lock_rows = lock_rows.bind(config.name());
+    let outcome = async {
+        let mut lock_rows = sqlx::query_as::<_, (String, Option<i64>)>(trusted_sql(
+            sql.lock_rows.replace("{names}", &names),
+        ));
+        for config in configs {
+            lock_rows = lock_rows.bind(config.name());
+        }
+        let tokens: HashMap<String, Option<i64>> =
+            lock_rows.fetch_all(&mut *tx).await?.into_iter().collect();
+        let (existing, missing): (Vec<&LockConfiguration>, Vec<&LockConfiguration>) = configs
+            .iter()
+            .partition(|config| tokens.contains_key(config.name()));
+        if !existing.is_empty() {
+            let mut arguments = MySqlArguments::default();
+            bind_rows(&mut arguments, &existing)?;
+            add(&mut arguments, holder)?;
+            let take_free = trusted_sql(sql.take_free.replace("{rows}", &rows(existing.len())));
+            sqlx::query_with(take_free, arguments)
+                .execute(&mut *tx)
+                .await?;
+        }
+        if !missing.is_empty() {
+            let mut arguments = MySqlArguments::default();
+            add(&mut arguments, holder)?;
+            bind_rows(&mut arguments, &missing)?;
+            let insert = trusted_sql(sql.insert_missing.replace("{rows}", &rows(missing.len())));
+            sqlx::query_with(insert, arguments)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let mut read_won = sqlx::query_as(trusted_sql(sql.read_won.replace("{names}", &names)));
+        for config in configs {
+            read_won = read_won.bind(config.name());
+        }
+        let held: Vec<(String, i64, NaiveDateTime, NaiveDateTime)> =
+            read_won.bind(holder).fetch_all(&mut *tx).await?;
+        Ok((tokens, held))
     }
-    let tokens: HashMap<String, Option<i64>> =
-        lock_rows.fetch_all(&mut *tx).await?.into_iter().collect();
-    let (existing, missing): (Vec<&LockConfiguration>, Vec<&LockConfiguration>) = configs
-        .iter()
-        .partition(|config| tokens.contains_key(config.name()));
-    if !existing.is_empty() {
-        let mut arguments = MySqlArguments::default();
-        bind_rows(&mut arguments, &existing)?;
-        add(&mut arguments, holder)?;
-        let take_free = trusted_sql(sql.take_free.replace("{rows}", &rows(existing.len())));
-        sqlx::query_with(take_free, arguments)
-            .execute(&mut *tx)
-            .await?;
-    }
-    if !missing.is_empty() {
-        let mut arguments = MySqlArguments::default();
-        add(&mut arguments, holder)?;
-        bind_rows(&mut arguments, &missing)?;
-        let insert = trusted_sql(sql.insert_missing.replace("{rows}", &rows(missing.len())));
-        sqlx::query_with(insert, arguments)
-            .execute(&mut *tx)
-            .await?;
-    }
-    let mut read_won = sqlx::query_as(trusted_sql(sql.read_won.replace("{names}", &names)));
-    for config in configs {
-        read_won = read_won.bind(config.name());
-    }
-    let held: Vec<(String, i64, NaiveDateTime, NaiveDateTime)> =
-        read_won.bind(holder).fetch_all(&mut *tx).await?;
-    tx.commit().await?;
+    .await;
+    let (tokens, held) = finish(tx, outcome).await?;
     Ok(held
         .into_iter()
         // A row of this holder whose token did not change was held by it before the batch.

@@ -130,6 +130,25 @@ pub(crate) async fn create_schema_adds_the_last_tick_column<D: TestDb>(db: &D) {
          or `ALTER TABLE {table} ADD COLUMN last_tick BIGINT`"
     );
     assert!(message.contains(&fix), "{message}");
+    // A batch fails as a whole: each lock gets an error of its own, naming it and the fix.
+    let names = ["old", "new-a", "new-b"];
+    let batch: Vec<_> = names
+        .iter()
+        .map(|name| this_tick(config(name, LONG, Duration::ZERO)))
+        .collect();
+    for (name, answer) in names.iter().zip(provider.acquire_many(&batch).await) {
+        match answer {
+            Err(shedlock_core::Error::Store {
+                operation: Operation::Acquire,
+                lock_name,
+                source,
+            }) => {
+                assert_eq!(lock_name, *name);
+                assert!(source.to_string().contains(&fix), "{name}: {source}");
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
 
     provider.create_schema().await.expect("add the column");
     assert_eq!(provider.check_schema().await.unwrap(), []);
