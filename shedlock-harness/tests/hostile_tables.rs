@@ -35,12 +35,13 @@ fn timestamp(backend: Backend) -> &'static str {
     }
 }
 
-/// ShedLock's columns plus the token, as `create_schema` makes them, for editing.
+/// ShedLock's columns plus the token and the last tick, as `create_schema` makes them, for
+/// editing.
 fn standard_columns(backend: Backend) -> String {
     let ts = timestamp(backend);
     format!(
         "name VARCHAR(64) NOT NULL PRIMARY KEY, lock_until {ts} NOT NULL, locked_at {ts} NOT NULL, \
-         locked_by VARCHAR(255) NOT NULL, fencing_token BIGINT NOT NULL DEFAULT 0"
+         locked_by VARCHAR(255) NOT NULL, fencing_token BIGINT NOT NULL DEFAULT 0, last_tick BIGINT"
     )
 }
 
@@ -363,7 +364,7 @@ async fn null_values_in_a_nullable_table() {
         let ts = timestamp(backend);
         let columns = format!(
             "name VARCHAR(64) NOT NULL PRIMARY KEY, lock_until {ts}, locked_at {ts}, \
-             locked_by VARCHAR(255), fencing_token BIGINT"
+             locked_by VARCHAR(255), fencing_token BIGINT, last_tick BIGINT"
         );
         let Some(h) = Hostile::new(backend, &columns).await else {
             continue;
