@@ -91,13 +91,12 @@ impl ResolvedLock {
         &self,
         launch: &Launch,
     ) -> (LockConfiguration, Option<Duration>, Option<Instant>) {
-        let (lock, keep_alive, renew_until) = match self.heartbeat.filter(|_| launch.heartbeat) {
-            Some((lease, interval)) => (
+        let (lock, renew_until) = match self.heartbeat.filter(|_| launch.heartbeat) {
+            Some((lease, _)) => (
                 self.config.clone().with_lease(lease),
-                Some(interval),
                 Some(Instant::now() + self.config.lock_at_most_for()),
             ),
-            None => (self.config.clone(), self.keep_alive, None),
+            None => (self.config.clone(), None),
         };
         let lock = match launch.unless {
             Unless::Never => lock,
@@ -108,7 +107,16 @@ impl ResolvedLock {
             Some(tick) => lock.for_tick(tick),
             None => lock,
         };
-        (lock, keep_alive, renew_until)
+        (lock, self.keep_alive_for(launch), renew_until)
+    }
+
+    /// How often a run as `launch` says renews its lease: the heartbeat's interval, or
+    /// keep-alive's.
+    fn keep_alive_for(&self, launch: &Launch) -> Option<Duration> {
+        match self.heartbeat.filter(|_| launch.heartbeat) {
+            Some((_, interval)) => Some(interval),
+            None => self.keep_alive,
+        }
     }
 
     /// The run of `job` under this lock, as `launch` says: acquired (unless `launch` was
@@ -124,7 +132,7 @@ impl ResolvedLock {
         let (ask, keep_alive, renew_until) = match launch.claimed.take() {
             Some((claimed, renew_until)) => (
                 Ask::Answered(claimed),
-                self.config_for(&launch).1,
+                self.keep_alive_for(&launch),
                 renew_until,
             ),
             None => {

@@ -306,7 +306,18 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
     /// Starts the ticks fired at one instant, each as a task of its own (the timer hears of
     /// its end). The locks of those that have one are claimed together first, in one call to
     /// the provider: one round trip where the store batches.
-    fn launch(&self, fired: Vec<Fired>, tx: &mpsc::UnboundedSender<(u32, bool)>) {
+    fn launch(&self, mut fired: Vec<Fired>, tx: &mpsc::UnboundedSender<(u32, bool)>) {
+        if fired.len() == 1
+            && let Some((job, due, skip_passed)) = fired.pop()
+        {
+            // Alone at its instant: the tick makes its checks and asks for its lock itself.
+            let ended = Ended {
+                job,
+                tx: tx.clone(),
+                skip_passed,
+            };
+            return self.spawn_tick(job, due, ended);
+        }
         let mut claims = Vec::new();
         // A batch names each lock once: a second job on the same lock asks for it itself.
         let mut names = HashSet::new();
