@@ -17,7 +17,12 @@ use shedlock_core::{
     async_trait,
 };
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::dialect::Ending;
 use crate::dialect::RunDialect;
+use crate::provider::combine::{Combiner, Keyed};
 use crate::provider::retry::run;
 use crate::{Dialect, SqlLockProvider, system_time, token_param};
 
@@ -248,9 +253,30 @@ impl<D: Dialect> SqlLockProvider<D> {
     }
 }
 
-#[async_trait]
-impl<D: Dialect> RunLog for SqlLockProvider<D> {
-    async fn run_started(&self, start: &RunStart) -> Result<RunRecord, Error> {
+/// The starts and ends of runs that go out together where the dialect batches them
+/// ([`combine`](crate::provider::combine)), shared by a provider's clones.
+#[derive(Debug, Default)]
+pub(crate) struct RunWrites {
+    starts: Arc<Combiner<RunStart, Result<RunRecord, Error>>>,
+    ends: Arc<Combiner<(RunStart, RunEnd), Result<(), Error>>>,
+}
+
+impl Keyed for RunStart {
+    type Key = (String, u64, u32);
+    fn key(&self) -> Self::Key {
+        (self.lock.clone(), self.fencing_token, self.attempt)
+    }
+}
+
+impl Keyed for (RunStart, RunEnd) {
+    type Key = (String, u64, u32);
+    fn key(&self) -> Self::Key {
+        self.0.key()
+    }
+}
+
+impl<D: Dialect> SqlLockProvider<D> {
+    async fn start_alone(&self, start: &RunStart) -> Result<RunRecord, Error> {
         let args = args(start)?;
         let sql = &*self.run_sql;
         let row = run!(self, |c| <D::Runs as RunDialect>::started(c, sql, args))
@@ -258,13 +284,130 @@ impl<D: Dialect> RunLog for SqlLockProvider<D> {
         record(row)
     }
 
-    async fn run_finished(&self, start: &RunStart, end: &RunEnd) -> Result<(), Error> {
+    async fn finish_alone(&self, start: &RunStart, end: &RunEnd) -> Result<(), Error> {
         let args = args(start)?;
         let (sql, outcome, error) = (&*self.run_sql, end.outcome.as_str(), end.error.as_deref());
         run!(self, |c| <D::Runs as RunDialect>::finished(
             c, sql, args, outcome, error
         ))
         .map_err(|e| self.operation_error(Operation::Runs, &start.lock, e))
+    }
+
+    /// Starts that came together (distinct runs): one alone, more in one statement. `None`
+    /// when that statement failed: each goes alone, for its own error.
+    async fn starts_together(
+        &self,
+        starts: Vec<RunStart>,
+    ) -> Option<Vec<Result<RunRecord, Error>>> {
+        if let [start] = starts.as_slice() {
+            return Some(vec![self.start_alone(start).await]);
+        }
+        let runs = starts
+            .iter()
+            .map(args)
+            .collect::<Result<Vec<_>, _>>()
+            .ok()?;
+        let (sql, runs) = (&*self.run_sql, runs.as_slice());
+        let rows = match run!(self, |c| <D::Runs as RunDialect>::started_many(
+            c, sql, runs
+        )) {
+            Ok(rows) => rows,
+            Err(error) => {
+                let error = error.map(|e| e.to_string());
+                tracing::debug!(
+                    ?error,
+                    runs = starts.len(),
+                    "batched run starts failed; one by one"
+                );
+                return None;
+            }
+        };
+        let mut rows: HashMap<(String, i64, i32), RunRow> = rows
+            .into_iter()
+            .map(|row| ((row.0.clone(), row.1, row.2), row))
+            .collect();
+        Some(
+            starts
+                .iter()
+                .zip(runs)
+                .map(|(start, run)| {
+                    let row = rows
+                        .remove(&(run.lock.to_owned(), run.token, run.attempt))
+                        .ok_or_else(|| {
+                            Error::store(
+                                Operation::Runs,
+                                &start.lock,
+                                "the run upsert returned no row",
+                            )
+                        })?;
+                    record(row)
+                })
+                .collect(),
+        )
+    }
+
+    /// Ends that came together (distinct runs), as [`starts_together`](Self::starts_together).
+    async fn ends_together(&self, ends: Vec<(RunStart, RunEnd)>) -> Option<Vec<Result<(), Error>>> {
+        if let [(start, end)] = ends.as_slice() {
+            return Some(vec![self.finish_alone(start, end).await]);
+        }
+        let runs: Vec<Ending<'_>> = ends
+            .iter()
+            .map(|(start, end)| {
+                Ok::<_, Error>((args(start)?, end.outcome.as_str(), end.error.as_deref()))
+            })
+            .collect::<Result<_, _>>()
+            .ok()?;
+        let (sql, runs) = (&*self.run_sql, runs.as_slice());
+        match run!(self, |c| <D::Runs as RunDialect>::finished_many(
+            c, sql, runs
+        )) {
+            Ok(()) => Some(ends.iter().map(|_| Ok(())).collect()),
+            Err(error) => {
+                let error = error.map(|e| e.to_string());
+                tracing::debug!(
+                    ?error,
+                    runs = ends.len(),
+                    "batched run ends failed; one by one"
+                );
+                None
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> RunLog for SqlLockProvider<D> {
+    async fn run_started(&self, start: &RunStart) -> Result<RunRecord, Error> {
+        let max = <D::Runs as RunDialect>::MAX_BATCH;
+        if max > 1 && args(start).is_ok() {
+            let provider = self.clone();
+            let send = move |starts: Vec<RunStart>| {
+                let provider = provider.clone();
+                async move { provider.starts_together(starts).await }
+            };
+            let starts = &self.run_writes.starts;
+            if let Some(record) = starts.submit(start.clone(), max, send).await {
+                return record;
+            }
+        }
+        self.start_alone(start).await
+    }
+
+    async fn run_finished(&self, start: &RunStart, end: &RunEnd) -> Result<(), Error> {
+        let max = <D::Runs as RunDialect>::MAX_BATCH;
+        if max > 1 && args(start).is_ok() {
+            let provider = self.clone();
+            let send = move |ends: Vec<(RunStart, RunEnd)>| {
+                let provider = provider.clone();
+                async move { provider.ends_together(ends).await }
+            };
+            let ends = &self.run_writes.ends;
+            if let Some(done) = ends.submit((start.clone(), end.clone()), max, send).await {
+                return done;
+            }
+        }
+        self.finish_alone(start, end).await
     }
 
     async fn run_alive(&self, start: &RunStart, lease: Duration) -> Result<bool, Error> {

@@ -449,16 +449,18 @@ async fn run_pages_are_read_through_the_indexes() {
                 .unwrap();
         }
     }
-    // A start (with its trims) reads through the indexes too: never a scan of every row.
+    // Starts (with their trims) read through the indexes too: never a scan of every row.
     connection
         .execute(AssertSqlSafe(format!("PREPARE started AS {started}")))
         .await
         .unwrap();
-    let plan: Vec<String> =
-        sqlx::query_scalar("EXPLAIN EXECUTE started('lock-7', 1, 1, 'job', NULL, 'h', 30000)")
-            .fetch_all(&mut *connection)
-            .await
-            .unwrap();
+    let plan: Vec<String> = sqlx::query_scalar(
+        "EXPLAIN EXECUTE started('{lock-7,lock-9}', '{1,1}', '{1,1}', \
+            '{job,job}', '{NULL,NULL}', '{h,h}', '{30000,NULL}')",
+    )
+    .fetch_all(&mut *connection)
+    .await
+    .unwrap();
     let plan = plan.join("\n");
     println!("start:\n{plan}\n");
     assert!(!plan.contains("Seq Scan"), "{plan}");

@@ -35,7 +35,7 @@ pub use postgres::Pg;
 pub use sqlite::Sqlite;
 
 pub(crate) use driver::{Driver, Param};
-pub use runs::{RunDialect, RunStatements};
+pub use runs::{Ending, RunDialect, RunStatements};
 
 /// Connections of its own a provider on a database server may open by default: enough for 32
 /// lock statements at the same moment, which is where the server's throughput stops growing
@@ -140,6 +140,26 @@ pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
         state: &'a Self::State,
         args: Lease<'a>,
     ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'a;
+
+    /// Most releases [`release_batch`](Self::release_batch) sends as one statement; 1:
+    /// releases are never batched.
+    #[doc(hidden)]
+    const MAX_RELEASE_BATCH: usize = 1;
+
+    /// Ends each lease of `leases` (distinct names, one holder) as
+    /// [`release`](Self::release) does, in as few statements as the database allows: the
+    /// names released. `None` when this provider's releases must go one by one now (a release
+    /// that notifies, on PostgreSQL).
+    #[doc(hidden)]
+    fn release_batch<'a>(
+        connection: &'a mut Connection<Self>,
+        sql: &'a Statements<Self::OwnStatements>,
+        state: &'a Self::State,
+        leases: &'a [Lease<'a>],
+    ) -> impl Future<Output = Result<Option<Vec<String>>, sqlx::Error>> + Send + 'a {
+        let _ = (connection, sql, state, leases);
+        std::future::ready(Ok(None))
+    }
 
     /// Moves the lease's end to `now + duration`: the new `lock_until` if it was ours and live.
     #[doc(hidden)]

@@ -145,6 +145,18 @@ pub struct NotifyState {
     hints: ReleaseHints,
 }
 
+impl NotifyState {
+    /// The channel a release notifies now, if any. NOTIFY serialises the commits of all
+    /// notifying transactions in the database, so it is sent only where it can help: once
+    /// someone in this process listens (an election), or when asked for every release.
+    fn notifies(&self) -> Option<&str> {
+        self.channel
+            .as_deref()
+            .filter(|_| self.notify_always || self.hints.started())
+            .filter(|_| !self.hints.unsupported())
+    }
+}
+
 /// The statements only PostgreSQL has.
 #[doc(hidden)]
 #[derive(Debug)]
@@ -155,6 +167,9 @@ pub struct PgStatements {
     acquire_batch: SqlStr,
     /// `release`, and `$5` a channel to notify of the release in the same statement.
     release_notify: SqlStr,
+    /// `$1` names (distinct), `$2` tokens and `$3` lock_at_least_for in milliseconds, one per
+    /// name, `$4` holder: a row (name) per lease released.
+    release_batch: SqlStr,
 }
 
 /// `$1` table, `$2` column: whether the column exists.
@@ -256,6 +271,21 @@ impl Dialect for Pg {
         );
         let release_notify =
             format!("WITH released AS ({release}) SELECT pg_notify($5, {name}) FROM released");
+        // The held rows are locked first in name order, as the acquire batch locks the free
+        // ones, then ended with the single statement's conditions.
+        let held = format!("l.{by} = $4 AND l.{token} = b.token AND l.{until} > db.now");
+        let release_batch = format!(
+            "WITH \"shedlock batch\" AS (SELECT * FROM unnest($1::text[], $2::bigint[], \
+             $3::bigint[]) AS b(lock_name, token, least_ms)), \
+             \"shedlock clock\" AS (SELECT {NOW} AS now), \
+             \"shedlock held\" AS (SELECT l.{name} AS lock_name FROM {t} AS l \
+             JOIN \"shedlock batch\" AS b ON l.{name} = b.lock_name, \"shedlock clock\" AS db \
+             WHERE {held} ORDER BY l.{name} FOR UPDATE OF l) \
+             UPDATE {t} AS l SET {until} = GREATEST(l.{at} + b.least_ms {ms}, db.now) \
+             FROM \"shedlock held\" AS h, \"shedlock batch\" AS b, \"shedlock clock\" AS db \
+             WHERE l.{name} = h.lock_name AND b.lock_name = h.lock_name AND {held} \
+             RETURNING l.{name}"
+        );
         let extend = format!(
             "UPDATE {t} AS l SET {until} = db.now + $4 FROM (SELECT {NOW} AS now) AS db \
              WHERE l.{name} = $1 AND l.{by} = $2 AND l.{token} = $3 AND l.{until} > db.now \
@@ -292,6 +322,7 @@ impl Dialect for Pg {
             own: PgStatements {
                 acquire_batch: trusted_sql(acquire_batch),
                 release_notify: trusted_sql(release_notify),
+                release_batch: trusted_sql(release_batch),
             },
         }
     }
@@ -382,13 +413,7 @@ impl Dialect for Pg {
         state: &NotifyState,
         args: Lease<'_>,
     ) -> Result<bool, sqlx::Error> {
-        // NOTIFY serialises the commits of all notifying transactions in the database, so it
-        // is sent only where it can help: once someone in this process listens (an election).
-        let notify = state
-            .channel
-            .as_deref()
-            .filter(|_| state.notify_always || state.hints.started())
-            .filter(|_| !state.hints.unsupported());
+        let notify = state.notifies();
         let query = |sql: &SqlStr| {
             let lease = Postgres::lease_arguments(&args, interval(args.duration))?;
             Ok::<_, sqlx::Error>(sqlx::query_with(sql.clone(), lease))
@@ -405,6 +430,38 @@ impl Dialect for Pg {
             }
         }
         Ok(single(query(&sql.release)?.fetch_all(connection).await?)?.is_some())
+    }
+
+    /// As many as the acquire batch.
+    const MAX_RELEASE_BATCH: usize = 1000;
+
+    async fn release_batch<'a>(
+        connection: &'a mut PgConnection,
+        sql: &'a Statements<PgStatements>,
+        state: &'a NotifyState,
+        leases: &'a [Lease<'a>],
+    ) -> Result<Option<Vec<String>>, sqlx::Error> {
+        // A release that notifies goes alone, with its own notification.
+        if state.notifies().is_some() {
+            return Ok(None);
+        }
+        let Some(holder) = leases.first().map(|lease| lease.holder) else {
+            return Ok(Some(Vec::new()));
+        };
+        let names: Vec<&str> = leases.iter().map(|lease| lease.name).collect();
+        let tokens: Vec<i64> = leases.iter().map(|lease| lease.token).collect();
+        let least: Vec<i64> = leases
+            .iter()
+            .map(|lease| lease_millis(lease.duration))
+            .collect();
+        let released: Vec<(String,)> = sqlx::query_as(sql.own.release_batch.clone())
+            .bind(names)
+            .bind(tokens)
+            .bind(least)
+            .bind(holder)
+            .fetch_all(connection)
+            .await?;
+        Ok(Some(released.into_iter().map(|(name,)| name).collect()))
     }
 
     async fn extend(

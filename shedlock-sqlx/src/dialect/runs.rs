@@ -97,6 +97,10 @@ pub(crate) fn page_sql(param: impl Fn(char) -> String, lock: &str, across: bool)
     )
 }
 
+#[doc(hidden)]
+/// A run's end as [`RunDialect::finished_many`] writes it: the run, its outcome and error.
+pub type Ending<'a> = (RunArgs<'a>, &'a str, Option<&'a str>);
+
 /// The run records of a dialect: a second table beside the lock table, one write to start a
 /// run (which keeps the table bounded), one to end it and one per heartbeat. Implemented once
 /// per dialect, in its `runs` module; not public API.
@@ -180,6 +184,42 @@ pub trait RunDialect: Send + Sync + 'static {
             let tick = Self::time(args.tick);
             let run = Self::Database::end_arguments(&args, tick, outcome, error)?;
             Self::Database::execute(connection, &sql.finished, run).await
+        }
+    }
+
+    /// Most starts or ends [`started_many`](Self::started_many) and
+    /// [`finished_many`](Self::finished_many) write in one statement; 1: each goes alone.
+    const MAX_BATCH: usize = 1;
+
+    /// Records the starts of `runs` (distinct keys) as [`started`](Self::started) does each,
+    /// in as few statements as the database allows: their rows, in any order.
+    fn started_many<'a>(
+        connection: &'a mut <Self::Database as Database>::Connection,
+        sql: &'a RunStatements<Self::OwnStatements>,
+        runs: &'a [RunArgs<'a>],
+    ) -> impl Future<Output = Result<Vec<RunRow>, sqlx::Error>> + Send + 'a {
+        async move {
+            let mut rows = Vec::with_capacity(runs.len());
+            for run in runs {
+                rows.push(Self::started(&mut *connection, sql, *run).await?);
+            }
+            Ok(rows)
+        }
+    }
+
+    /// Records the ends of `runs` (distinct keys) as [`finished`](Self::finished) does each,
+    /// in as few statements as the database allows.
+    fn finished_many<'a>(
+        connection: &'a mut <Self::Database as Database>::Connection,
+        sql: &'a RunStatements<Self::OwnStatements>,
+        runs: &'a [Ending<'a>],
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a {
+        async move {
+            for ending in runs {
+                let (run, outcome, error) = *ending;
+                Self::finished(&mut *connection, sql, run, outcome, error).await?;
+            }
+            Ok(())
         }
     }
 

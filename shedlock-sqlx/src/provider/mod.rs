@@ -12,6 +12,7 @@ use tokio::sync::broadcast;
 
 mod batch;
 mod claims;
+pub(crate) mod combine;
 mod dedicated;
 pub(crate) mod retry;
 
@@ -26,6 +27,7 @@ use crate::{
 };
 use batch::{AcquireQueue, Answer};
 use claims::Claims;
+use combine::{Combiner, Keyed};
 use retry::{Retry, run};
 
 /// Locks in a table of a SQL database, on the database's clock, with fencing tokens: the one
@@ -70,6 +72,8 @@ pub struct SqlLockProvider<D: Dialect> {
     pub(super) connections: Arc<DedicatedConnections<D::Database>>,
     pub(super) queue: Arc<AcquireQueue>,
     claims: Arc<Claims>,
+    releases: Arc<Combiner<LockLease, Result<bool, Error>>>,
+    pub(crate) run_writes: Arc<crate::runs::RunWrites>,
     pub(super) holder: Arc<str>,
     pub(crate) table: Arc<Table>,
     pub(crate) sql: Arc<Statements<D::OwnStatements>>,
@@ -85,6 +89,8 @@ impl<D: Dialect> Clone for SqlLockProvider<D> {
             connections: Arc::clone(&self.connections),
             queue: Arc::clone(&self.queue),
             claims: Arc::clone(&self.claims),
+            releases: Arc::clone(&self.releases),
+            run_writes: Arc::clone(&self.run_writes),
             holder: Arc::clone(&self.holder),
             table: Arc::clone(&self.table),
             sql: Arc::clone(&self.sql),
@@ -92,6 +98,13 @@ impl<D: Dialect> Clone for SqlLockProvider<D> {
             run_table: Arc::clone(&self.run_table),
             run_sql: Arc::clone(&self.run_sql),
         }
+    }
+}
+
+impl Keyed for LockLease {
+    type Key = (Arc<str>, u64);
+    fn key(&self) -> (Arc<str>, u64) {
+        (Arc::from(self.name()), self.fencing_token())
     }
 }
 
@@ -144,6 +157,8 @@ impl<D: Dialect> SqlLockProvider<D> {
             connections: Arc::new(DedicatedConnections::new(dedicated_connections)),
             queue: Arc::default(),
             claims: Arc::default(),
+            releases: Arc::default(),
+            run_writes: Arc::default(),
             holder,
             sql: Arc::new(D::statements(&table)),
             table: Arc::new(table),
@@ -169,6 +184,8 @@ impl<D: Dialect> SqlLockProvider<D> {
             // Batches are sent, and acquisitions told apart, per holder.
             queue: Arc::default(),
             claims: Arc::default(),
+            releases: Arc::default(),
+            run_writes: Arc::default(),
             ..self.clone()
         })
     }
@@ -396,18 +413,24 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
     }
 
     async fn release(&self, lease: &LockLease) -> Result<bool, Error> {
-        let Some(token) = token_param(lease.fencing_token()) else {
+        if token_param(lease.fencing_token()).is_none() {
             return Ok(false);
-        };
-        let args = Lease {
-            name: lease.name(),
-            holder: &self.holder,
-            token,
-            duration: lease.lock_at_least_for(),
-        };
-        let (sql, state) = (&*self.sql, &*self.state);
-        run!(self, |c| D::release(c, sql, state, args))
-            .map_err(|e| self.operation_error(Operation::Release, lease.name(), e))
+        }
+        if D::MAX_RELEASE_BATCH > 1 {
+            let provider = self.clone();
+            let send = move |leases: Vec<LockLease>| {
+                let provider = provider.clone();
+                async move { provider.release_together(leases).await }
+            };
+            let released = self
+                .releases
+                .submit(lease.clone(), D::MAX_RELEASE_BATCH, send)
+                .await;
+            if let Some(released) = released {
+                return released;
+            }
+        }
+        self.release_alone(lease).await
     }
 
     async fn extend(
@@ -450,6 +473,72 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
 }
 
 impl<D: Dialect> SqlLockProvider<D> {
+    /// A release in a statement of its own.
+    async fn release_alone(&self, lease: &LockLease) -> Result<bool, Error> {
+        let Some(token) = token_param(lease.fencing_token()) else {
+            return Ok(false);
+        };
+        let args = Lease {
+            name: lease.name(),
+            holder: &self.holder,
+            token,
+            duration: lease.lock_at_least_for(),
+        };
+        let (sql, state) = (&*self.sql, &*self.state);
+        run!(self, |c| D::release(c, sql, state, args))
+            .map_err(|e| self.operation_error(Operation::Release, lease.name(), e))
+    }
+
+    /// The releases that came together (distinct leases, see [`combine`]): one alone, more in
+    /// one statement. `None` when that statement failed: each goes alone, for its own error.
+    async fn release_together(&self, leases: Vec<LockLease>) -> Option<Vec<Result<bool, Error>>> {
+        if let [lease] = leases.as_slice() {
+            return Some(vec![self.release_alone(lease).await]);
+        }
+        // Sorted by name: the statement locks the rows in that order (and a name is released
+        // at most once: two leases of one name are two tokens, of which one is not live).
+        let mut order: Vec<usize> = (0..leases.len()).collect();
+        order.sort_unstable_by_key(|&i| leases[i].name());
+        order.dedup_by_key(|i| leases[*i].name());
+        if order.len() < leases.len() {
+            return None;
+        }
+        let args: Vec<Lease<'_>> = order
+            .iter()
+            .filter_map(|&i| {
+                let lease = &leases[i];
+                Some(Lease {
+                    name: lease.name(),
+                    holder: &self.holder,
+                    token: token_param(lease.fencing_token())?,
+                    duration: lease.lock_at_least_for(),
+                })
+            })
+            .collect();
+        let (sql, state, args) = (&*self.sql, &*self.state, args.as_slice());
+        match run!(self, |c| D::release_batch(c, sql, state, args)) {
+            Ok(Some(released)) => {
+                let released: std::collections::HashSet<String> = released.into_iter().collect();
+                Some(
+                    leases
+                        .iter()
+                        .map(|lease| Ok(released.contains(lease.name())))
+                        .collect(),
+                )
+            }
+            Ok(None) => None,
+            Err(error) => {
+                let error = error.map(|e| e.to_string());
+                tracing::debug!(
+                    ?error,
+                    leases = leases.len(),
+                    "batched release failed; releasing one by one"
+                );
+                None
+            }
+        }
+    }
+
     /// After an acquire whose answer was lost, the lease the database granted it, if any: the
     /// row is held by this holder and was taken after the call began, and no other acquisition
     /// of the name in this process overlapped the call (the caller checks), so nobody else can

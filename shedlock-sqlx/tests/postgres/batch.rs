@@ -333,3 +333,142 @@ async fn a_serialization_failure_retries_the_whole_batch() {
     assert!(fresh.await.unwrap().expect("free").fencing_token() > 0);
     drop_table(&pool, &table).await;
 }
+
+/// The statements a run costs besides its claim, when a tick's runs start and end together:
+/// 300 runs' record starts, ends and releases, each called on its own as the scheduler does
+/// (all at once), go out in a few statements, with every record and release as alone. A
+/// lease no longer live is not released; an end whose start is missing is recorded whole;
+/// an end already recorded stays.
+#[tokio::test]
+async fn run_records_and_releases_made_together_share_statements() {
+    use shedlock_core::{RunEnd, RunLog, RunOutcome, RunQuery, RunStart};
+
+    let Some((pool, provider, table)) = provider("shedlock_batchruns").await else {
+        return;
+    };
+    statements::record();
+    let configs: Vec<_> = (0..300)
+        .map(|i| lease_config(&format!("run{i}"), Duration::from_secs(60)))
+        .collect();
+    let leases: Vec<LockLease> = provider
+        .acquire_many(&configs)
+        .await
+        .into_iter()
+        .map(|lease| lease.unwrap().expect("free"))
+        .collect();
+    let start = |lease: &LockLease| {
+        RunStart::new(lease.name(), "job", None, "host-a", lease.fencing_token())
+    };
+    let together = |calls: Vec<JoinHandle<()>>| async move {
+        for call in calls {
+            call.await.unwrap();
+        }
+    };
+
+    let before = statements::executed_on(&table);
+    // Run 0's start is never recorded (its write failed, say): its end is recorded whole.
+    together(
+        leases[1..]
+            .iter()
+            .map(|lease| {
+                let (provider, start) = (provider.clone(), start(lease));
+                tokio::spawn(async move {
+                    let record = provider.run_started(&start).await.unwrap();
+                    assert_eq!(record.lock, start.lock);
+                    assert_eq!(record.outcome, RunOutcome::Running);
+                })
+            })
+            .collect(),
+    )
+    .await;
+    let starts = statements::executed_on(&table) - before;
+    // Run 1 was ended already (another instance marked it interrupted): that end stays.
+    let interrupted = RunEnd::with_error(RunOutcome::Interrupted, "holder gone");
+    provider
+        .run_finished(&start(&leases[1]), &interrupted)
+        .await
+        .unwrap();
+
+    let before = statements::executed_on(&table);
+    together(
+        leases
+            .iter()
+            .enumerate()
+            .map(|(i, lease)| {
+                let (provider, start) = (provider.clone(), start(lease));
+                let end = if i.is_multiple_of(2) {
+                    RunEnd::succeeded()
+                } else {
+                    RunEnd::with_error(RunOutcome::Failed, format!("failure {i}"))
+                };
+                tokio::spawn(async move { provider.run_finished(&start, &end).await.unwrap() })
+            })
+            .collect(),
+    )
+    .await;
+    let ends = statements::executed_on(&table) - before;
+
+    // Lease 2 was taken over after it expired: its release changes nothing.
+    pool.execute(AssertSqlSafe(format!(
+        "UPDATE {table} SET fencing_token = fencing_token + 1, locked_by = 'other' \
+         WHERE name = 'run2'"
+    )))
+    .await
+    .unwrap();
+    let before = statements::executed_on(&table);
+    let released: Vec<JoinHandle<bool>> = leases
+        .iter()
+        .map(|lease| {
+            let (provider, lease) = (provider.clone(), lease.clone());
+            tokio::spawn(async move { provider.release(&lease).await.unwrap() })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for release in released {
+        outcomes.push(release.await.unwrap());
+    }
+    let releases = statements::executed_on(&table) - before;
+    println!(
+        "300 runs: {starts} statements for their starts, {ends} for their ends, {releases} for their releases"
+    );
+
+    assert!(!outcomes[2], "a lease taken over was released");
+    assert!(
+        outcomes.iter().enumerate().all(|(i, &ok)| ok || i == 2),
+        "a live lease was not released"
+    );
+    let rows = provider.list_locks(&LockQuery::all()).await.unwrap();
+    let held: Vec<_> = rows
+        .iter()
+        .filter(|row| row.held)
+        .map(|row| &row.name)
+        .collect();
+    assert_eq!(held, ["run2"], "only the lease taken over is still held");
+    let records = provider.runs(&RunQuery::all()).await.unwrap();
+    assert_eq!(records.len(), 300);
+    for record in &records {
+        let i: usize = record.lock["run".len()..].parse().unwrap();
+        let (outcome, error) = match i {
+            1 => (RunOutcome::Interrupted, Some("holder gone".to_owned())),
+            _ if i.is_multiple_of(2) => (RunOutcome::Succeeded, None),
+            _ => (RunOutcome::Failed, Some(format!("failure {i}"))),
+        };
+        assert_eq!(
+            (record.outcome, &record.error),
+            (outcome, &error),
+            "{}",
+            record.lock
+        );
+        assert_eq!(record.fencing_token, leases[i].fencing_token());
+    }
+    // The first call of each kind goes alone; the rest wait for it and go together.
+    for (what, count) in [("starts", starts), ("ends", ends), ("releases", releases)] {
+        assert!(count <= 4, "{count} statements for 300 {what}");
+    }
+    pool.execute(AssertSqlSafe(format!(
+        "DROP TABLE {table}; DROP TABLE {}",
+        provider.runs_table()
+    )))
+    .await
+    .unwrap();
+}
