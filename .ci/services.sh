@@ -5,6 +5,8 @@
 #   MariaDB 3306 with database `test`         SHEDLOCK_TEST_MYSQL_URL
 #   Redis 6379                                SHEDLOCK_TEST_REDIS_URL
 #   three RedLock masters 6380-6382           SHEDLOCK_TEST_REDLOCK_URLS
+#   a Sentinel set: master `shedlock` 6390,   SHEDLOCK_TEST_REDIS_SENTINEL_URLS (the sentinels),
+#     its replica 6391, sentinels 26379-26381 SHEDLOCK_TEST_REDIS_SENTINEL_MASTER (its name)
 #   a three-server ZooKeeper ensemble         SHEDLOCK_TEST_ZK_URL, SHEDLOCK_TEST_ZK_DIR
 #   a three-member etcd cluster               SHEDLOCK_TEST_ETCD_URL, SHEDLOCK_TEST_ETCD_DIR
 #   chromedriver 4444 driving Chromium        SHEDLOCK_TEST_WEBDRIVER_URL
@@ -163,7 +165,8 @@ services_start() {
 services_exports() {
   local var
   for var in SHEDLOCK_TEST_PG_URL SHEDLOCK_TEST_MYSQL_URL SHEDLOCK_TEST_REDIS_URL \
-    SHEDLOCK_TEST_REDLOCK_URLS SHEDLOCK_TEST_ZK_URL SHEDLOCK_TEST_ZK_DIR \
+    SHEDLOCK_TEST_REDLOCK_URLS SHEDLOCK_TEST_REDIS_SENTINEL_URLS \
+    SHEDLOCK_TEST_REDIS_SENTINEL_MASTER SHEDLOCK_TEST_ZK_URL SHEDLOCK_TEST_ZK_DIR \
     SHEDLOCK_TEST_ETCD_URL SHEDLOCK_TEST_ETCD_DIR SHEDLOCK_TEST_WEBDRIVER_URL; do
     # Single quotes (a quote inside as '\''), readable and safe for `eval`.
     if [ -n "${!var:-}" ]; then printf "export %s='%s'\n" "$var" "${!var//\'/\'\\\'\'}"; fi
@@ -198,7 +201,10 @@ services_status() {
   up() { if "$@" >/dev/null 2>&1; then echo up; else echo down; fi; }
   echo "PostgreSQL 5432: $(up pg_ready)"
   echo "MariaDB 3306: $(up mariadb_up)"
-  for port in 6379 "${REDLOCK_PORTS[@]}"; do echo "Redis $port: $(up redis-cli -p "$port" ping)"; done
+  for port in 6379 "${REDLOCK_PORTS[@]}" "$SENTINEL_MASTER_PORT" "$SENTINEL_REPLICA_PORT"; do
+    echo "Redis $port: $(up redis-cli -p "$port" ping)"
+  done
+  for port in "${SENTINEL_PORTS[@]}"; do echo "sentinel $port: $(up sentinel_ready "$port")"; done
   for id in "${zk_servers[@]}"; do echo "ZooKeeper server $id ($(zk_port "$id")): $(zk_mode "$id")"; done
   for id in "${etcd_members[@]}"; do
     echo "etcd member $id ($(etcd_client_port "$id")): $(etcd_health "$id")"

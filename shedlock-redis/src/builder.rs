@@ -39,6 +39,7 @@ pub struct RedisLockProviderBuilder<K = SingleServer> {
     pub(crate) run_retention: Duration,
     pub(crate) runs_per_lock: u32,
     pub(crate) tls_root_certificates: Option<Arc<[u8]>>,
+    wait_for_replicas: Option<WaitForReplicas>,
     kind: K,
 }
 
@@ -94,6 +95,15 @@ pub(crate) struct Settings {
     pub(crate) runs: RunKeys,
     /// PEM root certificates to trust instead of the system's, for `rediss://`.
     pub(crate) tls_root_certificates: Option<Arc<[u8]>>,
+    /// Whether grants wait for replicas (one server or Sentinel only).
+    pub(crate) wait_for_replicas: Option<WaitForReplicas>,
+}
+
+/// How many replicas must acknowledge a grant, and within how long (`WAIT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WaitForReplicas {
+    pub(crate) replicas: u32,
+    pub(crate) timeout: Duration,
 }
 
 impl Settings {
@@ -102,6 +112,9 @@ impl Settings {
         crate::node::Connect {
             timeout: self.timeout,
             tls_root_certificates: self.tls_root_certificates.as_deref(),
+            wait_timeout: self
+                .wait_for_replicas
+                .map_or(Duration::ZERO, |wait| wait.timeout),
         }
     }
 }
@@ -118,6 +131,7 @@ impl<K: Default> Default for RedisLockProviderBuilder<K> {
             run_retention: DEFAULT_RUN_RETENTION,
             runs_per_lock: DEFAULT_RUNS_PER_LOCK,
             tls_root_certificates: None,
+            wait_for_replicas: None,
             kind: K::default(),
         }
     }
@@ -223,6 +237,15 @@ impl<K> RedisLockProviderBuilder<K> {
             (true, Some(channel)) => channel,
             (true, None) => format!("{key_prefix}released"),
         };
+        if let Some(wait) = self.wait_for_replicas
+            && (wait.replicas == 0 || wait.timeout.is_zero())
+        {
+            // WAIT with a zero timeout would block for ever.
+            return Err(Error::invalid_config(
+                "wait_for_replicas",
+                "needs at least one replica and a timeout above zero",
+            ));
+        }
         let runs = RunKeys::new(
             &key_prefix,
             self.runs_key_prefix,
@@ -236,6 +259,7 @@ impl<K> RedisLockProviderBuilder<K> {
             channel: channel.into(),
             timeout: self.timeout,
             tls_root_certificates: self.tls_root_certificates,
+            wait_for_replicas: self.wait_for_replicas,
         })
     }
 }
@@ -243,14 +267,57 @@ impl<K> RedisLockProviderBuilder<K> {
 impl RedisLockProviderBuilder<SingleServer> {
     /// Connects a provider to one server and checks that it answers.
     ///
+    /// `url` is one server's, `redis://[[user]:password@]host:port[/db]` (`rediss://` with
+    /// TLS), or a master's through Redis Sentinel:
+    /// `redis+sentinel://[[user]:password@]host:port,host:port,…/master_name[/db]`
+    /// (`rediss+sentinel://` with TLS to the sentinels and the master), its userinfo the
+    /// master's; sentinels with a password of their own take it from the query:
+    /// `?sentinel_password=…` (and `sentinel_username=…`). Through Sentinel the provider
+    /// connects to the master the sentinels name, and after a failover to the new one: a call
+    /// that finds the master gone (connection refused or lost, no answer in time) or demoted
+    /// (`READONLY`) fails, and the calls after it fail at once until the sentinels name a
+    /// master that answers as one (asked every 100 ms). See the crate docs for what a
+    /// failover can lose and [`wait_for_replicas`](Self::wait_for_replicas).
+    ///
+    /// ```no_run
+    /// use shedlock_redis::RedisLockProvider;
+    ///
+    /// # async fn run() -> Result<(), shedlock_core::Error> {
+    /// let provider = RedisLockProvider::builder()
+    ///     .connect("redis+sentinel://:secret@10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379/locks")
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::InvalidConfig`] naming the bad setting (`url`, `key_prefix`, `holder`,
-    /// `timeout`, `runs_key_prefix`, `run_retention`, `runs_per_lock`); [`Error::Store`] when
-    /// the server cannot be reached or refuses the credentials (the message never shows the
-    /// password).
+    /// `timeout`, `runs_key_prefix`, `run_retention`, `runs_per_lock`,
+    /// `wait_for_replicas`); [`Error::Store`] when the server cannot be reached or refuses
+    /// the credentials, or no sentinel names a master that answers (the message never shows
+    /// the password).
     pub async fn connect(self, url: &str) -> Result<RedisLockProvider, Error> {
         let settings = self.settings()?;
         RedisLockProvider::connect_with(settings, url).await
+    }
+
+    /// Grants wait until `replicas` replicas acknowledged them (`WAIT replicas timeout`, sent
+    /// with the acquire script in one pipeline on a connection of its own): a grant that fewer
+    /// replicas acknowledged within `timeout` is released again and answered with an
+    /// [`Error::Store`] saying so, since a failover to a replica that lacks it would grant the
+    /// lock again while its holder runs. Such a grant's tick is spent on the master and runs
+    /// nowhere, unless a failover to a replica without it follows: at most once, not at least
+    /// once.
+    ///
+    /// For a master with replicas (Sentinel, or a managed Redis that promotes one): with
+    /// `replicas` = 1 and one replica, a failover promotes a replica that holds every grant
+    /// answered. Acquisitions take a replication round trip longer (the batches of
+    /// [`acquire_many`](shedlock_core::LockProvider::acquire_many) too, one `WAIT` per chunk);
+    /// nothing else waits. `WAIT` makes the grant durable only as far as the replica is: see
+    /// the crate docs.
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.wait_for_replicas = Some(WaitForReplicas { replicas, timeout });
+        self
     }
 
     /// The same settings for a [`RedLockProvider`], with the algorithm's defaults.
@@ -265,6 +332,7 @@ impl RedisLockProviderBuilder<SingleServer> {
             run_retention: self.run_retention,
             runs_per_lock: self.runs_per_lock,
             tls_root_certificates: self.tls_root_certificates,
+            wait_for_replicas: self.wait_for_replicas,
             kind: Majority::default(),
         }
     }
@@ -315,6 +383,12 @@ impl RedLockProviderBuilder {
             return Err(Error::invalid_config(
                 "clock_drift_factor",
                 format!("must be at least 0 and below 0.5, got {drift}"),
+            ));
+        }
+        if self.wait_for_replicas.is_some() {
+            return Err(Error::invalid_config(
+                "wait_for_replicas",
+                "RedLock's masters are independent, without replicas to wait for",
             ));
         }
         let settings = self.settings()?;

@@ -30,6 +30,12 @@ pub(crate) enum ServerErrorKind {
     UnexpectedReply(String),
     /// A lock hash field that is missing or not what the scripts write, read by inspection.
     Corrupt(&'static str),
+    /// A grant that fewer replicas than asked acknowledged in time (`WAIT`), released again.
+    NotAcknowledged {
+        replicas: u32,
+        acknowledged: u32,
+        timeout: std::time::Duration,
+    },
 }
 
 impl ServerError {
@@ -109,6 +115,17 @@ impl fmt::Display for ServerError {
                 "Redis {server}: corrupt lock hash `{}`: field `{field}` is missing or not a \
                  whole number below 2^53",
                 key.as_deref().unwrap_or_default()
+            ),
+            (
+                _,
+                ServerErrorKind::NotAcknowledged {
+                    replicas,
+                    acknowledged,
+                    timeout,
+                },
+            ) => write!(
+                f,
+                "Redis {server}: granted, but {acknowledged} of the {replicas} replicas asked                  for (wait_for_replicas) acknowledged the grant within {timeout:?}; released                  again, since a failover to a replica without it would grant the lock twice"
             ),
             (None, ServerErrorKind::UnexpectedReply(reply)) => {
                 write!(f, "Redis {server}: unexpected reply: {reply}")

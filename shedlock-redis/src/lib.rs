@@ -199,8 +199,10 @@ mod node;
 mod proposals;
 mod provider;
 mod redlock;
+mod replicas;
 mod runs;
 mod scripts;
+mod sentinel;
 mod time;
 
 pub use builder::{Majority, RedLockProviderBuilder, RedisLockProviderBuilder, SingleServer};

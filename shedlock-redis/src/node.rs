@@ -1,8 +1,8 @@
 //! One Redis server: a reconnecting multiplexed connection and the lock scripts on it.
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -11,6 +11,7 @@ use shedlock_core::{Error, Tick};
 
 use crate::error::{ServerError, ServerErrorKind};
 use crate::scripts::{ACQUIRE, AcquireReply, EXTEND, RELEASE, STATE, UNDO, stored_number};
+use crate::sentinel::{self, Sentinels};
 use crate::time::tick_millis;
 
 /// A connection to one server, shared by a provider and its clones.
@@ -21,13 +22,57 @@ use crate::time::tick_millis;
 /// again, until a background probe finds it answering. For RedLock this keeps one dead master
 /// from slowing every round down to the timeout, during which concurrent attempts would keep
 /// colliding.
+///
+/// Through Sentinel ([`open_sentinel`](Node::open_sentinel)) the server is the master the
+/// sentinels name: a call that finds it gone (connection refused or lost, no answer) or
+/// demoted (`READONLY`) marks the node down, and the probe asks the sentinels for the master
+/// until one answers as master, then connects to it.
 #[derive(Clone)]
 pub(crate) struct Node {
-    client: Client,
-    connection: ConnectionManager,
+    /// The server's client and connection; replaced only when Sentinel names a new master.
+    link: Arc<RwLock<Link>>,
+    /// The sentinels to ask after a failure, when the server is a Sentinel master.
+    sentinels: Option<Arc<Sentinels>>,
     server: Arc<str>,
     timeout: Duration,
+    /// The `WAIT` timeout of acquisitions that wait for replicas.
+    wait_timeout: Duration,
     down: Arc<AtomicBool>,
+}
+
+/// A server's client and its reconnecting connection.
+#[derive(Clone)]
+struct Link {
+    client: Client,
+    connection: ConnectionManager,
+    /// For acquisitions that wait for replicas: connected on first use only.
+    waiting: ConnectionManager,
+}
+
+impl Link {
+    /// The connections of `client`, not yet connected: each request and connection attempt
+    /// within `timeout` (a `WAIT` within `timeout` more than it waits), reconnecting by
+    /// themselves after an error.
+    fn new(client: Client, settings: &Connect<'_>) -> Result<Link, redis::RedisError> {
+        let config = |response: Duration| {
+            ConnectionManagerConfig::new()
+                .set_response_timeout(Some(response))
+                .set_connection_timeout(Some(settings.timeout))
+                .set_number_of_retries(2)
+                .set_max_delay(Duration::from_millis(500))
+        };
+        let connection =
+            ConnectionManager::new_lazy_with_config(client.clone(), config(settings.timeout))?;
+        let waiting = ConnectionManager::new_lazy_with_config(
+            client.clone(),
+            config(settings.timeout + settings.wait_timeout),
+        )?;
+        Ok(Link {
+            client,
+            connection,
+            waiting,
+        })
+    }
 }
 
 /// How a node connects: what it takes of the builder's settings.
@@ -37,6 +82,8 @@ pub(crate) struct Connect<'a> {
     pub(crate) timeout: Duration,
     /// PEM root certificates to trust instead of the system's, for `rediss://`.
     pub(crate) tls_root_certificates: Option<&'a [u8]>,
+    /// How long an acquisition's `WAIT` for replicas may take (zero: none waits).
+    pub(crate) wait_timeout: Duration,
 }
 
 /// The client of `url`: TLS for `rediss://` (with the builder's root certificates, if any).
@@ -104,6 +151,34 @@ pub(crate) struct Claim {
     pub(crate) tick: Option<Tick>,
 }
 
+/// The keys and arguments of the acquire script for `claims` (see [`ACQUIRE`]).
+pub(crate) fn acquire_arguments<'a>(
+    holder: &str,
+    tolerance_us: u64,
+    claims: &'a [Claim],
+) -> (Vec<&'a str>, Vec<String>) {
+    let mut args = vec![holder.to_owned(), tolerance_us.to_string()];
+    for claim in claims {
+        args.extend([
+            claim.lease_ms.to_string(),
+            claim.window_ms.to_string(),
+            claim.proposed_token.to_string(),
+        ]);
+        match claim.tick {
+            Some(tick) => args.extend([
+                tick_millis(&tick).to_string(),
+                tick.spacing_millis().to_string(),
+                tick.ahead_millis().to_string(),
+            ]),
+            None => args.extend([String::new(), "0".to_owned(), "0".to_owned()]),
+        }
+    }
+    (
+        claims.iter().map(|claim| claim.key.as_str()).collect(),
+        args,
+    )
+}
+
 /// Lease fields read by [`Node::state`]: holder, token, locked_at, lock_until, now (ms).
 pub(crate) type StateParts = (String, u64, u64, u64, u64);
 
@@ -124,32 +199,76 @@ impl Node {
         };
         let server: Arc<str> =
             format!("{scheme}://{}/{}", info.addr(), info.redis_settings().db()).into();
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(timeout))
-            .set_connection_timeout(Some(timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        let connection =
-            ConnectionManager::new_lazy_with_config(client.clone(), config).map_err(|error| {
-                Error::invalid_config("url", format!("cannot use {server}: {error}"))
-            })?;
+        let link = Link::new(client, settings).map_err(|error| {
+            Error::invalid_config("url", format!("cannot use {server}: {error}"))
+        })?;
         Ok(Node {
-            client,
-            connection,
+            link: Arc::new(RwLock::new(link)),
+            sentinels: None,
             server,
             timeout,
+            wait_timeout: settings.wait_timeout,
             down: Arc::default(),
         })
     }
 
-    /// The server as `redis://host:port/db`, without credentials.
+    /// Reads a `redis+sentinel://` URL and connects to the master its sentinels name now.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] as [`Sentinels::open`] reads the URL; the sentinels' or the
+    /// master's failure (none answers, none names a master that is up) as a [`ServerError`].
+    pub(crate) async fn open_sentinel(
+        url: &str,
+        settings: &Connect<'_>,
+    ) -> Result<Result<Node, ServerError>, Error> {
+        let sentinels = Sentinels::open(url, settings)?;
+        let server: Arc<str> = sentinels.shown().into();
+        let failed = |kind| ServerError::new(&server, None, kind);
+        let client = match sentinels.master().await {
+            Ok(client) => client,
+            Err(kind) => return Ok(Err(failed(kind))),
+        };
+        let link = match Link::new(client, settings) {
+            Ok(link) => link,
+            Err(error) => return Ok(Err(failed(ServerErrorKind::Redis(error)))),
+        };
+        Ok(Ok(Node {
+            link: Arc::new(RwLock::new(link)),
+            sentinels: Some(Arc::new(sentinels)),
+            server,
+            timeout: settings.timeout,
+            wait_timeout: settings.wait_timeout,
+            down: Arc::default(),
+        }))
+    }
+
+    /// The server as `redis://host:port/db` (`redis+sentinel://sentinels/name/db` through
+    /// Sentinel), without credentials.
     pub(crate) fn server(&self) -> &str {
         &self.server
     }
 
+    /// The master's `host:port` as the sentinels named it last; `None` without Sentinel.
+    pub(crate) fn sentinel_master(&self) -> Option<String> {
+        self.sentinels.as_ref()?;
+        Some(sentinel::address(&self.link().client))
+    }
+
+    fn link(&self) -> Link {
+        self.link
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The shared connection to the server.
+    fn connection(&self) -> ConnectionManager {
+        self.link().connection
+    }
+
     /// The client, for connections of other kinds (pub/sub).
-    pub(crate) fn client(&self) -> &Client {
-        &self.client
+    pub(crate) fn client(&self) -> Client {
+        self.link().client
     }
 
     /// Runs `invocation` (each request within the timeout), loading the script on first use (`EVALSHA`, then
@@ -162,24 +281,71 @@ impl Node {
         if self.down.load(Ordering::Relaxed) {
             return Err(self.error(key, ServerErrorKind::Down));
         }
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection();
         // The connection's own response and connect timeouts bound the call: no second timer.
-        match invocation.invoke_async(&mut connection).await {
-            Ok(reply) => Ok(reply),
-            Err(error) => {
-                if error.is_timeout() {
-                    self.mark_down();
-                    return Err(self.error(key, ServerErrorKind::Timeout(self.timeout)));
-                }
-                if error.is_io_error() || error.is_connection_dropped() {
-                    self.mark_down();
-                }
-                Err(self.error(key, ServerErrorKind::Redis(error)))
-            }
-        }
+        invocation
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|error| self.failed(key, error))
     }
 
-    /// Fails calls at once until a probe gets an answer again.
+    /// A call's `error` as the node's failure; marks the node down when the server did not
+    /// answer, or (through Sentinel) is no master any more.
+    pub(crate) fn failed(&self, key: Option<&str>, error: redis::RedisError) -> ServerError {
+        if error.is_timeout() {
+            self.mark_down();
+            return self.error(key, ServerErrorKind::Timeout(self.timeout));
+        }
+        if error.is_io_error() || error.is_connection_dropped() || self.demoted(&error) {
+            self.mark_down();
+        }
+        self.error(key, ServerErrorKind::Redis(error))
+    }
+
+    /// The connection of acquisitions that wait for replicas (`WAIT` blocks the connection it
+    /// runs on, so it has one of its own).
+    pub(crate) fn waiting_connection(&self) -> ConnectionManager {
+        self.link().waiting
+    }
+
+    /// Whether `error` says that the Sentinel master this node uses is one no more: a replica
+    /// refuses writes with `READONLY`.
+    fn demoted(&self, error: &redis::RedisError) -> bool {
+        self.sentinels.is_some()
+            && (error.code() == Some("READONLY") || error.to_string().contains("READONLY"))
+    }
+
+    /// Through Sentinel: connects to the master the sentinels name now, unless it is the one
+    /// this node uses already; then checks that it answers.
+    async fn follow_master(&self) -> Result<(), ServerError> {
+        let settings = Connect {
+            timeout: self.timeout,
+            tls_root_certificates: None,
+            wait_timeout: self.wait_timeout,
+        };
+        let Some(sentinels) = &self.sentinels else {
+            return self.ping().await;
+        };
+        let master = sentinels
+            .master()
+            .await
+            .map_err(|kind| self.error(None, kind))?;
+        let address = sentinel::address(&master);
+        if sentinel::address(&self.client()) != address {
+            let link = Link::new(master, &settings)
+                .map_err(|error| self.error(None, ServerErrorKind::Redis(error)))?;
+            *self.link.write().unwrap_or_else(PoisonError::into_inner) = link;
+            tracing::info!(
+                server = &*self.server,
+                master = address.as_str(),
+                "Redis Sentinel named a new master; connected to it"
+            );
+        }
+        self.ping().await
+    }
+
+    /// Fails calls at once until a probe gets an answer again (through Sentinel: from the
+    /// master the sentinels name then).
     fn mark_down(&self) {
         if self.down.swap(true, Ordering::Relaxed) {
             return;
@@ -192,7 +358,7 @@ impl Node {
         runtime.spawn(async move {
             loop {
                 tokio::time::sleep(PROBE_INTERVAL).await;
-                if node.ping().await.is_ok() || Arc::strong_count(&node.down) == 1 {
+                if node.follow_master().await.is_ok() || Arc::strong_count(&node.down) == 1 {
                     // Answering again, or the provider is gone.
                     node.down.store(false, Ordering::Relaxed);
                     return;
@@ -201,13 +367,13 @@ impl Node {
         });
     }
 
-    fn error(&self, key: Option<&str>, kind: ServerErrorKind) -> ServerError {
+    pub(crate) fn error(&self, key: Option<&str>, kind: ServerErrorKind) -> ServerError {
         ServerError::new(&self.server, key, kind)
     }
 
     /// Checks that the server answers (and accepts the credentials).
     pub(crate) async fn ping(&self) -> Result<(), ServerError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection();
         let ping = redis::cmd("PING");
         match tokio::time::timeout(
             self.timeout.max(Duration::from_secs(2)),
@@ -226,7 +392,7 @@ impl Node {
     /// evicted during its lease is granted again while its holder still runs. A server that
     /// refuses `CONFIG GET` (managed services often do) is not checked.
     pub(crate) async fn warn_if_evicting(&self) {
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection();
         let mut get = redis::cmd("CONFIG");
         get.arg("GET").arg("maxmemory-policy");
         let reply = tokio::time::timeout(
@@ -274,41 +440,43 @@ impl Node {
         if claims.is_empty() {
             return Vec::new();
         }
+        let (keys, args) = acquire_arguments(holder, tolerance_us, claims);
         let mut invocation = ACQUIRE.prepare_invoke();
-        invocation.arg(holder).arg(tolerance_us);
-        for claim in claims {
-            invocation
-                .key(&claim.key)
-                .arg(claim.lease_ms)
-                .arg(claim.window_ms)
-                .arg(claim.proposed_token);
-            match claim.tick {
-                Some(tick) => invocation
-                    .arg(tick_millis(&tick))
-                    .arg(tick.spacing_millis())
-                    .arg(tick.ahead_millis()),
-                None => invocation.arg("").arg(0).arg(0),
-            };
+        for key in &keys {
+            invocation.key(key);
+        }
+        for arg in &args {
+            invocation.arg(arg);
         }
         let key = claims.first().map(|claim| claim.key.as_str());
-        let replies: Vec<Vec<redis::Value>> =
-            match self.run::<Vec<Vec<redis::Value>>>(key, &invocation).await {
-                Ok(replies) if replies.len() == claims.len() => replies,
-                Ok(replies) => {
-                    let reply = format!("{} answers to {} locks", replies.len(), claims.len());
-                    let failure = self.error(key, ServerErrorKind::UnexpectedReply(reply));
-                    return claims
-                        .iter()
-                        .map(|c| Err(failure.for_key(&c.key)))
-                        .collect();
-                }
-                Err(failure) => {
-                    return claims
-                        .iter()
-                        .map(|c| Err(failure.for_key(&c.key)))
-                        .collect();
-                }
-            };
+        let replies = self.run::<Vec<Vec<redis::Value>>>(key, &invocation).await;
+        self.acquire_answers(claims, replies)
+    }
+
+    /// Each claim's answer in the acquire script's `replies` (or the call's failure).
+    pub(crate) fn acquire_answers(
+        &self,
+        claims: &[Claim],
+        replies: Result<Vec<Vec<redis::Value>>, ServerError>,
+    ) -> Vec<Result<AcquireReply, ServerError>> {
+        let key = claims.first().map(|claim| claim.key.as_str());
+        let replies: Vec<Vec<redis::Value>> = match replies {
+            Ok(replies) if replies.len() == claims.len() => replies,
+            Ok(replies) => {
+                let reply = format!("{} answers to {} locks", replies.len(), claims.len());
+                let failure = self.error(key, ServerErrorKind::UnexpectedReply(reply));
+                return claims
+                    .iter()
+                    .map(|c| Err(failure.for_key(&c.key)))
+                    .collect();
+            }
+            Err(failure) => {
+                return claims
+                    .iter()
+                    .map(|c| Err(failure.for_key(&c.key)))
+                    .collect();
+            }
+        };
         replies
             .iter()
             .zip(claims)
@@ -413,7 +581,7 @@ impl Node {
 
     /// The server's clock (`TIME`), in milliseconds since the epoch.
     pub(crate) async fn time(&self) -> Result<u64, ServerError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection();
         let time = redis::cmd("TIME");
         let (seconds, micros): (u64, u64) =
             match tokio::time::timeout(self.timeout, time.query_async(&mut connection)).await {
@@ -426,7 +594,7 @@ impl Node {
 
     /// Every key matching `pattern` (`SCAN`, so the server is never blocked for long).
     pub(crate) async fn keys(&self, pattern: &str) -> Result<Vec<String>, ServerError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection();
         let mut cursor = 0u64;
         let mut keys = Vec::new();
         loop {

@@ -16,6 +16,7 @@ use crate::hints::ReleaseHints;
 use crate::names::validate_holder;
 use crate::node::{Claim, Node};
 use crate::scripts::AcquireReply;
+use crate::sentinel::is_sentinel_url;
 use crate::time::{millis, system_time};
 
 /// Locks on one Redis server, on Redis's clock, with fencing tokens and release hints.
@@ -80,7 +81,13 @@ impl RedisLockProvider {
     }
 
     pub(crate) async fn connect_with(settings: Settings, url: &str) -> Result<Self, Error> {
-        let node = Node::open(url, &settings.connect())?;
+        let node = if is_sentinel_url(url) {
+            Node::open_sentinel(url, &settings.connect())
+                .await?
+                .map_err(|e| store_error(Operation::Read, "*", e))?
+        } else {
+            Node::open(url, &settings.connect())?
+        };
         node.ping()
             .await
             .map_err(|e| store_error(Operation::Read, "*", e))?;
@@ -119,9 +126,16 @@ impl RedisLockProvider {
         Ok(provider)
     }
 
-    /// The server, as `redis://host:port/db` (never with the password).
+    /// The server, as `redis://host:port/db` (`redis+sentinel://sentinels/master_name/db`
+    /// through Sentinel), never with the password.
     pub fn server(&self) -> &str {
         self.node.server()
+    }
+
+    /// Through Sentinel, the master the provider uses (`host:port`, as the sentinels named it
+    /// last); `None` on one server.
+    pub fn sentinel_master(&self) -> Option<String> {
+        self.node.sentinel_master()
     }
 
     /// The prefix of every lock key.
@@ -157,7 +171,10 @@ impl RedisLockProvider {
         configs: &[&LockConfiguration],
     ) -> Vec<Result<Option<LockLease>, Error>> {
         let claims: Vec<Claim> = configs.iter().map(|config| self.claim(config)).collect();
-        let replies = self.node.acquire(&self.settings.holder, 0, &claims).await;
+        let replies = match self.settings.wait_for_replicas {
+            None => self.node.acquire(&self.settings.holder, 0, &claims).await,
+            Some(wait) => self.acquire_acknowledged(configs, &claims, wait).await,
+        };
         configs
             .iter()
             .zip(replies)

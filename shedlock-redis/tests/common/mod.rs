@@ -46,6 +46,41 @@ pub(crate) async fn redis(holder: &str) -> Option<RedisLockProvider> {
     Some(connected.expect("connect to SHEDLOCK_TEST_REDIS_URL"))
 }
 
+/// `SHEDLOCK_TEST_REDIS_SENTINEL_URLS` (the sentinels, `redis://host:port` separated by
+/// commas) and `SHEDLOCK_TEST_REDIS_SENTINEL_MASTER` (the master's name) as one
+/// `redis+sentinel://` URL; `None` when skipped.
+pub(crate) fn sentinel_url() -> Option<String> {
+    let every = "every server: eval \"$(bash .ci/services.sh start)\"";
+    let sentinels = shedlock_conformance::env::env_url(
+        "SHEDLOCK_TEST_REDIS_SENTINEL_URLS",
+        "Redis Sentinel",
+        &format!(
+            "redis://127.0.0.1:26379,redis://127.0.0.1:26380,redis://127.0.0.1:26381; {every}"
+        ),
+    )?;
+    let master = shedlock_conformance::env::env_url(
+        "SHEDLOCK_TEST_REDIS_SENTINEL_MASTER",
+        "Redis Sentinel",
+        &format!("shedlock; {every}"),
+    )?;
+    let hosts: Vec<&str> = sentinels
+        .split(',')
+        .map(|url| {
+            url.trim()
+                .trim_start_matches("redis://")
+                .trim_end_matches('/')
+        })
+        .collect();
+    Some(format!("redis+sentinel://{}/{master}", hosts.join(",")))
+}
+
+/// A provider on the test Sentinel set's master under a fresh prefix; `None` when skipped.
+pub(crate) async fn sentinel(holder: &str) -> Option<RedisLockProvider> {
+    let url = sentinel_url()?;
+    let connected = builder("sentinel", holder).connect(&url).await;
+    Some(connected.expect("connect through SHEDLOCK_TEST_REDIS_SENTINEL_URLS"))
+}
+
 /// A provider on the RedLock test masters under a fresh prefix; `None` when skipped.
 pub(crate) async fn redlock(holder: &str) -> Option<RedLockProvider> {
     let urls = redlock_urls()?;

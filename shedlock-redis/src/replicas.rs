@@ -1,0 +1,101 @@
+//! Grants acknowledged by replicas
+//! ([`wait_for_replicas`](crate::RedisLockProviderBuilder::wait_for_replicas)): the acquire
+//! script and `WAIT` in one pipeline, and a grant not acknowledged in time released again.
+
+use shedlock_core::LockConfiguration;
+
+use crate::RedisLockProvider;
+use crate::builder::WaitForReplicas;
+use crate::error::{ServerError, ServerErrorKind};
+use crate::node::{Claim, Node, acquire_arguments};
+use crate::scripts::{ACQUIRE, AcquireReply};
+use crate::time::millis;
+
+impl Node {
+    /// Runs the acquire script for `claims`, then `WAIT` on the same connection in the same
+    /// pipeline (so no reconnection comes between them, after which `WAIT` would count the
+    /// replicas of a connection that wrote nothing): the answers, and how many replicas
+    /// acknowledged the script's writes (0 when the call failed).
+    pub(crate) async fn acquire_acknowledged(
+        &self,
+        holder: &str,
+        claims: &[Claim],
+        wait: WaitForReplicas,
+    ) -> (Vec<Result<AcquireReply, ServerError>>, u32) {
+        let (keys, args) = acquire_arguments(holder, 0, claims);
+        let mut pipeline = redis::pipe();
+        pipeline
+            .cmd("EVALSHA")
+            .arg(ACQUIRE.get_hash())
+            .arg(keys.len())
+            .arg(&keys)
+            .arg(&args)
+            .cmd("WAIT")
+            .arg(wait.replicas)
+            .arg(millis(wait.timeout));
+        let mut connection = self.waiting_connection();
+        let mut reply = pipeline
+            .query_async::<(Vec<Vec<redis::Value>>, u32)>(&mut connection)
+            .await;
+        if reply
+            .as_ref()
+            .is_err_and(|error| error.code() == Some("NOSCRIPT"))
+        {
+            reply = match ACQUIRE.prepare_invoke().load_async(&mut connection).await {
+                Ok(_) => pipeline.query_async(&mut connection).await,
+                Err(error) => Err(error),
+            };
+        }
+        let key = claims.first().map(|claim| claim.key.as_str());
+        match reply {
+            Ok((replies, acknowledged)) => {
+                (self.acquire_answers(claims, Ok(replies)), acknowledged)
+            }
+            Err(error) => (
+                self.acquire_answers(claims, Err(self.failed(key, error))),
+                0,
+            ),
+        }
+    }
+}
+
+impl RedisLockProvider {
+    /// The acquire script's answers to `claims` (of `configs`), its grants acknowledged by
+    /// the replicas asked for: when fewer acknowledged them in time, each grant is released
+    /// and answered with an error saying so.
+    pub(crate) async fn acquire_acknowledged(
+        &self,
+        configs: &[&LockConfiguration],
+        claims: &[Claim],
+        wait: WaitForReplicas,
+    ) -> Vec<Result<AcquireReply, ServerError>> {
+        let holder = &self.settings.holder;
+        let (replies, acknowledged) = self.node.acquire_acknowledged(holder, claims, wait).await;
+        if acknowledged >= wait.replicas {
+            return replies;
+        }
+        let mut answers = Vec::with_capacity(replies.len());
+        for ((reply, claim), config) in replies.into_iter().zip(claims).zip(configs) {
+            let Ok(AcquireReply::Granted { token, .. }) = reply else {
+                answers.push(reply);
+                continue;
+            };
+            let channel = &self.settings.channel;
+            let name = config.name();
+            if let Err(error) = self
+                .node
+                .release(&claim.key, holder, token, 0, channel, name)
+                .await
+            {
+                tracing::warn!(lock = name, %error, "could not release a grant no replica acknowledged");
+            }
+            let kind = ServerErrorKind::NotAcknowledged {
+                replicas: wait.replicas,
+                acknowledged,
+                timeout: wait.timeout,
+            };
+            answers.push(Err(self.node.error(Some(&claim.key), kind)));
+        }
+        answers
+    }
+}
