@@ -149,11 +149,20 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
     /// two or three round trips instead of one: about 0.7 of the throughput the database
     /// allows, against 0.9 and more on connections of the provider's own (`BENCHMARKS.md`).
     ///
-    /// - They are opened through the pool when concurrent statements need them (its connect
-    ///   options and `after_connect` apply) and detached from it: they count in addition to
-    ///   its `max_connections`. Up to `connections` are open at a time; a statement finding all
-    ///   busy waits for one, as it would for a pool's. One idle for a minute is closed, so a
-    ///   burst of jobs on one tick does not hold its connections for good.
+    /// - They are opened when concurrent statements need them, with the pool's connect options
+    ///   and `after_connect` but outside its places: they count in addition to its
+    ///   `max_connections`, and a lock statement never waits for a place in the pool. Up to
+    ///   `connections` are open at a time; a statement finding all busy waits for one, as it
+    ///   would for a pool's. One idle for a minute is closed, so a burst of jobs on one tick
+    ///   does not hold its connections for good.
+    /// - Opening one never waits in sqlx's connect backoff (which retries a refused
+    ///   connection silently, with pauses of up to a fifth of `acquire_timeout`, until
+    ///   `acquire_timeout`): a connection not open within 150 ms is checked by one direct
+    ///   attempt, and when the server refuses, the operation fails at once with the server's
+    ///   answer (`Connection refused`, PostgreSQL's "starting up"); when it accepts, a new
+    ///   attempt connects at once. So a tick asked while the database is down is lost within a
+    ///   fraction of a second (logged), and the first tick after the database is back connects
+    ///   on its first attempt (`docs/RELIABILITY.md`, "Back after an outage").
     /// - When the server refuses another connection for lack of room (PostgreSQL `53300`,
     ///   MySQL 1040) while the provider has others, the statement waits for those instead of
     ///   failing, and the provider opens one fewer from then on. Size it to what the server

@@ -185,6 +185,7 @@ macro_rules! any_database {
 
 any_database! {
     mod builder;
+    mod connect;
     pub mod dialect;
     mod error;
     mod inspect;

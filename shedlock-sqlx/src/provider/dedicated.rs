@@ -69,9 +69,9 @@ impl<DB: Database> DedicatedConnections<DB> {
                 Ok(lent) => return Ok(lent),
                 Err(permit) => permit,
             };
-            match pool.acquire().await {
+            // Not `pool.acquire()`: that waits in sqlx's connect backoff (see `connect`).
+            match crate::connect::open(pool).await {
                 Ok(connection) => {
-                    let connection = connection.detach();
                     return Ok(self.lend(Lent::Dedicated(connection), Some(permit)));
                 }
                 // The server has no connection to spare but this provider holds others: make do

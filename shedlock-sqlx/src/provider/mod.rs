@@ -615,13 +615,14 @@ impl<D: Dialect> SqlLockProvider<D> {
 
 /// Whether a failed statement may have been carried out by the database although its answer
 /// never came: the connection broke (or the answer could not be read) after it was sent.
-/// A database's own error, a pool that gave no connection or a decoding error mean it was not.
+/// A database's own error, a pool that gave no connection, a refused connection (nothing was
+/// sent) or a decoding error mean it was not.
 fn answer_may_be_lost(error: &sqlx::Error) -> bool {
     matches!(
         error,
-        sqlx::Error::Io(_)
-            | sqlx::Error::Protocol(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::WorkerCrashed
+        sqlx::Error::Io(e) if e.kind() != std::io::ErrorKind::ConnectionRefused
+    ) || matches!(
+        error,
+        sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) | sqlx::Error::WorkerCrashed
     )
 }
