@@ -60,5 +60,6 @@ pub use scheduler::job::{IntoJobResult, Job, JobLock};
 pub use scheduler::registry::JobRegistry;
 pub use scheduler::schedule::Schedule;
 pub use scheduler::{
+    JobControl, RemoveMode,
     JobOutcome, JobStatus, OnInterrupted, RunContext, Scheduler, SchedulerBuilder, ShutdownReport,
 };

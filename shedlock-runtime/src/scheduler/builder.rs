@@ -9,15 +9,15 @@ use std::sync::{Arc, Mutex};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::plan::Launch;
+use tokio::sync::mpsc;
+
+use super::Scheduler;
+use super::roster::{Roster, no_records, prepare};
 use super::runner::Timer;
-use super::runtime::{PreparedJob, Runtime, ShutdownCounters, shutdown_gate};
-use super::status::JobState;
-use super::{RunNow, Scheduler};
-use crate::lock::executor::StartGate;
+use super::runtime::{PreparedJob, Runtime, ShutdownCounters};
 use crate::{
     Clock, Elector, Error, Job, JobRegistry, LeaderElection, LockEvent, LockListener, LockProvider,
-    LockingTaskExecutor, SchedulerConfig, SystemClock, TaskResult,
+    LockingTaskExecutor, SchedulerConfig, SystemClock,
 };
 
 /// Builds a [`Scheduler`]; see [`Scheduler::builder`].
@@ -25,7 +25,8 @@ pub struct SchedulerBuilder<S> {
     provider: Option<Arc<dyn LockProvider>>,
     elector: Option<Arc<dyn Elector>>,
     config: SchedulerConfig,
-    registry: Option<JobRegistry<S>>,
+    /// The jobs and their state (none, over `()`, until [`registry`](Self::registry)).
+    registry: JobRegistry<S>,
     listeners: Vec<Arc<dyn LockListener>>,
     clock: Arc<dyn Clock>,
 }
@@ -36,7 +37,7 @@ impl SchedulerBuilder<()> {
             provider: None,
             elector: None,
             config: SchedulerConfig::default(),
-            registry: None,
+            registry: JobRegistry::new(()),
             listeners: Vec::new(),
             clock: Arc::new(SystemClock),
         }
@@ -88,7 +89,7 @@ impl<S> SchedulerBuilder<S> {
             provider: self.provider,
             elector: self.elector,
             config: self.config,
-            registry: Some(registry),
+            registry,
             listeners: self.listeners,
             clock: self.clock,
         }
@@ -128,25 +129,19 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
                 )
                 .with_listener(counting)
         });
-        let (state, registered) = match self.registry {
-            Some(registry) => (Some(registry.state), registry.jobs),
-            None => (None, Vec::new()),
-        };
+        let (state, registered) = (self.registry.state, self.registry.jobs);
         let elector = self.elector.or_else(|| {
             let provider = Arc::clone(executor.as_ref()?.provider());
             Some(Arc::new(provider) as Arc<dyn Elector>)
         });
         let elections = start_elections(&registered, &config, elector.as_ref())?;
         let prepared = prepare_jobs(registered, &config, executor.is_some(), &elections)?;
-        if let Some(executor) = &executor {
+        let records = executor.as_ref().is_some_and(|executor| {
             let provider = executor.provider();
-            let records = provider.run_log().is_some() && provider.inspector().is_some();
-            if let Some(job) = prepared.iter().find(|job| job.reruns() && !records) {
-                return Err(Error::Scheduler(format!(
-                    "job `{}` reruns interrupted runs, but its lock store keeps no run records",
-                    job.job.name
-                )));
-            }
+            provider.run_log().is_some() && provider.inspector().is_some()
+        });
+        if let Some(job) = prepared.iter().find(|job| job.reruns() && !records) {
+            return Err(no_records(&job.job.name));
         }
         let runtime = Arc::new(Runtime {
             executor,
@@ -162,32 +157,35 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
             tasks: tokio_util::task::TaskTracker::new(),
         });
 
-        let mut loops = JoinSet::new();
-        let mut jobs = Vec::with_capacity(prepared.len());
-        let mut run_now: Option<RunNow> = None;
-        // Jobs come only with a registry, and so with its state.
-        if let Some(state) = state {
-            let prepared: Arc<[Arc<PreparedJob<S>>]> = prepared.into_iter().map(Arc::new).collect();
-            for job in prepared.iter() {
-                jobs.push(Arc::new(JobState::new(Arc::clone(job) as _)));
+        let count = prepared.len();
+        let (commands, changes) = match config.enabled {
+            true => {
+                let (sender, receiver) = mpsc::unbounded_channel();
+                (Some(sender), Some(receiver))
             }
-            run_now = Some(run_now_fn(Arc::clone(&prepared), &runtime, &state));
-            if config.enabled && !prepared.is_empty() {
-                let timer = Timer::new(prepared, jobs.clone(), state, Arc::clone(&runtime));
-                loops.spawn(timer.run());
-            }
-        }
-        tracing::info!(
-            jobs = jobs.len(),
-            enabled = config.enabled,
-            "scheduler started"
+            false => (None, None),
+        };
+        let (roster, placed) = Roster::new(
+            state,
+            Arc::clone(&runtime),
+            config.clone(),
+            elections.clone(),
+            records,
+            prepared,
+            commands,
         );
+        let roster = Arc::new(roster);
+        let mut loops = JoinSet::new();
+        if let Some(changes) = changes {
+            let (timer, ended) = Timer::new(Arc::clone(&roster));
+            loops.spawn(timer.run(ended, placed, changes));
+        }
+        tracing::info!(jobs = count, enabled = config.enabled, "scheduler started");
         Ok(Scheduler {
             runtime,
             elections: elections.into_values().collect(),
             config,
-            jobs,
-            run_now,
+            roster,
             loops: Mutex::new(Some(loops)),
         })
     }
@@ -221,7 +219,7 @@ fn start_elections<S>(
 }
 
 /// The jobs, moved (100,000 jobs are not copied), each with its lock and thresholds resolved.
-fn prepare_jobs<S: Clone>(
+fn prepare_jobs<S>(
     jobs: Vec<Job<S>>,
     config: &SchedulerConfig,
     has_provider: bool,
@@ -236,75 +234,9 @@ fn prepare_jobs<S: Clone>(
                     job.name
                 )));
             }
-            let leader = job
-                .leader
-                .as_ref()
-                .and_then(|name| elections.get(name.as_ref()).cloned());
-            let misfire_threshold = job
-                .schedule
-                .misfire_threshold
-                .unwrap_or(config.misfire_threshold);
-            if job.schedule.catch_up.is_some() && job.lock.is_none() {
-                return Err(Error::invalid_config(
-                    "catch_up",
-                    format!(
-                        "job `{}` catches up missed ticks but has no lock: only a lock tells \
-                         whether another instance ran the tick",
-                        job.name
-                    ),
-                ));
-            }
-            let lock = job.resolve_lock(config)?;
-            if let Some(lock) = &lock
-                && !has_provider
-            {
-                return Err(Error::Scheduler(format!(
-                    "job `{}` runs under lock `{}` but the scheduler has no lock provider",
-                    job.name,
-                    lock.config.name()
-                )));
-            }
-            Ok(PreparedJob {
-                job,
-                lock,
-                leader,
-                misfire_threshold,
-                watching: Arc::default(),
-            })
+            prepare(job, config, has_provider, elections)
         })
         .collect()
-}
-
-/// `Scheduler::run_now` for the job at an index: a run by hand under the lock resolved at
-/// start.
-fn run_now_fn<S: Clone + Send + Sync + 'static>(
-    jobs: Arc<[Arc<PreparedJob<S>>]>,
-    runtime: &Arc<Runtime>,
-    state: &S,
-) -> RunNow {
-    let (runtime, state) = (Arc::clone(runtime), state.clone());
-    Box::new(move |index| {
-        let (prepared, runtime, state) = (
-            Arc::clone(&jobs[index]),
-            Arc::clone(&runtime),
-            state.clone(),
-        );
-        Box::pin(async move {
-            let job = prepared.job.clone();
-            let may_start: StartGate = Box::new(shutdown_gate(&runtime, &job.name));
-            may_start()?;
-            match (&prepared.lock, &runtime.executor) {
-                (Some(lock), Some(executor)) => {
-                    let launch = Launch {
-                        may_start: Some(may_start),
-                        ..Launch::default()
-                    };
-                    lock.run(job, state, executor.clone(), launch).await
-                }
-                _ => Ok(TaskResult::Executed(job.start_lazily(state).await)),
-            }
-        })
-    })
 }
 
 /// Counts locks released once shutdown has begun, for the report.

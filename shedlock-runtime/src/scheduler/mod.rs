@@ -11,16 +11,19 @@
 
 mod builder;
 pub(crate) mod config;
+mod control;
 pub(crate) mod job;
 mod plan;
 mod recovery;
 pub(crate) mod registry;
+mod roster;
 mod run;
 mod runner;
 mod runtime;
 pub(crate) mod schedule;
 mod status;
 mod tick;
+mod timing;
 
 use std::fmt;
 use std::sync::atomic::Ordering;
@@ -29,12 +32,15 @@ use std::sync::{Arc, Mutex};
 use tokio::task::JoinSet;
 
 pub use builder::SchedulerBuilder;
+pub use control::{JobControl, RemoveMode};
 pub use run::{OnInterrupted, RunContext};
 pub use status::{JobOutcome, JobStatus, ShutdownReport};
 
+use crate::lock::executor::StartGate;
 use crate::{Error, LeaderElection, LockingTaskExecutor, SchedulerConfig, TaskResult};
-use runtime::Runtime;
-use status::JobState;
+use plan::Launch;
+use roster::{AnyRoster, Roster};
+use runtime::{PreparedJob, Runtime, shutdown_gate};
 
 /// A running scheduler. Build one with [`Scheduler::builder`].
 ///
@@ -65,15 +71,13 @@ pub struct Scheduler {
     runtime: Arc<Runtime>,
     elections: Vec<Arc<LeaderElection>>,
     config: SchedulerConfig,
-    jobs: Vec<Arc<JobState>>,
-    /// Runs the job at an index by hand (`None`: no jobs).
-    run_now: Option<RunNow>,
+    /// The jobs, of the registry's state type.
+    roster: Arc<dyn AnyRoster>,
     loops: Mutex<Option<JoinSet<()>>>,
 }
 
 type RunNowFuture =
     std::pin::Pin<Box<dyn Future<Output = Result<TaskResult<Result<(), String>>, Error>> + Send>>;
-type RunNow = Box<dyn Fn(usize) -> RunNowFuture + Send + Sync>;
 
 impl Scheduler {
     /// A builder: add a provider (unless every job is unlocked), a configuration and a registry.
@@ -81,9 +85,27 @@ impl Scheduler {
         SchedulerBuilder::new()
     }
 
-    /// The status of every registered job: next fire time, last outcome, counts.
+    /// The status of every job: next fire time, last outcome, counts. In registration order;
+    /// a job added at runtime takes the place of one removed before, if any, else comes last.
     pub fn status(&self) -> Vec<JobStatus> {
-        self.jobs.iter().map(|job| job.snapshot()).collect()
+        self.roster.status()
+    }
+
+    /// Adds, replaces and removes jobs while the scheduler runs: the handle for jobs over the
+    /// registry's state `S` (`()` for a scheduler started without a registry). See
+    /// [`JobControl`].
+    ///
+    /// # Errors
+    /// [`Error::Scheduler`] naming both types when the registry's state is not `S`.
+    pub fn job_control<S: Clone + Send + Sync + 'static>(&self) -> Result<JobControl<S>, Error> {
+        let state_type = self.roster.state_type();
+        match Arc::clone(&self.roster).as_any().downcast::<Roster<S>>() {
+            Ok(roster) => Ok(JobControl { roster }),
+            Err(_) => Err(Error::Scheduler(format!(
+                "the scheduler's jobs take state `{state_type}`, not `{}`",
+                std::any::type_name::<S>()
+            ))),
+        }
     }
 
     /// The election a leader-only job follows (by its name, as in `leader = "…"`), to ask
@@ -113,10 +135,9 @@ impl Scheduler {
     /// [`Error::Scheduler`] for an unknown job name, and when shutdown has begun (the job did
     /// not run); [`Error::Store`] when the lock could not be acquired.
     pub async fn run_now(&self, job_name: &str) -> Result<TaskResult<Result<(), String>>, Error> {
-        let index = self.jobs.iter().position(|job| job.name() == job_name);
-        match (index, &self.run_now) {
-            (Some(index), Some(run_now)) => run_now(index).await,
-            _ => Err(Error::Scheduler(format!("no job named `{job_name}`"))),
+        match self.roster.run_now(job_name) {
+            Some(run) => run.await,
+            None => Err(Error::Scheduler(format!("no job named `{job_name}`"))),
         }
     }
 
@@ -216,8 +237,29 @@ impl Drop for Scheduler {
 impl fmt::Debug for Scheduler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Scheduler")
-            .field("jobs", &self.jobs)
+            .field("jobs", &self.roster.status())
             .field("config", &self.config)
             .finish_non_exhaustive()
+    }
+}
+
+/// `Scheduler::run_now` for `prepared`: a run by hand under its lock.
+async fn run_now<S: Clone + Send + Sync + 'static>(
+    prepared: Arc<PreparedJob<S>>,
+    runtime: Arc<Runtime>,
+    state: S,
+) -> Result<TaskResult<Result<(), String>>, Error> {
+    let job = prepared.job.clone();
+    let may_start: StartGate = Box::new(shutdown_gate(&runtime, &job.name));
+    may_start()?;
+    match (&prepared.lock, &runtime.executor) {
+        (Some(lock), Some(executor)) => {
+            let launch = Launch {
+                may_start: Some(may_start),
+                ..Launch::default()
+            };
+            lock.run(job, state, executor.clone(), launch).await
+        }
+        _ => Ok(TaskResult::Executed(job.start_lazily(state).await)),
     }
 }

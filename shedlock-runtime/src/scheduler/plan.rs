@@ -154,6 +154,7 @@ impl ResolvedLock {
             backoff: self.retry_backoff,
             rerun: launch.rerun,
             alive_for: self.alive_for,
+            cancel: launch.cancel,
         };
         let (skipped, name) = (launch.skipped, self.config.shared_name());
         async move {
@@ -195,6 +196,8 @@ pub(crate) struct Launch {
     pub(crate) heartbeat: bool,
     /// Cancelled by the scheduler to ask the run to stop.
     pub(crate) stop: Option<CancellationToken>,
+    /// Cancelled when the job is removed with `RemoveMode::Cancel`: the run is dropped.
+    pub(crate) cancel: Option<CancellationToken>,
     /// Receives the run's lock context once the lock is taken.
     pub(crate) on_start: Option<Box<dyn FnOnce(LockContext) + Send>>,
     /// Asked right before the run starts, after the lock is taken.

@@ -7,7 +7,7 @@
 //! [`OnInterrupted::Rerun`]: super::OnInterrupted::Rerun
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -16,6 +16,25 @@ use super::run::{LOOK_BACK, latest_of_tick};
 use super::runtime::{Due, PreparedJob, Runtime};
 use super::status::JobState;
 use crate::{Error, LockProvider, LockRecord, RunOutcome, RunQuery, RunRecord};
+
+/// Whether a watcher follows a run of a job now (one at a time), and whether the job is gone
+/// from its scheduler (removed: its watcher stops at its next look, and reruns nothing).
+#[derive(Debug, Default)]
+pub(crate) struct Watch {
+    watching: AtomicBool,
+    retired: AtomicBool,
+}
+
+impl Watch {
+    /// The job was removed from its scheduler.
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+    }
+
+    fn retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
+    }
+}
 
 /// Which run a watcher follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,20 +76,20 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             return;
         };
         let provider = Arc::clone(executor.provider());
-        if !self.reruns() || runtime.shutdown.is_cancelled() {
+        if !self.reruns() || runtime.shutdown.is_cancelled() || self.watch.retired() {
             return;
         }
         if provider.run_log().is_none() || provider.inspector().is_none() {
             return;
         }
-        if self.watching.swap(true, Ordering::AcqRel) {
+        if self.watch.watching.swap(true, Ordering::AcqRel) {
             return;
         }
         let (job, runtime, status) = (self.clone(), Arc::clone(runtime), Arc::clone(status));
         runtime.tasks.clone().spawn(async move {
             job.follow(state, &runtime, &status, &provider, follow)
                 .await;
-            job.watching.store(false, Ordering::Release);
+            job.watch.watching.store(false, Ordering::Release);
         });
     }
 
@@ -91,6 +110,9 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         // tick like any other, which shutdown waits for (its grace, then its cancel period),
         // so that its end is recorded before `Scheduler::shutdown` returns.
         loop {
+            if self.watch.retired() {
+                return;
+            }
             let looked = tokio::select! {
                 () = runtime.shutdown.cancelled() => return,
                 looked = look(provider.as_ref(), lock.name(), &mut follow) => looked,
@@ -124,7 +146,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                     };
                     // Whatever it finds, the next look decides: the rerun's own record, or
                     // another instance's rerun to follow.
-                    self.tick(state.clone(), runtime, status, due).await;
+                    let cancel = tokio_util::sync::CancellationToken::new();
+                    self.tick(state.clone(), runtime, status, due, &cancel).await;
                 }
             }
         }

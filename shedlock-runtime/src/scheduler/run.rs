@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use futures_util::FutureExt;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::{Job, LockContext, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart};
 
@@ -94,6 +95,9 @@ pub(crate) struct RunPlan {
     /// The run's heartbeat lease ([`run_heartbeat`]), for a job whose interrupted ticks are
     /// rerun: renewed in its record while the job runs, the job stopped before it passes.
     pub(crate) alive_for: Option<Duration>,
+    /// Cancelled when the job is removed from its scheduler with `RemoveMode::Cancel`: the
+    /// attempt is dropped and recorded as interrupted.
+    pub(crate) cancel: Option<CancellationToken>,
 }
 
 /// The run heartbeat of a job whose interrupted ticks are rerun: the scheduler's `run_lease`,
@@ -172,7 +176,8 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
             current,
             AssertUnwindSafe(job.start_lazily(state.clone())).catch_unwind(),
         );
-        let outcome = match (log, plan.alive_for) {
+        let attempt_run = async {
+            Ok(match (log, plan.alive_for) {
             (Some(log), Some(lease)) => {
                 let deadline = Arc::new(Mutex::new(stop_by(sent, lease)));
                 let beat = Heartbeat {
@@ -197,6 +202,14 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
                 }
             }
             _ => run.await,
+            })
+        };
+        let outcome = tokio::select! {
+            biased;
+            () = removed(plan.cancel.as_ref()) => {
+                return Err(cancelled(log, &start, &plan.job, recorded).await);
+            }
+            outcome = attempt_run => outcome?,
         };
         let retry = attempt <= plan.retries && !context.is_cancelled() && !context.is_lost();
         let end = match &outcome {
@@ -222,10 +235,22 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
                     %error,
                     "run failed; retrying under the same lock"
                 );
-                if !backoff(&context, plan.backoff).await {
-                    return Err(error);
-                }
+                let waited = tokio::select! {
+                    biased;
+                    () = removed(plan.cancel.as_ref()) => None,
+                    waited = backoff(&context, plan.backoff) => Some(waited),
+                };
                 attempt += 1;
+                match waited {
+                    Some(true) => {}
+                    Some(false) => return Err(error),
+                    // The retry's record, started and ended at once: the attempt that failed
+                    // reads `Retried`, which alone would look cut short (and be rerun).
+                    None => {
+                        let next = start.attempt(attempt);
+                        return Err(cancelled(log, &next, &plan.job, false).await);
+                    }
+                }
             }
             Ok(result) => return result,
             Err(panic) => std::panic::resume_unwind(panic),
@@ -324,6 +349,34 @@ async fn stopped(log: &dyn RunLog, start: &RunStart, job: &str, lost: String) ->
         tracing::warn!(%job, %error, "run record not written (end)");
     }
     error
+}
+
+/// Completes when `cancel` is cancelled; never without one.
+async fn removed(cancel: Option<&CancellationToken>) {
+    match cancel {
+        Some(cancel) => cancel.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// An attempt cancelled because its job was removed: recorded as interrupted (its start first
+/// if it was not recorded), so no instance runs the tick again; the text returned is the run's
+/// error.
+async fn cancelled(log: Option<&dyn RunLog>, start: &RunStart, job: &str, recorded: bool) -> String {
+    let reason = "cancelled: the job was removed from its scheduler".to_owned();
+    tracing::warn!(%job, lock = %start.lock, token = start.fencing_token, "run {reason}");
+    let Some(log) = log else {
+        return reason;
+    };
+    if !recorded && let Err(error) = log.run_started(start).await {
+        tracing::warn!(%job, %error, "run record not written (start)");
+        return reason;
+    }
+    let end = RunEnd::with_error(RunOutcome::Interrupted, reason.clone());
+    if let Err(error) = log.run_finished(start, &end).await {
+        tracing::warn!(%job, %error, "run record not written (end)");
+    }
+    reason
 }
 
 /// Waits out the backoff; false when the run was asked to stop or lost its lease meanwhile.

@@ -2,7 +2,7 @@
 //! (`runner`) and running it (`tick`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::AtomicUsize;
 use std::time::{Duration, SystemTime};
 
 use chrono_tz::Tz;
@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::plan::ResolvedLock;
+use super::recovery::Watch;
 use super::status::JobInfo;
 use crate::lock::executor::Claimed;
 use crate::{Clock, Error, Job, LeaderElection, LockingTaskExecutor, RunRecord, Schedule, Tick};
@@ -48,8 +49,8 @@ pub(crate) struct PreparedJob<S> {
     pub(crate) lock: Option<ResolvedLock>,
     pub(crate) leader: Option<Arc<LeaderElection>>,
     pub(crate) misfire_threshold: Duration,
-    /// Whether a watcher follows a run of this job now (one at a time).
-    pub(crate) watching: Arc<AtomicBool>,
+    /// The watcher of this job's interrupted runs (one at a time, kept across replacements).
+    pub(crate) watch: Arc<Watch>,
 }
 
 impl<S> std::fmt::Debug for PreparedJob<S> {
@@ -80,7 +81,7 @@ impl<S> Clone for PreparedJob<S> {
             lock: self.lock.clone(),
             leader: self.leader.clone(),
             misfire_threshold: self.misfire_threshold,
-            watching: Arc::clone(&self.watching),
+            watch: Arc::clone(&self.watch),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! What the scheduler reports: per-job status and the shutdown summary.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use crate::Schedule;
@@ -36,7 +36,8 @@ pub enum JobOutcome {
     Panicked(String),
     /// The lock store failed on acquire; the job did not run this tick.
     StoreError(String),
-    /// The job was aborted at shutdown after ignoring the stop signal.
+    /// The job was aborted: at shutdown after ignoring the stop signal, or when it was removed
+    /// with [`RemoveMode::Cancel`](crate::RemoveMode::Cancel) while it ran.
     Aborted,
 }
 
@@ -83,12 +84,11 @@ pub struct ShutdownReport {
     pub locks_released: usize,
 }
 
-/// Live status of one job, updated by its runner.
+/// Live status of one job, updated by its runner; kept across replacements of its
+/// definition. The job's name, schedule and lock are read from its definition when asked:
+/// 100,000 jobs keep no copies of them.
 #[derive(Debug)]
 pub(crate) struct JobState {
-    /// The job's name, schedule and lock, read from the job itself when asked: 100,000 jobs
-    /// keep no copies of them.
-    job: Arc<dyn JobInfo>,
     next_fire: Mutex<Option<SystemTime>>,
     last_outcome: Mutex<Option<JobOutcome>>,
     running: AtomicBool,
@@ -108,15 +108,9 @@ pub(crate) trait JobInfo: Send + Sync + std::fmt::Debug {
 }
 
 impl JobState {
-    /// The job's name.
-    pub(crate) fn name(&self) -> &str {
-        self.job.name()
-    }
-
-    pub(crate) fn new(job: Arc<dyn JobInfo>) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         JobState {
-            metrics: JobMetrics::new(job.name()),
-            job,
+            metrics: JobMetrics::new(name),
             next_fire: Mutex::new(None),
             last_outcome: Mutex::new(None),
             running: AtomicBool::new(false),
@@ -169,11 +163,12 @@ impl JobState {
         *self.last_outcome.lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
     }
 
-    pub(crate) fn snapshot(&self) -> JobStatus {
+    /// The status of the job `job` (its current definition).
+    pub(crate) fn snapshot(&self, job: &dyn JobInfo) -> JobStatus {
         JobStatus {
-            name: self.job.name().to_owned(),
-            schedule: self.job.schedule().to_string(),
-            lock_name: self.job.lock_name().map(str::to_owned),
+            name: job.name().to_owned(),
+            schedule: job.schedule().to_string(),
+            lock_name: job.lock_name().map(str::to_owned),
             next_fire: *self.next_fire.lock().unwrap_or_else(|e| e.into_inner()),
             running: self.running.load(Ordering::Acquire),
             last_outcome: self

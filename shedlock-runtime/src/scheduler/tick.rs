@@ -27,15 +27,22 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
     ///
     /// A tick skipped because another instance holds the lock starts a watcher of that run
     /// when the job reruns interrupted runs.
+    ///
+    /// `cancel` is cancelled when the job is removed with `RemoveMode::Cancel`: a run not
+    /// started yet does not start, a running one is dropped (recorded as interrupted, its
+    /// lock released).
     pub(super) async fn tick(
         &self,
         state: S,
         runtime: &Arc<Runtime>,
         status: &Arc<JobState>,
         due: Due,
+        cancel: &CancellationToken,
     ) {
-        // A tick claimed with others had its checks made before the claim.
-        if due.claimed.is_none() && !self.may_fire(runtime, status, &due) {
+        // A tick claimed with others had its checks made before the claim (its lock, if
+        // granted, is released by the start gate's refusal).
+        if due.claimed.is_none() && (cancel.is_cancelled() || !self.may_fire(runtime, status, &due))
+        {
             return;
         }
         let span = tracing::info_span!(
@@ -58,19 +65,19 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         let mut handle = self.spawn_run(
             state.clone(),
             runtime,
-            (&span, &context, &stop),
+            (&span, &context, &stop, cancel),
             due,
             &skipped,
         );
         status.set_running(true);
-        let (joined, leadership_lost) = self.join(&mut handle, runtime, &stop).await;
+        let (joined, leadership_lost) = self.join(&mut handle, runtime, &stop, cancel).await;
         status.set_running(false);
 
         let outcome = match joined {
             // Refused by the start gate (the executor returns no other `Scheduler` error).
             Ok(Err(Error::Scheduler(reason))) => {
                 span.in_scope(|| tracing::debug!(%reason, "not started"));
-                if runtime.shutdown.is_cancelled() {
+                if runtime.shutdown.is_cancelled() || cancel.is_cancelled() {
                     return;
                 }
                 JobOutcome::NotLeader
@@ -79,6 +86,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             Ok(Ok(TaskResult::Executed(Ok(())))) => JobOutcome::Executed {
                 duration: started.elapsed(),
             },
+            // Dropped by `run_recorded`, which said why.
+            Ok(Ok(TaskResult::Executed(Err(_)))) if cancel.is_cancelled() => JobOutcome::Aborted,
             Ok(Ok(TaskResult::Executed(Err(error)))) => {
                 span.in_scope(|| tracing::error!(error = %error, "job failed"));
                 JobOutcome::Failed(error)
@@ -104,7 +113,10 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                     // first does it, and this waits until it is done.
                     let _ = context.active.release().await;
                 }
-                if leadership_lost {
+                if cancel.is_cancelled() {
+                    span.in_scope(|| tracing::warn!("job cancelled: it was removed"));
+                    JobOutcome::Aborted
+                } else if leadership_lost {
                     span.in_scope(|| {
                         tracing::warn!("leader-only job cancelled: the leadership ended")
                     });
@@ -203,21 +215,23 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         &self,
         state: S,
         runtime: &Runtime,
-        (span, context, stop): (
+        (span, context, stop, cancel): (
             &tracing::Span,
             &Arc<Mutex<Option<LockContext>>>,
+            &CancellationToken,
             &CancellationToken,
         ),
         due: Due,
         skipped: &Arc<AtomicBool>,
     ) -> JoinHandle<Result<TaskResult<Result<(), String>>, Error>> {
-        let may_start = self.start_gate(runtime);
+        let may_start = self.start_gate(runtime, cancel);
         match (&self.lock, &runtime.executor) {
             (Some(lock), Some(executor)) => {
                 let (slot, token_span) = (Arc::clone(context), span.clone());
                 let mut due = due;
                 let launch = Launch {
                     stop: Some(stop.clone()),
+                    cancel: Some(cancel.clone()),
                     on_start: Some(Box::new(move |ctx: LockContext| {
                         token_span.record("token", ctx.fencing_token());
                         *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(ctx);
@@ -244,12 +258,19 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
 
     /// Decides, right before the job starts, that it still may: no shutdown begun, and for a
     /// leader-only job, this instance still leads (the lock's acquisition takes a round trip,
-    /// and the spawned run starts a little after the tick's own checks).
-    fn start_gate(&self, runtime: &Runtime) -> StartGate {
+    /// and the spawned run starts a little after the tick's own checks); the job was not
+    /// removed with `RemoveMode::Cancel`.
+    fn start_gate(&self, runtime: &Runtime, cancel: &CancellationToken) -> StartGate {
         let not_shutting_down = shutdown_gate(runtime, &self.job.name);
         let (leader, job) = (self.leader.clone(), self.job.name.clone());
+        let cancel = cancel.clone();
         Box::new(move || {
             not_shutting_down()?;
+            if cancel.is_cancelled() {
+                return Err(Error::Scheduler(format!(
+                    "job `{job}` was not started: it was removed"
+                )));
+            }
             match &leader {
                 Some(election) if !election.is_leader() => Err(Error::Scheduler(format!(
                     "job `{job}` was not started: this instance no longer leads `{}`",
@@ -260,7 +281,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         })
     }
 
-    /// Waits for the run, aborting it at shutdown's last phase. When a leader-only job's
+    /// Waits for the run, aborting it at shutdown's last phase, or when the job is removed with
+    /// `RemoveMode::Cancel` and has no lock (a locked run drops itself, to record why). When a leader-only job's
     /// leadership ends first, a locked run is asked to stop (its lock context's `cancelled()`
     /// fires) and awaited; a run without a lock has no other way to learn it and is cancelled.
     /// Returns the run's result and whether the leadership ended while it ran.
@@ -269,7 +291,15 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         handle: &mut JoinHandle<Result<TaskResult<Result<(), String>>, Error>>,
         runtime: &Runtime,
         stop: &CancellationToken,
+        cancel: &CancellationToken,
     ) -> (Joined, bool) {
+        let removed = async {
+            match &self.lock {
+                None => cancel.cancelled().await,
+                Some(_) => std::future::pending().await,
+            }
+        };
+        tokio::pin!(removed);
         let term_ended = async {
             match &self.leader {
                 Some(election) => election.candidacy().term_ended().await,
@@ -282,6 +312,10 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                 handle.abort();
                 return (handle.await, false);
             }
+            () = &mut removed => {
+                handle.abort();
+                return (handle.await, false);
+            }
             () = term_ended => {}
         }
         stop.cancel();
@@ -290,6 +324,10 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         }
         tokio::select! {
             joined = &mut *handle => (joined, true),
+            () = &mut removed => {
+                handle.abort();
+                (handle.await, true)
+            }
             () = runtime.abort.cancelled() => {
                 handle.abort();
                 (handle.await, true)
