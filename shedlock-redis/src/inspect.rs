@@ -56,6 +56,38 @@ pub(crate) async fn records_of(
     Ok(records)
 }
 
+/// What `INFO replication` says of the server a [`RedisLockProvider`] uses (through Sentinel:
+/// of the master), from [`RedisLockProvider::replication`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Replication {
+    /// `master`, or `slave` for a replica.
+    pub role: String,
+    /// How many replicas are connected to it.
+    pub connected_replicas: u32,
+}
+
+impl RedisLockProvider {
+    /// The server's role and connected replicas (`INFO replication`). A master with replicas
+    /// answers grants before they reach them, so a failover can lose the last grant unless
+    /// [`wait_for_replicas`](crate::RedisLockProviderBuilder::wait_for_replicas).
+    ///
+    /// # Errors
+    /// [`Error::Store`](shedlock_core::Error::Store) when the server does not answer, or
+    /// refuses `INFO` (as some managed services do).
+    pub async fn replication(&self) -> Result<Replication, Error> {
+        let (role, connected_replicas) = self
+            .node
+            .replication()
+            .await
+            .map_err(|e| store_error(Operation::Read, "*", e))?;
+        Ok(Replication {
+            role,
+            connected_replicas,
+        })
+    }
+}
+
 /// Reads the hashes under the key prefix (`SCAN`, then one script per lock, on the server's
 /// clock). An operator's release ends the lease as its holder's release would without
 /// `lock_at_least_for`: `lock_until` becomes the server's now, so the holder's own late

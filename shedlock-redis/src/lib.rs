@@ -5,6 +5,7 @@
 //! | provider | servers | acquire | a batch of claims | survives |
 //! |---|---|---|---|---|
 //! | [`RedisLockProvider`] | one | 1 script, 1 round trip | 1 script per 500 locks | nothing: the server is the single point of failure |
+//! | [`RedisLockProvider`] through Sentinel (`redis+sentinel://`) | a master and its replicas | the same, on the master | the same | the loss of the master, after the sentinels promote a replica; a grant the replica had not received is lost ([`wait_for_replicas`](RedisLockProviderBuilder::wait_for_replicas) prevents it) |
 //! | [`RedLockProvider`] | N independent masters | 1 script on each, in parallel; a majority must grant | 1 script per 500 locks on each, and 1 more on each master that must take grants back | the loss of a minority of masters |
 //!
 //! ```no_run
@@ -62,7 +63,15 @@
 //! **One server is one point of failure, and a replica failover loses locks.** Under Sentinel
 //! or a managed Redis with replicas, a grant is answered before it reaches a replica; if the
 //! primary fails then, the promoted replica never saw it and grants the lock again **while
-//! the first holder still runs**. No lease can prevent that. With the token rule above, the
+//! the first holder still runs**. No lease can prevent that;
+//! [`wait_for_replicas`](RedisLockProviderBuilder::wait_for_replicas) does: a grant is
+//! answered only once a replica acknowledged it (`WAIT`), else released and answered with an
+//! error, so a promoted replica holds every grant a holder was given (the test
+//! `tests/sentinel.rs` shows both: a grant no replica received granted again after the
+//! failover, and with `wait_for_replicas` refused before it). `WAIT` does not make the
+//! replica's copy durable: a replica that restarts without persistence, or a failover to a
+//! replica that had not acknowledged (with more replicas than asked for), can still lose it.
+//! With the token rule above, the
 //! second token is above the first as long as the new primary's clock is not behind the old
 //! one's, so a resource that keeps the highest token it saw refuses the first holder's writes
 //! once the second holder has written; writes of the first holder before that are accepted,
@@ -173,6 +182,28 @@
 //! at their next poll. Messages published while a subscriber reconnects are lost: hints only
 //! wake waiters early, polling stays the mechanism.
 //!
+//! # Redis Sentinel
+//!
+//! `redis+sentinel://[[user]:password@]host:port,host:port,…/master_name[/db]` (or
+//! `rediss+sentinel://` with TLS to the sentinels and the master) given to
+//! [`connect`](RedisLockProviderBuilder::connect) opens a [`RedisLockProvider`] on the
+//! master the sentinels name (redis-rs's lookup: the first sentinel that answers names a
+//! master not flagged down, and its `ROLE` confirms it). The URL's credentials are the
+//! master's; sentinels with a password of their own take `?sentinel_password=…`. Keys,
+//! scripts and wire are those of one server.
+//!
+//! After a failover: the first call that finds the old master gone (connection refused or
+//! lost, no answer within the timeout) or demoted (`READONLY`) fails, the calls after it fail
+//! at once, and the sentinels are asked every 100 ms until they name a master that answers
+//! as one; the provider connects to it and goes on. In the failover test (sentinels with
+//! `down-after-milliseconds 1000`) the replica was promoted about 2.2 s after the master was
+//! killed and the fleets' next per-second tick ran on it. Release hints subscribe on the new
+//! master when their connection breaks.
+//!
+//! A master cut off from the sentinels and the other replicas but not from some instances
+//! keeps granting to them until it learns it was replaced; `min-replicas-to-write` on the
+//! servers bounds that, as the Sentinel documentation explains.
+//!
 //! # TLS
 //!
 //! `rediss://` URLs connect over TLS (the `tls` feature, on by default: redis-rs's rustls
@@ -186,8 +217,8 @@
 //! The providers use [redis-rs](https://docs.rs/redis) (`redis` 1.x), the most used and
 //! actively maintained Rust client, with its `ConnectionManager`: one multiplexed connection
 //! per server that pipelines concurrent commands from every task and reconnects by itself;
-//! scripts run by `EVALSHA` and are loaded on `NOSCRIPT`. The same crate offers cluster and
-//! sentinel clients should a later provider need them.
+//! scripts run by `EVALSHA` and are loaded on `NOSCRIPT`. Through Sentinel it uses redis-rs's
+//! Sentinel client to find the master.
 
 mod batch;
 mod builder;
@@ -206,6 +237,7 @@ mod sentinel;
 mod time;
 
 pub use builder::{Majority, RedLockProviderBuilder, RedisLockProviderBuilder, SingleServer};
+pub use inspect::Replication;
 pub use names::DEFAULT_KEY_PREFIX;
 pub use provider::RedisLockProvider;
 pub use redlock::RedLockProvider;

@@ -1,7 +1,8 @@
 //! `rediss://`: the providers over TLS (redis-rs's rustls support, the `tls` feature), against
 //! a private `redis-server --tls-port` whose certificate the test makes with the `openssl`
-//! command: a root of its own and a server certificate for `localhost` signed by it. Skipped
-//! (failed when `CI=true`) without `redis-server` or `openssl`.
+//! command: a root of its own and a server certificate for `localhost` signed by it; and
+//! `rediss+sentinel://`, a TLS sentinel watching such a server. Skipped (failed when
+//! `CI=true`) without `redis-server` or `openssl`.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -246,4 +247,103 @@ async fn an_untrusted_server_is_refused() {
         panic!("roots for a plain URL were accepted: {plain:?}");
     };
     assert_eq!(*field, "tls_root_certificates");
+}
+
+/// A sentinel answering TLS only on a free port, watching the master on `master_port` over
+/// TLS with its password; killed when dropped.
+struct TlsSentinel {
+    port: u16,
+    child: std::process::Child,
+}
+
+impl Drop for TlsSentinel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl TlsSentinel {
+    fn start(certs: &TempDir, master_port: u16) -> TlsSentinel {
+        let port = free_port();
+        let file = |name: &str| certs.0.join(name).display().to_string();
+        let conf = certs.0.join(format!("sentinel-{port}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "port 0\ntls-port {port}\nbind 127.0.0.1\ndir {dir}\n\
+                 tls-cert-file {cert}\ntls-key-file {key}\ntls-ca-cert-file {ca}\n\
+                 tls-auth-clients no\ntls-replication yes\n\
+                 sentinel monitor tls 127.0.0.1 {master_port} 1\n\
+                 sentinel auth-pass tls s3cr3t-tls\n",
+                dir = certs.0.display(),
+                cert = file("server.pem"),
+                key = file("server.key"),
+                ca = file("ca.pem"),
+            ),
+        )
+        .unwrap();
+        let child = Command::new("redis-server")
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server --sentinel");
+        TlsSentinel { port, child }
+    }
+}
+
+/// Issue 33: `rediss+sentinel://`: the sentinel and the master it names are both reached over
+/// TLS with the given root, the master's password from the URL; the provider names the
+/// sentinel, not the password, and the master it found.
+#[tokio::test]
+async fn a_provider_works_through_sentinel_over_tls() {
+    let Some(certs) = certificates() else { return };
+    let Some((_server, port)) = tls_server(&certs) else {
+        return;
+    };
+    let sentinel = TlsSentinel::start(&certs, port);
+    let url = format!(
+        "rediss+sentinel://:s3cr3t-tls@localhost:{}/tls",
+        sentinel.port
+    );
+    let connect = || {
+        RedisLockProvider::builder()
+            .key_prefix(unique_key_prefix("tls-sentinel"))
+            .holder("a")
+            .tls_root_certificates(root(&certs))
+            .connect(&url)
+    };
+    // The sentinel takes a moment to listen: its first answer is awaited (10 s at most).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let provider = loop {
+        match connect().await {
+            Ok(provider) => break provider,
+            Err(error) => {
+                assert!(!error.to_string().contains("s3cr3t"), "{error}");
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no master through the TLS sentinel: {error}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    assert_eq!(
+        provider.server(),
+        format!("rediss+sentinel://localhost:{}/tls", sentinel.port)
+    );
+    assert_eq!(
+        provider.sentinel_master(),
+        Some(format!("127.0.0.1:{port}"))
+    );
+    let config = LockConfiguration::new(
+        unique_lock_name("tls"),
+        Duration::from_secs(30),
+        Duration::ZERO,
+    )
+    .unwrap();
+    let lease = provider.acquire(&config).await.unwrap().expect("acquired");
+    assert!(provider.release(&lease).await.unwrap());
 }
