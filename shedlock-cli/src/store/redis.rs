@@ -1,5 +1,7 @@
-//! One Redis server: `redis://[:password@]host:port[/db]` (`rediss://` with TLS). Also what
-//! RedLock's masters share with it: their URLs' check, the connection to one, no schema.
+//! One Redis server: `redis://[:password@]host:port[/db]` (`rediss://` with TLS), or the
+//! master Redis Sentinel names: `redis+sentinel://[:password@]host:port,host:port/master[/db]`
+//! (`rediss+sentinel://`), opened by the same provider and followed after a failover. Also
+//! what RedLock's masters share with it: their URLs' check, the connection to one, no schema.
 
 use shedlock_core::async_trait;
 use shedlock_redis::RedisLockProvider;
@@ -13,7 +15,7 @@ use crate::failure::{Exit, Failure};
 use crate::secrets::url_list;
 
 pub(super) const KIND: Kind = Kind {
-    form: "redis://… (one server)",
+    form: "redis://… (one server), redis+sentinel://host:port,…/master (Sentinel)",
     read,
     name: "Redis",
     options: OPTIONS,
@@ -23,7 +25,7 @@ pub(super) const KIND: Kind = Kind {
 /// The options of Redis and RedLock.
 pub(super) const OPTIONS: &[&str] = &["--key-prefix"];
 
-/// A `redis://` URL alone.
+/// A `redis://` URL alone, or a `redis+sentinel://` one.
 fn read(target: &Target, expected: &str) -> Reading {
     let urls = urls(target)?;
     (urls.len() == 1).then(|| {
@@ -35,15 +37,29 @@ fn read(target: &Target, expected: &str) -> Reading {
     })
 }
 
-/// The Redis URLs of a target whose scheme is `redis` or `rediss`: one server's, or RedLock's
-/// masters.
+/// The Redis URLs of a target whose scheme is `redis` or `rediss` (or a Sentinel one): one
+/// server's, or RedLock's masters.
 pub(super) fn urls(target: &Target) -> Option<Vec<&str>> {
-    matches!(target.scheme(), Some("redis" | "rediss")).then(|| url_list(target.url.trim()))
+    matches!(
+        target.scheme(),
+        Some("redis" | "rediss" | "redis+sentinel" | "rediss+sentinel")
+    )
+    .then(|| url_list(target.url.trim()))
 }
 
-/// Checks each Redis URL (one master of a RedLock list): a `redis://` or `rediss://` URL;
-/// `expected` (every store's URL forms) ends the message when one is not.
+/// Checks each Redis URL (one master of a RedLock list): a `redis://` or `rediss://` URL, or
+/// (alone) a Sentinel one; `expected` (every store's URL forms) ends the message when one is
+/// not.
 pub(super) fn check(urls: &[&str], expected: &str) -> Result<(), Failure> {
+    if let [url] = urls
+        && matches!(
+            url.split_once("://").map(|(scheme, _)| scheme),
+            Some("redis+sentinel" | "rediss+sentinel")
+        )
+    {
+        // The hosts are sentinels, separated by commas: the provider reads the URL.
+        return Ok(());
+    }
     for url in urls {
         let parsed = Url::parse(url).map_err(|e| {
             Failure::new(
@@ -106,10 +122,34 @@ impl Store for Redis {
         &self.target
     }
 
-    /// Reachable (checked when the provider connected), its clock, its locks.
+    /// Reachable (checked when the provider connected), its clock, its locks; its topology:
+    /// the master Sentinel names, the role and replicas, and what a failover can lose.
     async fn doctor(&self, args: &DatabaseArgs) -> Result<Exit, Failure> {
         let provider = self.connect(args).await?;
-        reachable(&provider, "Redis", &self.target.shown, "Redis").await
+        let mut exit = reachable(&provider, "Redis", &self.target.shown, "Redis").await?;
+        if let Some(master) = provider.sentinel_master() {
+            out!("info     Redis Sentinel names the master {master}");
+        }
+        match provider.replication().await {
+            Ok(replication) if replication.role != "master" => {
+                out!(
+                    "problem  Redis is a {} (a replica), which refuses writes: every \
+                     acquisition fails",
+                    replication.role
+                );
+                out!("fix      give the master's URL, or a redis+sentinel:// URL");
+                exit = Exit::Problems;
+            }
+            Ok(replication) if replication.connected_replicas > 0 => out!(
+                "warning  Redis is a master with {} replica(s), replicated asynchronously: a \
+                 failover to a replica that had not received the last grant grants that lock \
+                 again while its holder runs (the library's wait_for_replicas prevents it)",
+                replication.connected_replicas
+            ),
+            Ok(_) => out!("info     Redis is a master without replicas: its loss stops the locks"),
+            Err(error) => out!("info     Redis replication not read (INFO replication: {error})"),
+        }
+        Ok(exit)
     }
 
     async fn open(&self, args: &DatabaseArgs) -> Result<OpenStore, Failure> {

@@ -28,6 +28,10 @@ fn only_the_masked_url_is_shown_or_debugged() {
             "redis://:***@h1:6380,redis://u:***@h2:6381/1",
         ),
         (
+            "redis+sentinel://:s%40cret@h1:26379,h2:26379/shedlock/1",
+            "redis+sentinel://:***@h1:26379,h2:26379/shedlock/1",
+        ),
+        (
             "zookeeper://app:s%40cret@h1:2181,h2:2181/chroot",
             "zookeeper://app:***@h1:2181,h2:2181/chroot",
         ),
@@ -103,6 +107,12 @@ fn the_scheme_decides_the_database() {
         store("redis://a:1,rediss://b:2,redis://c:3").name(),
         "RedLock"
     );
+    assert_eq!(
+        store("redis+sentinel://:pw@h1:26379,h2:26379/shedlock").name(),
+        "Redis"
+    );
+    let sentinel_in_redlock = refused("redis://a:1,redis+sentinel://h1:26379/m");
+    assert_eq!(sentinel_in_redlock.exit, Exit::Usage);
     assert_eq!(store("zookeeper://h1:2181,h2:2181/app").name(), "ZooKeeper");
     assert_eq!(store("etcd://h1:2379,h2:2379").name(), "etcd");
     let mixed = refused("redis://a:1,postgres://u:topsecret@h/db");
@@ -118,7 +128,8 @@ fn the_scheme_decides_the_database() {
     assert!(
         unknown.message.ends_with(
             "expected postgres://…, mysql://…, sqlite:FILE, redis://… (one server), \
-             redis://…,redis://…,… (RedLock masters), zookeeper://host:port,… or \
+             redis+sentinel://host:port,…/master (Sentinel), redis://…,redis://…,… (RedLock \
+             masters), zookeeper://host:port,… or \
              etcd://host:port,…"
         ),
         "{}",
