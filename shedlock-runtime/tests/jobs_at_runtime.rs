@@ -33,7 +33,9 @@ fn store() -> InMemoryLockProvider {
 }
 
 async fn start(store: &InMemoryLockProvider, jobs: Vec<Job<()>>) -> (Scheduler, JobControl<()>) {
-    let registry = jobs.into_iter().fold(JobRegistry::new(()), JobRegistry::add);
+    let registry = jobs
+        .into_iter()
+        .fold(JobRegistry::new(()), JobRegistry::add);
     let scheduler = Scheduler::builder()
         .provider(store.clone())
         .clock(clock())
@@ -75,14 +77,25 @@ async fn a_job_added_at_runtime_runs_on_its_schedule() {
     let twice = control.add(job).await.unwrap_err().to_string();
     assert!(twice.contains("job `added` already exists"), "{twice}");
     let wrong = scheduler.job_control::<String>().unwrap_err().to_string();
-    assert!(wrong.contains("`()`") && wrong.contains("String"), "{wrong}");
+    assert!(
+        wrong.contains("`()`") && wrong.contains("String"),
+        "{wrong}"
+    );
     let missing = control.remove("nope", RemoveMode::Finish).await;
-    assert!(missing.unwrap_err().to_string().contains("no job named `nope`"));
+    assert!(
+        missing
+            .unwrap_err()
+            .to_string()
+            .contains("no job named `nope`")
+    );
 
     scheduler.shutdown().await;
     let late = common::counting("late", every_second, &runs);
     let refused = control.add(late).await.unwrap_err().to_string();
-    assert!(refused.contains("shutting down") && refused.contains("`late`"), "{refused}");
+    assert!(
+        refused.contains("shutting down") && refused.contains("`late`"),
+        "{refused}"
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 5);
 }
 
@@ -104,7 +117,12 @@ impl Ticks {
     }
 
     fn note(&self, tick: SystemTime, label: &'static str) {
-        self.seen.lock().unwrap().entry(tick).or_default().push(label);
+        self.seen
+            .lock()
+            .unwrap()
+            .entry(tick)
+            .or_default()
+            .push(label);
     }
 
     /// The same job without a lock: only the timer keeps it from running a tick twice.
@@ -150,28 +168,57 @@ async fn a_replaced_job_runs_each_tick_once_and_loses_none() {
 
     // Mid-run of the tick of second 2 (it runs 2.5 s to 2.8 s): new lock settings.
     sleep(2_600).await;
-    control.replace(ticks.job("new", "* * * * * *", 100)).await.unwrap();
-    control.replace(unlocked.unlocked("new", "* * * * * *")).await.unwrap();
+    control
+        .replace(ticks.job("new", "* * * * * *", 100))
+        .await
+        .unwrap();
+    control
+        .replace(unlocked.unlocked("new", "* * * * * *"))
+        .await
+        .unwrap();
     // Exactly at the fire time of second 4: either definition may take it, not both.
     sleep(1_900).await;
-    other.replace(ticks.job("new", "* * * * * *", 100)).await.unwrap();
-    control.replace(unlocked.unlocked("again", "* * * * * *")).await.unwrap();
+    other
+        .replace(ticks.job("new", "* * * * * *", 100))
+        .await
+        .unwrap();
+    control
+        .replace(unlocked.unlocked("again", "* * * * * *"))
+        .await
+        .unwrap();
     // Between ticks (at 5.9 s, the tick of second 5 over): every other second from now on.
     sleep(1_400).await;
-    control.replace(ticks.job("even", "*/2 * * * * *", 0)).await.unwrap();
-    other.replace(ticks.job("even", "*/2 * * * * *", 0)).await.unwrap();
-    control.replace(unlocked.unlocked("even", "*/2 * * * * *")).await.unwrap();
+    control
+        .replace(ticks.job("even", "*/2 * * * * *", 0))
+        .await
+        .unwrap();
+    other
+        .replace(ticks.job("even", "*/2 * * * * *", 0))
+        .await
+        .unwrap();
+    control
+        .replace(unlocked.unlocked("even", "*/2 * * * * *"))
+        .await
+        .unwrap();
     sleep(3_800).await; // up to 9.7 s
     first.shutdown().await;
     second_instance.shutdown().await;
 
     for seen in [ticks.seen(), unlocked.seen()] {
         let expected: Vec<SystemTime> = [0, 1, 2, 3, 4, 5, 6, 8].map(second).into();
-        assert_eq!(seen.keys().copied().collect::<Vec<_>>(), expected, "{seen:#?}");
+        assert_eq!(
+            seen.keys().copied().collect::<Vec<_>>(),
+            expected,
+            "{seen:#?}"
+        );
         for (tick, runs) in &seen {
             assert_eq!(runs.len(), 1, "tick {tick:?} ran {runs:?}");
         }
-        assert_eq!(seen[&second(2)], ["old"], "the tick in flight ran as it started");
+        assert_eq!(
+            seen[&second(2)],
+            ["old"],
+            "the tick in flight ran as it started"
+        );
         assert_eq!(seen[&second(8)], ["even"]);
     }
     assert_eq!(unlocked.seen()[&second(3)], ["new"]);
@@ -204,15 +251,29 @@ async fn a_removed_job_finishes_its_running_tick_and_starts_no_other() {
     sleep(1_000).await; // the tick of second 0 runs since 0.5 s
     assert!(scheduler.status()[0].running);
     let last = control.remove("slow", RemoveMode::Finish).await.unwrap();
-    assert!(finished.load(Ordering::SeqCst), "removal returned before the run ended");
-    assert!(matches!(last.last_outcome, Some(JobOutcome::Executed { .. })), "{last:?}");
+    assert!(
+        finished.load(Ordering::SeqCst),
+        "removal returned before the run ended"
+    );
+    assert!(
+        matches!(last.last_outcome, Some(JobOutcome::Executed { .. })),
+        "{last:?}"
+    );
     assert_eq!((last.executions, last.next_fire), (1, None));
     assert!(scheduler.status().is_empty());
 
     finished.store(false, Ordering::SeqCst);
     sleep(5_000).await;
-    assert!(!finished.load(Ordering::SeqCst), "a tick ran after the removal");
-    let record = store.inspector().unwrap().lock_record("slow").await.unwrap();
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "a tick ran after the removal"
+    );
+    let record = store
+        .inspector()
+        .unwrap()
+        .lock_record("slow")
+        .await
+        .unwrap();
     assert!(!record.unwrap().held, "the lock is still held");
     // The name is free again.
     let again = long_job("slow", Duration::from_millis(10), &finished, true);
@@ -241,8 +302,16 @@ async fn a_job_removed_with_cancel_is_dropped_its_lock_released_and_its_run_ende
     }
     assert!(!locked_done.load(Ordering::SeqCst) && !unlocked_done.load(Ordering::SeqCst));
     assert!(scheduler.status().is_empty());
-    let record = store.inspector().unwrap().lock_record("stuck").await.unwrap();
-    assert!(!record.unwrap().held, "the cancelled run's lock is still held");
+    let record = store
+        .inspector()
+        .unwrap()
+        .lock_record("stuck")
+        .await
+        .unwrap();
+    assert!(
+        !record.unwrap().held,
+        "the cancelled run's lock is still held"
+    );
     let runs = store.run_log().unwrap();
     let runs = runs.runs(&RunQuery::lock("stuck")).await.unwrap();
     assert_eq!(runs.len(), 1, "{runs:#?}");
@@ -291,12 +360,24 @@ async fn ten_thousand_jobs_added_replaced_and_removed_leave_other_ticks_be() {
         control.remove(&name, RemoveMode::Finish).await.unwrap();
     }
     sleep(3_000).await; // 9.25 s
-    assert_eq!(runs.load(Ordering::SeqCst), 2 * JOBS, "a removed tenant ran");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2 * JOBS,
+        "a removed tenant ran"
+    );
 
     let status = scheduler.status();
     assert_eq!(status.len(), 1, "{:?}", &status[..status.len().min(3)]);
-    assert_eq!(anchor_runs.load(Ordering::SeqCst), 9, "ticks of seconds 0 to 8");
+    assert_eq!(
+        anchor_runs.load(Ordering::SeqCst),
+        9,
+        "ticks of seconds 0 to 8"
+    );
     let anchor = &status[0];
-    assert_eq!((anchor.missed_ticks, anchor.overlapped_ticks), (0, 0), "{anchor:?}");
+    assert_eq!(
+        (anchor.missed_ticks, anchor.overlapped_ticks),
+        (0, 0),
+        "{anchor:?}"
+    );
     scheduler.shutdown().await;
 }

@@ -147,7 +147,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                     // Whatever it finds, the next look decides: the rerun's own record, or
                     // another instance's rerun to follow.
                     let cancel = tokio_util::sync::CancellationToken::new();
-                    self.tick(state.clone(), runtime, status, due, &cancel).await;
+                    self.tick(state.clone(), runtime, status, due, &cancel)
+                        .await;
                 }
             }
         }

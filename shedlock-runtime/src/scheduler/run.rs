@@ -178,30 +178,30 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
         );
         let attempt_run = async {
             Ok(match (log, plan.alive_for) {
-            (Some(log), Some(lease)) => {
-                let deadline = Arc::new(Mutex::new(stop_by(sent, lease)));
-                let beat = Heartbeat {
-                    log,
-                    start: &start,
-                    lease,
-                    deadline: Arc::clone(&deadline),
-                    recorded,
-                };
-                tokio::select! {
-                    biased;
-                    lost = beat.keep() => {
-                        return Err(stopped(log, &start, &plan.job, lost).await);
-                    }
-                    outcome = gated(run, &deadline) => match outcome {
-                        Some(outcome) => outcome,
-                        None => {
-                            let lost = not_renewed(lease);
+                (Some(log), Some(lease)) => {
+                    let deadline = Arc::new(Mutex::new(stop_by(sent, lease)));
+                    let beat = Heartbeat {
+                        log,
+                        start: &start,
+                        lease,
+                        deadline: Arc::clone(&deadline),
+                        recorded,
+                    };
+                    tokio::select! {
+                        biased;
+                        lost = beat.keep() => {
                             return Err(stopped(log, &start, &plan.job, lost).await);
                         }
-                    },
+                        outcome = gated(run, &deadline) => match outcome {
+                            Some(outcome) => outcome,
+                            None => {
+                                let lost = not_renewed(lease);
+                                return Err(stopped(log, &start, &plan.job, lost).await);
+                            }
+                        },
+                    }
                 }
-            }
-            _ => run.await,
+                _ => run.await,
             })
         };
         let outcome = tokio::select! {
@@ -362,7 +362,12 @@ async fn removed(cancel: Option<&CancellationToken>) {
 /// An attempt cancelled because its job was removed: recorded as interrupted (its start first
 /// if it was not recorded), so no instance runs the tick again; the text returned is the run's
 /// error.
-async fn cancelled(log: Option<&dyn RunLog>, start: &RunStart, job: &str, recorded: bool) -> String {
+async fn cancelled(
+    log: Option<&dyn RunLog>,
+    start: &RunStart,
+    job: &str,
+    recorded: bool,
+) -> String {
     let reason = "cancelled: the job was removed from its scheduler".to_owned();
     tracing::warn!(%job, lock = %start.lock, token = start.fencing_token, "run {reason}");
     let Some(log) = log else {

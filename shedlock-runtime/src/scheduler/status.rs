@@ -1,7 +1,7 @@
 //! What the scheduler reports: per-job status and the shutdown summary.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use crate::Schedule;

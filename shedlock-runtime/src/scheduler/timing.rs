@@ -160,7 +160,10 @@ mod tests {
         else {
             panic!("a fixed rate");
         };
-        assert_eq!((new_origin, wall_origin, index), (origin + secs(20), T0 + secs(20), 0));
+        assert_eq!(
+            (new_origin, wall_origin, index),
+            (origin + secs(20), T0 + secs(20), 0)
+        );
         assert_eq!(next_on_grid(new_origin, secs(4), 0, origin + secs(25)), 2);
         // Running: tick 3 (30 s) was fired.
         let Plan::Rate { wall_origin, .. } = old.replaced(&rate, true, origin + secs(31), T0)
