@@ -13,9 +13,9 @@ pub use shedlock_core::{
 };
 #[doc(inline)]
 pub use shedlock_runtime::{
-    IntoJobResult, Job, JobLock, JobOutcome, JobRegistry, JobStatus, LeaderElection,
+    IntoJobResult, Job, JobControl, JobLock, JobOutcome, JobRegistry, JobStatus, LeaderElection,
     LeaderElectionBuilder, Lock, LockContext, LockEvent, LockListener, LockingTaskExecutor,
-    OnInterrupted, RunContext, Schedule, Scheduler, SchedulerBuilder, SchedulerConfig,
+    OnInterrupted, RemoveMode, RunContext, Schedule, Scheduler, SchedulerBuilder, SchedulerConfig,
     ShutdownReport, TaskResult,
 };
 

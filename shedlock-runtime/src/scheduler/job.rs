@@ -61,6 +61,13 @@ impl<S> Job<S> {
         }
     }
 
+    /// The same job on another schedule: e.g. a `#[scheduled]` job moved to a time read from
+    /// configuration, or handed to [`JobControl::replace`](crate::JobControl::replace).
+    pub fn with_schedule(mut self, schedule: Schedule) -> Self {
+        self.schedule = schedule;
+        self
+    }
+
     /// Runs the job under `lock`: on one instance at a time.
     pub fn with_lock(mut self, lock: JobLock) -> Self {
         self.lock = Some(lock);
