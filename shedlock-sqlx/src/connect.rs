@@ -34,6 +34,37 @@ pub(crate) const PROBE_AFTER: Duration = Duration::from_millis(150);
 /// outside its places. Fails at once with the server's answer when the server refuses
 /// connections.
 pub(crate) async fn open<DB: Database>(pool: &Pool<DB>) -> Result<DB::Connection, sqlx::Error> {
+    #[cfg(feature = "postgres")]
+    if let Some(servers) = crate::primary::servers_of(pool) {
+        return on_the_primary(pool, &servers).await;
+    }
+    open_once(pool).await
+}
+
+/// [`open`] for a pool that follows the PostgreSQL primary (`connect_to_primary`): a connection
+/// that may write, after pointing the pool at the primary found anew if need be.
+#[cfg(feature = "postgres")]
+async fn on_the_primary<DB: Database>(
+    pool: &Pool<DB>,
+    servers: &std::sync::Arc<crate::primary::Servers>,
+) -> Result<DB::Connection, sqlx::Error> {
+    use crate::primary::checked;
+    let first = open_once(pool).await;
+    if let Some(connection) = checked(pool, servers, first).await? {
+        return Ok(connection);
+    }
+    // The pool now points at the server just found read-write.
+    let second = open_once(pool).await?;
+    checked(pool, servers, Ok(second)).await?.ok_or_else(|| {
+        let message = "the PostgreSQL server found read-write turned read-only at once";
+        sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            message,
+        ))
+    })
+}
+
+async fn open_once<DB: Database>(pool: &Pool<DB>) -> Result<DB::Connection, sqlx::Error> {
     let opener = opener(pool);
     let probed = {
         let mut pooled = pin!(opener.acquire());

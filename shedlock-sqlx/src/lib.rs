@@ -190,6 +190,8 @@ any_database! {
     mod error;
     mod inspect;
     pub(crate) mod names;
+    #[cfg(feature = "postgres")]
+    mod primary;
     mod provider;
     mod row;
     mod runs;
