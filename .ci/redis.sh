@@ -1,10 +1,11 @@
 # shellcheck shell=bash
 # Redis for the tests, sourced by .ci/services.sh (which .ci/run sources): the server on 6379,
 # three independent masters on 6380-6382 for RedLock, and a Sentinel set: master `shedlock` on
-# 6390, its replica on 6391 and three sentinels on 26379-26381 (each started if nothing
-# answers on its port, reused otherwise), nothing on disk; openssl for the TLS tests, which
-# start their own TLS server. Each start registers its stop in the `cleanup` list. The
-# Sentinel set is for tests that leave it as they found it (the conformance suite); the
+# 6390, its replica on 6391 and three sentinels on 26379-26381, and a Redis Cluster of three
+# masters and three replicas on 7000-7005 (each started if nothing answers on its port,
+# reused otherwise), nothing on disk; openssl for the TLS tests, which start their own TLS
+# server. Each start registers its stop in the `cleanup` list. The Sentinel set and the
+# cluster are for tests that leave them as they found them (the conformance suites); the
 # failover tests start servers of their own. Runs stand-alone too:
 # `bash .ci/redis.sh start|stop` (the three RedLock masters only).
 
@@ -16,6 +17,7 @@ SENTINEL_MASTER_PORT=6390
 SENTINEL_REPLICA_PORT=6391
 SENTINEL_PORTS=(26379 26380 26381)
 SENTINEL_MASTER_NAME=shedlock
+CLUSTER_PORTS=(7000 7001 7002 7003 7004 7005)
 REDIS_DIR=${REDIS_DIR:-${TMPDIR:-/tmp}/shedlock-redis}
 
 # Starts one daemonized redis-server on `port`, in memory only, with pid and log under
@@ -90,6 +92,42 @@ ensure_redis() {
     wait_for "$name" redis-cli -p "$port" ping
   done
   ensure_redis_sentinel
+  ensure_redis_cluster
+}
+
+# The cluster's state as a node on `port` sees it: `ok` once every slot is served.
+cluster_ok() {
+  redis-cli -p "$1" cluster info | grep -q '^cluster_state:ok'
+}
+
+# The cluster: six nodes, made three masters with a replica each; SHEDLOCK_TEST_REDIS_CLUSTER_URL
+# names it.
+ensure_redis_cluster() {
+  local stop port started=0 nodes=()
+  stop="REDIS_DIR=$(printf %q "$REDIS_DIR") redis_stop_server"
+  for port in "${CLUSTER_PORTS[@]}"; do
+    nodes+=("127.0.0.1:$port")
+    if redis-cli -p "$port" ping >/dev/null 2>&1; then
+      echo "Redis $port (cluster node) already serves, reused"
+      continue
+    fi
+    log "starting Redis $port (cluster node)"
+    # A node starts from its own cluster configuration: an old one would name another cluster.
+    rm -f "$REDIS_DIR/nodes-$port.conf"
+    redis_start_server "$port" --cluster-enabled yes --cluster-config-file "nodes-$port.conf" \
+      --cluster-node-timeout 1000 --dbfilename "dump-$port.rdb"
+    cleanup+=("$stop $port")
+    wait_for "Redis $port" redis-cli -p "$port" ping
+    started=1
+  done
+  if [ "$started" = 1 ] || ! cluster_ok "${CLUSTER_PORTS[0]}"; then
+    log "making the Redis Cluster (three masters, a replica each)"
+    redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes >/dev/null
+  fi
+  for port in "${CLUSTER_PORTS[@]}"; do
+    wait_for "Redis Cluster as $port sees it" cluster_ok "$port"
+  done
+  export SHEDLOCK_TEST_REDIS_CLUSTER_URL=${SHEDLOCK_TEST_REDIS_CLUSTER_URL:-redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002}
 }
 
 # The Sentinel set: master, replica, three sentinels; SHEDLOCK_TEST_REDIS_SENTINEL_URLS and

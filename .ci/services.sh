@@ -2,11 +2,15 @@
 # Every server the tests use, on 127.0.0.1, from Debian's packages (installed when missing,
 # after an `apt-get update`; through sudo when not root):
 #   PostgreSQL 5432 with database `test`      SHEDLOCK_TEST_PG_URL
+#   a PostgreSQL primary 5441 and its         SHEDLOCK_TEST_PG_PRIMARY_URL,
+#     streaming standby 5442 (failover tests) SHEDLOCK_TEST_PG_STANDBY_URL
 #   MariaDB 3306 with database `test`         SHEDLOCK_TEST_MYSQL_URL
 #   Redis 6379                                SHEDLOCK_TEST_REDIS_URL
 #   three RedLock masters 6380-6382           SHEDLOCK_TEST_REDLOCK_URLS
 #   a Sentinel set: master `shedlock` 6390,   SHEDLOCK_TEST_REDIS_SENTINEL_URLS (the sentinels),
 #     its replica 6391, sentinels 26379-26381 SHEDLOCK_TEST_REDIS_SENTINEL_MASTER (its name)
+#   a Redis Cluster 7000-7005 (3 masters,     SHEDLOCK_TEST_REDIS_CLUSTER_URL
+#     a replica each)
 #   a three-server ZooKeeper ensemble         SHEDLOCK_TEST_ZK_URL, SHEDLOCK_TEST_ZK_DIR
 #   a three-member etcd cluster               SHEDLOCK_TEST_ETCD_URL, SHEDLOCK_TEST_ETCD_DIR
 #   chromedriver 4444 driving Chromium        SHEDLOCK_TEST_WEBDRIVER_URL
@@ -32,6 +36,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/redis.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/zookeeper.sh"
 # shellcheck source=.ci/etcd.sh
 source "$(dirname "${BASH_SOURCE[0]}")/etcd.sh"
+# shellcheck source=.ci/postgres-standby.sh
+source "$(dirname "${BASH_SOURCE[0]}")/postgres-standby.sh"
 
 # The stop command of each server started, run by .ci/run at its exit; the stand-alone `start`
 # keeps them in $SERVICES_STATE for `stop`.
@@ -150,6 +156,7 @@ stop_pid() {
 services_start() {
   if ! command -v curl >/dev/null; then apt_install curl; fi
   ensure_postgres
+  ensure_postgres_standby
   ensure_mariadb
   ensure_redis
   ensure_zookeeper
@@ -164,9 +171,10 @@ services_start() {
 # The `export` lines of every variable services_start sets.
 services_exports() {
   local var
-  for var in SHEDLOCK_TEST_PG_URL SHEDLOCK_TEST_MYSQL_URL SHEDLOCK_TEST_REDIS_URL \
+  for var in SHEDLOCK_TEST_PG_URL SHEDLOCK_TEST_PG_PRIMARY_URL SHEDLOCK_TEST_PG_STANDBY_URL \
+    SHEDLOCK_TEST_MYSQL_URL SHEDLOCK_TEST_REDIS_URL \
     SHEDLOCK_TEST_REDLOCK_URLS SHEDLOCK_TEST_REDIS_SENTINEL_URLS \
-    SHEDLOCK_TEST_REDIS_SENTINEL_MASTER SHEDLOCK_TEST_ZK_URL SHEDLOCK_TEST_ZK_DIR \
+    SHEDLOCK_TEST_REDIS_SENTINEL_MASTER SHEDLOCK_TEST_REDIS_CLUSTER_URL SHEDLOCK_TEST_ZK_URL SHEDLOCK_TEST_ZK_DIR \
     SHEDLOCK_TEST_ETCD_URL SHEDLOCK_TEST_ETCD_DIR SHEDLOCK_TEST_WEBDRIVER_URL; do
     # Single quotes (a quote inside as '\''), readable and safe for `eval`.
     if [ -n "${!var:-}" ]; then printf "export %s='%s'\n" "$var" "${!var//\'/\'\\\'\'}"; fi
@@ -200,11 +208,14 @@ services_status() {
   local port id
   up() { if "$@" >/dev/null 2>&1; then echo up; else echo down; fi; }
   echo "PostgreSQL 5432: $(up pg_ready)"
+  echo "PostgreSQL primary $PG_PAIR_PRIMARY_PORT: $(up pg_pair_ready "$PG_PAIR_PRIMARY_PORT")"
+  echo "PostgreSQL standby $PG_PAIR_STANDBY_PORT: $(up pg_pair_ready "$PG_PAIR_STANDBY_PORT")"
   echo "MariaDB 3306: $(up mariadb_up)"
   for port in 6379 "${REDLOCK_PORTS[@]}" "$SENTINEL_MASTER_PORT" "$SENTINEL_REPLICA_PORT"; do
     echo "Redis $port: $(up redis-cli -p "$port" ping)"
   done
   for port in "${SENTINEL_PORTS[@]}"; do echo "sentinel $port: $(up sentinel_ready "$port")"; done
+  for port in "${CLUSTER_PORTS[@]}"; do echo "Redis Cluster node $port: $(up cluster_ok "$port")"; done
   for id in "${zk_servers[@]}"; do echo "ZooKeeper server $id ($(zk_port "$id")): $(zk_mode "$id")"; done
   for id in "${etcd_members[@]}"; do
     echo "etcd member $id ($(etcd_client_port "$id")): $(etcd_health "$id")"

@@ -1,5 +1,6 @@
 //! Batched claims ([`LockProvider::acquire_many`](shedlock_core::LockProvider::acquire_many)):
-//! the locks of a batch in name order, cut into chunks of one script call each.
+//! the locks of a batch in name order, cut into chunks of one script call each; on a cluster,
+//! grouped by hash slot first (a script's keys must share one).
 
 use shedlock_core::{Error, LockConfiguration, LockLease};
 
@@ -29,6 +30,48 @@ where
         let asked = chunk.iter().map(|&i| &configs[i]).collect();
         answers.extend(chunk.iter().copied().zip(acquire(asked).await));
     }
+    answers.sort_by_key(|&(index, _)| index);
+    answers.into_iter().map(|(_, answer)| answer).collect()
+}
+
+/// On a cluster: answers `configs` in their order, asking `acquire` for the locks of each hash
+/// slot (their keys by `key`) in name order, in chunks as [`in_chunks`] cuts them; every call
+/// at once, since each goes to its slot's master on its own.
+pub(crate) async fn by_slot<'a, K, F, Fut>(
+    configs: &'a [LockConfiguration],
+    key: K,
+    acquire: F,
+) -> Vec<Answer>
+where
+    K: Fn(&str) -> String,
+    F: Fn(Vec<&'a LockConfiguration>) -> Fut,
+    Fut: Future<Output = Vec<Answer>>,
+{
+    let mut order: Vec<usize> = (0..configs.len()).collect();
+    order.sort_by(|&a, &b| configs[a].name().cmp(configs[b].name()));
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut group_of = std::collections::HashMap::new();
+    for index in order {
+        let slot = crate::cluster::slot(&key(configs[index].name()));
+        let group = *group_of.entry(slot).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[group].push(index);
+    }
+    let calls = groups
+        .iter()
+        .flat_map(|group| group.chunks(CHUNK))
+        .map(|chunk| {
+            let asked = chunk.iter().map(|&i| &configs[i]).collect();
+            let answers = acquire(asked);
+            async move { chunk.iter().copied().zip(answers.await).collect::<Vec<_>>() }
+        });
+    let mut answers: Vec<(usize, Answer)> = futures_util::future::join_all(calls)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
     answers.sort_by_key(|&(index, _)| index);
     answers.into_iter().map(|(_, answer)| answer).collect()
 }

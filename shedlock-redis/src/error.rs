@@ -125,7 +125,9 @@ impl fmt::Display for ServerError {
                 },
             ) => write!(
                 f,
-                "Redis {server}: granted, but {acknowledged} of the {replicas} replicas asked                  for (wait_for_replicas) acknowledged the grant within {timeout:?}; released                  again, since a failover to a replica without it would grant the lock twice"
+                "Redis {server}: granted, but {acknowledged} of the {replicas} replicas asked for \
+                 (wait_for_replicas) acknowledged the grant within {timeout:?}; released again, \
+                 since a failover to a replica without it would grant the lock twice"
             ),
             (None, ServerErrorKind::UnexpectedReply(reply)) => {
                 write!(f, "Redis {server}: unexpected reply: {reply}")

@@ -55,7 +55,10 @@ impl ReleaseHintSource for Subscription {
 impl Subscription {
     /// Subscribes and forwards; returns only with what ended it.
     async fn listen(&self, hints: &broadcast::Sender<Arc<str>>) -> String {
-        let mut pubsub = match self.node.client().get_async_pubsub().await {
+        let Some(client) = self.node.client() else {
+            return "no pub/sub connection on a cluster".to_owned();
+        };
+        let mut pubsub = match client.get_async_pubsub().await {
             Ok(pubsub) => pubsub,
             Err(error) => return error.to_string(),
         };

@@ -110,7 +110,20 @@ impl LockInspector for RedisLockProvider {
             .keys(&format!("{prefix}*"))
             .await
             .map_err(|e| store_error(Operation::Read, "*", e))?;
-        records_of(self, names_in(keys, prefix, query), query).await
+        let names = if self.node.is_cluster() {
+            let mut names: Vec<String> = keys
+                .iter()
+                .filter_map(|key| crate::cluster::lock_name(key, prefix))
+                .filter(|name| query.matches(name))
+                .map(str::to_owned)
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            names
+        } else {
+            names_in(keys, prefix, query)
+        };
+        records_of(self, names, query).await
     }
 
     async fn store_time(&self) -> Result<SystemTime, Error> {

@@ -222,6 +222,7 @@
 
 mod batch;
 mod builder;
+mod cluster;
 mod error;
 mod hints;
 mod inspect;

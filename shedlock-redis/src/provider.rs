@@ -11,6 +11,7 @@ use tokio::sync::broadcast;
 use crate::RedisLockProviderBuilder;
 use crate::batch;
 use crate::builder::Settings;
+use crate::cluster::{self, is_cluster_url};
 use crate::error::store_error;
 use crate::hints::ReleaseHints;
 use crate::names::validate_holder;
@@ -81,7 +82,11 @@ impl RedisLockProvider {
     }
 
     pub(crate) async fn connect_with(settings: Settings, url: &str) -> Result<Self, Error> {
-        let node = if is_sentinel_url(url) {
+        let node = if is_cluster_url(url) {
+            Node::open_cluster(url, &settings.connect())
+                .await?
+                .map_err(|e| store_error(Operation::Read, "*", e))?
+        } else if is_sentinel_url(url) {
             Node::open_sentinel(url, &settings.connect())
                 .await?
                 .map_err(|e| store_error(Operation::Read, "*", e))?
@@ -143,9 +148,14 @@ impl RedisLockProvider {
         &self.settings.key_prefix
     }
 
-    /// The key of the hash that holds lock `lock_name`.
+    /// The key of the hash that holds lock `lock_name`: `<key prefix><lock_name>`, on a
+    /// Redis Cluster `<key prefix>{<lock_name>}` (the name is the hash tag).
     pub fn key(&self, lock_name: &str) -> String {
-        format!("{}{lock_name}", self.settings.key_prefix)
+        if self.node.is_cluster() {
+            cluster::lock_key(&self.settings.key_prefix, lock_name)
+        } else {
+            format!("{}{lock_name}", self.settings.key_prefix)
+        }
     }
 
     /// The channel on which releases publish the name of a lock that became free, unless built
@@ -215,6 +225,14 @@ impl LockProvider for RedisLockProvider {
         &self,
         configs: &[LockConfiguration],
     ) -> Vec<Result<Option<LockLease>, Error>> {
+        if self.node.is_cluster() {
+            return batch::by_slot(
+                configs,
+                |name| self.key(name),
+                |asked| async move { self.acquire_chunk(&asked).await },
+            )
+            .await;
+        }
         batch::in_chunks(
             configs,
             |asked| async move { self.acquire_chunk(&asked).await },
@@ -257,15 +275,21 @@ impl LockProvider for RedisLockProvider {
         }))
     }
 
+    /// `None` on a Redis Cluster: the run records' index and sweeps span every lock, which a
+    /// cluster's scripts cannot (issue 33).
     fn run_log(&self) -> Option<&dyn shedlock_core::RunLog> {
-        Some(self)
+        (!self.node.is_cluster()).then_some(self as &dyn shedlock_core::RunLog)
     }
 
     fn holder(&self) -> &str {
         &self.settings.holder
     }
 
+    /// `None` on a Redis Cluster (no pub/sub connection there yet): waiters poll.
     fn release_hints(&self) -> Option<broadcast::Receiver<Arc<str>>> {
+        if self.node.is_cluster() {
+            return None;
+        }
         let channel = self.release_channel()?;
         self.hints
             .subscribe(std::slice::from_ref(&self.node), &Arc::from(channel))

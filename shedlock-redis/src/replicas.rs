@@ -33,26 +33,27 @@ impl Node {
             .cmd("WAIT")
             .arg(wait.replicas)
             .arg(millis(wait.timeout));
+        let key = claims.first().map_or("", |claim| claim.key.as_str());
         let mut connection = self.waiting_connection();
-        let mut reply = pipeline
-            .query_async::<(Vec<Vec<redis::Value>>, u32)>(&mut connection)
-            .await;
-        if reply
-            .as_ref()
-            .is_err_and(|error| error.code() == Some("NOSCRIPT"))
-        {
+        let mut reply = connection.pipeline_for_key(key, &pipeline).await;
+        if reply.as_ref().is_err_and(|error| {
+            error.code() == Some("NOSCRIPT") || error.to_string().contains("NOSCRIPT")
+        }) {
             reply = match ACQUIRE.prepare_invoke().load_async(&mut connection).await {
-                Ok(_) => pipeline.query_async(&mut connection).await,
+                Ok(_) => connection.pipeline_for_key(key, &pipeline).await,
                 Err(error) => Err(error),
             };
         }
-        let key = claims.first().map(|claim| claim.key.as_str());
+        let reply = reply.and_then(|replies| {
+            redis::from_redis_value::<(Vec<Vec<redis::Value>>, u32)>(redis::Value::Array(replies))
+                .map_err(redis::RedisError::from)
+        });
         match reply {
             Ok((replies, acknowledged)) => {
                 (self.acquire_answers(claims, Ok(replies)), acknowledged)
             }
             Err(error) => (
-                self.acquire_answers(claims, Err(self.failed(key, error))),
+                self.acquire_answers(claims, Err(self.failed(Some(key), error))),
                 0,
             ),
         }

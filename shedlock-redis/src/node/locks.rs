@@ -3,7 +3,8 @@
 
 use shedlock_core::Tick;
 
-use super::Node;
+use super::{Connection, Node};
+use crate::cluster;
 use crate::error::{ServerError, ServerErrorKind};
 use crate::scripts::{ACQUIRE, AcquireReply, EXTEND, RELEASE, STATE, UNDO, stored_number};
 use crate::time::tick_millis;
@@ -219,7 +220,17 @@ impl Node {
 
     /// Every key matching `pattern` (`SCAN`, so the server is never blocked for long).
     pub(crate) async fn keys(&self, pattern: &str) -> Result<Vec<String>, ServerError> {
-        let mut connection = self.connection();
+        let mut connection = match self.connection() {
+            Connection::Single(connection) => connection,
+            Connection::Cluster(mut connection) => {
+                // Each master's keys, scanned on each.
+                let keys = cluster::keys(&mut connection, pattern);
+                return match tokio::time::timeout(self.timeout * 10, keys).await {
+                    Ok(reply) => reply.map_err(|kind| self.error(None, kind)),
+                    Err(_) => Err(self.error(None, ServerErrorKind::Timeout(self.timeout * 10))),
+                };
+            }
+        };
         let mut cursor = 0u64;
         let mut keys = Vec::new();
         loop {

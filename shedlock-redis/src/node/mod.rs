@@ -10,10 +10,14 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, FromRedisValue, ScriptInvocation};
 use shedlock_core::Error;
 
+use crate::cluster;
 use crate::error::{ServerError, ServerErrorKind};
 use crate::sentinel::{self, Sentinels};
 
+mod connection;
 mod locks;
+
+pub(crate) use connection::Connection;
 
 pub(crate) use locks::{Claim, StateParts, acquire_arguments};
 
@@ -30,12 +34,18 @@ pub(crate) use locks::{Claim, StateParts, acquire_arguments};
 /// sentinels name: a call that finds it gone (connection refused or lost, no answer) or
 /// demoted (`READONLY`) marks the node down, and the probe asks the sentinels for the master
 /// until one answers as master, then connects to it.
+///
+/// On a cluster ([`open_cluster`](Node::open_cluster)) the cluster connection routes each call
+/// to the master of its key's slot and follows failovers itself: nothing is marked down,
+/// since one master's failure must not stop the slots of the others.
 #[derive(Clone)]
 pub(crate) struct Node {
     /// The server's client and connection; replaced only when Sentinel names a new master.
     link: Arc<RwLock<Link>>,
     /// The sentinels to ask after a failure, when the server is a Sentinel master.
     sentinels: Option<Arc<Sentinels>>,
+    /// Whether the link is a cluster's.
+    cluster: bool,
     server: Arc<str>,
     timeout: Duration,
     /// The `WAIT` timeout of acquisitions that wait for replicas.
@@ -46,10 +56,11 @@ pub(crate) struct Node {
 /// A server's client and its reconnecting connection.
 #[derive(Clone)]
 struct Link {
-    client: Client,
-    connection: ConnectionManager,
-    /// For acquisitions that wait for replicas: connected on first use only.
-    waiting: ConnectionManager,
+    /// The server's client, for pub/sub; none on a cluster.
+    client: Option<Client>,
+    connection: Connection,
+    /// For acquisitions that wait for replicas: connected on first use only (one server).
+    waiting: Connection,
 }
 
 impl Link {
@@ -71,9 +82,30 @@ impl Link {
             config(settings.timeout + settings.wait_timeout),
         )?;
         Ok(Link {
-            client,
-            connection,
-            waiting,
+            client: Some(client),
+            connection: Connection::Single(connection),
+            waiting: Connection::Single(waiting),
+        })
+    }
+
+    /// The connections to a cluster, connected now (to the nodes the client names, learning
+    /// the others and the slots from them).
+    async fn cluster(
+        client: &redis::cluster::ClusterClient,
+        settings: &Connect<'_>,
+    ) -> Result<Link, redis::RedisError> {
+        let connection = client.get_async_connection().await?;
+        let waiting = if settings.wait_timeout.is_zero() {
+            connection.clone()
+        } else {
+            let config = redis::cluster::ClusterConfig::new()
+                .set_response_timeout(settings.timeout + settings.wait_timeout);
+            client.get_async_connection_with_config(config).await?
+        };
+        Ok(Link {
+            client: None,
+            connection: Connection::Cluster(connection),
+            waiting: Connection::Cluster(waiting),
         })
     }
 }
@@ -165,6 +197,7 @@ impl Node {
         Ok(Node {
             link: Arc::new(RwLock::new(link)),
             sentinels: None,
+            cluster: false,
             server,
             timeout,
             wait_timeout: settings.wait_timeout,
@@ -195,6 +228,7 @@ impl Node {
         Ok(Ok(Node {
             link: Arc::new(RwLock::new(link)),
             sentinels: Some(Arc::new(sentinels)),
+            cluster: false,
             server,
             timeout: settings.timeout,
             wait_timeout: settings.wait_timeout,
@@ -202,8 +236,42 @@ impl Node {
         }))
     }
 
+    /// Reads a `redis+cluster://` URL and connects to the cluster.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] as [`cluster::client`] reads the URL; the nodes' failure (none
+    /// answers, or none knows the cluster) as a [`ServerError`].
+    pub(crate) async fn open_cluster(
+        url: &str,
+        settings: &Connect<'_>,
+    ) -> Result<Result<Node, ServerError>, Error> {
+        let (client, shown) = cluster::client(url, settings)?;
+        let server: Arc<str> = shown.into();
+        let link = match Link::cluster(&client, settings).await {
+            Ok(link) => link,
+            Err(error) => {
+                let kind = ServerErrorKind::Redis(error);
+                return Ok(Err(ServerError::new(&server, None, kind)));
+            }
+        };
+        Ok(Ok(Node {
+            link: Arc::new(RwLock::new(link)),
+            sentinels: None,
+            cluster: true,
+            server,
+            timeout: settings.timeout,
+            wait_timeout: settings.wait_timeout,
+            down: Arc::default(),
+        }))
+    }
+
+    /// Whether this is a cluster's node: keys carry hash tags, batches go by slot.
+    pub(crate) fn is_cluster(&self) -> bool {
+        self.cluster
+    }
+
     /// The server as `redis://host:port/db` (`redis+sentinel://sentinels/name/db` through
-    /// Sentinel), without credentials.
+    /// Sentinel, `redis+cluster://nodes` on a cluster), without credentials.
     pub(crate) fn server(&self) -> &str {
         &self.server
     }
@@ -211,7 +279,7 @@ impl Node {
     /// The master's `host:port` as the sentinels named it last; `None` without Sentinel.
     pub(crate) fn sentinel_master(&self) -> Option<String> {
         self.sentinels.as_ref()?;
-        Some(sentinel::address(&self.link().client))
+        self.link().client.as_ref().map(sentinel::address)
     }
 
     fn link(&self) -> Link {
@@ -222,12 +290,12 @@ impl Node {
     }
 
     /// The shared connection to the server.
-    fn connection(&self) -> ConnectionManager {
+    fn connection(&self) -> Connection {
         self.link().connection
     }
 
-    /// The client, for connections of other kinds (pub/sub).
-    pub(crate) fn client(&self) -> Client {
+    /// The client, for connections of other kinds (pub/sub); none on a cluster.
+    pub(crate) fn client(&self) -> Option<Client> {
         self.link().client
     }
 
@@ -252,6 +320,14 @@ impl Node {
     /// A call's `error` as the node's failure; marks the node down when the server did not
     /// answer, or (through Sentinel) is no master any more.
     pub(crate) fn failed(&self, key: Option<&str>, error: redis::RedisError) -> ServerError {
+        if self.cluster {
+            let kind = if error.is_timeout() {
+                ServerErrorKind::Timeout(self.timeout)
+            } else {
+                ServerErrorKind::Redis(error)
+            };
+            return self.error(key, kind);
+        }
         if error.is_timeout() {
             self.mark_down();
             return self.error(key, ServerErrorKind::Timeout(self.timeout));
@@ -264,7 +340,7 @@ impl Node {
 
     /// The connection of acquisitions that wait for replicas (`WAIT` blocks the connection it
     /// runs on, so it has one of its own).
-    pub(crate) fn waiting_connection(&self) -> ConnectionManager {
+    pub(crate) fn waiting_connection(&self) -> Connection {
         self.link().waiting
     }
 
@@ -291,7 +367,7 @@ impl Node {
             .await
             .map_err(|kind| self.error(None, kind))?;
         let address = sentinel::address(&master);
-        if sentinel::address(&self.client()) != address {
+        if self.client().as_ref().map(sentinel::address) != Some(address.clone()) {
             let link = Link::new(master, &settings)
                 .map_err(|error| self.error(None, ServerErrorKind::Redis(error)))?;
             *self.link.write().unwrap_or_else(PoisonError::into_inner) = link;

@@ -5,6 +5,8 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
+pub(crate) mod failover;
+
 pub(crate) use shedlock_conformance::unique_key_prefix;
 use shedlock_redis::{RedLockProvider, RedisLockProvider, RedisLockProviderBuilder};
 pub(crate) use shedlock_test_support::{redis_url, redlock_urls};
@@ -79,6 +81,22 @@ pub(crate) async fn sentinel(holder: &str) -> Option<RedisLockProvider> {
     let url = sentinel_url()?;
     let connected = builder("sentinel", holder).connect(&url).await;
     Some(connected.expect("connect through SHEDLOCK_TEST_REDIS_SENTINEL_URLS"))
+}
+
+/// `SHEDLOCK_TEST_REDIS_CLUSTER_URL`: the test cluster, `redis+cluster://host:port,…`.
+pub(crate) fn cluster_url() -> Option<String> {
+    shedlock_conformance::env::env_url(
+        "SHEDLOCK_TEST_REDIS_CLUSTER_URL",
+        "Redis Cluster",
+        "redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002; every server: eval \"$(bash .ci/services.sh start)\"",
+    )
+}
+
+/// A provider on the test cluster under a fresh prefix; `None` when skipped.
+pub(crate) async fn cluster(holder: &str) -> Option<RedisLockProvider> {
+    let url = cluster_url()?;
+    let connected = builder("cluster", holder).connect(&url).await;
+    Some(connected.expect("connect to SHEDLOCK_TEST_REDIS_CLUSTER_URL"))
 }
 
 /// A provider on the RedLock test masters under a fresh prefix; `None` when skipped.
