@@ -60,6 +60,6 @@ pub use scheduler::job::{IntoJobResult, Job, JobLock};
 pub use scheduler::registry::JobRegistry;
 pub use scheduler::schedule::Schedule;
 pub use scheduler::{
-    JobControl, RemoveMode,
-    JobOutcome, JobStatus, OnInterrupted, RunContext, Scheduler, SchedulerBuilder, ShutdownReport,
+    JobControl, JobOutcome, JobStatus, OnInterrupted, RemoveMode, RunContext, Scheduler,
+    SchedulerBuilder, ShutdownReport,
 };

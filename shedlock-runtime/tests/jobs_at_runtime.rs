@@ -224,6 +224,46 @@ async fn a_replaced_job_runs_each_tick_once_and_loses_none() {
     assert_eq!(unlocked.seen()[&second(3)], ["new"]);
 }
 
+/// Runs of a job in flight now, and the most ever at once.
+#[derive(Clone, Default)]
+struct InFlight {
+    now: Arc<AtomicUsize>,
+    most: Arc<AtomicUsize>,
+    runs: Arc<AtomicUsize>,
+}
+
+impl InFlight {
+    /// A per-second job without a lock whose runs take 1.5 s.
+    fn job(&self) -> Job<()> {
+        let every_second = Schedule::cron("* * * * * *").unwrap();
+        common::sharing("slow", every_second, self, |runs: InFlight| async move {
+            let now = runs.now.fetch_add(1, Ordering::SeqCst) + 1;
+            runs.most.fetch_max(now, Ordering::SeqCst);
+            runs.runs.fetch_add(1, Ordering::SeqCst);
+            sleep(1_500).await;
+            runs.now.fetch_sub(1, Ordering::SeqCst);
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replacement_waits_for_the_old_definitions_tick_in_flight() {
+    let store = store();
+    let runs = InFlight::default();
+    let (scheduler, control) = start(&store, vec![runs.job()]).await;
+    sleep(700).await; // the tick of second 0 runs from 0.5 s to 2 s
+    control.replace(runs.job()).await.unwrap();
+    sleep(3_000).await; // 3.7 s: second 1 overlapped, second 2 runs (2.5 s to 4 s)
+    assert_eq!(
+        runs.most.load(Ordering::SeqCst),
+        1,
+        "two runs of the job at once"
+    );
+    assert_eq!(runs.runs.load(Ordering::SeqCst), 2);
+    assert_eq!(scheduler.status()[0].overlapped_ticks, 1);
+    scheduler.shutdown().await;
+}
+
 /// A job of `work` that sets `finished` at its end, every second.
 fn long_job(name: &str, work: Duration, finished: &Arc<AtomicBool>, locked: bool) -> Job<()> {
     let job = common::sharing(

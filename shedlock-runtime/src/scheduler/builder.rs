@@ -1,15 +1,14 @@
-//! Building a scheduler: validating the configuration and jobs, starting elections and one
-//! runner per job.
+//! Building a scheduler: validating the configuration and jobs, starting elections and the
+//! one timer of all its jobs.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-
-use tokio::sync::mpsc;
 
 use super::Scheduler;
 use super::roster::{Roster, no_records, prepare};
@@ -83,7 +82,8 @@ impl<S> SchedulerBuilder<S> {
         self
     }
 
-    /// The jobs to run and their state.
+    /// The jobs to run and their state. More jobs over the same state can be added once the
+    /// scheduler runs ([`Scheduler::job_control`]); without a registry, the state is `()`.
     pub fn registry<T>(self, registry: JobRegistry<T>) -> SchedulerBuilder<T> {
         SchedulerBuilder {
             provider: self.provider,

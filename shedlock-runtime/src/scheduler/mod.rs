@@ -45,7 +45,8 @@ use runtime::{PreparedJob, Runtime, shutdown_gate};
 /// A running scheduler. Build one with [`Scheduler::builder`].
 ///
 /// Dropping it stops new ticks; call [`shutdown`](Self::shutdown) to also wait for running
-/// jobs and release their locks.
+/// jobs and release their locks. Jobs are added, replaced and removed while it runs through
+/// [`job_control`](Self::job_control).
 ///
 /// ```
 /// use std::time::Duration;

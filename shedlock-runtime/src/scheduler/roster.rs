@@ -234,7 +234,12 @@ impl<S: Clone + Send + Sync + 'static> Roster<S> {
             let _ = commands.send(Command::Remove { slot, mode, done });
             removed
         };
-        done.await.map_err(|_| shutting_down(name, "removed"))
+        done.await
+            .map_err(|_| match self.runtime.shutdown.is_cancelled() {
+                true => shutting_down(name, "removed"),
+                // Another call's removal ended first; its caller has the job's last status.
+                false => Error::Scheduler(format!("job `{name}` was removed by another call")),
+            })
     }
 
     /// Called by the timer once a removed job is gone: its name and slot are free again.
