@@ -124,6 +124,17 @@
 //!   bound, 1 per heartbeat, 1 to end; MySQL and MariaDB 2 to start (`INSERT IGNORE` and the
 //!   read of the row and of whether a trim is due) plus the same `DELETE`s, 1 per heartbeat,
 //!   1 to end.
+//! - **A tick's runs share their statements** (`runs_made_together_share_statements`): a
+//!   record start, a record end or a release made while an earlier one of its kind is in
+//!   flight waits for it and goes out with every other that came meanwhile (group commit, no
+//!   timer; the first goes alone at once). When a thousand jobs of one tick start and end
+//!   together, their starts cost one statement on PostgreSQL (an `unnest` upsert that also
+//!   trims each lock), two on MySQL/MariaDB and SQLite (a multi-row upsert and one read of the
+//!   rows or of the trims due), their ends one (a multi-row upsert), and their releases one on
+//!   PostgreSQL and SQLite (an `UPDATE` joined to the leases, `RETURNING` the names released)
+//!   and a `READ COMMITTED` transaction of two on MySQL/MariaDB (the live rows locked and read
+//!   in name order, then one `UPDATE`), instead of one statement each. Each call still gets
+//!   its own answer; when a batch's statement fails, each call goes alone, for its own error.
 //!
 //! # Database time
 //!

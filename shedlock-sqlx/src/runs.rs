@@ -23,7 +23,7 @@ use std::sync::Arc;
 use crate::dialect::Ending;
 use crate::dialect::RunDialect;
 use crate::provider::combine::{Combiner, Keyed};
-use crate::provider::retry::run;
+use crate::provider::retry::{Retry, run};
 use crate::{Dialect, SqlLockProvider, system_time, token_param};
 
 /// `<table>_runs` (in the table's schema); when that is longer than an identifier may be, the
@@ -421,17 +421,25 @@ impl<D: Dialect> RunLog for SqlLockProvider<D> {
 
     async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>, Error> {
         let page = Page::of(query, <D::Runs as RunDialect>::PRECISION);
-        let rows =
-            <D::Runs as RunDialect>::list(&self.pool, &self.run_sql, query.lock.as_deref(), page)
-                .await
-                .map_err(|e| {
-                    crate::store_error(
-                        Operation::Runs,
-                        query.lock.as_deref().unwrap_or("*"),
-                        self.table_ref(),
-                        e,
-                    )
-                })?;
+        // A SERIALIZABLE database may abort a read too (a pivot of concurrent writes): retried
+        // like every other statement.
+        let mut retry = Retry::new();
+        let rows = loop {
+            let lock = query.lock.as_deref();
+            match <D::Runs as RunDialect>::list(&self.pool, &self.run_sql, lock, page.clone()).await
+            {
+                Err(e) if Retry::is_serialization_failure(&e) && retry.pause().await => {}
+                rows => break rows,
+            }
+        }
+        .map_err(|e| {
+            crate::store_error(
+                Operation::Runs,
+                query.lock.as_deref().unwrap_or("*"),
+                self.table_ref(),
+                e,
+            )
+        })?;
         rows.into_iter().map(record).collect()
     }
 }

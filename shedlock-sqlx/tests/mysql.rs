@@ -69,6 +69,7 @@ test_db!(MySql(MySqlPool) for MySqlLockProvider {
     statements: [3, 2, 1, 1, 2],
     batch_statements: [3, 3, 3],
     run_statements: [2, 1, 1],
+    together_statements: [2, 1, 2],
     old_run_table: "CREATE TABLE {r} (lock_name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE \
                     utf8mb4_bin NOT NULL, fencing_token BIGINT NOT NULL, attempt INTEGER NOT NULL, \
                     job VARCHAR(255) NOT NULL, tick DATETIME(3) NULL, holder VARCHAR(255) NOT NULL, \

@@ -115,6 +115,7 @@ test_db!(Pg(PgPool) for PgLockProvider {
     statements: [1, 1, 1, 1, 1],
     batch_statements: [1, 1, 1],
     run_statements: [1, 1, 1],
+    together_statements: [1, 1, 1],
     old_run_table: "CREATE TABLE {r} (lock_name VARCHAR(64) NOT NULL, fencing_token BIGINT NOT NULL, \
                     attempt INTEGER NOT NULL, job VARCHAR(255) NOT NULL, tick TIMESTAMP, \
                     holder VARCHAR(255) NOT NULL, started_at TIMESTAMP NOT NULL, \

@@ -142,6 +142,7 @@ test_db!(Sqlite(SqlitePool) for SqliteLockProvider {
     statements: [1, 1, 1, 1, 1],
     batch_statements: [100, 100, 100],
     run_statements: [2, 1, 1],
+    together_statements: [2, 1, 1],
     old_run_table: "CREATE TABLE {r} (lock_name VARCHAR(64) NOT NULL, fencing_token INTEGER NOT NULL, \
                     attempt INTEGER NOT NULL, job VARCHAR(255) NOT NULL, tick TEXT, \
                     holder VARCHAR(255) NOT NULL, started_at TEXT NOT NULL, finished_at TEXT, \

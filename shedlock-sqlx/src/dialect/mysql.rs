@@ -314,6 +314,20 @@ impl Dialect for MySql {
         Ok(released.rows_affected() == 1)
     }
 
+    /// As many as the acquire batch.
+    const MAX_RELEASE_BATCH: usize = Self::MAX_ACQUIRE_BATCH;
+
+    async fn release_batch<'a>(
+        connection: &'a mut MySqlConnection,
+        sql: &'a Statements<MySqlStatements>,
+        (): &'a (),
+        leases: &'a [Lease<'a>],
+    ) -> Result<Option<Vec<String>>, sqlx::Error> {
+        batch::release_batch(connection, &sql.own.batch, leases)
+            .await
+            .map(Some)
+    }
+
     async fn extend(
         connection: &mut MySqlConnection,
         sql: &Statements<MySqlStatements>,

@@ -98,9 +98,18 @@ const NOW: &str = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
 const HAS_COLUMN: &str =
     "SELECT count(*) FROM pragma_table_info(?1, ?2) WHERE lower(name) = lower(?3)";
 
+/// The statements only SQLite has.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct SqliteStatements {
+    /// `{rows}`: one `(?, ?, ?)` per lease (name, token, lock_at_least_for modifier), then `?`
+    /// the holder: a row (name) per lease released.
+    release_batch: String,
+}
+
 impl Dialect for Sqlite {
     type Database = SqliteDb;
-    type OwnStatements = ();
+    type OwnStatements = SqliteStatements;
     type Options = ();
     type State = ();
     type Runs = runs::SqliteRuns;
@@ -122,7 +131,7 @@ impl Dialect for Sqlite {
     /// if extended. `verify`: `?1` name, `?2` holder, `?3` token: 1 row changed if that lease
     /// is live. A write, so the caller's transaction holds the database's write lock from here
     /// on. `lock_state`: `?1` name.
-    fn statements(table: &Table) -> Statements {
+    fn statements(table: &Table) -> Statements<SqliteStatements> {
         let [t, name, until, at, by, token, last] = identifiers(table);
         let now = NOW;
         // A time SQLite cannot read is never taken for expired: the lock is held (never a grant
@@ -182,7 +191,18 @@ impl Dialect for Sqlite {
             verify: trusted_sql(verify),
             lock_state: trusted_sql(format!("{select_rows} WHERE l.{name} = ?1")),
             list_locks: trusted_sql(format!("{select_rows} ORDER BY l.{name}")),
-            own: (),
+            own: SqliteStatements {
+                // `{rows}` (name, token, lock_at_least_for modifier) come first in the text,
+                // so they bind first; then the holder. RETURNING names the updated table's
+                // column unqualified (SQLite refuses its alias there).
+                release_batch: format!(
+                    "UPDATE {t} AS l \
+                     SET {until} = max(ifnull(strftime({FORMAT}, l.{at}, b.column3), ''), {now}) \
+                     FROM (VALUES {{rows}}) AS b \
+                     WHERE l.{name} = b.column1 AND l.{token} = b.column2 AND l.{by} = ? \
+                     AND {stored_until} > {now} RETURNING {name}"
+                ),
+            },
         }
     }
 
@@ -235,7 +255,7 @@ impl Dialect for Sqlite {
 
     async fn acquire(
         connection: &mut SqliteConnection,
-        sql: &Statements,
+        sql: &Statements<SqliteStatements>,
         args: Acquire<'_>,
     ) -> Result<Option<Acquired>, sqlx::Error> {
         // Read to the end: the autocommit COMMIT runs after the `RETURNING` row, and can fail
@@ -261,7 +281,7 @@ impl Dialect for Sqlite {
     /// after that wait.
     async fn acquire_batch<'a>(
         connection: &'a mut SqliteConnection,
-        sql: &'a Statements,
+        sql: &'a Statements<SqliteStatements>,
         holder: &'a str,
         configs: impl Iterator<Item = &'a LockConfiguration> + Send + 'a,
     ) -> Result<Vec<(String, Acquired)>, sqlx::Error> {
@@ -282,7 +302,7 @@ impl Dialect for Sqlite {
 
     async fn release(
         connection: &mut SqliteConnection,
-        sql: &Statements,
+        sql: &Statements<SqliteStatements>,
         (): &(),
         args: Lease<'_>,
     ) -> Result<bool, sqlx::Error> {
@@ -293,9 +313,34 @@ impl Dialect for Sqlite {
         Ok(released.rows_affected() == 1)
     }
 
+    /// As many as a statement's parameters allow with room to spare (SQLite's default limit
+    /// is 32,766).
+    const MAX_RELEASE_BATCH: usize = 1000;
+
+    async fn release_batch<'a>(
+        connection: &'a mut SqliteConnection,
+        sql: &'a Statements<SqliteStatements>,
+        (): &'a (),
+        leases: &'a [Lease<'a>],
+    ) -> Result<Option<Vec<String>>, sqlx::Error> {
+        let Some(holder) = leases.first().map(|lease| lease.holder) else {
+            return Ok(Some(Vec::new()));
+        };
+        let rows = vec!["(?, ?, ?)"; leases.len()].join(", ");
+        let statement = trusted_sql(sql.own.release_batch.replace("{rows}", &rows));
+        let mut query = sqlx::query_scalar::<_, String>(statement);
+        for lease in leases {
+            query = query
+                .bind(lease.name)
+                .bind(lease.token)
+                .bind(modifier(lease.duration));
+        }
+        query.bind(holder).fetch_all(connection).await.map(Some)
+    }
+
     async fn extend(
         connection: &mut SqliteConnection,
-        sql: &Statements,
+        sql: &Statements<SqliteStatements>,
         args: Lease<'_>,
     ) -> Result<Option<NaiveDateTime>, sqlx::Error> {
         // Read to the end, as in `acquire`: an extension whose COMMIT failed is no extension.
@@ -306,7 +351,7 @@ impl Dialect for Sqlite {
 
     async fn verify(
         connection: &mut SqliteConnection,
-        sql: &Statements,
+        sql: &Statements<SqliteStatements>,
         name: &str,
         holder: &str,
         token: i64,

@@ -25,7 +25,7 @@ use sqlx::{Arguments as _, Connection as _, MySql, MySqlConnection};
 
 use super::{NOW, micros};
 use crate::dialect::{TickBounds, finish, identifiers};
-use crate::{Acquired, Table, trusted_sql};
+use crate::{Acquired, Lease, Table, trusted_sql};
 
 /// The batch statements' text around their lists, which only the size changes: `{names}` (one
 /// `?` per lock) and `{rows}` (the batch as a derived table).
@@ -35,6 +35,8 @@ pub(crate) struct BatchStatements {
     take_free: String,
     insert_missing: String,
     read_won: String,
+    held_rows: String,
+    release_held: String,
 }
 
 /// The batch as a derived table: one row per lock (name, lease µs, window µs, tick, latest
@@ -79,8 +81,25 @@ impl BatchStatements {
                 "SELECT {name}, {token}, {at}, {until} FROM {t} \
                  WHERE {name} IN ({{names}}) AND {by} = ?"
             ),
+            held_rows: format!(
+                "SELECT {name}, {token} FROM {t} WHERE {name} IN ({{names}}) AND {by} = ? \
+                 AND {until} > {NOW} ORDER BY {name} FOR UPDATE"
+            ),
+            release_held: format!(
+                "UPDATE {t} AS l JOIN ({{rows}}) AS b ON l.{name} = b.lock_name \
+                 SET l.{until} = GREATEST(l.{at} + INTERVAL b.least_us MICROSECOND, {NOW}) \
+                 WHERE l.{by} = ? AND l.{token} = b.token"
+            ),
         }
     }
+}
+
+/// The leases to release as a derived table: one row per lease (name, token, lock_at_least_for
+/// in µs).
+fn release_rows(count: usize) -> String {
+    let first = "SELECT ? AS lock_name, CAST(? AS SIGNED) AS token, CAST(? AS SIGNED) AS least_us";
+    let next = " UNION ALL SELECT ?, CAST(? AS SIGNED), CAST(? AS SIGNED)";
+    first.to_owned() + &next.repeat(count.saturating_sub(1))
 }
 
 /// `?, ?, …`: `count` parameters.
@@ -191,4 +210,59 @@ pub(crate) async fn acquire_batch(
             )
         })
         .collect())
+}
+
+/// Ends each lease of `leases` (sorted, distinct names, one holder) that is live, keeping it
+/// until `locked_at + lock_at_least_for` as a single release does: the names released. One
+/// `READ COMMITTED` transaction: the live rows of these leases locked and read in name order
+/// (the answer: MySQL cannot return rows from an `UPDATE`), then ended by one `UPDATE`.
+pub(crate) async fn release_batch(
+    connection: &mut MySqlConnection,
+    sql: &BatchStatements,
+    leases: &[Lease<'_>],
+) -> Result<Vec<String>, sqlx::Error> {
+    let Some(holder) = leases.first().map(|lease| lease.holder) else {
+        return Ok(Vec::new()); // `IN ()` is no SQL
+    };
+    let mut tx = connection
+        .begin_with("SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION")
+        .await?;
+    let outcome = async {
+        let names = marks(leases.len());
+        let mut held_rows = sqlx::query_as::<_, (String, Option<i64>)>(trusted_sql(
+            sql.held_rows.replace("{names}", &names),
+        ));
+        for lease in leases {
+            held_rows = held_rows.bind(lease.name);
+        }
+        let tokens: HashMap<String, Option<i64>> = held_rows
+            .bind(holder)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .collect();
+        let live: Vec<&Lease<'_>> = leases
+            .iter()
+            .filter(|lease| tokens.get(lease.name) == Some(&Some(lease.token)))
+            .collect();
+        if !live.is_empty() {
+            let mut arguments = MySqlArguments::default();
+            for lease in &live {
+                add(&mut arguments, lease.name)?;
+                add(&mut arguments, lease.token)?;
+                add(&mut arguments, micros(lease.duration))?;
+            }
+            add(&mut arguments, holder)?;
+            let release = trusted_sql(
+                sql.release_held
+                    .replace("{rows}", &release_rows(live.len())),
+            );
+            sqlx::query_with(release, arguments)
+                .execute(&mut *tx)
+                .await?;
+        }
+        Ok(live.iter().map(|lease| lease.name.to_owned()).collect())
+    }
+    .await;
+    finish(tx, outcome).await
 }

@@ -6,13 +6,16 @@
 use std::time::Duration;
 
 use chrono::NaiveDateTime;
-use sqlx::{MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
+use std::collections::HashSet;
+
+use sqlx::mysql::MySqlArguments;
+use sqlx::{Arguments as _, MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
 
 use super::{MySql, NOW, mysql_error_number, schema_and_name};
 use crate::dialect::runs::{
     AGED_BATCH, NEWEST_FIRST, RUN_INDEXES, TRIM_BATCH, Trims, deletable, page_sql, run_trims,
 };
-use crate::dialect::{Driver, RunDialect, RunStatements};
+use crate::dialect::{Driver, Ending, RunDialect, RunStatements};
 use crate::runs::{Page, RUN_COLUMNS, RUN_KEY, RunArgs, RunRow, RunTable};
 use crate::{ColumnTypes, Dialect, Table, lease_millis, trusted_sql};
 
@@ -37,6 +40,29 @@ pub struct MySqlRunStatements {
     /// lock, lock, token, attempt: the row `started` wrote (or found), then whether the lock is
     /// more than `TRIM_BATCH` rows over and whether a row is past the retention.
     read: SqlStr,
+    /// `started` with `{values}` in place of its one row of values.
+    started_many: String,
+    /// `finished` with `{values}` in place of its one row of values.
+    finished_many: String,
+    /// `read` of `{keys}` (one `(?, ?, ?)` per run): each run's row and flags.
+    read_many: String,
+}
+
+/// A run's key and start as its statements bind them: lock, token, attempt, job, tick, holder.
+fn add_run(arguments: &mut MySqlArguments, run: &RunArgs<'_>) -> Result<(), sqlx::Error> {
+    add(arguments, run.lock)?;
+    add(arguments, run.token)?;
+    add(arguments, run.attempt)?;
+    add(arguments, run.job)?;
+    add(arguments, run.tick)?;
+    add(arguments, run.holder)
+}
+
+fn add<'q, T>(arguments: &mut MySqlArguments, value: T) -> Result<(), sqlx::Error>
+where
+    T: sqlx::Encode<'q, MySqlDb> + sqlx::Type<MySqlDb> + 'q,
+{
+    arguments.add(value).map_err(sqlx::Error::Encode)
 }
 
 /// The run records of MySql.
@@ -93,6 +119,12 @@ impl RunDialect for MySqlRuns {
              LIMIT 1 OFFSET {}) IS NOT NULL",
             table.per_lock + TRIM_BATCH
         );
+        let over_each = format!(
+            "(SELECT started_at FROM {r} AS x WHERE x.lock_name = o.lock_name \
+             ORDER BY x.started_at DESC, x.fencing_token DESC, x.attempt DESC \
+             LIMIT 1 OFFSET {}) IS NOT NULL",
+            table.per_lock + TRIM_BATCH
+        );
         let aged =
             format!("EXISTS (SELECT 1 FROM {r} WHERE started_at < {cutoff} AND {deletable})");
         let page = |across| page_sql(|_| "?".to_owned(), "lock_name", across);
@@ -146,6 +178,21 @@ impl RunDialect for MySqlRuns {
                     "SELECT {RUN_COLUMNS}, {over}, {aged} FROM {r} \
                      WHERE lock_name = ? AND fencing_token = ? AND attempt = ?"
                 )),
+                started_many: format!(
+                    "INSERT IGNORE INTO {r} ({key}, job, tick, holder, started_at, finished_at, \
+                     outcome) VALUES {{values}}"
+                ),
+                finished_many: format!(
+                    "INSERT INTO {r} ({key}, job, tick, holder, started_at, finished_at, outcome, \
+                     error) VALUES {{values}} ON DUPLICATE KEY UPDATE \
+                     finished_at = IF({running}, VALUES(finished_at), finished_at), \
+                     error = IF({running}, VALUES(error), error), \
+                     outcome = IF({running}, VALUES(outcome), outcome)"
+                ),
+                read_many: format!(
+                    "SELECT {RUN_COLUMNS}, {over_each}, {aged} FROM {r} AS o \
+                     WHERE (lock_name, fencing_token, attempt) IN ({{keys}})"
+                ),
             },
         }
     }
@@ -193,6 +240,82 @@ impl RunDialect for MySqlRuns {
             run_trims::<MySqlDb>(connection, trims, args.lock, (over, aged), 2).await;
         }
         Ok((l, t, a, j, tick, h, s, f, o, e))
+    }
+
+    /// As many as the acquire batch.
+    const MAX_BATCH: usize = 1000;
+
+    /// One multi-row `INSERT IGNORE` and one read of the rows (with each lock's trim flag),
+    /// then the trims that are due.
+    async fn started_many(
+        connection: &mut MySqlConnection,
+        sql: &RunStatements<MySqlRunStatements>,
+        runs: &[RunArgs<'_>],
+    ) -> Result<Vec<RunRow>, sqlx::Error> {
+        let values =
+            vec![
+                format!("(?, ?, ?, ?, ?, ?, {NOW}, {NOW} + INTERVAL ? MICROSECOND, 'running')");
+                runs.len()
+            ];
+        let mut arguments = MySqlArguments::default();
+        for run in runs {
+            add_run(&mut arguments, run)?;
+            add(&mut arguments, run.lease.map(Self::lease))?;
+        }
+        let insert = trusted_sql(sql.own.started_many.replace("{values}", &values.join(", ")));
+        sqlx::query_with(insert, arguments)
+            .execute(&mut *connection)
+            .await?;
+        let mut arguments = MySqlArguments::default();
+        for run in runs {
+            add(&mut arguments, run.lock)?;
+            add(&mut arguments, run.token)?;
+            add(&mut arguments, run.attempt)?;
+        }
+        let keys = vec!["(?, ?, ?)"; runs.len()].join(", ");
+        let read = trusted_sql(sql.own.read_many.replace("{keys}", &keys));
+        let rows: Vec<ReadRow> = sqlx::query_as_with(read, arguments)
+            .fetch_all(&mut *connection)
+            .await?;
+        if let Some(trims) = &sql.trims {
+            let mut trimmed = HashSet::new();
+            for row in rows.iter().filter(|row| row.10 != 0) {
+                if trimmed.insert(row.0.as_str()) {
+                    run_trims::<MySqlDb>(connection, trims, &row.0, (row.10, 0), 2).await;
+                }
+            }
+            if let Some(row) = rows.iter().find(|row| row.11 != 0) {
+                run_trims::<MySqlDb>(connection, trims, &row.0, (0, row.11), 2).await;
+            }
+        }
+        Ok(rows
+            .into_iter()
+            .map(|(l, t, a, j, tick, h, s, f, o, e, _, _)| (l, t, a, j, tick, h, s, f, o, e))
+            .collect())
+    }
+
+    /// One multi-row `INSERT … ON DUPLICATE KEY UPDATE`.
+    async fn finished_many(
+        connection: &mut MySqlConnection,
+        sql: &RunStatements<MySqlRunStatements>,
+        runs: &[Ending<'_>],
+    ) -> Result<(), sqlx::Error> {
+        let values = vec![format!("(?, ?, ?, ?, ?, ?, {NOW}, {NOW}, ?, ?)"); runs.len()];
+        let mut arguments = MySqlArguments::default();
+        for (run, outcome, error) in runs {
+            add_run(&mut arguments, run)?;
+            add(&mut arguments, *outcome)?;
+            add(&mut arguments, *error)?;
+        }
+        let insert = trusted_sql(
+            sql.own
+                .finished_many
+                .replace("{values}", &values.join(", ")),
+        );
+        sqlx::query_with(insert, arguments)
+            .execute(connection)
+            .await
+            .map(drop)
     }
 
     async fn alive(

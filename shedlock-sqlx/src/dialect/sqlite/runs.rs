@@ -5,16 +5,48 @@
 use std::time::Duration;
 
 use chrono::NaiveDateTime;
-use sqlx::SqlitePool;
+use std::collections::HashSet;
+
+use sqlx::sqlite::SqliteArguments;
+use sqlx::{Sqlite as SqliteDb, SqliteConnection, SqlitePool};
 
 use super::{FORMAT, NOW, Sqlite};
+use crate::dialect::runs::run_trims;
 use crate::dialect::runs::{
     AGED_BATCH, NEWEST_FIRST, TRIM_BATCH, Trims, aligned_run_table_sql, create_run_indexes,
     deletable, page_sql, split_schema,
 };
-use crate::dialect::{RunDialect, RunStatements};
-use crate::runs::{RUN_COLUMNS, RUN_KEY, RunTable};
+use crate::dialect::{Ending, RunDialect, RunStatements};
+use crate::runs::{RUN_COLUMNS, RUN_KEY, RunArgs, RunRow, RunTable};
 use crate::{Dialect, lease_millis, trusted_sql};
+
+/// Binds a run's key and start: lock, token, attempt, job, tick (text), holder.
+fn bind_run<'q, Q: Bind<'q>>(query: Q, run: &RunArgs<'q>) -> Q {
+    query
+        .push(run.lock)
+        .push(run.token)
+        .push(run.attempt)
+        .push(run.job)
+        .push(SqliteRuns::time(run.tick))
+        .push(run.holder)
+}
+
+/// `bind` on either kind of query (rows or none).
+trait Bind<'q> {
+    fn push<T: 'q + sqlx::Encode<'q, SqliteDb> + sqlx::Type<SqliteDb>>(self, value: T) -> Self;
+}
+
+impl<'q> Bind<'q> for sqlx::query::Query<'q, SqliteDb, SqliteArguments> {
+    fn push<T: 'q + sqlx::Encode<'q, SqliteDb> + sqlx::Type<SqliteDb>>(self, value: T) -> Self {
+        self.bind(value)
+    }
+}
+
+impl<'q, O> Bind<'q> for sqlx::query::QueryAs<'q, SqliteDb, O, SqliteArguments> {
+    fn push<T: 'q + sqlx::Encode<'q, SqliteDb> + sqlx::Type<SqliteDb>>(self, value: T) -> Self {
+        self.bind(value)
+    }
+}
 
 /// The run records of Sqlite.
 #[doc(hidden)]
@@ -27,9 +59,22 @@ fn modifier(sign: char, duration: Duration) -> String {
     format!("{sign}{}.{:03} seconds", millis / 1000, millis % 1000)
 }
 
+/// The run statements only SQLite has: the batches' texts, whose size is their list's.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct SqliteRunStatements {
+    /// `started` with `{values}` in place of its one row of values.
+    started_many: String,
+    /// `finished` with `{values}` in place of its one row of values.
+    finished_many: String,
+    /// `{locks}` (one `(?)` per lock): each lock more than `TRIM_BATCH` rows over, then
+    /// whether a row is past the retention.
+    due_many: String,
+}
+
 impl RunDialect for SqliteRuns {
     type Database = sqlx::Sqlite;
-    type OwnStatements = ();
+    type OwnStatements = SqliteRunStatements;
     /// Text in the lock table's format.
     type Time = Option<String>;
     /// A date modifier: `+30.000 seconds`.
@@ -49,7 +94,7 @@ impl RunDialect for SqliteRuns {
     /// `alive` `?1`-`?3` its key and `?4` the lease; `list_lock` `?1` the lock, then (as
     /// `list_all` from `?1`) since, the cursor's time, token, attempt and lock, and the limit; the
     /// trims `?1` the lock.
-    fn statements(table: &RunTable) -> RunStatements {
+    fn statements(table: &RunTable) -> RunStatements<SqliteRunStatements> {
         let (r, key, now) = (&table.name, RUN_KEY, NOW);
         let cutoff = format!(
             "strftime({FORMAT}, 'now', '{}')",
@@ -117,8 +162,92 @@ impl RunDialect for SqliteRuns {
                      ORDER BY started_at LIMIT {AGED_BATCH})"
                 )),
             }),
-            own: (),
+            own: SqliteRunStatements {
+                started_many: format!(
+                    "INSERT INTO {r} AS r ({key}, job, tick, holder, started_at, finished_at, \
+                     outcome) VALUES {{values}} ON CONFLICT ({key}) DO UPDATE SET \
+                     lock_name = r.lock_name RETURNING {RUN_COLUMNS}"
+                ),
+                finished_many: format!(
+                    "INSERT INTO {r} AS r ({key}, job, tick, holder, started_at, finished_at, \
+                     outcome, error) VALUES {{values}} ON CONFLICT ({key}) DO UPDATE SET \
+                     finished_at = excluded.finished_at, outcome = excluded.outcome, \
+                     error = excluded.error WHERE r.outcome = 'running'"
+                ),
+                due_many: format!(
+                    "SELECT n.column1, (SELECT started_at FROM {r} WHERE lock_name = n.column1 \
+                     ORDER BY {NEWEST_FIRST} LIMIT 1 OFFSET {over}) IS NOT NULL, \
+                     EXISTS (SELECT 1 FROM {r} WHERE started_at < {cutoff} AND {deletable}) \
+                     FROM (VALUES {{locks}}) AS n",
+                    over = table.per_lock + TRIM_BATCH
+                ),
+            },
         }
+    }
+
+    /// As many as a statement's parameters allow with room to spare (7 a run; SQLite's
+    /// default limit is 32,766).
+    const MAX_BATCH: usize = 1000;
+
+    /// One upsert of every start, one read of which locks are due a trim, then those trims.
+    async fn started_many(
+        connection: &mut SqliteConnection,
+        sql: &RunStatements<SqliteRunStatements>,
+        runs: &[RunArgs<'_>],
+    ) -> Result<Vec<RunRow>, sqlx::Error> {
+        let row = format!("(?, ?, ?, ?, ?, ?, {NOW}, strftime({FORMAT}, 'now', ?), 'running')");
+        let values = vec![row; runs.len()].join(", ");
+        let mut query = sqlx::query_as::<_, RunRow>(trusted_sql(
+            sql.own.started_many.replace("{values}", &values),
+        ));
+        for run in runs {
+            query = bind_run(query, run).bind(run.lease.map(Self::lease));
+        }
+        let rows = query.fetch_all(&mut *connection).await?;
+        if let Some(trims) = &sql.trims {
+            let locks: Vec<&str> = {
+                let mut seen = HashSet::new();
+                runs.iter()
+                    .map(|run| run.lock)
+                    .filter(|lock| seen.insert(*lock))
+                    .collect()
+            };
+            let marks = vec!["(?)"; locks.len()].join(", ");
+            let mut due = sqlx::query_as::<_, (String, i64, i64)>(trusted_sql(
+                sql.own.due_many.replace("{locks}", &marks),
+            ));
+            for lock in &locks {
+                due = due.bind(*lock);
+            }
+            match due.fetch_all(&mut *connection).await {
+                Ok(due) => {
+                    for (lock, over, _) in due.iter().filter(|(_, over, _)| *over != 0) {
+                        run_trims::<SqliteDb>(connection, trims, lock, (*over, 0), 1).await;
+                    }
+                    if let Some((lock, _, aged)) = due.iter().find(|(_, _, aged)| *aged != 0) {
+                        run_trims::<SqliteDb>(connection, trims, lock, (0, *aged), 1).await;
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "reading which run records to delete failed"),
+            }
+        }
+        Ok(rows)
+    }
+
+    /// One upsert of every end.
+    async fn finished_many(
+        connection: &mut SqliteConnection,
+        sql: &RunStatements<SqliteRunStatements>,
+        runs: &[Ending<'_>],
+    ) -> Result<(), sqlx::Error> {
+        let values = vec![format!("(?, ?, ?, ?, ?, ?, {NOW}, {NOW}, ?, ?)"); runs.len()].join(", ");
+        let mut query = sqlx::query(trusted_sql(
+            sql.own.finished_many.replace("{values}", &values),
+        ));
+        for (run, outcome, error) in runs {
+            query = bind_run(query, run).bind(*outcome).bind(*error);
+        }
+        query.execute(connection).await.map(drop)
     }
 
     fn create_sql(table: &RunTable) -> String {

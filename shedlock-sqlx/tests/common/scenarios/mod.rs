@@ -48,6 +48,10 @@ pub(crate) trait TestDb: Send + Sync + Sized + 'static {
     const BATCH_STATEMENTS: [usize; 3];
     /// Statements on the run table per run: start (no trim due), heartbeat, end.
     const RUN_STATEMENTS: [usize; 3];
+    /// Statements naming the tables per batch of run-record starts, ends and releases made
+    /// together (`runs_made_together_share_statements`); where the database does not batch
+    /// them, that many for each call.
+    const TOGETHER_STATEMENTS: [usize; 3];
     /// The run table `{r}` as `create_schema` made it before its two indexes (one on
     /// `started_at` instead), statements separated by `;`.
     const OLD_RUN_TABLE: &'static str;
@@ -166,6 +170,7 @@ macro_rules! test_db {
             statements: $statements:expr,
             batch_statements: $batch_statements:expr,
             run_statements: $run_statements:expr,
+            together_statements: $together_statements:expr,
             old_run_table: $old_run_table:literal,
             index_names: $index_names:literal,
             clock_query: $clock_query:literal,
@@ -185,6 +190,7 @@ macro_rules! test_db {
             const STATEMENTS: [usize; 5] = $statements;
             const BATCH_STATEMENTS: [usize; 3] = $batch_statements;
             const RUN_STATEMENTS: [usize; 3] = $run_statements;
+            const TOGETHER_STATEMENTS: [usize; 3] = $together_statements;
             const OLD_RUN_TABLE: &'static str = $old_run_table;
             const INDEX_NAMES: &'static str = $index_names;
 
@@ -323,6 +329,7 @@ macro_rules! sql_provider_cases {
             check_schema_names_what_does_not_fit,
             check_access_leaves_no_trace,
             run_statements_per_run,
+            runs_made_together_share_statements,
             runs_stay_bounded_when_runs_never_end,
         );
     };

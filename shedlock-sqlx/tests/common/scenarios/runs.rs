@@ -77,6 +77,155 @@ pub(crate) async fn run_statements_per_run<D: TestDb>(db: &D) {
     drop_table(db, provider.table()).await;
 }
 
+/// What a tick of many runs costs besides its claim: 300 runs' record starts, ends and
+/// releases, each called on its own as the scheduler's run tasks do (all at once), go out in
+/// a few statements where the database batches them (`D::TOGETHER_STATEMENTS`: at most so
+/// many per batch, for starts, ends and releases; the first call of each kind goes alone and
+/// the rest join batches while one is in flight), each answered as alone. A lease no longer
+/// live is not released; an end whose start is missing is recorded whole; an end already
+/// recorded stays.
+pub(crate) async fn runs_made_together_share_statements<D: TestDb>(db: &D) {
+    use shedlock_core::{LockInspector as _, LockLease, LockProvider as _, LockQuery};
+    use tokio::task::JoinHandle;
+
+    const RUNS: usize = 300;
+    statements::record();
+    let provider = fresh(db, "together").await;
+    let table = provider.table().to_owned();
+    let configs: Vec<_> = (0..RUNS)
+        .map(|i| super::config(&format!("run{i}"), Duration::from_secs(60), Duration::ZERO))
+        .collect();
+    let leases: Vec<LockLease> = provider
+        .acquire_many(&configs)
+        .await
+        .into_iter()
+        .map(|lease| lease.unwrap().expect("free"))
+        .collect();
+    let start = |lease: &LockLease| {
+        RunStart::new(lease.name(), "job", None, "together", lease.fencing_token())
+    };
+    async fn together<T>(calls: Vec<JoinHandle<T>>) -> Vec<T> {
+        let mut answers = Vec::with_capacity(calls.len());
+        for call in calls {
+            answers.push(call.await.unwrap());
+        }
+        answers
+    }
+    let mut before = statements::executed_on(&table);
+    let mut cost = || {
+        let now = statements::executed_on(&table);
+        std::mem::replace(&mut before, now).abs_diff(now)
+    };
+    cost();
+
+    // Run 0's start is never recorded (its write failed, say): its end is recorded whole.
+    together(
+        leases[1..]
+            .iter()
+            .map(|lease| {
+                let (provider, start) = (provider.clone(), start(lease));
+                tokio::spawn(async move {
+                    let record = provider.run_started(&start).await.unwrap();
+                    assert_eq!(record.lock, start.lock);
+                    assert_eq!(record.fencing_token, start.fencing_token);
+                    assert_eq!(record.outcome, RunOutcome::Running);
+                })
+            })
+            .collect(),
+    )
+    .await;
+    let starts = cost();
+    // Run 1 was ended already (another instance marked it interrupted): that end stays.
+    let interrupted = RunEnd::with_error(RunOutcome::Interrupted, "holder gone");
+    provider
+        .run_finished(&start(&leases[1]), &interrupted)
+        .await
+        .unwrap();
+    cost();
+    together(
+        leases
+            .iter()
+            .enumerate()
+            .map(|(i, lease)| {
+                let (provider, start) = (provider.clone(), start(lease));
+                let end = if i.is_multiple_of(2) {
+                    RunEnd::succeeded()
+                } else {
+                    RunEnd::with_error(RunOutcome::Failed, format!("failure {i}"))
+                };
+                tokio::spawn(async move { provider.run_finished(&start, &end).await.unwrap() })
+            })
+            .collect(),
+    )
+    .await;
+    let ends = cost();
+
+    // Lease 2 was taken over after it expired: its release changes nothing.
+    db.execute(&format!(
+        "UPDATE {table} SET fencing_token = fencing_token + 1, locked_by = 'other' \
+         WHERE name = 'run2'"
+    ))
+    .await;
+    cost();
+    let released = together(
+        leases
+            .iter()
+            .map(|lease| {
+                let (provider, lease) = (provider.clone(), lease.clone());
+                tokio::spawn(async move { provider.release(&lease).await.unwrap() })
+            })
+            .collect(),
+    )
+    .await;
+    let releases = cost();
+    println!(
+        "{}: {RUNS} runs made together: {starts} statements for their starts, {ends} for \
+         their ends, {releases} for their releases",
+        std::any::type_name::<D::Dialect>()
+    );
+
+    assert!(!released[2], "a lease taken over was released");
+    assert!(
+        released.iter().enumerate().all(|(i, &ok)| ok || i == 2),
+        "a live lease was not released"
+    );
+    let rows = provider.list_locks(&LockQuery::all()).await.unwrap();
+    let held: Vec<&str> = rows
+        .iter()
+        .filter(|row| row.held)
+        .map(|row| row.name.as_str())
+        .collect();
+    assert_eq!(held, ["run2"], "only the lease taken over is still held");
+    let records = provider.runs(&RunQuery::all()).await.unwrap();
+    assert_eq!(records.len(), RUNS);
+    for record in &records {
+        let i: usize = record.lock["run".len()..].parse().unwrap();
+        let (outcome, error) = match i {
+            1 => (RunOutcome::Interrupted, Some("holder gone".to_owned())),
+            _ if i.is_multiple_of(2) => (RunOutcome::Succeeded, None),
+            _ => (RunOutcome::Failed, Some(format!("failure {i}"))),
+        };
+        assert_eq!(
+            (record.outcome, &record.error),
+            (outcome, &error),
+            "{}",
+            record.lock
+        );
+        assert_eq!(record.fencing_token, leases[i].fencing_token());
+    }
+    // Ten batches at most: the first call alone, the others while one is in flight.
+    for ((what, count), per_batch) in [("starts", starts), ("ends", ends), ("releases", releases)]
+        .into_iter()
+        .zip(D::TOGETHER_STATEMENTS)
+    {
+        assert!(
+            count <= 10 * per_batch,
+            "{count} statements for {RUNS} {what}"
+        );
+    }
+    drop_table(db, &table).await;
+}
+
 /// Runs whose instance dies before their end (no end is ever recorded) still leave a bounded
 /// history, whichever instance starts them: every start trims its lock. A run whose heartbeat
 /// is live is never trimmed, however many runs follow it.
