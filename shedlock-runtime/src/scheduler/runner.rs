@@ -343,7 +343,8 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
                 self.queues.wall.push(Reverse((fire.into(), slot, epoch)));
             }
             None => {
-                tracing::warn!(job = %current.job.job.name, "cron schedule has no further fire time");
+                let job = &current.job.job.name;
+                tracing::warn!(%job, "cron schedule has no further fire time");
                 current.status.set_next_fire(None);
                 current.plan = Plan::Done;
             }

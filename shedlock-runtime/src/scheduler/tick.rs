@@ -282,10 +282,11 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
     }
 
     /// Waits for the run, aborting it at shutdown's last phase, or when the job is removed with
-    /// `RemoveMode::Cancel` and has no lock (a locked run drops itself, to record why). When a leader-only job's
-    /// leadership ends first, a locked run is asked to stop (its lock context's `cancelled()`
-    /// fires) and awaited; a run without a lock has no other way to learn it and is cancelled.
-    /// Returns the run's result and whether the leadership ended while it ran.
+    /// `RemoveMode::Cancel` and has no lock (a locked run drops itself, to record why). When a
+    /// leader-only job's leadership ends first, a locked run is asked to stop (its lock
+    /// context's `cancelled()` fires) and awaited; a run without a lock has no other way to
+    /// learn it and is cancelled. Returns the run's result and whether the leadership ended
+    /// while it ran.
     async fn join(
         &self,
         handle: &mut JoinHandle<Result<TaskResult<Result<(), String>>, Error>>,
