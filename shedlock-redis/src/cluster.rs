@@ -143,6 +143,50 @@ pub(crate) async fn masters(
         .collect())
 }
 
+/// The cluster's shards from `CLUSTER SLOTS`: each master (`host:port`), its replicas and how
+/// many slots it serves, in the order of their first slot.
+pub(crate) async fn shards(
+    connection: &mut redis::cluster_async::ClusterConnection,
+) -> Result<Vec<(String, Vec<String>, u32)>, ServerErrorKind> {
+    let mut slots = redis::cmd("CLUSTER");
+    slots.arg("SLOTS");
+    let reply = connection
+        .route_command(slots, RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random))
+        .await
+        .map_err(ServerErrorKind::Redis)?;
+    let ranges: Vec<Vec<redis::Value>> =
+        redis::from_redis_value(reply).map_err(|e| ServerErrorKind::Redis(e.into()))?;
+    let address = |node: &redis::Value| -> Option<String> {
+        let node: Vec<redis::Value> = redis::from_redis_value_ref(node).ok()?;
+        let host: String = redis::from_redis_value_ref(node.first()?).ok()?;
+        let port: u16 = redis::from_redis_value_ref(node.get(1)?).ok()?;
+        Some(format!("{host}:{port}"))
+    };
+    let mut shards: Vec<(u16, String, Vec<String>, u32)> = Vec::new();
+    for range in &ranges {
+        let number = |i: usize| redis::from_redis_value_ref::<u16>(range.get(i)?).ok();
+        let (Some(start), Some(end), Some(master)) =
+            (number(0), number(1), range.get(2).and_then(address))
+        else {
+            continue;
+        };
+        let replicas: Vec<String> = range.iter().skip(3).filter_map(address).collect();
+        let count = u32::from(end - start) + 1;
+        match shards.iter_mut().find(|shard| shard.1 == master) {
+            Some(shard) => {
+                shard.0 = shard.0.min(start);
+                shard.3 += count;
+            }
+            None => shards.push((start, master, replicas, count)),
+        }
+    }
+    shards.sort_by_key(|shard| shard.0);
+    Ok(shards
+        .into_iter()
+        .map(|(_, master, replicas, slots)| (master, replicas, slots))
+        .collect())
+}
+
 /// Every key matching `pattern` on every master (`SCAN` on each).
 pub(crate) async fn keys(
     connection: &mut redis::cluster_async::ClusterConnection,

@@ -68,7 +68,8 @@ pub struct Replication {
 }
 
 impl RedisLockProvider {
-    /// The server's role and connected replicas (`INFO replication`). A master with replicas
+    /// The server's role and connected replicas (`INFO replication`; on a cluster, of any one
+    /// node: see [`cluster_shards`](Self::cluster_shards)). A master with replicas
     /// answers grants before they reach them, so a failover can lose the last grant unless
     /// [`wait_for_replicas`](crate::RedisLockProviderBuilder::wait_for_replicas).
     ///
@@ -85,6 +86,43 @@ impl RedisLockProvider {
             role,
             connected_replicas,
         })
+    }
+}
+
+/// One shard of a Redis Cluster, from [`RedisLockProvider::cluster_shards`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClusterShard {
+    /// The master, `host:port`.
+    pub master: String,
+    /// Its replicas, `host:port`.
+    pub replicas: Vec<String>,
+    /// How many of the 16384 hash slots it serves.
+    pub slots: u32,
+}
+
+impl RedisLockProvider {
+    /// On a Redis Cluster, its shards (`CLUSTER SLOTS`, asked of any node): each master, its
+    /// replicas and its slots, in slot order; `None` on one server or through Sentinel.
+    ///
+    /// # Errors
+    /// [`Error::Store`](shedlock_core::Error::Store) when no node answers.
+    pub async fn cluster_shards(&self) -> Option<Result<Vec<ClusterShard>, Error>> {
+        let shards = self.node.cluster_shards().await?;
+        Some(
+            shards
+                .map(|shards| {
+                    shards
+                        .into_iter()
+                        .map(|(master, replicas, slots)| ClusterShard {
+                            master,
+                            replicas,
+                            slots,
+                        })
+                        .collect()
+                })
+                .map_err(|e| store_error(Operation::Read, "*", e)),
+        )
     }
 }
 

@@ -238,7 +238,7 @@ mod sentinel;
 mod time;
 
 pub use builder::{Majority, RedLockProviderBuilder, RedisLockProviderBuilder, SingleServer};
-pub use inspect::Replication;
+pub use inspect::{ClusterShard, Replication};
 pub use names::DEFAULT_KEY_PREFIX;
 pub use provider::RedisLockProvider;
 pub use redlock::RedLockProvider;

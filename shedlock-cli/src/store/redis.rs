@@ -1,7 +1,8 @@
-//! One Redis server: `redis://[:password@]host:port[/db]` (`rediss://` with TLS), or the
-//! master Redis Sentinel names: `redis+sentinel://[:password@]host:port,host:port/master[/db]`
-//! (`rediss+sentinel://`), opened by the same provider and followed after a failover. Also
-//! what RedLock's masters share with it: their URLs' check, the connection to one, no schema.
+//! One Redis server: `redis://[:password@]host:port[/db]` (`rediss://` with TLS), the master
+//! Redis Sentinel names: `redis+sentinel://[:password@]host:port,host:port/master[/db]`
+//! (`rediss+sentinel://`), or a Redis Cluster: `redis+cluster://[:password@]host:port,…`
+//! (`rediss+cluster://`), all opened by the same provider from the URL. Also what RedLock's
+//! masters share with it: their URLs' check, the connection to one, no schema.
 
 use shedlock_core::async_trait;
 use shedlock_redis::RedisLockProvider;
@@ -15,7 +16,8 @@ use crate::failure::{Exit, Failure};
 use crate::secrets::url_list;
 
 pub(super) const KIND: Kind = Kind {
-    form: "redis://… (one server), redis+sentinel://host:port,…/master (Sentinel)",
+    form: "redis://… (one server), redis+sentinel://host:port,…/master (Sentinel), \
+           redis+cluster://host:port,… (Redis Cluster)",
     read,
     name: "Redis",
     options: OPTIONS,
@@ -25,7 +27,7 @@ pub(super) const KIND: Kind = Kind {
 /// The options of Redis and RedLock.
 pub(super) const OPTIONS: &[&str] = &["--key-prefix"];
 
-/// A `redis://` URL alone, or a `redis+sentinel://` one.
+/// A `redis://` URL alone, or a `redis+sentinel://` or `redis+cluster://` one.
 fn read(target: &Target, expected: &str) -> Reading {
     let urls = urls(target)?;
     (urls.len() == 1).then(|| {
@@ -42,22 +44,29 @@ fn read(target: &Target, expected: &str) -> Reading {
 pub(super) fn urls(target: &Target) -> Option<Vec<&str>> {
     matches!(
         target.scheme(),
-        Some("redis" | "rediss" | "redis+sentinel" | "rediss+sentinel")
+        Some(
+            "redis"
+                | "rediss"
+                | "redis+sentinel"
+                | "rediss+sentinel"
+                | "redis+cluster"
+                | "rediss+cluster"
+        )
     )
     .then(|| url_list(target.url.trim()))
 }
 
 /// Checks each Redis URL (one master of a RedLock list): a `redis://` or `rediss://` URL, or
-/// (alone) a Sentinel one; `expected` (every store's URL forms) ends the message when one is
-/// not.
+/// (alone) a Sentinel or cluster one; `expected` (every store's URL forms) ends the message
+/// when one is not.
 pub(super) fn check(urls: &[&str], expected: &str) -> Result<(), Failure> {
     if let [url] = urls
         && matches!(
             url.split_once("://").map(|(scheme, _)| scheme),
-            Some("redis+sentinel" | "rediss+sentinel")
+            Some("redis+sentinel" | "rediss+sentinel" | "redis+cluster" | "rediss+cluster")
         )
     {
-        // The hosts are sentinels, separated by commas: the provider reads the URL.
+        // Hosts separated by commas (sentinels, cluster nodes): the provider reads the URL.
         return Ok(());
     }
     for url in urls {
@@ -123,12 +132,45 @@ impl Store for Redis {
     }
 
     /// Reachable (checked when the provider connected), its clock, its locks; its topology:
-    /// the master Sentinel names, the role and replicas, and what a failover can lose.
+    /// the master Sentinel names or the cluster's shards, the role and replicas, and what a
+    /// failover can lose.
     async fn doctor(&self, args: &DatabaseArgs) -> Result<Exit, Failure> {
         let provider = self.connect(args).await?;
         let mut exit = reachable(&provider, "Redis", &self.target.shown, "Redis").await?;
         if let Some(master) = provider.sentinel_master() {
             out!("info     Redis Sentinel names the master {master}");
+        }
+        if let Some(shards) = provider.cluster_shards().await {
+            let shards = shards.map_err(Failure::error)?;
+            let mut alone = 0;
+            for shard in &shards {
+                out!(
+                    "info     Redis Cluster master {} serves {} slots, replicas: {}",
+                    shard.master,
+                    shard.slots,
+                    if shard.replicas.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        shard.replicas.join(", ")
+                    }
+                );
+                alone += usize::from(shard.replicas.is_empty());
+            }
+            let served: u32 = shards.iter().map(|shard| shard.slots).sum();
+            if served < 16384 {
+                out!(
+                    "problem  Redis Cluster serves {served} of 16384 slots: locks in the others fail"
+                );
+                exit = Exit::Problems;
+            }
+            if alone < shards.len() {
+                out!(
+                    "warning  Redis Cluster replicates asynchronously: a failover to a replica \
+                     that had not received the last grant grants that lock again while its \
+                     holder runs (the library's wait_for_replicas prevents it)"
+                );
+            }
+            return Ok(exit);
         }
         match provider.replication().await {
             Ok(replication) if replication.role != "master" => {

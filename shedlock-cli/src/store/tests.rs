@@ -111,6 +111,7 @@ fn the_scheme_decides_the_database() {
         store("redis+sentinel://:pw@h1:26379,h2:26379/shedlock").name(),
         "Redis"
     );
+    assert_eq!(store("redis+cluster://:pw@h1:7000,h2:7001").name(), "Redis");
     let sentinel_in_redlock = refused("redis://a:1,redis+sentinel://h1:26379/m");
     assert_eq!(sentinel_in_redlock.exit, Exit::Usage);
     assert_eq!(store("zookeeper://h1:2181,h2:2181/app").name(), "ZooKeeper");
@@ -128,8 +129,9 @@ fn the_scheme_decides_the_database() {
     assert!(
         unknown.message.ends_with(
             "expected postgres://…, mysql://…, sqlite:FILE, redis://… (one server), \
-             redis+sentinel://host:port,…/master (Sentinel), redis://…,redis://…,… (RedLock \
-             masters), zookeeper://host:port,… or \
+             redis+sentinel://host:port,…/master (Sentinel), redis+cluster://host:port,… \
+             (Redis Cluster), redis://…,redis://…,… (RedLock masters), zookeeper://host:port,… \
+             or \
              etcd://host:port,…"
         ),
         "{}",

@@ -278,4 +278,18 @@ impl Node {
             .unwrap_or(0);
         Ok((role, replicas))
     }
+
+    /// On a cluster, its shards (see [`cluster::shards`]); `None` elsewhere.
+    pub(crate) async fn cluster_shards(
+        &self,
+    ) -> Option<Result<Vec<(String, Vec<String>, u32)>, ServerError>> {
+        let Connection::Cluster(mut connection) = self.connection() else {
+            return None;
+        };
+        let shards = tokio::time::timeout(self.timeout, cluster::shards(&mut connection)).await;
+        Some(match shards {
+            Ok(reply) => reply.map_err(|kind| self.error(None, kind)),
+            Err(_) => Err(self.error(None, ServerErrorKind::Timeout(self.timeout))),
+        })
+    }
 }
