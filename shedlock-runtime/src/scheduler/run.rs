@@ -176,40 +176,41 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
             current,
             AssertUnwindSafe(job.start_lazily(state.clone())).catch_unwind(),
         );
-        let attempt_run = async {
-            Ok(match (log, plan.alive_for) {
-                (Some(log), Some(lease)) => {
-                    let deadline = Arc::new(Mutex::new(stop_by(sent, lease)));
-                    let beat = Heartbeat {
-                        log,
-                        start: &start,
-                        lease,
-                        deadline: Arc::clone(&deadline),
-                        recorded,
-                    };
-                    tokio::select! {
-                        biased;
-                        lost = beat.keep() => {
+        let cancel = plan.cancel.as_ref();
+        let outcome = match (log, plan.alive_for) {
+            (Some(log), Some(lease)) => {
+                let deadline = Arc::new(Mutex::new(stop_by(sent, lease)));
+                let beat = Heartbeat {
+                    log,
+                    start: &start,
+                    lease,
+                    deadline: Arc::clone(&deadline),
+                    recorded,
+                };
+                tokio::select! {
+                    biased;
+                    () = removed(cancel) => {
+                        return Err(cancelled(Some(log), &start, &plan.job, recorded).await);
+                    }
+                    lost = beat.keep() => {
+                        return Err(stopped(log, &start, &plan.job, lost).await);
+                    }
+                    outcome = gated(run, &deadline) => match outcome {
+                        Some(outcome) => outcome,
+                        None => {
+                            let lost = not_renewed(lease);
                             return Err(stopped(log, &start, &plan.job, lost).await);
                         }
-                        outcome = gated(run, &deadline) => match outcome {
-                            Some(outcome) => outcome,
-                            None => {
-                                let lost = not_renewed(lease);
-                                return Err(stopped(log, &start, &plan.job, lost).await);
-                            }
-                        },
-                    }
+                    },
                 }
-                _ => run.await,
-            })
-        };
-        let outcome = tokio::select! {
-            biased;
-            () = removed(plan.cancel.as_ref()) => {
-                return Err(cancelled(log, &start, &plan.job, recorded).await);
             }
-            outcome = attempt_run => outcome?,
+            _ => tokio::select! {
+                biased;
+                () = removed(cancel) => {
+                    return Err(cancelled(log, &start, &plan.job, recorded).await);
+                }
+                outcome = run => outcome,
+            },
         };
         let retry = attempt <= plan.retries && !context.is_cancelled() && !context.is_lost();
         let end = match &outcome {
