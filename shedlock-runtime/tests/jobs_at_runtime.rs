@@ -421,3 +421,59 @@ async fn ten_thousand_jobs_added_replaced_and_removed_leave_other_ticks_be() {
     );
     scheduler.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_job_cancelled_in_its_retry_backoff_ends_the_tick_in_its_records() {
+    let store = store();
+    let failing = common::sharing(
+        "flaky",
+        Schedule::cron("* * * * * *").unwrap(),
+        &(),
+        |()| async { Err::<(), _>("no luck") },
+    )
+    .with_lock(lock("flaky").retries(3, Duration::from_secs(10)));
+    let (scheduler, control) = start(&store, vec![failing]).await;
+    sleep(1_000).await; // attempt 1 failed at 0.5 s; its retry waits until 10.5 s
+    let last = control.remove("flaky", RemoveMode::Cancel).await.unwrap();
+    assert_eq!(last.last_outcome, Some(JobOutcome::Aborted), "{last:?}");
+
+    let log = store.run_log().unwrap();
+    let mut runs = log.runs(&RunQuery::lock("flaky")).await.unwrap();
+    runs.sort_by_key(|run| run.attempt);
+    let outcomes: Vec<_> = runs.iter().map(|run| (run.attempt, run.outcome)).collect();
+    // The retry that never ran is ended at once: no instance takes the tick for cut short.
+    assert_eq!(
+        outcomes,
+        [(1, RunOutcome::Retried), (2, RunOutcome::Interrupted)],
+        "{runs:#?}"
+    );
+    let record = store
+        .inspector()
+        .unwrap()
+        .lock_record("flaky")
+        .await
+        .unwrap();
+    assert!(!record.unwrap().held);
+    scheduler.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fixed_rate_job_replaced_mid_period_keeps_its_grid() {
+    let store = store();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let rate = |at_least_ms| {
+        let every_second = Schedule::fixed_rate(Duration::from_secs(1)).unwrap();
+        let lock = lock("rate")
+            .lock_at_least_for(Duration::from_millis(at_least_ms))
+            .unwrap();
+        common::counting("rate", every_second, &runs).with_lock(lock)
+    };
+    let (scheduler, control) = start(&store, vec![rate(0)]).await;
+    sleep(2_400).await; // ticks at 0, 1 and 2 s
+    control.replace(rate(100)).await.unwrap();
+    sleep(3_000).await; // 3, 4 and 5 s, on the same grid
+    let status = &scheduler.status()[0];
+    assert_eq!(runs.load(Ordering::SeqCst), 6, "{status:?}");
+    assert_eq!((status.skips, status.missed_ticks), (0, 0), "{status:?}");
+    scheduler.shutdown().await;
+}
