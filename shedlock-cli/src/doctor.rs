@@ -1,8 +1,10 @@
 //! `doctor`: is the store usable from here, and if not, what to do about it. One line per
-//! check (`ok`, `info` or `problem`, with how to fix it); exit 5 on any problem. Each store's
-//! module checks what is its own (SQL: table, columns, privileges; RedLock: each master;
-//! ZooKeeper: the root's nodes and access to them); every store's clock is compared with this
-//! machine's ([`clock`]) and its locks counted ([`count_locks`]).
+//! check (`ok`, `info`, `warning` or `problem`, with how to fix it); exit 5 on any problem (a
+//! warning is a setup that can lose a grant, not an error). Each store's module checks what is
+//! its own (SQL: table, columns, privileges, and on PostgreSQL the replication topology
+//! ([`postgres_topology`]); RedLock: each master; ZooKeeper: the root's nodes and access to
+//! them); every store's clock is compared with this machine's ([`clock`]) and its locks
+//! counted ([`count_locks`]).
 
 use std::time::{Duration, SystemTime};
 
@@ -73,4 +75,57 @@ pub(crate) async fn count_locks(inspector: &dyn LockInspector) -> Result<(), Fai
     }
     out!("ok       {count} locks, {held} held");
     Ok(())
+}
+
+/// PostgreSQL's replication as the server the tool reached sees it: a standby (in recovery:
+/// locks cannot be written there, a problem) or a primary, with each standby streaming from it
+/// and whether it replicates synchronously (a failover to an asynchronous standby can lose the
+/// last grants: a warning). Returns whether there was a problem.
+pub(crate) async fn postgres_topology(pool: &sqlx::PgPool) -> Result<bool, Failure> {
+    let failed = |e: sqlx::Error| Failure::new(Exit::Error, format!("reading the topology: {e}"));
+    let in_recovery: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+        .fetch_one(pool)
+        .await
+        .map_err(failed)?;
+    if in_recovery {
+        out!("problem  this server is a standby (in recovery): no lock can be written here");
+        out!(
+            "fix      point the URL at the primary, or give every server so that the provider \
+             follows the primary: postgres://user@host1:5432,host2:5432/db?\
+             target_session_attrs=read-write (PgLockProvider::connect_to_primary)"
+        );
+        return Ok(true);
+    }
+    let standbys: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT coalesce(application_name, ''), coalesce(state, ''), coalesce(sync_state, '') \
+         FROM pg_stat_replication ORDER BY application_name",
+    )
+    .fetch_all(pool)
+    .await
+    .map_err(failed)?;
+    if standbys.is_empty() {
+        out!(
+            "info     this server is a primary without a streaming standby: a failover has \
+             nothing to promote (or this user may not see pg_stat_replication)"
+        );
+        return Ok(false);
+    }
+    out!(
+        "info     this server is a primary with {} streaming standby(s)",
+        standbys.len()
+    );
+    for (name, state, sync) in &standbys {
+        let name = if name.is_empty() { "(unnamed)" } else { name };
+        if matches!(sync.as_str(), "sync" | "quorum") {
+            out!("ok       standby `{name}` ({state}) replicates synchronously ({sync})");
+        } else {
+            out!(
+                "warning  standby `{name}` ({state}) replicates asynchronously ({sync}): if it \
+                 is promoted, the last grants may be lost and a lock granted twice (fencing \
+                 tokens stay in order); name it in synchronous_standby_names to prevent this \
+                 (docs/RELIABILITY.md, \"PostgreSQL: a standby promoted\")"
+            );
+        }
+    }
+    Ok(false)
 }

@@ -27,6 +27,12 @@ pub(super) async fn run<D: OpenPool>(
     let kind = D::KIND;
     out!("ok       database {} is reachable", target.shown);
     clock(provider, "database").await?;
+    let pool: &dyn std::any::Any = provider.pool();
+    if let Some(pool) = pool.downcast_ref::<sqlx::PgPool>()
+        && crate::doctor::postgres_topology(pool).await?
+    {
+        return Ok(Exit::Problems);
+    }
 
     let issues = provider.check_schema().await.map_err(Failure::error)?;
     if !issues.is_empty() {
