@@ -279,6 +279,10 @@ impl RedisLockProviderBuilder<SingleServer> {
     /// master that answers as one (asked every 100 ms). See the crate docs for what a
     /// failover can lose and [`wait_for_replicas`](Self::wait_for_replicas).
     ///
+    /// Or a Redis Cluster: `redis+cluster://[[user]:password@]host:port,host:port,…` (any of
+    /// its nodes; `rediss+cluster://` with TLS). See [Redis Cluster](crate#redis-cluster) for
+    /// its key layout and what it does not keep yet.
+    ///
     /// ```no_run
     /// use shedlock_redis::RedisLockProvider;
     ///

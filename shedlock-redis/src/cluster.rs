@@ -151,7 +151,10 @@ pub(crate) async fn shards(
     let mut slots = redis::cmd("CLUSTER");
     slots.arg("SLOTS");
     let reply = connection
-        .route_command(slots, RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random))
+        .route_command(
+            slots,
+            RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+        )
         .await
         .map_err(ServerErrorKind::Redis)?;
     let ranges: Vec<Vec<redis::Value>> =

@@ -6,6 +6,7 @@
 //! |---|---|---|---|---|
 //! | [`RedisLockProvider`] | one | 1 script, 1 round trip | 1 script per 500 locks | nothing: the server is the single point of failure |
 //! | [`RedisLockProvider`] through Sentinel (`redis+sentinel://`) | a master and its replicas | the same, on the master | the same | the loss of the master, after the sentinels promote a replica; a grant the replica had not received is lost ([`wait_for_replicas`](RedisLockProviderBuilder::wait_for_replicas) prevents it) |
+//! | [`RedisLockProvider`] on a Redis Cluster (`redis+cluster://`) | masters sharing the slots, with replicas | the same, on the master of the lock's slot | 1 script per hash slot (and 500 locks), all at once | the loss of a master, after the cluster promotes its replica; as through Sentinel, a grant the replica had not received is lost unless `wait_for_replicas` |
 //! | [`RedLockProvider`] | N independent masters | 1 script on each, in parallel; a majority must grant | 1 script per 500 locks on each, and 1 more on each master that must take grants back | the loss of a minority of masters |
 //!
 //! ```no_run
@@ -28,7 +29,8 @@
 //!
 //! # Keys and Redis time
 //!
-//! A lock is one hash, `<key prefix><name>` (prefix `shedlock:` unless
+//! A lock is one hash, `<key prefix><name>` (`<key prefix>{<name>}` on a [Redis
+//! Cluster](#redis-cluster); prefix `shedlock:` unless
 //! [configured](RedisLockProviderBuilder::key_prefix)), with fields `holder`, `token`, `locked_at`
 //! and `lock_until`, times in milliseconds of the server's `TIME`, and `last_tick` (milliseconds
 //! since the epoch) once a [tick](shedlock_core::LockConfiguration::for_tick) was granted: the
@@ -114,9 +116,9 @@
 //! master that holds any. Locks whose votes split, or whose token proposal was behind, go to
 //! further rounds together, with the single acquisition's retries and pauses.
 //!
-//! A batch's keys go to one server in one script call. Redis Cluster requires all the keys of
-//! a script call in one hash slot, so a batch there would have to be grouped by slot (issue
-//! 33); the providers do not support Cluster.
+//! On a Redis Cluster a script's keys must share one hash slot, and each lock's key has its
+//! own hash tag (its name): a batch is grouped by slot, each group cut into chunks of 500 as
+//! above, and every call sent at once (each goes to its slot's master).
 //!
 //! # Run records
 //!
@@ -161,7 +163,14 @@
 //! stay full and follow each other without gaps when a minority holds runs of its own.
 //!
 //! The scripts name the keys of other locks they sweep, as a single server or RedLock's
-//! independent masters allow (Redis Cluster is not supported).
+//! independent masters allow. A Redis Cluster's scripts cannot (their keys must share one
+//! slot): there a lock's keys carry its name as hash tag (`runs:shedlock:records:{<lock>}`,
+//! `…started:{<lock>}`) and it has an index of its own (`…index:{<lock>}`) instead of the
+//! index of every lock; a write trims its own lock as above but sweeps no other, and a read
+//! lists no record past the retention (unless it still runs under a live heartbeat), which
+//! goes at its lock's next write or with its keys. A read of every lock's runs reads the page
+//! of each lock with runs (found by `SCAN` on every master) and merges them: one script per
+//! such lock and page.
 //!
 //! ```no_run
 //! use shedlock_core::{LockProvider, RunQuery};
@@ -203,6 +212,27 @@
 //! A master cut off from the sentinels and the other replicas but not from some instances
 //! keeps granting to them until it learns it was replaced; `min-replicas-to-write` on the
 //! servers bounds that, as the Sentinel documentation explains.
+//!
+//! # Redis Cluster
+//!
+//! `redis+cluster://[[user]:password@]host:port,host:port,…` (any nodes of the cluster;
+//! `rediss+cluster://` with TLS) given to [`connect`](RedisLockProviderBuilder::connect)
+//! opens a [`RedisLockProvider`] on the cluster through redis-rs's cluster client, which
+//! sends each script to the master of its key's slot and follows `MOVED` redirections and
+//! failovers by itself. There a lock's hash is `<key prefix>{<name>}`: the name is the hash
+//! tag, so every key of a lock shares its slot (one server and RedLock keep `<key
+//! prefix><name>`, so their existing locks stay where they are). Acquire, release and extend
+//! are the same scripts, one round trip to the slot's master; a batch goes by slot (see
+//! above); [`list_locks`](shedlock_core::LockInspector::list_locks) scans every master; a
+//! [`wait_for_replicas`](RedisLockProviderBuilder::wait_for_replicas) `WAIT` is pipelined to
+//! the slot's master with the script; run records are kept per lock in its slot (see [Run
+//! records](#run-records)). Not yet on a cluster: release hints (waiters poll). The failover
+//! test `tests/cluster.rs` kills the
+//! master of the locks' slots under two fleets: its replica was promoted about 2.4 s later
+//! (`cluster-node-timeout 1000`) and the fleets' next tick ran on it; a grant the replica had
+//! not received was granted again, and with `wait_for_replicas` refused before the kill.
+//! [`cluster_shards`](RedisLockProvider::cluster_shards) lists the masters, their replicas
+//! and slots (`shedlock doctor` prints them).
 //!
 //! # TLS
 //!

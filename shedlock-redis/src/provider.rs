@@ -36,7 +36,8 @@ use crate::time::{millis, system_time};
 /// - **acquire_many** runs the acquire script once for up to 500 locks, each decided as
 ///   acquire decides it (see [batched claims](crate#batched-claims)).
 ///
-/// A lock is one hash, `<key prefix><name>`, that never expires: see the crate docs for why,
+/// A lock is one hash, `<key prefix><name>` (on a Redis Cluster `<key prefix>{<name>}`), that
+/// never expires: see the crate docs for why,
 /// for what tokens guarantee when Redis loses its data, and for what a replica failover
 /// does (it can grant a lock twice). Clones share the connection.
 ///
@@ -82,7 +83,9 @@ impl RedisLockProvider {
     }
 
     pub(crate) async fn connect_with(settings: Settings, url: &str) -> Result<Self, Error> {
+        let mut settings = settings;
         let node = if is_cluster_url(url) {
+            settings.runs = settings.runs.for_cluster();
             Node::open_cluster(url, &settings.connect())
                 .await?
                 .map_err(|e| store_error(Operation::Read, "*", e))?
@@ -275,10 +278,8 @@ impl LockProvider for RedisLockProvider {
         }))
     }
 
-    /// `None` on a Redis Cluster: the run records' index and sweeps span every lock, which a
-    /// cluster's scripts cannot (issue 33).
     fn run_log(&self) -> Option<&dyn shedlock_core::RunLog> {
-        (!self.node.is_cluster()).then_some(self as &dyn shedlock_core::RunLog)
+        Some(self)
     }
 
     fn holder(&self) -> &str {

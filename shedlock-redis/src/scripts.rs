@@ -26,8 +26,8 @@ use redis::Script;
 ///
 /// Each lock is decided as if alone, in the order given, on one `TIME` read for the whole
 /// batch. Redis runs the script atomically, so the order is no lock order: two batches never
-/// wait on each other. On Redis Cluster a script's keys must share one hash slot, so a batch
-/// there would need grouping by slot (issue 33); these providers do not speak Cluster.
+/// wait on each other. On Redis Cluster a script's keys must share one hash slot: the provider
+/// groups a batch by slot there.
 ///
 /// A tick is granted (with the lock free) only if `last_tick + spacing <= tick <= TIME in ms +
 /// ahead`, and kept as `last_tick` with the grant; a hash without `last_tick` (written before

@@ -1,10 +1,39 @@
 //! `RedisLockProvider` on a Redis Cluster (`redis+cluster://`): the conformance suite on the
-//! cluster `.ci/redis.sh` starts (`SHEDLOCK_TEST_REDIS_CLUSTER_URL`), the key layout and
-//! batches across slots. Skipped without it, failed without it when `CI=true`.
+//! cluster `.ci/redis.sh` starts (`SHEDLOCK_TEST_REDIS_CLUSTER_URL`) with the run-log suite,
+//! the key layout and batches across slots; a master's failover on a cluster of the test's
+//! own. Skipped without it, failed without it when `CI=true`.
 
 mod common;
 
 conformance_suites!(cluster);
+
+/// The run-log suite on the cluster: a lock's records in its slot, every lock's runs read from
+/// each lock's and merged.
+mod runs {
+    use std::sync::Arc;
+
+    use shedlock_conformance::ServerHarness;
+
+    use crate::common;
+
+    async fn harness() -> Option<ServerHarness> {
+        let provider = common::cluster("a").await?;
+        let (holders, keeping) = (provider.clone(), provider.clone());
+        Some(
+            ServerHarness::new(move |holder| Arc::new(holders.with_holder(holder).unwrap()))
+                .with_run_log(provider)
+                .with_run_log_keeping(move |retention, runs_per_lock| {
+                    Arc::new(
+                        keeping
+                            .with_run_retention(retention, runs_per_lock)
+                            .unwrap(),
+                    )
+                }),
+        )
+    }
+
+    shedlock_conformance::runs_tests!(harness());
+}
 
 mod specifics {
     use std::time::Duration;
@@ -14,7 +43,7 @@ mod specifics {
     use crate::common;
 
     /// A lock's hash carries its name as hash tag; a batch of locks on many slots (so on
-    /// every master) is granted lock by lock and listed back; no run log on a cluster.
+    /// every master) is granted lock by lock and listed back.
     #[tokio::test]
     async fn batches_span_the_slots() {
         let Some(provider) = common::cluster("batch").await else {
@@ -24,7 +53,6 @@ mod specifics {
             provider.key("nightly"),
             format!("{}{{nightly}}", provider.key_prefix())
         );
-        assert!(provider.run_log().is_none());
         let configs: Vec<LockConfiguration> = (0..60)
             .map(|i| {
                 LockConfiguration::new(format!("job-{i}"), Duration::from_secs(30), Duration::ZERO)

@@ -122,6 +122,10 @@ pub(crate) struct RunKeys {
     prefix: Arc<str>,
     retention_ms: u64,
     per_lock: u32,
+    /// On a Redis Cluster: a lock's keys carry its name as hash tag, each lock has an index
+    /// of its own (`index:{<lock>}`, in its slot) and no write sweeps other locks (their keys
+    /// expire a retention after their last write).
+    cluster: bool,
 }
 
 impl RunKeys {
@@ -157,6 +161,7 @@ impl RunKeys {
             prefix,
             retention_ms: millis(retention),
             per_lock,
+            cluster: false,
         })
     }
 
@@ -167,19 +172,64 @@ impl RunKeys {
             prefix: Arc::clone(&self.prefix),
             retention_ms: millis(retention),
             per_lock,
+            cluster: self.cluster,
         })
     }
 
+    /// The same keys laid out for a Redis Cluster.
+    pub(crate) fn for_cluster(mut self) -> Self {
+        self.cluster = true;
+        self
+    }
+
     fn records(&self, lock: &str) -> String {
-        format!("{}records:{lock}", self.prefix)
+        if self.cluster {
+            format!("{}records:{{{lock}}}", self.prefix)
+        } else {
+            format!("{}records:{lock}", self.prefix)
+        }
     }
 
     fn started(&self, lock: &str) -> String {
-        format!("{}started:{lock}", self.prefix)
+        if self.cluster {
+            format!("{}started:{{{lock}}}", self.prefix)
+        } else {
+            format!("{}started:{lock}", self.prefix)
+        }
     }
 
     fn index(&self) -> String {
         format!("{}index", self.prefix)
+    }
+
+    /// The index a write of `lock`'s runs keeps: every lock's, or on a cluster the lock's own.
+    fn index_of(&self, lock: &str) -> String {
+        if self.cluster {
+            format!("{}index:{{{lock}}}", self.prefix)
+        } else {
+            self.index()
+        }
+    }
+
+    /// How many runs of other locks a write sweeps: none on a cluster (a script's keys
+    /// share one slot).
+    fn sweep(&self) -> u32 {
+        if self.cluster { 0 } else { SWEEP_PER_WRITE }
+    }
+
+    /// Whether the keys are laid out for a Redis Cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        self.cluster
+    }
+
+    /// On a cluster, the `started` keys of every lock (a `SCAN` pattern).
+    pub(crate) fn started_pattern(&self) -> String {
+        format!("{}started:*", self.prefix)
+    }
+
+    /// On a cluster, the lock of a `started` key.
+    pub(crate) fn lock_of_started<'a>(&self, key: &'a str) -> Option<&'a str> {
+        crate::cluster::lock_name(key, &format!("{}started:", self.prefix))
     }
 
     /// The records hash and the field of an index member (`<run id>:<lock>`).
@@ -256,7 +306,7 @@ impl Node {
         invocation
             .key(&records)
             .key(keys.started(&start.lock))
-            .key(keys.index())
+            .key(keys.index_of(&start.lock))
             .arg(run_id(start))
             .arg(&start.lock)
             .arg(&start.job)
@@ -267,7 +317,7 @@ impl Node {
             .arg(keys.retention_ms)
             .arg(keys.per_lock)
             .arg(&*keys.prefix)
-            .arg(SWEEP_PER_WRITE);
+            .arg(keys.sweep());
         for arg in extra {
             invocation.arg(*arg);
         }
@@ -318,7 +368,7 @@ impl Node {
         invocation
             .key(&records)
             .key(keys.started(&start.lock))
-            .key(keys.index())
+            .key(keys.index_of(&start.lock))
             .arg(run_id(start))
             .arg(millis(lease));
         let renewed: i64 = self.run(Some(&records), &invocation).await?;

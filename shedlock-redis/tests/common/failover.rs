@@ -5,7 +5,7 @@
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -155,7 +155,8 @@ const JOB: Duration = Duration::from_millis(300);
 struct Fleet {
     name: &'static str,
     runs: Arc<Mutex<Vec<Run>>>,
-    errors: Arc<AtomicU32>,
+    /// When each failed acquisition was answered.
+    errors: Arc<Mutex<Vec<Instant>>>,
     stop: Arc<AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -164,7 +165,7 @@ impl Fleet {
     async fn start(name: &'static str, url: &str, wait: bool, lock: String) -> Fleet {
         let prefix = unique_key_prefix(name);
         let runs = Arc::new(Mutex::new(Vec::new()));
-        let errors = Arc::new(AtomicU32::new(0));
+        let errors = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = Vec::new();
         for instance in 0..3 {
@@ -204,7 +205,7 @@ impl Fleet {
                         }
                         Ok(None) => {}
                         Err(_) => {
-                            errors.fetch_add(1, Ordering::Relaxed);
+                            errors.lock().unwrap().push(Instant::now());
                         }
                     }
                 }
@@ -229,14 +230,15 @@ impl Fleet {
         self.runs().iter().filter(|run| run.started > since).count()
     }
 
-    async fn stop(self) -> (Vec<Run>, u32) {
+    async fn stop(self) -> (Vec<Run>, Vec<Instant>) {
         self.stop.store(true, Ordering::Relaxed);
         for task in self.tasks {
             task.await.unwrap();
         }
         let mut runs = self.runs.lock().unwrap().clone();
         runs.sort_by_key(|run| run.started);
-        (runs, self.errors.load(Ordering::Relaxed))
+        let errors = self.errors.lock().unwrap().clone();
+        (runs, errors)
     }
 }
 
@@ -408,7 +410,9 @@ pub(crate) async fn master_killed_under_two_fleets(
         (waiting, waiting_twice, &waiting_witness.first),
     ] {
         let name = fleet.name;
-        let (runs, errors) = fleet.stop().await;
+        let (runs, failures) = fleet.stop().await;
+        let errors = failures.len();
+        let errors_after = failures.iter().filter(|&&at| at > promoted).count();
         let (doubled, overlaps) = doubles(&runs);
         let first_after = runs
             .iter()
@@ -420,7 +424,7 @@ pub(crate) async fn master_killed_under_two_fleets(
         };
         println!(
             "{name}: {} runs, {doubled} ticks run twice, {overlaps} runs at once, {errors} \
-             failed acquisitions; first run {first_after:?} after the promotion; the witness \
+             failed acquisitions ({errors_after} after the promotion); first run {first_after:?} after the promotion; the witness \
              grant before the kill {first_text}; granted again after it: {twice}",
             runs.len()
         );
