@@ -151,7 +151,9 @@ impl Servers {
                     let _ = connection.close().await;
                     match writable {
                         Ok(true) => return Ok(options.clone()),
-                        Ok(false) => answers.push(format!("{name} is read-only (a standby)")),
+                        Ok(false) => answers.push(format!(
+                            "{name} is read-only (a standby, or default_transaction_read_only)"
+                        )),
                         Err(e) => answers.push(format!("{name}: {e}")),
                     }
                 }

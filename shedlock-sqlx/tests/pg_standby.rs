@@ -141,6 +141,70 @@ async fn finds_the_primary_and_refuses_a_standby() {
     ));
 }
 
+/// A primary made read-only under the provider's connection (a demotion that keeps the
+/// sessions): the write it refuses ends that connection, the next one is checked, nothing is
+/// granted while no server may write (the error names both), and once the standby is promoted
+/// the provider works there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaves_a_server_made_read_only_under_it() {
+    let Some((primary, standby)) = pair() else {
+        return;
+    };
+    let _pair = PAIR.lock().await;
+    pair_script("reset");
+    let pool = PgLockProvider::connect_to_primary(&multi_host(&primary, &standby))
+        .await
+        .unwrap()
+        .pool()
+        .clone();
+    let provider = PgLockProvider::builder(pool)
+        .table(unique_table("standby_read_only"))
+        .build()
+        .unwrap();
+    provider.create_schema().await.unwrap();
+    let config =
+        |name| LockConfiguration::new(name, Duration::from_secs(5), Duration::ZERO).unwrap();
+    assert!(provider.acquire(&config("before")).await.unwrap().is_some());
+
+    sql(
+        &primary,
+        "ALTER SYSTEM SET default_transaction_read_only = on",
+    )
+    .await;
+    sql(&primary, "SELECT pg_reload_conf()").await;
+    for _ in 0..100 {
+        if scalar(&primary, "SHOW transaction_read_only").await == "on" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let error = provider.acquire(&config("read-only")).await.unwrap_err();
+    let text = chain(&error);
+    assert!(
+        text.contains(&format!("{} is read-only", server(&primary)))
+            && text.contains(&format!("{} is read-only", server(&standby))),
+        "{text}"
+    );
+
+    pair_script("promote");
+    let mut granted = None;
+    for _ in 0..100 {
+        match provider.acquire(&config("after")).await {
+            Ok(lease) => {
+                granted = lease;
+                break;
+            }
+            // The standby finishes its promotion.
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    assert!(granted.is_some(), "granted on the promoted standby");
+    assert_eq!(
+        provider.pool().connect_options().get_port().to_string(),
+        server(&standby).rsplit(':').next().unwrap()
+    );
+}
+
 /// One run of the job, as the job saw it.
 #[derive(Debug, Clone)]
 struct Run {

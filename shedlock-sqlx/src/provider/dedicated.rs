@@ -257,10 +257,13 @@ fn is_too_many_connections(error: &sqlx::Error) -> bool {
 
 /// Database errors that end the session: SQLSTATE class `08` (connection exception), `57P`
 /// (PostgreSQL: terminated by an administrator, crash or shutdown) and `70100` (MySQL/MariaDB:
-/// connection killed). The server sends them just before closing the connection.
+/// connection killed). The server sends them just before closing the connection. Also
+/// PostgreSQL's `25006` (a write in a read-only transaction): the server was made read-only
+/// under the connection (demoted), so a new one is opened, which `connect_to_primary` checks.
 fn ends_the_session(sqlstate: Option<&str>) -> bool {
-    sqlstate
-        .is_some_and(|code| code.starts_with("08") || code.starts_with("57P") || code == "70100")
+    sqlstate.is_some_and(|code| {
+        code.starts_with("08") || code.starts_with("57P") || code == "70100" || code == "25006"
+    })
 }
 
 impl<DB: Database> Drop for LockConnection<'_, DB> {
@@ -414,7 +417,7 @@ mod tests {
 
     #[test]
     fn session_ending_errors_are_connection_failures() {
-        for code in ["57P01", "57P02", "08006", "70100"] {
+        for code in ["57P01", "57P02", "08006", "70100", "25006"] {
             assert!(ends_the_session(Some(code)), "{code}");
         }
         for code in [Some("40001"), Some("23505"), None] {
