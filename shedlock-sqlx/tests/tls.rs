@@ -67,6 +67,7 @@ fn chown(path: &Path, owner: &str) {
 }
 
 /// `program args…` as `user` when this is root (the servers refuse to run as root).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))] // PostgreSQL's only
 fn as_user(user: &str, program: &Path) -> Command {
     if is_root() {
         let mut command = Command::new("runuser");
@@ -120,6 +121,7 @@ fn assert_secret_kept(error: &dyn std::error::Error, expected: &[&str]) {
 }
 
 /// Whether an acquisition's error is a store error (what the provider's callers see).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))] // PostgreSQL's only
 fn is_store_error(error: &Error) -> bool {
     matches!(error, Error::Store { .. })
 }
