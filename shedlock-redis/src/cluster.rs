@@ -38,9 +38,12 @@ fn invalid(message: impl Into<String>) -> Error {
     Error::invalid_config("url", message.into())
 }
 
-/// The cluster client of `url` and the URL as shown (without credentials): each node a
-/// `redis://` URL of its own (`rediss://`), sharing the userinfo.
-pub(crate) fn client(url: &str, settings: &Connect<'_>) -> Result<(ClusterClient, String), Error> {
+/// The cluster client of `url`, the URL as shown (without credentials), and the URL of each
+/// node it names: `redis://` (`rediss://`), sharing the userinfo.
+pub(crate) fn client(
+    url: &str,
+    settings: &Connect<'_>,
+) -> Result<(ClusterClient, String, Vec<String>), Error> {
     let (tls, rest) = scheme(url).ok_or_else(|| invalid("not a redis+cluster:// URL"))?;
     if !tls && settings.tls_root_certificates.is_some() {
         return Err(Error::invalid_config(
@@ -66,11 +69,15 @@ pub(crate) fn client(url: &str, settings: &Connect<'_>) -> Result<(ClusterClient
     }
     let node_scheme = if tls { "rediss" } else { "redis" };
     let mut nodes = Vec::with_capacity(hosts.len());
+    let mut urls = Vec::with_capacity(hosts.len());
     for host in &hosts {
-        let info = format!("{node_scheme}://{userinfo}{host}")
+        let url = format!("{node_scheme}://{userinfo}{host}");
+        let info = url
+            .as_str()
             .into_connection_info()
             .map_err(|e| invalid(format!("cluster node `{host}` is not host:port ({e})")))?;
         nodes.push(info);
+        urls.push(url);
     }
     let shown = format!("{node_scheme}+cluster://{}", hosts.join(","));
     let mut builder = ClusterClientBuilder::new(nodes)
@@ -93,7 +100,7 @@ pub(crate) fn client(url: &str, settings: &Connect<'_>) -> Result<(ClusterClient
     let client = builder
         .build()
         .map_err(|e| invalid(format!("cannot use {shown}: {e}")))?;
-    Ok((client, shown))
+    Ok((client, shown, urls))
 }
 
 /// The key of lock `name` on a cluster: its hash tag is the name, so the lock's run records

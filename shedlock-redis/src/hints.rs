@@ -56,7 +56,7 @@ impl Subscription {
     /// Subscribes and forwards; returns only with what ended it.
     async fn listen(&self, hints: &broadcast::Sender<Arc<str>>) -> String {
         let Some(client) = self.node.client() else {
-            return "no pub/sub connection on a cluster".to_owned();
+            return "no server to subscribe on".to_owned();
         };
         let mut pubsub = match client.get_async_pubsub().await {
             Ok(pubsub) => pubsub,

@@ -189,7 +189,9 @@
 //! same script. [`LockProvider::release_hints`](shedlock_core::LockProvider::release_hints)
 //! subscribes to it, so election candidates retry at once after a leader resigns instead of
 //! at their next poll. Messages published while a subscriber reconnects are lost: hints only
-//! wake waiters early, polling stays the mechanism.
+//! wake waiters early, polling stays the mechanism. On a Redis Cluster a message published on
+//! any master reaches every node's subscribers: the subscription is on one of the nodes the
+//! URL names, the next one each time it is made again.
 //!
 //! # Redis Sentinel
 //!
@@ -226,7 +228,7 @@
 //! above); [`list_locks`](shedlock_core::LockInspector::list_locks) scans every master; a
 //! [`wait_for_replicas`](RedisLockProviderBuilder::wait_for_replicas) `WAIT` is pipelined to
 //! the slot's master with the script; run records are kept per lock in its slot (see [Run
-//! records](#run-records)). Not yet on a cluster: release hints (waiters poll). The failover
+//! records](#run-records)); release hints too ([Release hints](#release-hints)). The failover
 //! test `tests/cluster.rs` kills the
 //! master of the locks' slots under two fleets: its replica was promoted about 2.4 s later
 //! (`cluster-node-timeout 1000`) and the fleets' next tick ran on it; a grant the replica had

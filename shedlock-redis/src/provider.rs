@@ -286,11 +286,7 @@ impl LockProvider for RedisLockProvider {
         &self.settings.holder
     }
 
-    /// `None` on a Redis Cluster (no pub/sub connection there yet): waiters poll.
     fn release_hints(&self) -> Option<broadcast::Receiver<Arc<str>>> {
-        if self.node.is_cluster() {
-            return None;
-        }
         let channel = self.release_channel()?;
         self.hints
             .subscribe(std::slice::from_ref(&self.node), &Arc::from(channel))

@@ -85,6 +85,44 @@ mod specifics {
     }
 }
 
+mod hints {
+    use std::time::Duration;
+
+    use shedlock_core::{LockConfiguration, LockProvider};
+
+    use crate::common;
+
+    /// A release on any master reaches a subscriber on one node (cluster pub/sub is
+    /// broadcast): each of several locks, on several slots, wakes the subscriber.
+    #[tokio::test]
+    async fn release_hints_cross_the_cluster() {
+        let Some(provider) = common::cluster("hints").await else {
+            return;
+        };
+        let mut hints = provider.release_hints().expect("hints are on by default");
+        for name in ["alpha", "bravo", "charlie", "delta"] {
+            let lock =
+                LockConfiguration::new(name, Duration::from_secs(30), Duration::ZERO).unwrap();
+            // The subscription is set up in the background: release until a hint arrives.
+            let hint = tokio::time::timeout(Duration::from_secs(10), async {
+                loop {
+                    let lease = provider.acquire(&lock).await.unwrap().unwrap();
+                    assert!(provider.release(&lease).await.unwrap());
+                    if let Ok(Ok(hint)) =
+                        tokio::time::timeout(Duration::from_millis(100), hints.recv()).await
+                    {
+                        return hint;
+                    }
+                }
+            })
+            .await
+            .expect("a release hint arrives");
+            assert_eq!(&*hint, name);
+            while hints.try_recv().is_ok() {}
+        }
+    }
+}
+
 mod failover {
     use std::path::PathBuf;
     use std::process::{Command, Stdio};

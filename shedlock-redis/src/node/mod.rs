@@ -2,7 +2,7 @@
 //! the lock scripts on it (`locks`).
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -46,6 +46,10 @@ pub(crate) struct Node {
     sentinels: Option<Arc<Sentinels>>,
     /// Whether the link is a cluster's.
     cluster: bool,
+    /// On a cluster, a client of each node the URL names, for pub/sub (a message published
+    /// on any node reaches every node's subscribers), taken in turn.
+    seeds: Arc<[Client]>,
+    next_seed: Arc<AtomicUsize>,
     server: Arc<str>,
     timeout: Duration,
     /// The `WAIT` timeout of acquisitions that wait for replicas.
@@ -198,6 +202,8 @@ impl Node {
             link: Arc::new(RwLock::new(link)),
             sentinels: None,
             cluster: false,
+            seeds: Arc::from([]),
+            next_seed: Arc::default(),
             server,
             timeout,
             wait_timeout: settings.wait_timeout,
@@ -229,6 +235,8 @@ impl Node {
             link: Arc::new(RwLock::new(link)),
             sentinels: Some(Arc::new(sentinels)),
             cluster: false,
+            seeds: Arc::from([]),
+            next_seed: Arc::default(),
             server,
             timeout: settings.timeout,
             wait_timeout: settings.wait_timeout,
@@ -245,7 +253,11 @@ impl Node {
         url: &str,
         settings: &Connect<'_>,
     ) -> Result<Result<Node, ServerError>, Error> {
-        let (client, shown) = cluster::client(url, settings)?;
+        let (client, shown, urls) = cluster::client(url, settings)?;
+        let seeds = urls
+            .iter()
+            .map(|url| self::client(url, settings))
+            .collect::<Result<Arc<[Client]>, Error>>()?;
         let server: Arc<str> = shown.into();
         let link = match Link::cluster(&client, settings).await {
             Ok(link) => link,
@@ -258,6 +270,8 @@ impl Node {
             link: Arc::new(RwLock::new(link)),
             sentinels: None,
             cluster: true,
+            seeds,
+            next_seed: Arc::default(),
             server,
             timeout: settings.timeout,
             wait_timeout: settings.wait_timeout,
@@ -294,9 +308,14 @@ impl Node {
         self.link().connection
     }
 
-    /// The client, for connections of other kinds (pub/sub); none on a cluster.
+    /// The client, for connections of other kinds (pub/sub); on a cluster, each call the
+    /// next of the nodes the URL names (so a subscription that failed tries another).
     pub(crate) fn client(&self) -> Option<Client> {
-        self.link().client
+        if self.seeds.is_empty() {
+            return self.link().client;
+        }
+        let next = self.next_seed.fetch_add(1, Ordering::Relaxed);
+        self.seeds.get(next % self.seeds.len()).cloned()
     }
 
     /// Runs `invocation` (each request within the timeout), loading the script on first use (`EVALSHA`, then
