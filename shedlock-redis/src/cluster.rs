@@ -80,23 +80,27 @@ pub(crate) fn client(
         urls.push(url);
     }
     let shown = format!("{node_scheme}+cluster://{}", hosts.join(","));
-    let mut builder = ClusterClientBuilder::new(nodes)
+    let builder = ClusterClientBuilder::new(nodes)
         .connection_timeout(settings.timeout)
         .response_timeout(settings.timeout)
         .retries(3)
         .min_retry_wait(20)
         .max_retry_wait(200);
     #[cfg(feature = "tls")]
-    if tls {
-        // rustls needs a crypto provider; ring unless the program installed another.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        if let Some(roots) = settings.tls_root_certificates {
-            builder = builder.certs(redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(roots.to_vec()),
-            });
+    let builder = match settings.tls_root_certificates {
+        _ if !tls => builder,
+        roots => {
+            // rustls needs a crypto provider; ring unless the program installed another.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            match roots {
+                Some(roots) => builder.certs(redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(roots.to_vec()),
+                }),
+                None => builder,
+            }
         }
-    }
+    };
     let client = builder
         .build()
         .map_err(|e| invalid(format!("cannot use {shown}: {e}")))?;
