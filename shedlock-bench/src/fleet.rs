@@ -4,9 +4,9 @@
 //! pairs ran exactly once, statements sent per tick, database CPU, instance CPU and memory,
 //! and tick-start latency.
 //!
-//! A run is attributed to the whole second its job started in: the job does not see its fire
-//! time, and with per-second ticks a tick that starts a second or more late shows as a
-//! second with no run next to one with two, which the check reports.
+//! A run is attributed to its tick: the fire time the job reads from its `RunContext`, so a
+//! tick run twice is a duplicate (never a late start counted in the next second), and a
+//! tick's latency is its start less its fire time.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use shedlock::{Job, JobLock, JobRegistry, Schedule, Scheduler, SchedulerConfig};
+use shedlock::{Job, JobLock, JobRegistry, RunContext, Schedule, Scheduler, SchedulerConfig};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 
@@ -169,8 +169,8 @@ impl std::fmt::Display for FleetResult {
 struct Report {
     /// Per wall second of the sample: (statements so far, CPU so far, resident KiB).
     samples: HashMap<u64, (u64, Duration, u64)>,
-    /// (job, start in µs since the epoch).
-    runs: Vec<(usize, u64)>,
+    /// (job, tick (fire time), start), in µs since the epoch.
+    runs: Vec<(usize, u64, u64)>,
     missed: u64,
     overlapped: u64,
     store_errors: u64,
@@ -280,12 +280,12 @@ fn summarize(
     let seconds = usize::try_from(window).unwrap_or(usize::MAX);
     let mut counts = vec![0u32; m * seconds];
     let mut latencies = Vec::new();
-    for &(job, start) in reports.iter().flat_map(|r| &r.runs) {
-        let second = start / 1_000_000;
+    for &(job, tick, start) in reports.iter().flat_map(|r| &r.runs) {
+        let second = tick / 1_000_000;
         if (first..first + window).contains(&second) && job < m {
             let index = usize::try_from(second - first).unwrap_or(usize::MAX);
             counts[job * seconds + index] += 1;
-            latencies.push((start % 1_000_000) as f64 / 1000.0);
+            latencies.push(start.saturating_sub(tick) as f64 / 1000.0);
         }
     }
     let ticks = counts.len();
@@ -412,7 +412,11 @@ async fn read_report(
                     .samples
                     .insert(number(1)?, (number(2)?, cpu, number(4)?));
             }
-            Some("run") => report.runs.push((usize::try_from(number(1)?)?, number(2)?)),
+            Some("run") => {
+                report
+                    .runs
+                    .push((usize::try_from(number(1)?)?, number(2)?, number(3)?));
+            }
             Some("status") => {
                 report.missed += number(1)?;
                 report.overlapped += number(2)?;
@@ -553,7 +557,7 @@ pub(crate) async fn instance(
         shedlock::provider::default_holder(),
         Some(connections),
     )?;
-    let runs: Arc<Mutex<Vec<(usize, u64)>>> = Arc::default();
+    let runs: Arc<Mutex<Vec<(usize, u64, u64)>>> = Arc::default();
     let mut registry = JobRegistry::new(Arc::clone(&runs));
     for job in 0..jobs {
         let name = format!("fleet-{job}");
@@ -563,11 +567,19 @@ pub(crate) async fn instance(
         let job = Job::new(
             name,
             Schedule::cron("* * * * * *")?,
-            move |runs: Arc<Mutex<Vec<(usize, u64)>>>| async move {
+            move |runs: Arc<Mutex<Vec<(usize, u64, u64)>>>| async move {
                 let start = now_micros();
+                // Every run of this cron job has its fire time; a run without one would count
+                // in no tick's second.
+                let tick = RunContext::current()
+                    .and_then(|run| run.tick())
+                    .and_then(|tick| tick.duration_since(UNIX_EPOCH).ok())
+                    .map_or(0, |tick| {
+                        u64::try_from(tick.as_micros()).unwrap_or(u64::MAX)
+                    });
                 runs.lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .push((job, start));
+                    .push((job, tick, start));
             },
         );
         registry = registry.add(match mode {
@@ -603,8 +615,8 @@ pub(crate) async fn instance(
     scheduler.shutdown().await;
     let runs = std::mem::take(&mut *runs.lock().unwrap_or_else(|e| e.into_inner()));
     let mut out = String::with_capacity(runs.len() * 24);
-    for (job, start) in runs {
-        out.push_str(&format!("run {job} {start}\n"));
+    for (job, tick, start) in runs {
+        out.push_str(&format!("run {job} {tick} {start}\n"));
     }
     let (missed, overlapped, store_errors) =
         scheduler.status().iter().fold((0, 0, 0), |(m, o, e), s| {
@@ -627,7 +639,7 @@ pub(crate) async fn instance(
 mod tests {
     use super::*;
 
-    fn report(runs: Vec<(usize, u64)>) -> Report {
+    fn report(runs: Vec<(usize, u64, u64)>) -> Report {
         Report {
             runs,
             ..Report::default()
@@ -637,22 +649,24 @@ mod tests {
     #[test]
     fn each_job_and_second_of_the_window_is_counted() {
         let first = 1_000;
-        let at = |second: u64, millis: u64| second * 1_000_000 + millis * 1000;
+        // A run of the tick at `second`, started `millis` after it.
+        let at =
+            |second: u64, millis: u64| (second * 1_000_000, second * 1_000_000 + millis * 1000);
         // Job 0: once in each of the three seconds (one run on each instance). Job 1: twice in
         // the first second, never in the second, once in the third; a run before the window
         // and one after it are ignored.
         let reports = [
             report(vec![
-                (0, at(first, 5)),
-                (0, at(first + 2, 7)),
-                (1, at(first, 3)),
+                (0, at(first, 5).0, at(first, 5).1),
+                (0, at(first + 2, 7).0, at(first + 2, 7).1),
+                (1, at(first, 3).0, at(first, 3).1),
             ]),
             report(vec![
-                (0, at(first + 1, 9)),
-                (1, at(first, 4)),
-                (1, at(first + 2, 2)),
-                (1, at(first - 1, 1)),
-                (1, at(first + 3, 1)),
+                (0, at(first + 1, 9).0, at(first + 1, 9).1),
+                (1, at(first, 4).0, at(first, 4).1),
+                (1, at(first + 2, 2).0, at(first + 2, 2).1),
+                (1, at(first - 1, 1).0, at(first - 1, 1).1),
+                (1, at(first + 3, 1).0, at(first + 3, 1).1),
             ]),
         ];
         let none = DbCounters::default();

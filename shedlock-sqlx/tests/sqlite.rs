@@ -140,7 +140,7 @@ test_db!(Sqlite(SqlitePool) for SqliteLockProvider {
     java: None,
     enforces_varchar: false,
     statements: [1, 1, 1, 1, 1],
-    batch_statements: [100, 100, 100],
+    batch_statements: [1, 1, 1],
     run_statements: [2, 1, 1],
     together_statements: [2, 1, 1],
     old_run_table: "CREATE TABLE {r} (lock_name VARCHAR(64) NOT NULL, fencing_token INTEGER NOT NULL, \

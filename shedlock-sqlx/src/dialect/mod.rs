@@ -387,6 +387,7 @@ pub(crate) fn identifiers(table: &Table) -> [&str; 7] {
 /// back at once after one failed. Dropped, sqlx would only queue the rollback (MySQL sends it
 /// with the connection's next statement), and the transaction's row locks, or SQLite's write
 /// lock, would stay taken while the connection sat idle.
+#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
 pub(crate) async fn finish<DB: Database, T>(
     transaction: sqlx::Transaction<'_, DB>,
     outcome: Result<T, sqlx::Error>,

@@ -61,6 +61,7 @@ pub(crate) struct Trims {
 /// How far past `runs_per_lock` a lock may go before a start that cannot fold its trim into
 /// its own statement deletes the surplus: a lock holds at most `runs_per_lock + TRIM_BATCH + 1`
 /// rows (plus any whose heartbeat is live), within core's `RUN_TRIM_SLACK`.
+#[cfg_attr(not(any(feature = "mysql", feature = "sqlite")), allow(dead_code))]
 pub(crate) const TRIM_BATCH: u32 = shedlock_core::RUN_TRIM_SLACK / 2;
 
 /// Most rows past the retention one start deletes: a start never turns into a long delete

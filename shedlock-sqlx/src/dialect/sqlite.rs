@@ -16,10 +16,10 @@ use std::time::{Duration, SystemTime};
 use chrono::NaiveDateTime;
 use shedlock_core::{Error, LockConfiguration};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
-use sqlx::{Connection as _, Sqlite as SqliteDb, SqliteConnection, SqlitePool};
+use sqlx::{Sqlite as SqliteDb, SqliteConnection, SqlitePool};
 
 use crate::dialect::{
-    AcquiredRow, Driver, Statements, add_column, finish, identifiers, sealed::Sealed,
+    AcquiredRow, Driver, Statements, TickBounds, add_column, identifiers, sealed::Sealed,
 };
 use crate::{
     Acquire, Acquired, CatalogColumn, ColumnKind, ColumnTypes, Dialect, Lease, SqlLockProvider,
@@ -43,9 +43,9 @@ const FILE_CONNECTIONS: u32 = 4;
 /// Every operation is one statement (`INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING` for
 /// acquire). Times are TEXT `YYYY-MM-DD HH:MM:SS.SSS` in UTC from SQLite's `'now'`, with
 /// millisecond precision; the "database clock" is the host's clock. A batch (`acquire_many`, or
-/// acquires that queued while every connection was busy) is one `BEGIN IMMEDIATE` transaction
-/// holding each lock's acquire statement, in name order: one wait for the write lock and one
-/// commit, where SQLite's statements are calls in this process, not round trips.
+/// acquires that queued while every connection was busy) is one statement too: the same upsert
+/// over a `VALUES` list of the locks, each row with its own conditions: one wait for the write
+/// lock and one commit.
 ///
 /// [`connect`](SqlLockProvider::connect) sets up what several processes on one file need:
 ///
@@ -102,6 +102,10 @@ const HAS_COLUMN: &str =
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct SqliteStatements {
+    /// `{rows}`: one `(?, ?, ?, ?, ?, ?)` per lock (name, lease modifier, window bound or
+    /// NULL, tick, latest last tick, earliest clock ms), then `?` the holder: a row (name,
+    /// token, locked_at, lock_until) per lock taken.
+    acquire_batch: String,
     /// `{rows}`: one `(?, ?, ?)` per lease (name, token, lock_at_least_for modifier), then `?`
     /// the holder: a row (name) per lease released.
     release_batch: String,
@@ -165,6 +169,26 @@ impl Dialect for Sqlite {
              AND (l.{last} IS NULL OR l.{last} <= ?6) \
              RETURNING {token}, {at}, {until}"
         );
+        // The batch: the same statement over `{rows}` (a `VALUES` list of name, lease modifier,
+        // window bound, tick, latest last tick, earliest clock; bound first, then the holder),
+        // each row's own conditions read from the list by the proposed row's name. One
+        // statement, so atomic without a transaction; `RETURNING` gives the rows taken.
+        let acquire_batch = format!(
+            "WITH b(lock_name, lease, window_before, tick, latest_last, earliest_now) AS \
+             (VALUES {{rows}}) \
+             INSERT INTO {t} AS l ({name}, {until}, {at}, {by}, {token}, {last}) \
+             SELECT b.lock_name, strftime({FORMAT}, 'now', b.lease), {now}, ?, {clock_micros}, \
+             b.tick FROM b WHERE {clock_millis} >= b.earliest_now \
+             ON CONFLICT ({name}) DO UPDATE SET {until} = excluded.{until}, \
+             {at} = excluded.{at}, {by} = excluded.{by}, {token} = {next_token}, \
+             {last} = ifnull(excluded.{last}, l.{last}) \
+             WHERE {stored_until} <= excluded.{at} \
+             AND (SELECT (w.window_before IS NULL \
+             OR ifnull(strftime({FORMAT}, l.{at}), '') <= w.window_before) \
+             AND (l.{last} IS NULL OR l.{last} <= w.latest_last) \
+             FROM b AS w WHERE w.lock_name = excluded.{name}) \
+             RETURNING {name}, {token}, {at}, {until}"
+        );
         let owned_and_live =
             format!("l.{name} = ?1 AND l.{by} = ?2 AND l.{token} = ?3 AND {stored_until} > {now}");
         let release = format!(
@@ -192,6 +216,7 @@ impl Dialect for Sqlite {
             lock_state: trusted_sql(format!("{select_rows} WHERE l.{name} = ?1")),
             list_locks: trusted_sql(format!("{select_rows} ORDER BY l.{name}")),
             own: SqliteStatements {
+                acquire_batch,
                 // `{rows}` (name, token, lock_at_least_for modifier) come first in the text,
                 // so they bind first; then the holder. RETURNING names the updated table's
                 // column unqualified (SQLite refuses its alias there).
@@ -271,33 +296,43 @@ impl Dialect for Sqlite {
         Ok(row.map(Acquired::from))
     }
 
-    /// A batch is one transaction on one connection, so one commit and one wait for the
-    /// database's write lock however many locks it holds. SQLite runs in this process: its
-    /// statements are calls, not round trips, and one per lock costs little beside a commit.
+    /// One statement for the whole batch (SQLite's limit of 32,766 parameters leaves room).
     const MAX_ACQUIRE_BATCH: usize = 1000;
 
-    /// `BEGIN IMMEDIATE`, each lock's acquire statement in name order, `COMMIT`. The write lock
-    /// is taken first, so nothing can come between the statements, and each window is read
-    /// after that wait.
+    /// One statement: atomic on its own, one wait for the write lock, one commit. Each window
+    /// is read when binding, after the wait for a connection (a later wait for the write lock
+    /// only makes the window's bound earlier than it could be: never a grant within it).
     async fn acquire_batch<'a>(
         connection: &'a mut SqliteConnection,
         sql: &'a Statements<SqliteStatements>,
         holder: &'a str,
         configs: impl Iterator<Item = &'a LockConfiguration> + Send + 'a,
     ) -> Result<Vec<(String, Acquired)>, sqlx::Error> {
-        let mut tx = connection.begin_with("BEGIN IMMEDIATE").await?;
-        let outcome = async {
-            let mut won = Vec::new();
-            for config in configs {
-                let args = Acquire { holder, config };
-                if let Some(acquired) = Self::acquire(&mut tx, sql, args).await? {
-                    won.push((config.name().to_owned(), acquired));
-                }
-            }
-            Ok(won)
+        let configs: Vec<&LockConfiguration> = configs.collect();
+        if configs.is_empty() {
+            return Ok(Vec::new());
         }
-        .await;
-        finish(tx, outcome).await
+        let rows = vec!["(?, ?, ?, ?, ?, ?)"; configs.len()].join(", ");
+        let statement = trusted_sql(sql.own.acquire_batch.replace("{rows}", &rows));
+        let mut query = sqlx::query_as::<_, (String, i64, NaiveDateTime, NaiveDateTime)>(statement);
+        for config in &configs {
+            let tick = TickBounds::of(config);
+            query = query
+                .bind(config.name())
+                .bind(modifier(config.lock_at_most_for()))
+                .bind(acquired_before(config.acquired_within_window()))
+                .bind(tick.tick)
+                .bind(tick.latest_last)
+                .bind(tick.earliest_now);
+        }
+        // Read to the end, as a single acquire: the commit comes after the last row.
+        let won = query.bind(holder).fetch_all(connection).await?;
+        Ok(won
+            .into_iter()
+            .map(|(name, token, locked_at, lock_until)| {
+                (name, Acquired::from((token, locked_at, lock_until)))
+            })
+            .collect())
     }
 
     async fn release(

@@ -49,8 +49,8 @@ use retry::{Retry, run};
 ///   and never deadlock, and sends them in chunks of up to 1,000, each with every lock's own
 ///   conditions (lease, window, tick); the answers come in the order asked. PostgreSQL: one
 ///   statement per chunk. MySQL/MariaDB: four statements in one transaction (see
-///   [`MySqlLockProvider`](crate::MySqlLockProvider)). SQLite: one transaction holding a
-///   statement per lock, in-process calls with one commit. When a chunk's statements fail,
+///   [`MySqlLockProvider`](crate::MySqlLockProvider)). SQLite: one statement per chunk
+///   (see [`SqliteLockProvider`](crate::SqliteLockProvider)). When a chunk's statements fail,
 ///   each of its locks gets its own [`Error::Store`] (a lease granted by a statement whose
 ///   answer was lost is recognised and kept, as for a single acquire).
 /// - **Acquisitions are batched under load.** While one of the provider's connections is
