@@ -7,6 +7,10 @@
 //! its fire time, the ticks after the return that ran once, were lost or ran twice, and runs
 //! doubled anywhere in the round.
 //!
+//! With `--silent` the proxies instead forward and answer nothing for the outage, on open and
+//! new connections, without a reset (a partition that drops packets), then forward again what
+//! waited; "accepts connections" is then the moment they forward again.
+//!
 //! The proxies stand in for a server restart without stopping anyone's server (the shared
 //! PostgreSQL and MariaDB, the ZooKeeper ensemble and etcd cluster of `.ci`): to the clients
 //! it looks the same (connections reset, then refused, then accepted), but the servers keep
@@ -14,7 +18,7 @@
 //! restart would not.
 //!
 //! Run with `bash scripts/store-return.sh`, or
-//! `cargo run -p shedlock-bench --bin store_return -- [--down-secs 7] [--phases 0.3,0.9]
+//! `cargo run -p shedlock-bench --bin store_return -- [--down-secs 7] [--phases 0.3,0.9] [--silent]
 //! [postgres mysql redis redlock zookeeper etcd]` (default: every store whose test URL is set:
 //! `SHEDLOCK_TEST_PG_URL`, `SHEDLOCK_TEST_MYSQL_URL`, `SHEDLOCK_TEST_REDIS_URL`,
 //! `SHEDLOCK_TEST_REDLOCK_URLS`, `SHEDLOCK_TEST_ZK_URL`, `SHEDLOCK_TEST_ETCD_URL`).
@@ -31,7 +35,7 @@ use shedlock::redis::RedisLockProvider;
 use shedlock::sql::{MySqlLockProvider, PgLockProvider};
 use shedlock::zookeeper::ZkLockProvider;
 use shedlock::{Job, JobLock, JobRegistry, LockProvider, RunContext, Schedule, Scheduler};
-use shedlock_conformance::{CutProxy, upstream_of, url_at};
+use shedlock_conformance::{CutProxy, ProxyMode, upstream_of, url_at};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 
@@ -162,6 +166,21 @@ impl Proxies {
         }
     }
 
+    /// Forwards nothing and answers nothing, on open and new connections (a network that
+    /// drops packets, no reset): what was sent waits in the sockets.
+    fn pause(&self) {
+        for proxy in &self.running {
+            proxy.set(ProxyMode::Blackhole);
+        }
+    }
+
+    /// Forwards again, what waited first.
+    fn resume(&self) {
+        for proxy in &self.running {
+            proxy.set(ProxyMode::Open);
+        }
+    }
+
     /// Listens again on the same ports; returns once every one accepts.
     async fn start_again(&mut self) -> anyhow::Result<()> {
         for (addr, upstream) in self.addrs.iter().zip(&self.upstreams) {
@@ -281,7 +300,22 @@ struct Round {
     lost_while_down: usize,
 }
 
-async fn round(store: Store, url: &str, down: Duration, phase: f64) -> anyhow::Result<Round> {
+/// How the store goes away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outage {
+    /// Connections cut, new ones refused (a server stopped): the default.
+    Refused,
+    /// Nothing forwarded, nothing answered, no reset (`--silent`: a partition).
+    Silent,
+}
+
+async fn round(
+    store: Store,
+    url: &str,
+    down: Duration,
+    phase: f64,
+    outage: Outage,
+) -> anyhow::Result<Round> {
     let mut proxies = Proxies::start(store.upstreams(url)?).await?;
     let proxied = store.through(url, &proxies.addrs)?;
     let lock = format!("store-return-{}-{}", store.name(), now_us());
@@ -303,9 +337,15 @@ async fn round(store: Store, url: &str, down: Duration, phase: f64) -> anyhow::R
     let down_target = up_target - down_us;
     tokio::time::sleep(Duration::from_micros((down_target - now_us()).max(0) as u64)).await;
     let down_at = now_us();
-    proxies.stop().await;
+    match outage {
+        Outage::Refused => proxies.stop().await,
+        Outage::Silent => proxies.pause(),
+    }
     tokio::time::sleep(Duration::from_micros((up_target - now_us()).max(0) as u64)).await;
-    proxies.start_again().await?;
+    match outage {
+        Outage::Refused => proxies.start_again().await?,
+        Outage::Silent => proxies.resume(),
+    }
     let up_at = now_us();
 
     let first = wait_runs(&runs, GIVE_UP_AFTER, |r| {
@@ -496,6 +536,7 @@ async fn main() -> anyhow::Result<()> {
     let mut down = Duration::from_secs(7);
     let mut phases = vec![0.3, 0.9];
     let mut stores = Vec::new();
+    let mut outage = Outage::Refused;
     let mut words = args.iter();
     while let Some(word) = words.next() {
         match word.as_str() {
@@ -510,6 +551,7 @@ async fn main() -> anyhow::Result<()> {
                     .map(str::parse)
                     .collect::<Result<_, _>>()?
             }
+            "--silent" => outage = Outage::Silent,
             name => stores.push(Store::parse(name)?),
         }
     }
@@ -520,8 +562,12 @@ async fn main() -> anyhow::Result<()> {
             .collect();
     }
     println!(
-        "{INSTANCES} instances, one per-second locked job; store down {:.1} s through proxies",
-        down.as_secs_f64()
+        "{INSTANCES} instances, one per-second locked job; store down {:.1} s through proxies ({})",
+        down.as_secs_f64(),
+        match outage {
+            Outage::Refused => "connections cut and refused",
+            Outage::Silent => "silent: nothing forwarded, no reset",
+        }
     );
     let mut failed = false;
     for store in stores {
@@ -534,7 +580,7 @@ async fn main() -> anyhow::Result<()> {
             continue;
         };
         for &phase in &phases {
-            match round(store, &url, down, phase).await {
+            match round(store, &url, down, phase, outage).await {
                 Ok(r) => {
                     failed |= r.first_run_ms.is_none() || r.doubled > 0 || r.after_lost > 0;
                     print_round(store, &r);
