@@ -242,7 +242,10 @@
 //! support with ring). The servers' certificates are checked against the system's roots, or
 //! those named by the `SSL_CERT_FILE` / `SSL_CERT_DIR` environment variables, or those given
 //! to [`tls_root_certificates`](RedisLockProviderBuilder::tls_root_certificates) (a private
-//! CA). `rediss://host:port/#insecure` (no check) is refused.
+//! CA). `rediss://host:port/#insecure` (no check) is refused. `rediss+sentinel://` reaches
+//! the sentinels and the master over TLS, `rediss+cluster://` every node of the cluster, with
+//! the same roots (`tests/tls.rs` runs both against servers answering TLS only or, for the
+//! sentinel's master, with a password).
 //!
 //! # The client
 //!

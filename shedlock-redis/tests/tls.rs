@@ -1,8 +1,9 @@
 //! `rediss://`: the providers over TLS (redis-rs's rustls support, the `tls` feature), against
 //! a private `redis-server --tls-port` whose certificate the test makes with the `openssl`
 //! command: a root of its own and a server certificate for `localhost` signed by it; and
-//! `rediss+sentinel://`, a TLS sentinel watching such a server. Skipped (failed when
-//! `CI=true`) without `redis-server` or `openssl`.
+//! `rediss+sentinel://`, a TLS sentinel watching such a server, and `rediss+cluster://`, a
+//! cluster of three TLS-only masters. Skipped (failed when `CI=true`) without `redis-server`
+//! or `openssl`.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -346,4 +347,157 @@ async fn a_provider_works_through_sentinel_over_tls() {
     .unwrap();
     let lease = provider.acquire(&config).await.unwrap().expect("acquired");
     assert!(provider.release(&lease).await.unwrap());
+}
+
+/// A cluster node answering TLS only (its cluster bus too) on a free port, with a password;
+/// killed when dropped.
+struct TlsClusterNode {
+    port: u16,
+    child: std::process::Child,
+}
+
+impl Drop for TlsClusterNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl TlsClusterNode {
+    /// Starts the node and waits until its port takes connections (10 s at most).
+    fn start(certs: &TempDir) -> TlsClusterNode {
+        let port = free_port();
+        let file = |name: &str| certs.0.join(name).display().to_string();
+        let args: Vec<String> = [
+            "--port",
+            "0",
+            "--tls-port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            &certs.0.display().to_string(),
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            &format!("nodes-{port}.conf"),
+            "--tls-cluster",
+            "yes",
+            "--tls-cert-file",
+            &file("server.pem"),
+            "--tls-key-file",
+            &file("server.key"),
+            "--tls-ca-cert-file",
+            &file("ca.pem"),
+            "--tls-auth-clients",
+            "no",
+            "--requirepass",
+            "s3cr3t-tls",
+            "--masterauth",
+            "s3cr3t-tls",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]
+        .map(str::to_owned)
+        .into();
+        let child = Command::new("redis-server")
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        let node = TlsClusterNode { port, child };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the TLS cluster node on {port} did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        node
+    }
+}
+
+/// Issue 33: `rediss+cluster://`: three TLS-only masters (their cluster bus over TLS too) made
+/// a cluster by `redis-cli --tls --cluster create`; the provider reaches every master over TLS
+/// with the given root and the password from the URL: a batch across the slots is granted and
+/// listed back, and the provider names the nodes, not the password.
+#[tokio::test]
+async fn a_provider_works_on_a_cluster_over_tls() {
+    let Some(certs) = certificates() else { return };
+    if RedisServer::start(&[]).is_none() {
+        return;
+    }
+    let nodes: Vec<TlsClusterNode> = (0..3).map(|_| TlsClusterNode::start(&certs)).collect();
+    let addresses: Vec<String> = nodes
+        .iter()
+        .map(|node| format!("127.0.0.1:{}", node.port))
+        .collect();
+    let ca = certs.0.join("ca.pem").display().to_string();
+    let created = Command::new("redis-cli")
+        .args([
+            "--tls",
+            "--cacert",
+            &ca,
+            "--no-auth-warning",
+            "-a",
+            "s3cr3t-tls",
+        ])
+        .args(["--cluster", "create"])
+        .args(&addresses)
+        .args(["--cluster-yes"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("redis-cli");
+    assert!(created.success(), "redis-cli --tls --cluster create failed");
+    let url = format!("rediss+cluster://:s3cr3t-tls@{}", addresses.join(","));
+    let connect = || {
+        RedisLockProvider::builder()
+            .key_prefix(unique_key_prefix("tls-cluster"))
+            .holder("a")
+            .tls_root_certificates(root(&certs))
+            .connect(&url)
+    };
+    // The cluster serves every slot a moment after it is made: its first answer is awaited.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let (provider, configs) = loop {
+        let attempt = async {
+            let provider = connect().await?;
+            let configs: Vec<LockConfiguration> = (0..20)
+                .map(|i| {
+                    LockConfiguration::new(
+                        format!("tls-{i}"),
+                        Duration::from_secs(30),
+                        Duration::ZERO,
+                    )
+                    .unwrap()
+                })
+                .collect();
+            for answer in provider.acquire_many(&configs).await {
+                answer?.expect("granted");
+            }
+            Ok::<_, Error>((provider, configs))
+        };
+        match attempt.await {
+            Ok(done) => break done,
+            Err(error) => {
+                assert!(!error.to_string().contains("s3cr3t"), "{error}");
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no lock granted on the TLS cluster: {error}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert!(provider.server().starts_with("rediss+cluster://127.0.0.1:"));
+    assert!(!provider.server().contains("s3cr3t"));
+    let listed = provider.list_locks(&LockQuery::all()).await.unwrap();
+    assert_eq!(listed.len(), configs.len(), "{listed:?}");
+    let shards = provider.cluster_shards().await.expect("a cluster").unwrap();
+    assert_eq!(shards.len(), 3, "{shards:?}");
 }
