@@ -22,6 +22,10 @@ impl Node {
         claims: &[Claim],
         wait: WaitForReplicas,
     ) -> (Vec<Result<AcquireReply, ServerError>>, u32) {
+        if self.is_down() {
+            let down = |claim: &Claim| Err(self.error(Some(&claim.key), ServerErrorKind::Down));
+            return (claims.iter().map(down).collect(), 0);
+        }
         let (keys, args) = acquire_arguments(holder, 0, claims);
         let mut pipeline = redis::pipe();
         pipeline

@@ -127,6 +127,12 @@ impl Node {
             .map_err(|error| self.failed(key, error))
     }
 
+    /// Whether calls fail at once: the server did not answer lately and no probe got an
+    /// answer since.
+    pub(crate) fn is_down(&self) -> bool {
+        self.down.load(Ordering::Relaxed)
+    }
+
     /// A call's `error` as the node's failure; marks the node down when the server did not
     /// answer, or (through Sentinel) is no master any more.
     pub(crate) fn failed(&self, key: Option<&str>, error: redis::RedisError) -> ServerError {
