@@ -1,6 +1,11 @@
 //! `shedlock-harness stress …` runs a stress test and prints its figures (`--help` lists the
 //! options); `shedlock-harness worker …` and `zk-candidate …` are processes the harness spawns.
 
+// The harness's worker futures nest every store's provider futures (the Redis provider's
+// Sentinel and Cluster paths made them deeper): the compiler's default query depth of 128
+// overflows on them.
+#![recursion_limit = "256"]
+
 use std::process::ExitCode;
 use std::time::Instant;
 
