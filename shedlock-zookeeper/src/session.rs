@@ -1,7 +1,9 @@
-//! One ZooKeeper session for a provider and its clones, opened again when it ends.
+//! One ZooKeeper session for a provider and its clones, opened again when it ends or loses its
+//! server.
 //!
 //! Lock nodes are persistent, so a provider does not care which session writes them: when a
-//! session expires (a long pause, a partition), the next operation simply opens a new one.
+//! session expires (a long pause, a partition) or is disconnected, the next operation simply
+//! opens a new one.
 //! Every request is bounded by the request timeout: a ZooKeeper client queues requests while
 //! it looks for a server, and an operation must answer "failed" rather than wait for a quorum.
 
@@ -9,7 +11,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use zookeeper_client::Client;
+use zookeeper_client::{Client, SessionState};
 
 use crate::access::Access;
 use crate::error::ZkError;
@@ -75,11 +77,17 @@ impl Session {
         Ok(client)
     }
 
+    /// The current client while its session is connected. A client that lost its server is
+    /// not waited for: it reconnects on its own after a pause that doubles with every round
+    /// it failed (100 ms × the servers, up to 1 s, × 2 per round), so after a few seconds'
+    /// outage the ensemble was back seconds before it looked again. The next operation opens a
+    /// new session instead, at once (lock nodes are persistent: no session owns them), and an
+    /// operation during the outage fails as soon as the servers refuse it.
     fn live(&self) -> Option<Arc<Client>> {
         let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
         current
             .as_ref()
-            .filter(|c| !c.state().is_terminated())
+            .filter(|c| c.state() == SessionState::SyncConnected)
             .cloned()
     }
 

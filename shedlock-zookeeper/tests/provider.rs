@@ -309,3 +309,48 @@ async fn a_node_from_before_ticks_is_granted_a_tick() {
         "granted once"
     );
 }
+
+/// The ensemble goes away for a few seconds (connections reset, new ones closed at once) and
+/// comes back: acquisitions during the outage fail, and the first one after its return is
+/// answered at once, on a new session. The client's own reconnection pauses twice as long
+/// after every round it failed (seconds by then), and the request timeout here is shorter
+/// than that pause: waiting for that client, the first acquisition after the return failed.
+#[tokio::test]
+async fn the_first_acquire_after_an_outage_does_not_wait_for_the_clients_pause() {
+    use shedlock_conformance::{CutProxy, ProxyMode, unique_lock_name};
+
+    let Some(direct) = common::provider("outage").await else {
+        return;
+    };
+    let upstream = common::zk_url().unwrap();
+    let upstream = upstream.split(',').next().unwrap().to_owned();
+    let proxy = CutProxy::start(&upstream).await.unwrap();
+    let provider = ZkLockProvider::builder(proxy.addr().to_string())
+        .root(direct.root())
+        .holder("tester")
+        .request_timeout(Duration::from_millis(800))
+        .connect()
+        .await
+        .unwrap();
+    let lock = config(&unique_lock_name("outage"), Duration::from_secs(30));
+    let lease = provider.acquire(&lock).await.unwrap().expect("free");
+    assert!(provider.release(&lease).await.unwrap());
+
+    proxy.set(ProxyMode::Reset);
+    // Long enough for the client's pause to grow past the request timeout (100 ms, 200 ms,
+    // 400 ms, … after each failed round on one server).
+    let outage = Instant::now();
+    while outage.elapsed() < Duration::from_secs(5) {
+        assert!(
+            provider.acquire(&lock).await.is_err(),
+            "granted while the ensemble was away"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    proxy.set(ProxyMode::Open);
+    let lease = provider
+        .acquire(&lock)
+        .await
+        .expect("the first acquisition after the return is answered");
+    assert!(lease.is_some(), "the lock is free");
+}
