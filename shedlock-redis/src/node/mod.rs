@@ -57,8 +57,9 @@ pub(crate) struct Node {
     down: Arc<AtomicBool>,
 }
 
-/// How often a server marked down is probed.
-const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+/// How often a server marked down is probed: a refused connection costs the probe nothing,
+/// and a server back from an outage is used again within about this long.
+const PROBE_INTERVAL: Duration = Duration::from_millis(50);
 
 impl fmt::Debug for Node {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -174,7 +175,13 @@ impl Node {
         runtime.spawn(async move {
             loop {
                 tokio::time::sleep(PROBE_INTERVAL).await;
-                if node.follow_master().await.is_ok() || Arc::strong_count(&node.down) == 1 {
+                // A connection that failed answers its next call with that failure and only
+                // then connects again: a second try is the first on a new connection.
+                let answered = match node.follow_master().await {
+                    Ok(()) => true,
+                    Err(_) => node.follow_master().await.is_ok(),
+                };
+                if answered || Arc::strong_count(&node.down) == 1 {
                     // Answering again, or the provider is gone.
                     node.down.store(false, Ordering::Relaxed);
                     return;

@@ -33,7 +33,10 @@ impl Link {
                 .set_response_timeout(Some(response))
                 .set_connection_timeout(Some(settings.timeout))
                 .set_number_of_retries(2)
-                .set_max_delay(Duration::from_millis(500))
+                // A reconnection's pauses stay short, so a server back from an outage is
+                // found within about this long by the probe that waits on it (the next due
+                // tick 0.1 s after the return was lost with 500 ms).
+                .set_max_delay(Duration::from_millis(100))
         };
         let connection =
             ConnectionManager::new_lazy_with_config(client.clone(), config(settings.timeout))?;
