@@ -400,7 +400,10 @@ impl Client {
                             Retry::Idempotent => true,
                             Retry::IfNotSent => error.is_connect_failure(),
                         };
-                        if !may_retry || tried >= self.inner.channels.len() {
+                        // Each endpoint twice: a channel whose connection failed answers its
+                        // next call with that failure, and only then connects again, so after
+                        // an outage the second round is the first on new connections.
+                        if !may_retry || tried >= 2 * self.inner.channels.len() {
                             return Err(error);
                         }
                     }
