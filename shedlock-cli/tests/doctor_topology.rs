@@ -94,4 +94,27 @@ fn doctor_reports_primary_standby_and_asynchronous_replication() {
         "{out}"
     );
     assert!(out.contains("target_session_attrs=read-write"), "{out}");
+
+    // Both servers in one URL, the standby first: the tool opens the primary, as the
+    // services' providers do (`PgLockProvider::connect_to_primary`).
+    let both = multi_host(&standby, &primary);
+    let out = doctor(&both).expect(0).stdout();
+    assert!(
+        out.contains("this server is a primary with 1 streaming standby"),
+        "{both}: {out}"
+    );
+}
+
+/// `first`'s URL with `second`'s host and port after its own: `postgres://u@h1:p1,h2:p2/db`.
+fn multi_host(first: &str, second: &str) -> String {
+    let host = |url: &str| {
+        let rest = url.split_once("://").unwrap().1;
+        let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+        authority
+            .rsplit_once('@')
+            .map_or(authority, |(_, host)| host)
+            .to_owned()
+    };
+    let first_host = host(first);
+    first.replacen(&first_host, &format!("{first_host},{}", host(second)), 1)
 }

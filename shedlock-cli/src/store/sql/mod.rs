@@ -40,7 +40,9 @@ const OPTIONS: &[&str] = &[
 
 /// A URL whose scheme names a SQL database.
 fn read(target: &Target, _expected: &str) -> Reading {
-    let parsed = Url::parse(&target.url).ok()?;
+    let parsed = Url::parse(&target.url)
+        .ok()
+        .or_else(|| Url::parse(&first_host_only(&target.url)?).ok())?;
     let user = user(&parsed);
     let store: Box<dyn Store> = match parsed.scheme() {
         "postgres" | "postgresql" => Box::new(Sql::<Pg>::new(target, user)),
@@ -49,6 +51,24 @@ fn read(target: &Target, _expected: &str) -> Reading {
         _ => return None,
     };
     Some(Ok(store))
+}
+
+/// A PostgreSQL multi-host URL (`postgres://u@h1:5432,h2:5432/db`, which the url crate does not
+/// read) with its first host only: for its scheme and user. The pool opens the whole URL
+/// (`OpenPool::open_special`).
+fn first_host_only(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    if !matches!(scheme, "postgres" | "postgresql") {
+        return None;
+    }
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (format!("{userinfo}@"), hosts),
+        None => (String::new(), authority),
+    };
+    let (first, _) = hosts.split_once(',')?;
+    Some(format!("{scheme}://{userinfo}{first}{tail}"))
 }
 
 /// The user a URL names, percent-decoded.

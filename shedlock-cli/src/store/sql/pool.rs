@@ -2,6 +2,8 @@
 //! connection showed the database can be reached, and the builder settings the tool needs.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -16,6 +18,9 @@ use sqlx::{ConnectOptions, Connection, Pool};
 use super::super::target::Target;
 use crate::cli::DbKind;
 use crate::failure::{Exit, Failure};
+
+/// A pool being opened.
+pub(super) type Opening<DB> = Pin<Box<dyn Future<Output = Result<Pool<DB>, sqlx::Error>> + Send>>;
 
 /// SQLite waits this long for another process's write to finish.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -33,6 +38,12 @@ pub(super) trait OpenPool: Dialect {
 
     /// A pool that never connects: only for building a provider to print DDL.
     fn offline_pool() -> Pool<Self::Database>;
+
+    /// The pool of a URL the driver cannot read itself, opened as the provider opens it
+    /// (PostgreSQL's multi-host URLs: on the first read-write server); `None`: an ordinary URL.
+    fn open_special(_url: &str) -> Option<Opening<Self::Database>> {
+        None
+    }
 
     /// The builder settings of this database the tool needs.
     fn for_tool(builder: SqlLockProviderBuilder<Self>) -> SqlLockProviderBuilder<Self> {
@@ -54,6 +65,12 @@ pub(super) async fn open<D: OpenPool>(
             format!("cannot reach the database at {}: {e}", target.shown),
         )
     };
+    if let Some(opening) = D::open_special(&target.url) {
+        return tokio::time::timeout(timeout, opening)
+            .await
+            .map_err(|_| unreachable(&format!("no connection within {timeout:?}")))?
+            .map_err(|e| unreachable(&e));
+    }
     let options = D::options(&target.url, create).map_err(|e| unreachable(&e))?;
     let connection = tokio::time::timeout(timeout, options.connect())
         .await
@@ -71,6 +88,25 @@ impl OpenPool for Pg {
 
     fn options(url: &str, _create: bool) -> Result<PgConnectOptions, sqlx::Error> {
         PgConnectOptions::from_str(url)
+    }
+
+    /// A multi-host URL (`postgres://h1:5432,h2:5432/db`) or one asking for
+    /// `target_session_attrs`: the pool of `PgLockProvider::connect_to_primary`, on the first
+    /// read-write server and following the primary, as the services' providers do.
+    fn open_special(url: &str) -> Option<Opening<Self::Database>> {
+        let rest = url.split_once("://")?.1;
+        let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+        let hosts = authority
+            .rsplit_once('@')
+            .map_or(authority, |(_, hosts)| hosts);
+        if !hosts.contains(',') && !url.contains("target_session_attrs=") {
+            return None;
+        }
+        let url = url.to_owned();
+        Some(Box::pin(async move {
+            let provider = shedlock_sqlx::PgLockProvider::connect_to_primary(&url).await?;
+            Ok(provider.pool().clone())
+        }))
     }
 
     fn offline_pool() -> Pool<Self::Database> {
