@@ -210,12 +210,7 @@ pub(crate) async fn keys(
     for (host, port) in masters(connection).await? {
         let mut cursor = 0u64;
         loop {
-            let mut scan = redis::cmd("SCAN");
-            scan.arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(500);
+            let scan = crate::node::scan_command(cursor, pattern);
             let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
                 host: host.clone(),
                 port,

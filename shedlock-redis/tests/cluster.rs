@@ -128,10 +128,10 @@ mod failover {
     use std::process::{Command, Stdio};
 
     use shedlock_conformance::{unique_key_prefix, unique_lock_name};
+    use shedlock_test_support::redis_installed;
 
     use crate::common::failover::{
-        Server, Topology, admin, answering, data_server, master_killed_under_two_fleets,
-        redis_installed, until,
+        Server, Topology, admin, answering, data_server, master_killed_under_two_fleets, until,
     };
 
     /// Three masters with a replica each, and a second replica of the first master (so that

@@ -12,10 +12,11 @@ mod failover {
     use std::path::PathBuf;
 
     use shedlock_conformance::{unique_key_prefix, unique_lock_name};
+    use shedlock_test_support::redis_installed;
 
     use crate::common::failover::{
         Server, Topology, admin, answering, data_server, free_port, master_killed_under_two_fleets,
-        redis_installed, redis_server, until,
+        redis_server, until,
     };
 
     /// The master's name the test's sentinels watch.

@@ -30,5 +30,5 @@ mod zookeeper;
 pub use env::{etcd_url, mysql_url, pg_url, redis_url, redlock_urls, webdriver_url, zk_url};
 pub use etcd::{EtcdCluster, StoppedMember};
 pub use names::unique_zk_root;
-pub use redis_server::RedisServer;
+pub use redis_server::{RedisServer, redis_installed};
 pub use zookeeper::{Ensemble, ServerMode, StoppedServer};

@@ -6,6 +6,22 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Whether `redis-server` can be started; `false` after a `skipped:` line (a failure when
+/// `CI=true`).
+pub fn redis_installed() -> bool {
+    let installed = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok();
+    if !installed {
+        shedlock_conformance::env::skip(
+            "redis-server not installed (apt-get install redis-server)",
+        );
+    }
+    installed
+}
+
 /// A `redis-server` this test started.
 #[derive(Debug)]
 pub struct RedisServer {
@@ -21,15 +37,7 @@ impl RedisServer {
     /// # Panics
     /// When `redis-server` is not installed and `CI=true`, or does not start.
     pub fn start(args: &[&str]) -> Option<RedisServer> {
-        let installed = Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .is_ok();
-        if !installed {
-            shedlock_conformance::env::skip(
-                "redis-server not installed (apt-get install redis-server)",
-            );
+        if !redis_installed() {
             return None;
         }
         let port = TcpListener::bind("127.0.0.1:0")

@@ -234,12 +234,7 @@ impl Node {
         let mut cursor = 0u64;
         let mut keys = Vec::new();
         loop {
-            let mut scan = redis::cmd("SCAN");
-            scan.arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(500);
+            let scan = scan_command(cursor, pattern);
             let (next, mut batch): (u64, Vec<String>) =
                 match tokio::time::timeout(self.timeout, scan.query_async(&mut connection)).await {
                     Ok(Ok(reply)) => reply,
@@ -292,4 +287,15 @@ impl Node {
             Err(_) => Err(self.error(None, ServerErrorKind::Timeout(self.timeout))),
         })
     }
+}
+
+/// One `SCAN` step from `cursor` over the keys matching `pattern`, 500 at a time.
+pub(crate) fn scan_command(cursor: u64, pattern: &str) -> redis::Cmd {
+    let mut scan = redis::cmd("SCAN");
+    scan.arg(cursor)
+        .arg("MATCH")
+        .arg(pattern)
+        .arg("COUNT")
+        .arg(500);
+    scan
 }

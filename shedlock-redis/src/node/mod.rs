@@ -17,7 +17,7 @@ mod locks;
 mod open;
 
 pub(crate) use connection::Connection;
-pub(crate) use locks::{Claim, StateParts, acquire_arguments};
+pub(crate) use locks::{Claim, StateParts, acquire_arguments, scan_command};
 pub(crate) use open::Connect;
 use open::Link;
 

@@ -9,23 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use shedlock_conformance::env::skip;
 use shedlock_conformance::unique_key_prefix;
 use shedlock_core::{Error, LockConfiguration, LockProvider, Tick};
 use shedlock_redis::RedisLockProvider;
-
-/// Whether `redis-server` can be started; `false` after a `skipped:` line.
-pub(crate) fn redis_installed() -> bool {
-    let installed = Command::new("redis-server")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok();
-    if !installed {
-        skip("redis-server not installed (apt-get install redis-server)");
-    }
-    installed
-}
 
 /// A free port on 127.0.0.1.
 pub(crate) fn free_port() -> u16 {

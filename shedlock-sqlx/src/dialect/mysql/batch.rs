@@ -129,7 +129,8 @@ fn bind_rows(
     Ok(())
 }
 
-fn add<'q, T>(arguments: &mut MySqlArguments, value: T) -> Result<(), sqlx::Error>
+/// Binds `value` next (MySQL binds in the order of the text).
+pub(super) fn add<'q, T>(arguments: &mut MySqlArguments, value: T) -> Result<(), sqlx::Error>
 where
     T: sqlx::Encode<'q, MySql> + sqlx::Type<MySql> + 'q,
 {

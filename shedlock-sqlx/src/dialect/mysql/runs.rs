@@ -9,8 +9,9 @@ use chrono::NaiveDateTime;
 use std::collections::HashSet;
 
 use sqlx::mysql::MySqlArguments;
-use sqlx::{Arguments as _, MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
+use sqlx::{MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
 
+use super::batch::add;
 use super::{MySql, NOW, mysql_error_number, schema_and_name};
 use crate::dialect::runs::{
     AGED_BATCH, NEWEST_FIRST, RUN_INDEXES, TRIM_BATCH, Trims, deletable, page_sql, run_trims,
@@ -56,13 +57,6 @@ fn add_run(arguments: &mut MySqlArguments, run: &RunArgs<'_>) -> Result<(), sqlx
     add(arguments, run.job)?;
     add(arguments, run.tick)?;
     add(arguments, run.holder)
-}
-
-fn add<'q, T>(arguments: &mut MySqlArguments, value: T) -> Result<(), sqlx::Error>
-where
-    T: sqlx::Encode<'q, MySqlDb> + sqlx::Type<MySqlDb> + 'q,
-{
-    arguments.add(value).map_err(sqlx::Error::Encode)
 }
 
 /// The run records of MySql.
