@@ -6,10 +6,10 @@
 // module below.
 #[doc(inline)]
 pub use shedlock_core::{
-    Candidacy, Clock, ElectionConfig, Error, InMemoryLockProvider, LeaderState, LockConfiguration,
-    LockInspector, LockProvider, LockQuery, LockRecord, MAX_DURATION, MAX_LOCK_NAME_LEN,
-    ManualClock, Operation, RunCursor, RunLog, RunOutcome, RunQuery, RunRecord, SystemClock, Tick,
-    TokioClock,
+    Candidacy, Clock, ElectionConfig, Error, Fleet, FleetJob, InMemoryLockProvider, JobCarrier,
+    JobDefinition, LeaderState, LockConfiguration, LockInspector, LockProvider, LockQuery,
+    LockRecord, MAX_DURATION, MAX_LOCK_NAME_LEN, ManualClock, Operation, Paused, RunCursor, RunLog,
+    RunOutcome, RunQuery, RunRecord, RunRequest, Switches, SystemClock, Tick, TokioClock,
 };
 #[doc(inline)]
 pub use shedlock_runtime::{
@@ -25,16 +25,18 @@ pub use shedlock_runtime::{
 pub use shedlock_rules::{DurationError, DurationErrorKind, parse_duration, serde_duration};
 
 /// For writing a store of your own: what only a store's author needs beside the root's
-/// [`LockProvider`], [`LockInspector`] and [`RunLog`]: the [`Elector`](provider::Elector) trait,
+/// [`LockProvider`], [`LockInspector`] and [`RunLog`]: the [`Elector`](provider::Elector) and
+/// [`Board`](provider::Board) traits,
 /// the lease a provider grants, what a run log is given, limits, and the helpers every store of
 /// this workspace uses. `CONTRIBUTING.md` walks through adding one; the `shedlock-conformance`
 /// crate is the suite it must pass.
 pub mod provider {
     #[doc(inline)]
     pub use shedlock_core::{
-        BoxError, DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, ElectedFn, Elector, LockLease,
-        MAX_ERROR_LEN, MAX_HOLDER_LEN, RUN_TRIM_SLACK, ReleaseHintFanOut, ReleaseHintSource,
-        RevokedFn, RunEnd, RunStart, async_trait, default_holder, validate_holder,
+        Board, BoardCondition, BoardEntry, BoxError, DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK,
+        ElectedFn, Elector, LockLease, MAX_BOARD_KEY_LEN, MAX_BOARD_VALUE_LEN, MAX_ERROR_LEN,
+        MAX_HOLDER_LEN, RUN_TRIM_SLACK, ReleaseHintFanOut, ReleaseHintSource, RevokedFn, RunEnd,
+        RunStart, async_trait, default_holder, validate_board_entry, validate_holder,
         validate_run_retention,
     };
 }

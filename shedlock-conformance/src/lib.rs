@@ -1,6 +1,6 @@
 //! The conformance kit of shedlock: the contract every [`LockProvider`] must meet, as a reusable
 //! test suite, with the inspection ([`inspection`]), run-record ([`runs`], [`longevity`]) and
-//! election ([`election`]) suites. A store's author adds this crate as a dev-dependency; every
+//! election ([`election`]) suites, and the fleet's board ([`fleet`]). A store's author adds this crate as a dev-dependency; every
 //! store of the shedlock workspace is tested with it exactly so.
 //!
 //! A provider's tests implement [`Harness`] and call [`conformance_tests!`](crate::conformance_tests),
@@ -17,6 +17,7 @@
 pub mod batches;
 pub mod election;
 pub mod env;
+pub mod fleet;
 pub mod history;
 pub mod inspection;
 pub mod longevity;

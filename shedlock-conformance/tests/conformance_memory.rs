@@ -5,9 +5,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use shedlock_conformance::Harness;
+use shedlock_conformance::fleet::FleetHarness;
 use shedlock_conformance::inspection::InspectionHarness;
 use shedlock_conformance::runs::RunsHarness;
-use shedlock_core::{Clock, InMemoryLockProvider, LockInspector, LockProvider, RunLog};
+use shedlock_core::{Board, Clock, InMemoryLockProvider, LockInspector, LockProvider, RunLog};
 
 struct MemoryHarness {
     clock: Arc<SteppedClock>,
@@ -68,7 +69,20 @@ impl RunsHarness for MemoryHarness {
     }
 }
 
+#[shedlock_core::async_trait]
+impl FleetHarness for MemoryHarness {
+    async fn board(&self) -> Arc<dyn Board> {
+        // A store of its own, on the harness's clock.
+        Arc::new(InMemoryLockProvider::new().with_clock(self.clock.clone()))
+    }
+}
+
 shedlock_conformance::conformance_tests!(async { Some(MemoryHarness::new()) });
+
+mod fleet {
+    use super::*;
+    shedlock_conformance::fleet_tests!(async { Some(MemoryHarness::new()) });
+}
 
 mod runs {
     use super::*;

@@ -86,11 +86,13 @@ pub enum Operation {
     Read,
     /// Writing or reading run records.
     Runs,
+    /// Writing or reading the fleet's jobs and switches (a [`Board`](crate::Board)).
+    Jobs,
 }
 
 impl Operation {
     /// A short, stable name of the operation (`acquire`, `release`, `extend`, `schema`,
-    /// `read`, `runs`): a label for metrics and logs.
+    /// `read`, `runs`, `jobs`): a label for metrics and logs.
     pub fn label(&self) -> &'static str {
         match self {
             Operation::Acquire => "acquire",
@@ -99,6 +101,7 @@ impl Operation {
             Operation::Schema => "schema",
             Operation::Read => "read",
             Operation::Runs => "runs",
+            Operation::Jobs => "jobs",
         }
     }
 }
@@ -112,6 +115,7 @@ impl fmt::Display for Operation {
             Operation::Schema => "set up the schema for",
             Operation::Read => "read",
             Operation::Runs => "read or write the run records of",
+            Operation::Jobs => "read or write the fleet's jobs at",
         })
     }
 }

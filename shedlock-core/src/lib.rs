@@ -8,6 +8,8 @@
 //! - Run records: [`RunLog`] and what it stores and answers ([`RunStart`], [`RunEnd`],
 //!   [`RunRecord`], [`RunQuery`]), with the retention every store keeps.
 //! - Elections: the [`Elector`] a store campaigns with, reporting to a [`Candidacy`].
+//! - The fleet's jobs: the small keyed [`Board`] a store keeps beside its locks, and the
+//!   [`Fleet`] on it (jobs published by the instances carrying them, pause, resume, run now).
 //! - One [`Error`] for all of them, and [`InMemoryLockProvider`], a store in this process.
 //!
 //! The executor, scheduler, recovery, election runtime and metrics are in `shedlock-runtime`;
@@ -31,11 +33,16 @@
 
 mod election;
 mod error;
+mod fleet;
 mod lock;
 mod runs;
 
 pub use election::{Candidacy, ElectedFn, ElectionConfig, Elector, LeaderState, RevokedFn};
 pub use error::{BoxError, Error, Operation};
+pub use fleet::board::{
+    Board, BoardCondition, BoardEntry, MAX_BOARD_KEY_LEN, MAX_BOARD_VALUE_LEN, validate_board_entry,
+};
+pub use fleet::jobs::{Fleet, FleetJob, JobCarrier, JobDefinition, Paused, RunRequest, Switches};
 pub use lock::clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use lock::config::LockConfiguration;
 pub use lock::hints::{ReleaseHintFanOut, ReleaseHintSource};

@@ -1,15 +1,15 @@
 //! A lock store in process memory, with the full semantics of a real store.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
 use crate::{
-    Clock, DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, Error, LockConfiguration, LockInspector,
-    LockLease, LockProvider, LockQuery, LockRecord, RunEnd, RunLog, RunOutcome, RunQuery,
-    RunRecord, RunStart, SystemClock, default_holder,
+    Board, BoardCondition, BoardEntry, Clock, DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, Error,
+    LockConfiguration, LockInspector, LockLease, LockProvider, LockQuery, LockRecord, RunEnd,
+    RunLog, RunOutcome, RunQuery, RunRecord, RunStart, SystemClock, default_holder,
 };
 
 /// Run records an in-memory store keeps in all; older ones are dropped first.
@@ -47,6 +47,8 @@ pub struct InMemoryLockProvider {
     rows: Arc<Mutex<HashMap<Arc<str>, Row>>>,
     /// Run records, oldest first, at most [`MAX_RUNS`].
     runs: Arc<Mutex<VecDeque<RunRecord>>>,
+    /// The board: entries by key, and the last version written.
+    board: Arc<Mutex<(BTreeMap<String, BoardEntry>, u64)>>,
     released: tokio::sync::broadcast::Sender<Arc<str>>,
     clock: Arc<dyn Clock>,
     holder: Arc<str>,
@@ -70,6 +72,7 @@ impl InMemoryLockProvider {
         InMemoryLockProvider {
             rows: Arc::default(),
             runs: Arc::default(),
+            board: Arc::default(),
             released: tokio::sync::broadcast::channel(64).0,
             clock: Arc::new(SystemClock),
             holder: default_holder().into(),
@@ -336,4 +339,65 @@ fn same_run(record: &RunRecord, start: &RunStart) -> bool {
     record.lock == start.lock
         && record.fencing_token == start.fencing_token
         && record.attempt == start.attempt
+}
+
+#[async_trait]
+impl Board for InMemoryLockProvider {
+    async fn board_read(&self, prefix: &str) -> Result<Vec<BoardEntry>, Error> {
+        let now = self.clock.now();
+        let board = self.board.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(board
+            .0
+            .range(prefix.to_owned()..)
+            .take_while(|(key, _)| key.starts_with(prefix))
+            .filter(|(_, entry)| live(entry, now))
+            .map(|(_, entry)| entry.clone())
+            .collect())
+    }
+
+    async fn board_write(
+        &self,
+        key: &str,
+        value: &str,
+        condition: BoardCondition,
+        ttl: Option<Duration>,
+    ) -> Result<Option<u64>, Error> {
+        crate::validate_board_entry(key, value)?;
+        let now = self.clock.now();
+        let mut board = self.board.lock().unwrap_or_else(|e| e.into_inner());
+        let current = board.0.get(key).filter(|entry| live(entry, now));
+        if !holds(current, condition) {
+            return Ok(None);
+        }
+        board.1 += 1;
+        let version = board.1;
+        let expires_at = ttl.and_then(|ttl| now.checked_add(ttl));
+        let entry = BoardEntry::new(key, value, version, now, expires_at);
+        board.0.insert(key.to_owned(), entry);
+        Ok(Some(version))
+    }
+
+    async fn board_remove(&self, key: &str, condition: BoardCondition) -> Result<bool, Error> {
+        let now = self.clock.now();
+        let mut board = self.board.lock().unwrap_or_else(|e| e.into_inner());
+        let current = board.0.get(key).filter(|entry| live(entry, now));
+        let removed = current.is_some() && holds(current, condition);
+        if removed || current.is_none() {
+            // An expired entry goes too: it is absent for everyone already.
+            board.0.remove(key);
+        }
+        Ok(removed)
+    }
+}
+
+fn live(entry: &BoardEntry, now: SystemTime) -> bool {
+    entry.expires_at.is_none_or(|expires_at| expires_at > now)
+}
+
+fn holds(current: Option<&BoardEntry>, condition: BoardCondition) -> bool {
+    match condition {
+        BoardCondition::Always => true,
+        BoardCondition::Absent => current.is_none(),
+        BoardCondition::Version(version) => current.is_some_and(|entry| entry.version == version),
+    }
 }
