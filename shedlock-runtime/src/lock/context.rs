@@ -222,7 +222,7 @@ impl ActiveLock {
         if let Some(cancel) = self.cancel.get() {
             cancel.cancel();
         }
-        release_lease(&self.service, &self.lease())
+        release_lease(&self.service, &self.lease(), self.local_deadline())
             .await
             .map(|()| true)
     }

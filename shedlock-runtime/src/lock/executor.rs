@@ -214,7 +214,9 @@ impl LockingTaskExecutor {
                 // network): another instance may hold it by now. Never hand it to the task; give
                 // it back in case it is still ours.
                 self.service.emit(LockEvent::Lost(&lease));
-                let _ = crate::lock::handle::release_lease(&self.service, &lease).await;
+                // Its deadline has passed: one attempt, no retries.
+                let until = trusted_until(requested_at, lease.lock_at_most_for());
+                let _ = crate::lock::handle::release_lease(&self.service, &lease, until).await;
                 Ok(None)
             }
             Ok(Some(lease)) => {
@@ -311,6 +313,7 @@ impl LockingTaskExecutor {
         let Some((lease, requested_at)) = claimed? else {
             return Ok(TaskResult::Skipped);
         };
+        let until = trusted_until(requested_at, lease.lock_at_most_for());
         if let Some(refused) = options
             .may_start
             .as_ref()
@@ -319,7 +322,7 @@ impl LockingTaskExecutor {
             // Nothing ran that `lock_at_least_for` would protect: free the lock at once.
             let unused =
                 lease.extended(lease.lock_until(), lease.lock_at_most_for(), Duration::ZERO);
-            let _ = crate::lock::handle::release_lease(&self.service, &unused).await;
+            let _ = crate::lock::handle::release_lease(&self.service, &unused, until).await;
             return Err(refused);
         }
         let service = Arc::clone(&self.service);

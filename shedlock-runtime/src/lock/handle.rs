@@ -160,11 +160,14 @@ impl Lock {
     ///
     /// # Errors
     /// [`Error::LockLost`] when the lease was no longer this holder's (it expired and was taken
-    /// over): nothing was changed. [`Error::Store`] when the store failed; the lease then ends at
+    /// over): nothing was changed. [`Error::Store`] when the store failed: the release is then
+    /// tried again in the background (pauses from 50 ms doubling up to 500 ms) until the lease's
+    /// [local deadline](Self::local_deadline), and a retry that gets through is reported as
+    /// [`LockEvent::Released`](crate::LockEvent::Released); otherwise the lease ends at
     /// `lock_until` by itself.
     pub async fn release(mut self) -> Result<(), Error> {
         self.armed = false;
-        release_lease(&self.service, &self.lease).await
+        release_lease(&self.service, &self.lease, self.local_deadline).await
     }
 
     /// Extends the lease to `lock_at_most_for` from now (store clock).
@@ -244,8 +247,32 @@ pub(crate) async fn extend_lease(
     }
 }
 
+/// The first pause before a release cut by a store error is tried again; each failed retry
+/// doubles it, up to [`RELEASE_RETRY_MAX`].
+const RELEASE_RETRY_FIRST: Duration = Duration::from_millis(50);
+
+/// The longest pause between two retries of a cut release: a store back from an outage frees
+/// the lock within about this long (plus a round trip), well before the next tick of a job
+/// that fires every second.
+const RELEASE_RETRY_MAX: Duration = Duration::from_millis(500);
+
 /// Releases `lease`, reporting the outcome as an event.
-pub(crate) async fn release_lease(service: &LockService, lease: &LockLease) -> Result<(), Error> {
+///
+/// When the store fails (an [`Error::Store`]: the connection was cut, the store is down), the
+/// failure is reported once ([`LockEvent::ReleaseFailed`], and returned), and the release is
+/// tried again in the background while the lease may still be this holder's: until `until`,
+/// its local deadline. The pauses start at 50 ms and double up to 500 ms, each shortened or
+/// lengthened by up to a fifth at random. A retry that gets through is reported as
+/// [`LockEvent::Released`]; the retries that fail are logged at debug level only, and giving up
+/// at `until` once as a warning (the lease then ends at `lock_until` by itself). Every store's
+/// release is conditional on the holder and the fencing token, so a retry after an attempt the
+/// store did apply (its answer lost) changes nothing: it answers "not ours", and the retries
+/// stop quietly. A refusal ([`Error::LockLost`]) is not retried.
+pub(crate) async fn release_lease(
+    service: &Arc<LockService>,
+    lease: &LockLease,
+    until: Instant,
+) -> Result<(), Error> {
     let result = match service.provider.release(lease).await {
         Ok(true) => Ok(()),
         Ok(false) => Err(Error::LockLost {
@@ -255,27 +282,109 @@ pub(crate) async fn release_lease(service: &LockService, lease: &LockLease) -> R
     };
     match &result {
         Ok(()) => service.emit(LockEvent::Released(lease)),
-        Err(error) => service.emit(LockEvent::ReleaseFailed { lease, error }),
+        Err(error) => {
+            service.emit(LockEvent::ReleaseFailed { lease, error });
+            if matches!(error, Error::Store { .. }) {
+                retry_release(Arc::clone(service), lease.clone(), until);
+            }
+        }
     }
     result
+}
+
+/// Tries the release of `lease` again in the background (see [`release_lease`]) until `until`.
+fn retry_release(service: Arc<LockService>, lease: LockLease, until: Instant) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    if Instant::now() >= until {
+        return;
+    }
+    runtime.spawn(async move {
+        let mut pause = RELEASE_RETRY_FIRST;
+        let mut attempts = 0u32;
+        loop {
+            let at = Instant::now() + jittered(pause);
+            if at >= until {
+                break;
+            }
+            tokio::time::sleep_until(at).await;
+            attempts += 1;
+            // An attempt the store does not answer ends with the lease: it is not ours then.
+            match tokio::time::timeout_at(until, service.provider.release(&lease)).await {
+                Ok(Ok(true)) => {
+                    tracing::debug!(
+                        lock = lease.name(),
+                        token = lease.fencing_token(),
+                        attempts,
+                        "lock released on a retry after a store failure"
+                    );
+                    service.emit(LockEvent::Released(&lease));
+                    return;
+                }
+                Ok(Ok(false)) => {
+                    // Already released (an earlier attempt was applied, its answer lost), or
+                    // expired and taken: nothing of ours is left to give back.
+                    tracing::debug!(
+                        lock = lease.name(),
+                        token = lease.fencing_token(),
+                        "lock release retried: the lease is no longer held by this instance"
+                    );
+                    return;
+                }
+                Ok(Err(error)) => {
+                    tracing::debug!(
+                        lock = lease.name(), token = lease.fencing_token(), attempts,
+                        error = %error, "lock release retry failed"
+                    );
+                    pause = (pause * 2).min(RELEASE_RETRY_MAX);
+                }
+                Err(_) => break,
+            }
+        }
+        tracing::warn!(
+            lock = lease.name(),
+            token = lease.fencing_token(),
+            attempts,
+            "lock release not confirmed while the lease could still be held; it expires at \
+             lock_until"
+        );
+    });
+}
+
+/// `pause`, shortened or lengthened by up to a fifth at random, so that instances cut off
+/// together do not retry in step.
+fn jittered(pause: Duration) -> Duration {
+    use std::hash::BuildHasher;
+    // Each `RandomState` is keyed afresh: its hash of a constant is a random number.
+    let random = std::collections::hash_map::RandomState::new().hash_one(0u8);
+    let fifth = pause / 5;
+    let spread = u64::try_from(fifth.as_nanos() * 2)
+        .unwrap_or(u64::MAX)
+        .max(1);
+    pause - fifth + Duration::from_nanos(random % spread)
 }
 
 impl Drop for Lock {
     fn drop(&mut self) {
         if self.armed {
-            release_in_background(Arc::clone(&self.service), self.lease.clone());
+            release_in_background(
+                Arc::clone(&self.service),
+                self.lease.clone(),
+                self.local_deadline,
+            );
         }
     }
 }
 
 /// Releases on the current tokio runtime without waiting: the path for dropped handles and
 /// cancelled tasks, since Rust has no async drop.
-pub(crate) fn release_in_background(service: Arc<LockService>, lease: LockLease) {
+pub(crate) fn release_in_background(service: Arc<LockService>, lease: LockLease, until: Instant) {
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
             runtime.spawn(async move {
                 // The outcome is reported through events and logs inside.
-                let _ = release_lease(&service, &lease).await;
+                let _ = release_lease(&service, &lease, until).await;
             });
         }
         Err(_) => tracing::warn!(
