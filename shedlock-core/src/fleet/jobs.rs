@@ -90,6 +90,31 @@ impl JobDefinition {
         self
     }
 
+    /// The first fire time after `after` of a cron schedule (its expression read in its zone,
+    /// UTC without one), the same for every instance; `None` for other schedules (a fixed
+    /// rate's grid is each instance's own) and for an expression or zone that does not parse.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use shedlock_core::JobDefinition;
+    ///
+    /// let hourly = JobDefinition::new("report", "0 0 * * * *");
+    /// let half_past = SystemTime::UNIX_EPOCH + Duration::from_secs(1800);
+    /// assert_eq!(hourly.next_fire(half_past), Some(SystemTime::UNIX_EPOCH + Duration::from_secs(3600)));
+    /// assert_eq!(JobDefinition::new("poll", "every 10s").next_fire(half_past), None);
+    /// ```
+    pub fn next_fire(&self, after: SystemTime) -> Option<SystemTime> {
+        use chrono::{DateTime, SubsecRound, Utc};
+        let cron = shedlock_rules::parse_cron(&self.schedule).ok()?;
+        let zone = shedlock_rules::parse_zone(self.zone.as_deref().unwrap_or("UTC")).ok()?;
+        // Cron has whole seconds: croner would carry the fraction into its answer.
+        let after = DateTime::<Utc>::from(after).trunc_subsecs(0);
+        let next = cron
+            .find_next_occurrence(&after.with_timezone(&zone), false)
+            .ok()?;
+        Some(next.with_timezone(&Utc).into())
+    }
+
     /// A hash of everything in the definition, the same in every process and version of this
     /// crate: instances whose fingerprints differ run the job differently (a rolling deploy).
     pub fn fingerprint(&self) -> u64 {
