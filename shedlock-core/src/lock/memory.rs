@@ -211,6 +211,10 @@ impl LockProvider for InMemoryLockProvider {
     fn inspector(&self) -> Option<&dyn LockInspector> {
         Some(self)
     }
+
+    fn board(&self) -> Option<&dyn Board> {
+        Some(self)
+    }
 }
 
 #[async_trait]

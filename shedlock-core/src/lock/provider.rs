@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
-use crate::{Error, LockConfiguration, LockInspector, RunLog};
+use crate::{Board, Error, LockConfiguration, LockInspector, RunLog};
 
 /// A lock store: one attempt per call, never waiting for a lock to become free.
 ///
@@ -79,6 +79,14 @@ pub trait LockProvider: Send + Sync + Debug + 'static {
     fn inspector(&self) -> Option<&dyn LockInspector> {
         None
     }
+
+    /// The store's board of the fleet's jobs ([`Fleet`](crate::Fleet)), if it keeps one beside
+    /// its locks: a scheduler that publishes its jobs, the `shedlock jobs` command and the
+    /// dashboard use it. The default is `None`; every provider of this workspace returns
+    /// `Some`.
+    fn board(&self) -> Option<&dyn Board> {
+        None
+    }
 }
 
 #[async_trait]
@@ -116,6 +124,9 @@ impl<P: LockProvider + ?Sized> LockProvider for Arc<P> {
     }
     fn inspector(&self) -> Option<&dyn LockInspector> {
         (**self).inspector()
+    }
+    fn board(&self) -> Option<&dyn Board> {
+        (**self).board()
     }
 }
 
