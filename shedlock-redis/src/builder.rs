@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use shedlock_core::{DEFAULT_RUN_RETENTION, DEFAULT_RUNS_PER_LOCK, Error, default_holder};
 
+use crate::board::BoardKeys;
 use crate::names::{DEFAULT_KEY_PREFIX, validate_holder, validate_prefix};
 use crate::runs::RunKeys;
 use crate::{RedLockProvider, RedisLockProvider};
@@ -38,6 +39,7 @@ pub struct RedisLockProviderBuilder<K = SingleServer> {
     pub(crate) runs_key_prefix: Option<String>,
     pub(crate) run_retention: Duration,
     pub(crate) runs_per_lock: u32,
+    pub(crate) board_key_prefix: Option<String>,
     pub(crate) tls_root_certificates: Option<Arc<[u8]>>,
     wait_for_replicas: Option<WaitForReplicas>,
     kind: K,
@@ -93,6 +95,7 @@ pub(crate) struct Settings {
     pub(crate) channel: Arc<str>,
     pub(crate) timeout: Duration,
     pub(crate) runs: RunKeys,
+    pub(crate) board: BoardKeys,
     /// PEM root certificates to trust instead of the system's, for `rediss://`.
     pub(crate) tls_root_certificates: Option<Arc<[u8]>>,
     /// Whether grants wait for replicas (one server or Sentinel only).
@@ -130,6 +133,7 @@ impl<K: Default> Default for RedisLockProviderBuilder<K> {
             runs_key_prefix: None,
             run_retention: DEFAULT_RUN_RETENTION,
             runs_per_lock: DEFAULT_RUNS_PER_LOCK,
+            board_key_prefix: None,
             tls_root_certificates: None,
             wait_for_replicas: None,
             kind: K::default(),
@@ -178,6 +182,15 @@ impl<K> RedisLockProviderBuilder<K> {
     /// the key prefix, nor the key prefix with it: the lock keys are only lock hashes.
     pub fn runs_key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.runs_key_prefix = Some(prefix.into());
+        self
+    }
+
+    /// The fleet's [board](shedlock_core::Board) is kept under keys starting with this,
+    /// default `board:` followed by the key prefix (`board:shedlock:`). It must not start with
+    /// the key prefix or the runs key prefix, nor they with it. Instances of one fleet share
+    /// it; see [the board](crate#the-fleets-board).
+    pub fn board_key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.board_key_prefix = Some(prefix.into());
         self
     }
 
@@ -252,7 +265,9 @@ impl<K> RedisLockProviderBuilder<K> {
             self.run_retention,
             self.runs_per_lock,
         )?;
+        let board = BoardKeys::new(&key_prefix, runs.prefix(), self.board_key_prefix)?;
         Ok(Settings {
+            board,
             runs,
             key_prefix,
             holder,
@@ -296,7 +311,7 @@ impl RedisLockProviderBuilder<SingleServer> {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] naming the bad setting (`url`, `key_prefix`, `holder`,
-    /// `timeout`, `runs_key_prefix`, `run_retention`, `runs_per_lock`,
+    /// `timeout`, `runs_key_prefix`, `board_key_prefix`, `run_retention`, `runs_per_lock`,
     /// `wait_for_replicas`); [`Error::Store`] when the server cannot be reached or refuses
     /// the credentials, or no sentinel names a master that answers (the message never shows
     /// the password).
@@ -335,6 +350,7 @@ impl RedisLockProviderBuilder<SingleServer> {
             runs_key_prefix: self.runs_key_prefix,
             run_retention: self.run_retention,
             runs_per_lock: self.runs_per_lock,
+            board_key_prefix: self.board_key_prefix,
             tls_root_certificates: self.tls_root_certificates,
             wait_for_replicas: self.wait_for_replicas,
             kind: Majority::default(),

@@ -181,6 +181,32 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # The fleet's board
+//!
+//! Both providers are a [`Board`](shedlock_core::Board), the small keyed store a
+//! [`Fleet`](shedlock_core::Fleet) keeps its instances' job listings and its operators'
+//! switches (pause, run now) in. It lives under keys of its own, `board:<key prefix>` unless
+//! [configured](RedisLockProviderBuilder::board_key_prefix): three keys sharing the hash tag
+//! `{board}`, so that a Redis Cluster keeps them in one slot:
+//! `board:shedlock:{board}:entries` (a hash: key → `<version>:<written_at>:<expires_at>:<value>`,
+//! times in ms of Redis's `TIME`), `…{board}:index` (a sorted set of the keys, all scored 0,
+//! read in bytewise order by `ZRANGEBYLEX`) and `…{board}:version` (the counter every write
+//! `INCR`s, so versions grow across a removal and a new write of a key).
+//!
+//! A write or a removal is one script that reads the key's entry, decides its condition
+//! (absent, the version read, or always) and writes, atomically, on Redis's clock: an entry
+//! past its expiry counts as absent and is deleted on the way. A read of a prefix is one
+//! script too: the index's range of the prefix, the entries by `HMGET`, the expired ones it
+//! met deleted. It costs the entries under the prefix, not the whole board.
+//!
+//! On RedLock the board lives on one master, the
+//! [board master](RedLockProvider::board_master) (the one whose address sorts first), not on a
+//! majority: independent masters cannot decide one compare-and-set between them (two writers
+//! with the same version can each win a master, and the loser's write stays where it won),
+//! and their counters give no version they share. While the board master is down, board
+//! operations fail and the locks go on on the others; a restart of it without persistence
+//! loses the switches (instances publish their jobs again at their next beat).
 
 //! # Release hints
 //!
@@ -256,6 +282,7 @@
 //! Sentinel client to find the master.
 
 mod batch;
+mod board;
 mod builder;
 mod cluster;
 mod error;

@@ -151,6 +151,12 @@ impl RedisLockProvider {
         &self.settings.key_prefix
     }
 
+    /// The prefix of the keys of the fleet's [board](shedlock_core::Board) (`board:<key
+    /// prefix>` unless [configured](RedisLockProviderBuilder::board_key_prefix)).
+    pub fn board_key_prefix(&self) -> &str {
+        self.settings.board.prefix()
+    }
+
     /// The key of the hash that holds lock `lock_name`: `<key prefix><lock_name>`, on a
     /// Redis Cluster `<key prefix>{<lock_name>}` (the name is the hash tag).
     pub fn key(&self, lock_name: &str) -> String {
@@ -293,6 +299,10 @@ impl LockProvider for RedisLockProvider {
     }
 
     fn inspector(&self) -> Option<&dyn LockInspector> {
+        Some(self)
+    }
+
+    fn board(&self) -> Option<&dyn shedlock_core::Board> {
         Some(self)
     }
 }

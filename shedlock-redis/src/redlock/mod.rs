@@ -244,6 +244,13 @@ impl RedLockProvider {
         &self.settings.key_prefix
     }
 
+    /// The prefix of the keys of the fleet's [board](shedlock_core::Board) on the
+    /// [board master](Self::board_master) (`board:<key prefix>` unless
+    /// [configured](RedLockProviderBuilder::board_key_prefix)).
+    pub fn board_key_prefix(&self) -> &str {
+        self.settings.board.prefix()
+    }
+
     /// The key of the hash that holds lock `lock_name` on each master.
     pub fn key(&self, lock_name: &str) -> String {
         format!("{}{lock_name}", self.settings.key_prefix)
@@ -401,6 +408,10 @@ impl LockProvider for RedLockProvider {
     }
 
     fn inspector(&self) -> Option<&dyn LockInspector> {
+        Some(self)
+    }
+
+    fn board(&self) -> Option<&dyn shedlock_core::Board> {
         Some(self)
     }
 }

@@ -217,6 +217,11 @@ impl RunKeys {
         if self.cluster { 0 } else { SWEEP_PER_WRITE }
     }
 
+    /// The prefix of every run-record key.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// Whether the keys are laid out for a Redis Cluster.
     pub(crate) fn is_cluster(&self) -> bool {
         self.cluster
