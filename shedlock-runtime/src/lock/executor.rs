@@ -175,6 +175,23 @@ impl LockingTaskExecutor {
         self.answered(config, requested_at, answer).await
     }
 
+    /// One acquisition attempt, reported as events: for a run started once the answer is in
+    /// (by [`execute_with`](Self::execute_with), or by the scheduler for a tick alone at its
+    /// instant).
+    pub(crate) async fn claim(&self, config: &LockConfiguration) -> Claimed {
+        self.acquire(config).await
+    }
+
+    /// Gives back a lease granted, at a request sent at `requested_at`, for a run that does
+    /// not start: released at once, since nothing ran that `lock_at_least_for` would protect
+    /// (a store error is retried in the background, as for every release).
+    pub(crate) async fn give_back(&self, lease: &LockLease, requested_at: Instant) {
+        let until = trusted_until(requested_at, lease.lock_at_most_for());
+        let unused = lease.extended(lease.lock_until(), lease.lock_at_most_for(), Duration::ZERO);
+        // Reported through events and logs inside.
+        let _ = crate::lock::handle::release_lease(&self.service, &unused, until).await;
+    }
+
     /// One attempt at each lock of `configs`, in one call to the provider (one round trip
     /// where the store batches), reported as events: the answers in order.
     pub(crate) async fn claim_many(&self, configs: &[LockConfiguration]) -> Vec<Claimed> {
@@ -296,7 +313,7 @@ impl LockingTaskExecutor {
             }
             return Ok(TaskResult::Executed(start(LockContext::new(held)).await));
         }
-        let claimed = self.acquire(config).await;
+        let claimed = self.claim(config).await;
         self.execute_claimed(config.name(), claimed, options, start)
             .await
     }
@@ -313,16 +330,12 @@ impl LockingTaskExecutor {
         let Some((lease, requested_at)) = claimed? else {
             return Ok(TaskResult::Skipped);
         };
-        let until = trusted_until(requested_at, lease.lock_at_most_for());
         if let Some(refused) = options
             .may_start
             .as_ref()
             .and_then(|may_start| may_start().err())
         {
-            // Nothing ran that `lock_at_least_for` would protect: free the lock at once.
-            let unused =
-                lease.extended(lease.lock_until(), lease.lock_at_most_for(), Duration::ZERO);
-            let _ = crate::lock::handle::release_lease(&self.service, &unused, until).await;
+            self.give_back(&lease, requested_at).await;
             return Err(refused);
         }
         let service = Arc::clone(&self.service);
