@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::board::{Board, BoardCondition, BoardEntry};
-use crate::{Error, MAX_HOLDER_LEN, MAX_LOCK_NAME_LEN};
+use crate::{Error, LockProvider, MAX_HOLDER_LEN, MAX_LOCK_NAME_LEN};
 
 /// The board's keys: `carrier/<instance>` (its heartbeat), `carried/<instance>/<job>` (a
 /// definition), `paused/<job>`, `run/<job>`; names escaped so that none holds a `/`.
@@ -328,6 +328,13 @@ impl Fleet {
         Fleet { board }
     }
 
+    /// The fleet kept on the board of `provider` ([`LockProvider::board`]); `None` when it
+    /// keeps none.
+    pub fn of_provider(provider: Arc<dyn LockProvider>) -> Option<Self> {
+        provider.board()?;
+        Some(Fleet::new(Arc::new(ProviderBoard(provider))))
+    }
+
     /// Publishes the jobs `instance` carries, replacing what it published before, and beats:
     /// it counts as alive for `alive_for` (store clock). Writes only what changed.
     ///
@@ -637,6 +644,41 @@ impl Fleet {
     }
 }
 
+/// The board of a provider that keeps one, as an `Arc` of its own.
+#[derive(Debug)]
+struct ProviderBoard(Arc<dyn LockProvider>);
+
+impl ProviderBoard {
+    fn board(&self) -> Result<&dyn Board, Error> {
+        self.0.board().ok_or_else(|| {
+            Error::store(
+                crate::Operation::Jobs,
+                "",
+                "the provider keeps no board of the fleet's jobs",
+            )
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Board for ProviderBoard {
+    async fn board_read(&self, prefix: &str) -> Result<Vec<BoardEntry>, Error> {
+        self.board()?.board_read(prefix).await
+    }
+    async fn board_write(
+        &self,
+        key: &str,
+        value: &str,
+        condition: BoardCondition,
+        ttl: Option<Duration>,
+    ) -> Result<Option<u64>, Error> {
+        self.board()?.board_write(key, value, condition, ttl).await
+    }
+    async fn board_remove(&self, key: &str, condition: BoardCondition) -> Result<bool, Error> {
+        self.board()?.board_remove(key, condition).await
+    }
+}
+
 fn fleet_job<'a>(jobs: &'a mut BTreeMap<String, FleetJob>, name: &str) -> &'a mut FleetJob {
     jobs.entry(name.to_owned()).or_insert_with(|| FleetJob {
         name: name.to_owned(),
@@ -775,5 +817,25 @@ mod tests {
         };
         assert_eq!(job.definition(), Some(&one));
         assert!(job.definitions_differ());
+    }
+
+    #[tokio::test]
+    async fn a_providers_board_is_its_fleets() {
+        let store = crate::InMemoryLockProvider::new();
+        let fleet = Fleet::of_provider(Arc::new(store.clone())).expect("keeps a board");
+        fleet
+            .publish(
+                "web-1",
+                &[JobDefinition::new("a", "every 1s")],
+                Duration::from_secs(9),
+            )
+            .await
+            .expect("publish");
+        let direct = Fleet::new(Arc::new(store));
+        assert_eq!(
+            direct.jobs().await.expect("jobs").len(),
+            1,
+            "the same board"
+        );
     }
 }
