@@ -17,14 +17,23 @@ use common::lease_config;
 use common::scenarios::{ProviderExt, drop_table, fresh};
 use shedlock_test_support::mysql_url;
 
-/// A pool whose connections run `setting` (a `SET …` statement) when they open.
+/// A pool whose connections run in `READ COMMITTED`, as `MySqlLockProvider::connect` sets
+/// them up on MariaDB (batches then take one statement each), and run `setting` (a `SET …`
+/// statement) when they open.
 async fn pool_with(setting: Option<String>) -> Option<MySqlPool> {
+    pool_in_isolation("READ COMMITTED", setting).await
+}
+
+/// A pool whose connections run in `isolation` and run `setting` when they open.
+async fn pool_in_isolation(isolation: &'static str, setting: Option<String>) -> Option<MySqlPool> {
     let url = mysql_url()?;
     let pool = MySqlPoolOptions::new()
         .max_connections(4)
         .after_connect(move |conn, _| {
             let setting = setting.clone();
             Box::pin(async move {
+                let isolation = format!("SET SESSION TRANSACTION ISOLATION LEVEL {isolation}");
+                conn.execute(AssertSqlSafe(isolation)).await?;
                 if let Some(setting) = setting {
                     conn.execute(AssertSqlSafe(setting)).await?;
                 }
@@ -67,9 +76,9 @@ test_db!(MySql(MySqlPool) for MySqlLockProvider {
     }),
     enforces_varchar: true,
     statements: [3, 2, 1, 1, 2],
-    batch_statements: [3, 3, 3],
+    batch_statements: [1, 1, 1],
     run_statements: [2, 1, 1],
-    together_statements: [2, 1, 2],
+    together_statements: [2, 1, 1],
     old_run_table: "CREATE TABLE {r} (lock_name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE \
                     utf8mb4_bin NOT NULL, fencing_token BIGINT NOT NULL, attempt INTEGER NOT NULL, \
                     job VARCHAR(255) NOT NULL, tick DATETIME(3) NULL, holder VARCHAR(255) NOT NULL, \
@@ -171,3 +180,78 @@ session_time_zones_case!(MySql, pool_in_time_zone, "+13:00", "-12:00");
 lost_answer_case!(MySql, MySqlPoolOptions, mysql_url);
 
 fencing_guard_case!(MySql, pool, "?");
+
+/// Sessions in `REPEATABLE READ` (a pool of the application's own, in the server's default
+/// level) keep batches in their `READ COMMITTED` transaction rather than MariaDB's one
+/// statement, whose locking reads would take gap locks there: two instances asking for the
+/// same 300 locks at once, in opposite orders, get each exactly once, on first use and again
+/// once the rows exist, and release them all in batches.
+#[tokio::test]
+async fn batches_in_repeatable_read_take_their_transaction() {
+    use shedlock_core::{LockConfiguration, LockLease};
+
+    let Some(pool) = pool_in_isolation("REPEATABLE READ", None).await else {
+        return;
+    };
+    common::statements::record();
+    let db = MySql { pool };
+    let a = fresh(&db, "a").await;
+    let b = a.clone_as("b");
+    let table = a.table_name().to_owned();
+    let configs: Vec<LockConfiguration> = (0..300)
+        .map(|i| lease_config(&format!("rr-{i:03}"), Duration::from_secs(600)))
+        .collect();
+    let reversed: Vec<LockConfiguration> = configs.iter().rev().cloned().collect();
+    for round in 0..2 {
+        let before = common::statements::executed_on(&table);
+        let (from_a, from_b) = tokio::join!(a.acquire_many(&configs), b.acquire_many(&reversed));
+        let statements = common::statements::executed_on(&table) - before;
+        let from_a: Vec<Option<LockLease>> = from_a.into_iter().map(Result::unwrap).collect();
+        let from_b: Vec<Option<LockLease>> = from_b.into_iter().map(Result::unwrap).collect();
+        for (i, lease) in from_a.iter().enumerate() {
+            let other = &from_b[configs.len() - 1 - i];
+            assert!(
+                lease.is_some() != other.is_some(),
+                "round {round}: lock {i} granted to both or to neither"
+            );
+        }
+        // Three statements naming the table per batch, not one: the transaction's.
+        assert!(statements >= 6, "round {round}: {statements} statements");
+        for (provider, leases) in [(&a, from_a), (&b, from_b)] {
+            let releases = leases.into_iter().flatten().map(|lease| {
+                let provider = provider.clone();
+                tokio::spawn(async move { provider.release(&lease).await.unwrap() })
+            });
+            for released in futures_util::future::join_all(releases).await {
+                assert!(
+                    released.unwrap(),
+                    "round {round}: a live lease was not released"
+                );
+            }
+        }
+    }
+    drop_table(&db, &table).await;
+}
+
+/// `connect`'s pool runs its sessions in `READ COMMITTED` on MariaDB 10.5 and later (batches
+/// then cost one statement each), and in the server's level on MySQL.
+#[tokio::test]
+async fn connect_sets_read_committed_on_mariadb() {
+    let Some(url) = mysql_url() else {
+        return;
+    };
+    let provider = MySqlLockProvider::connect(&url).await.unwrap();
+    let version: String = sqlx::query_scalar("SELECT VERSION()")
+        .fetch_one(provider.pool())
+        .await
+        .unwrap();
+    if !version.contains("MariaDB") {
+        println!("skipped: not MariaDB ({version})");
+        return;
+    }
+    let isolation: String = sqlx::query_scalar("SELECT @@tx_isolation")
+        .fetch_one(provider.pool())
+        .await
+        .unwrap();
+    assert_eq!(isolation, "READ-COMMITTED");
+}

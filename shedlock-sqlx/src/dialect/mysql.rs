@@ -6,12 +6,13 @@
 mod batch;
 mod runs;
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use chrono::NaiveDateTime;
 use shedlock_core::{Error, LockConfiguration};
-use sqlx::mysql::MySqlDatabaseError;
-use sqlx::{Connection, MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
+use sqlx::mysql::{MySqlDatabaseError, MySqlPoolOptions};
+use sqlx::{Connection, Executor as _, MySql as MySqlDb, MySqlConnection, MySqlPool, SqlStr};
 
 use crate::dialect::{Statements, add_column, identifiers, sealed::Sealed};
 use crate::{
@@ -37,9 +38,21 @@ const ER_DUP_FIELDNAME: u16 = 1060;
 /// one `UPDATE`; extend is an `UPDATE` and a `SELECT` of the new `lock_until`.
 /// Every attempt starts from the table, so a row deleted by hand is recreated by the next one.
 ///
-/// A batch (`acquire_many`, or acquires that queued while every connection was busy) costs
-/// four statements per 1,000 locks, whatever state they are in, in one `READ COMMITTED`
-/// transaction (with its `START TRANSACTION` and `COMMIT`, 6 round trips): a
+/// On MariaDB 10.5 and later, with sessions in `READ COMMITTED` (as
+/// [`connect`](SqlLockProvider::connect) sets them up there; in a pool of your own, set
+/// `SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED` in its `after_connect`), a batch
+/// (`acquire_many`, or acquires that queued while every connection was busy) of up to 1,000
+/// locks is one statement in autocommit, whatever state its locks are in: an
+/// `INSERT … SELECT` of the batch joined to its rows, read and locked `FOR UPDATE` in name
+/// order, keeping the missing and the free ones (the single acquire's conditions per row),
+/// `ON DUPLICATE KEY UPDATE` taking the rows found, `RETURNING` those inserted or taken. A
+/// batch of releases is one statement the same way (the live rows of the leases, locked in
+/// name order, ended, `RETURNING` their names). `READ COMMITTED` takes no gap locks where a
+/// name has no row, which would make two first uses of the same names deadlock.
+///
+/// Elsewhere (MySQL, which has no `INSERT … RETURNING`; MariaDB in another isolation level),
+/// a batch costs four statements per 1,000 locks, whatever state they are in, in one
+/// `READ COMMITTED` transaction (with its `START TRANSACTION` and `COMMIT`, 6 round trips): a
 /// `SELECT … FOR UPDATE` of the rows in name order, an `UPDATE` of the free ones joined to the
 /// batch with each lock's lease, window and tick, an `INSERT IGNORE` of the missing ones and a
 /// `SELECT` of those won (the `UPDATE` or the `INSERT` is left out when no row, or every row,
@@ -48,7 +61,9 @@ const ER_DUP_FIELDNAME: u16 = 1060;
 /// acquire) of the same locks waits for it, in the same order, never in a deadlock.
 ///
 /// [`connect`](SqlLockProvider::connect) opens a pool of sqlx's default size (10) that does not
-/// ping connections it hands out; the provider opens up to 32 connections of its own for lock
+/// ping connections it hands out, its sessions in `READ COMMITTED` on MariaDB 10.5 and later
+/// (unless the server logs statements, not rows, to its binary log, which InnoDB refuses in
+/// that level); the provider opens up to 32 connections of its own for lock
 /// statements as concurrent statements need them (see
 /// [`dedicated_connections`](crate::SqlLockProviderBuilder::dedicated_connections)).
 ///
@@ -96,6 +111,90 @@ pub struct MySqlStatements {
     lease_times: SqlStr,
     /// A batch of acquisitions (`batch.rs`).
     batch: batch::BatchStatements,
+    /// Which statements this provider's batches take (`BatchPath`), found on the first batch.
+    path: AtomicU8,
+}
+
+/// How a provider's batches of acquisitions and releases run, found once from its first
+/// connection (`MySqlStatements::path`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum BatchPath {
+    /// Not found yet.
+    Unknown = 0,
+    /// One statement each (`INSERT … SELECT … FOR UPDATE … ON DUPLICATE KEY UPDATE …
+    /// RETURNING`): MariaDB 10.5 or later, sessions in `READ COMMITTED`.
+    OneStatement = 1,
+    /// A `READ COMMITTED` transaction each: MySQL (no `RETURNING`), an older MariaDB, or
+    /// sessions in another isolation level (their gap locks would make two first uses of the
+    /// same names deadlock).
+    Transaction = 2,
+}
+
+/// Whether a server of this `VERSION()` has `INSERT … RETURNING`: MariaDB 10.5 and later.
+fn has_insert_returning(version: &str) -> bool {
+    if !version.contains("MariaDB") {
+        return false;
+    }
+    // Before 11.0, MariaDB's handshake says `5.5.5-` first (for old replicas); `VERSION()`
+    // does not, but either may be given.
+    let version = version.strip_prefix("5.5.5-").unwrap_or(version);
+    let mut numbers = version.split(['.', '-']).map(|n| n.parse::<u32>().ok());
+    match (numbers.next().flatten(), numbers.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= (10, 5),
+        _ => false,
+    }
+}
+
+/// The provider's `BatchPath`, found on `connection` the first time.
+async fn one_statement(
+    connection: &mut MySqlConnection,
+    own: &MySqlStatements,
+) -> Result<bool, sqlx::Error> {
+    match own.path.load(Ordering::Relaxed) {
+        1 => return Ok(true),
+        2 => return Ok(false),
+        _ => {}
+    }
+    let version: String = sqlx::query_scalar("SELECT VERSION()")
+        .fetch_one(&mut *connection)
+        .await?;
+    let path = if has_insert_returning(&version) {
+        let isolation: String = sqlx::query_scalar("SELECT @@tx_isolation")
+            .fetch_one(&mut *connection)
+            .await?;
+        if isolation.eq_ignore_ascii_case("READ-COMMITTED") {
+            BatchPath::OneStatement
+        } else {
+            BatchPath::Transaction
+        }
+    } else {
+        BatchPath::Transaction
+    };
+    own.path.store(path as u8, Ordering::Relaxed);
+    Ok(path == BatchPath::OneStatement)
+}
+
+/// Sets a new connection of [`connect`](SqlLockProvider::connect)'s pool in `READ COMMITTED`
+/// on MariaDB (unless it logs statements to its binary log, which InnoDB refuses in
+/// `READ COMMITTED`), where batches then cost one statement each.
+async fn set_up_connection(connection: &mut MySqlConnection) -> Result<(), sqlx::Error> {
+    let version: String = sqlx::query_scalar("SELECT VERSION()")
+        .fetch_one(&mut *connection)
+        .await?;
+    if !has_insert_returning(&version) {
+        return Ok(());
+    }
+    let statement_log: i64 =
+        sqlx::query_scalar("SELECT @@log_bin <> 0 AND @@binlog_format = 'STATEMENT'")
+            .fetch_one(&mut *connection)
+            .await?;
+    if statement_log == 0 {
+        connection
+            .execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            .await?;
+    }
+    Ok(())
 }
 
 /// `?` schema or NULL, `?` table, `?` column: whether the column exists.
@@ -203,12 +302,23 @@ impl Dialect for MySql {
                 insert: trusted_sql(insert),
                 lease_times: trusted_sql(lease_times),
                 batch: batch::BatchStatements::new(table),
+                path: AtomicU8::new(BatchPath::Unknown as u8),
             },
         }
     }
 
     fn state((): (), _: &Table) -> Result<(), Error> {
         Ok(())
+    }
+
+    /// sqlx's pool without pings, whose connections run in `READ COMMITTED` on MariaDB 10.5
+    /// and later (see [`MySqlLockProvider`]).
+    async fn connect(url: &str) -> Result<MySqlPool, sqlx::Error> {
+        MySqlPoolOptions::new()
+            .test_before_acquire(false)
+            .after_connect(|connection, _| Box::pin(set_up_connection(connection)))
+            .connect(url)
+            .await
     }
 
     async fn acquire(
@@ -287,7 +397,8 @@ impl Dialect for MySql {
     /// 7,000 parameters (of 65,535).
     const MAX_ACQUIRE_BATCH: usize = 1000;
 
-    /// Four statements in one transaction, whatever the batch's size (see `batch.rs`).
+    /// One statement on MariaDB in `READ COMMITTED`, else four in one transaction, whatever
+    /// the batch's size (see `batch.rs`).
     async fn acquire_batch<'a>(
         connection: &'a mut MySqlConnection,
         sql: &'a Statements<MySqlStatements>,
@@ -295,6 +406,9 @@ impl Dialect for MySql {
         configs: impl Iterator<Item = &'a LockConfiguration> + Send + 'a,
     ) -> Result<Vec<(String, Acquired)>, sqlx::Error> {
         let configs: Vec<&LockConfiguration> = configs.collect();
+        if one_statement(connection, &sql.own).await? {
+            return batch::claim_batch(connection, &sql.own.batch, holder, &configs).await;
+        }
         batch::acquire_batch(connection, &sql.own.batch, holder, &configs).await
     }
 
@@ -323,6 +437,11 @@ impl Dialect for MySql {
         (): &'a (),
         leases: &'a [Lease<'a>],
     ) -> Result<Option<Vec<String>>, sqlx::Error> {
+        if one_statement(connection, &sql.own).await? {
+            return batch::release_many(connection, &sql.own.batch, leases)
+                .await
+                .map(Some);
+        }
         batch::release_batch(connection, &sql.own.batch, leases)
             .await
             .map(Some)
@@ -489,4 +608,20 @@ fn micros(duration: Duration) -> i64 {
 fn mysql_error_number(error: &sqlx::Error) -> Option<u16> {
     let database = error.as_database_error()?;
     Some(database.try_downcast_ref::<MySqlDatabaseError>()?.number())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_insert_returning;
+
+    #[test]
+    fn insert_returning_from_mariadb_10_5() {
+        assert!(has_insert_returning("10.11.19-MariaDB-0+deb12u1"));
+        assert!(has_insert_returning("10.5.0-MariaDB"));
+        assert!(has_insert_returning("11.4.2-MariaDB-log"));
+        assert!(!has_insert_returning("10.4.32-MariaDB"));
+        assert!(has_insert_returning("5.5.5-10.11.6-MariaDB"));
+        assert!(!has_insert_returning("5.5.5-10.4.6-MariaDB"));
+        assert!(!has_insert_returning("8.0.36"));
+    }
 }

@@ -13,6 +13,20 @@
 //! 4. A `SELECT` of the rows this holder has: won are those whose token changed (or that had
 //!    no row), the others were already held by this holder.
 //!
+//! On MariaDB 10.5 and later with sessions in `READ COMMITTED`, one statement instead
+//! (`claim_batch`): an `INSERT … SELECT` of the batch `LEFT JOIN`ed to its rows, read
+//! `FOR UPDATE` in the batch's order (the provider's, by name), keeping the missing and the
+//! free ones with their new values computed from the locked row, `ON DUPLICATE KEY UPDATE`
+//! taking those found, `RETURNING` what it wrote. No token needs comparing: a row kept was
+//! free while locked, so the statement takes it; a row missing when read is inserted, or, when
+//! another transaction inserted it meanwhile, left as that one wrote it (and returned, under
+//! that holder: this one's first use racing the same holder's single acquire can be told
+//! apart no better than by the transaction's `INSERT IGNORE`). Releases likewise
+//! (`release_many`). Both lock rows in the batch's order, which is the table's own for a
+//! binary collation (`create_schema`'s); with a case-insensitive one (ShedLock's DDL), an
+//! instance on this path and one on the transaction's may lock two names differing in case in
+//! opposite orders, a deadlock the server breaks and the provider retries.
+//!
 //! The statements' text depends on the batch's size, so each size is prepared once per
 //! connection.
 
@@ -37,6 +51,10 @@ pub(crate) struct BatchStatements {
     read_won: String,
     held_rows: String,
     release_held: String,
+    /// MariaDB's claim of the whole batch in one statement (`{rows}`).
+    claim: String,
+    /// MariaDB's release of the whole batch in one statement (`{rows}`: `release_rows`).
+    release: String,
 }
 
 /// The batch as a derived table: one row per lock (name, lease µs, window µs, tick, latest
@@ -70,7 +88,49 @@ impl BatchStatements {
              SELECT b.lock_name, {NOW} + INTERVAL b.lease_us MICROSECOND, {NOW}, ?, \
              {clock_micros}, b.tick FROM ({{rows}}) AS b WHERE {clock_millis} >= b.earliest_now"
         );
+        // MariaDB (`claim_batch`): the batch's rows joined to their rows in the table, read and
+        // locked (`FOR UPDATE`, in the batch's order: a `LEFT JOIN` reads its left side
+        // first); only the missing ones and those free by the single acquire's conditions go
+        // on to the insert, with the new values computed from the locked row. A row found
+        // comes back as a duplicate and takes those values; a row missing when read but
+        // inserted meanwhile by another transaction (`o` NULL) keeps its own. Every
+        // assignment depends on `o` alone, so the order assignments run in does not matter.
+        let take = |column: &str| {
+            format!("{t}.{column} = IF(o.{name} IS NULL, {t}.{column}, VALUES({column}))")
+        };
+        let claim = format!(
+            "INSERT INTO {t} ({name}, {until}, {at}, {by}, {token}, {last}) \
+             SELECT b.lock_name, {NOW} + INTERVAL b.lease_us MICROSECOND, {NOW}, ?, \
+             GREATEST(GREATEST(COALESCE(o.{token}, 0), 0) + 1, {clock_micros}), \
+             COALESCE(b.tick, o.{last}) \
+             FROM ({{rows}}) AS b LEFT JOIN {t} AS o ON o.{name} = b.lock_name \
+             WHERE {clock_millis} >= b.earliest_now AND (o.{name} IS NULL OR \
+             (o.{until} <= {NOW} \
+             AND COALESCE(o.{at} <= {NOW} - INTERVAL b.window_us MICROSECOND, TRUE) \
+             AND COALESCE(o.{last} <= b.latest_last, TRUE))) \
+             FOR UPDATE ON DUPLICATE KEY UPDATE {}, {}, {}, {}, {} \
+             RETURNING {name}, {by}, {token}, {at}, {until}",
+            take(by),
+            take(token),
+            take(until),
+            take(at),
+            take(last),
+        );
+        // MariaDB (`release_many`): the live rows of these leases, read and locked in the
+        // batch's order (STRAIGHT_JOIN), go on to an insert of themselves, which finds each
+        // as a duplicate and ends its lease; RETURNING names them.
+        let release = format!(
+            "INSERT INTO {t} ({name}, {until}, {at}, {by}, {token}, {last}) \
+             SELECT o.{name}, o.{until}, o.{at}, o.{by}, o.{token}, o.{last} \
+             FROM ({{rows}}) AS b STRAIGHT_JOIN {t} AS o ON o.{name} = b.lock_name \
+             WHERE o.{by} = ? AND o.{token} = b.token AND o.{until} > {NOW} \
+             FOR UPDATE ON DUPLICATE KEY UPDATE \
+             {t}.{until} = GREATEST({t}.{at} + INTERVAL b.least_us MICROSECOND, {NOW}) \
+             RETURNING {name}"
+        );
         BatchStatements {
+            claim,
+            release,
             lock_rows: format!(
                 "SELECT {name}, {token} FROM {t} WHERE {name} IN ({{names}}) \
                  ORDER BY {name} FOR UPDATE"
@@ -266,4 +326,65 @@ pub(crate) async fn release_batch(
     }
     .await;
     finish(tx, outcome).await
+}
+
+/// MariaDB's [`acquire_batch`]: one statement in autocommit (`BatchStatements::claim`), which
+/// needs the session in `READ COMMITTED` (no gap locks where a name has no row: two first
+/// uses of the same names would deadlock at their inserts). The rows it returns are those
+/// inserted or taken (and, rarely, one another transaction inserted meanwhile): this holder's
+/// are the locks won.
+pub(crate) async fn claim_batch(
+    connection: &mut MySqlConnection,
+    sql: &BatchStatements,
+    holder: &str,
+    configs: &[&LockConfiguration],
+) -> Result<Vec<(String, Acquired)>, sqlx::Error> {
+    if configs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut arguments = MySqlArguments::default();
+    add(&mut arguments, holder)?;
+    bind_rows(&mut arguments, configs)?;
+    let claim = trusted_sql(sql.claim.replace("{rows}", &rows(configs.len())));
+    let returned: Vec<(String, String, i64, NaiveDateTime, NaiveDateTime)> =
+        sqlx::query_as_with(claim, arguments)
+            .fetch_all(connection)
+            .await?;
+    Ok(returned
+        .into_iter()
+        .filter(|(_, by, _, _, _)| by == holder)
+        .map(|(name, _, token, locked_at, lock_until)| {
+            (
+                name,
+                Acquired {
+                    token,
+                    locked_at,
+                    lock_until,
+                },
+            )
+        })
+        .collect())
+}
+
+/// MariaDB's [`release_batch`]: one statement in autocommit (`BatchStatements::release`),
+/// returning the names released.
+pub(crate) async fn release_many(
+    connection: &mut MySqlConnection,
+    sql: &BatchStatements,
+    leases: &[Lease<'_>],
+) -> Result<Vec<String>, sqlx::Error> {
+    let Some(holder) = leases.first().map(|lease| lease.holder) else {
+        return Ok(Vec::new());
+    };
+    let mut arguments = MySqlArguments::default();
+    for lease in leases {
+        add(&mut arguments, lease.name)?;
+        add(&mut arguments, lease.token)?;
+        add(&mut arguments, micros(lease.duration))?;
+    }
+    add(&mut arguments, holder)?;
+    let release = trusted_sql(sql.release.replace("{rows}", &release_rows(leases.len())));
+    sqlx::query_scalar_with(release, arguments)
+        .fetch_all(connection)
+        .await
 }
