@@ -5,20 +5,16 @@ use crate::{JobOutcome, LockEvent};
 #[inline(always)]
 pub(crate) fn lock_event(_event: &LockEvent<'_>) {}
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct JobMetrics;
 
 impl JobMetrics {
     #[inline(always)]
-    pub(crate) fn new(_job: &str) -> Self {
-        JobMetrics
-    }
+    pub(crate) fn running(&self, _job: &str, _running: bool) {}
     #[inline(always)]
-    pub(crate) fn running(&self, _running: bool) {}
+    pub(crate) fn missed(&self, _job: &str, _ticks: u32) {}
     #[inline(always)]
-    pub(crate) fn missed(&self, _ticks: u32) {}
-    #[inline(always)]
-    pub(crate) fn outcome(&self, _outcome: &JobOutcome) {}
+    pub(crate) fn outcome(&self, _job: &str, _outcome: &JobOutcome) {}
 }
 
 #[derive(Debug)]

@@ -52,37 +52,30 @@ fn store_error(lock: &str, error: &Error) {
     .increment(1);
 }
 
-/// One job's metrics, kept with its status. Each call looks its series up in the recorder of
-/// the moment (ticks are rare), so a recorder installed after the scheduler started still gets
-/// them.
-#[derive(Debug)]
+/// One job's metrics, kept with its status (the job's name is passed in: no copy kept). Each
+/// call looks its series up in the recorder of the moment (ticks are rare), so a recorder
+/// installed after the scheduler started still gets them.
+#[derive(Debug, Default)]
 pub(crate) struct JobMetrics {
-    job: String,
     started: Mutex<Option<Instant>>,
 }
 
 impl JobMetrics {
-    pub(crate) fn new(job: &str) -> Self {
-        JobMetrics {
-            job: job.to_owned(),
-            started: Mutex::new(None),
-        }
-    }
-
-    /// A tick is being handled (the lock asked for, the job run), or no longer.
-    pub(crate) fn running(&self, running: bool) {
+    /// A tick of the job `job` is being handled (the lock asked for, the job run), or no
+    /// longer.
+    pub(crate) fn running(&self, job: &str, running: bool) {
         if running {
             *self.started.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         }
-        gauge!(JOB_RUNNING, "job" => self.job.clone()).set(if running { 1.0 } else { 0.0 });
+        gauge!(JOB_RUNNING, "job" => job.to_owned()).set(if running { 1.0 } else { 0.0 });
     }
 
-    pub(crate) fn missed(&self, ticks: u32) {
-        counter!(JOB_MISSED_TICKS, "job" => self.job.clone()).increment(u64::from(ticks));
+    pub(crate) fn missed(&self, job: &str, ticks: u32) {
+        counter!(JOB_MISSED_TICKS, "job" => job.to_owned()).increment(u64::from(ticks));
     }
 
-    /// How a tick ended; for a run, also how long it took.
-    pub(crate) fn outcome(&self, outcome: &JobOutcome) {
+    /// How a tick of the job `job` ended; for a run, also how long it took.
+    pub(crate) fn outcome(&self, job: &str, outcome: &JobOutcome) {
         let started = self
             .started
             .lock()
@@ -97,7 +90,7 @@ impl JobMetrics {
                 | JobOutcome::Aborted
         );
         if let (true, Some(started)) = (ran, started) {
-            histogram!(JOB_RUN_DURATION, "job" => self.job.clone())
+            histogram!(JOB_RUN_DURATION, "job" => job.to_owned())
                 .record(started.elapsed().as_secs_f64());
         }
         let outcome = match outcome {
@@ -111,7 +104,7 @@ impl JobMetrics {
             JobOutcome::StoreError(_) => "store_error",
             JobOutcome::Aborted => "aborted",
         };
-        counter!(JOB_TICKS, "job" => self.job.clone(), "outcome" => outcome).increment(1);
+        counter!(JOB_TICKS, "job" => job.to_owned(), "outcome" => outcome).increment(1);
     }
 }
 

@@ -141,11 +141,12 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
             provider.run_log().is_some() && provider.inspector().is_some()
         });
         if let Some(job) = prepared.iter().find(|job| job.reruns() && !records) {
-            return Err(no_records(&job.job.name));
+            return Err(no_records(&job.name));
         }
         let runtime = Arc::new(Runtime {
             executor,
             zone: config.zone()?,
+            misfire_threshold: config.misfire_threshold,
             clock: self.clock,
             shutdown,
             stop: CancellationToken::new(),

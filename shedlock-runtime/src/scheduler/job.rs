@@ -13,7 +13,8 @@ use shedlock_core::__private::{validate_durations, validate_lock_name};
 /// Wait between a failed attempt and its retry unless [`JobLock::retries`] sets one.
 const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_secs(10);
 
-type RunFn<S> = dyn Fn(S) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync;
+pub(crate) type RunFn<S> =
+    dyn Fn(S) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync;
 
 /// A scheduled job over application state `S`.
 ///
@@ -134,9 +135,18 @@ impl<S> Job<S> {
         &self,
         state: S,
     ) -> impl Future<Output = Result<(), String>> + use<S> {
-        let run = Arc::clone(&self.run);
-        async move { run(state).await }
+        start_lazily(&self.run, state)
     }
+}
+
+/// A run of `run`, calling the closure only when first polled: a closure may work before it
+/// returns its future, and that work belongs under the lock, after every check.
+pub(crate) fn start_lazily<S>(
+    run: &Arc<RunFn<S>>,
+    state: S,
+) -> impl Future<Output = Result<(), String>> + use<S> {
+    let run = Arc::clone(run);
+    async move { run(state).await }
 }
 
 impl<S: Clone + Send + 'static> Job<S> {
@@ -208,8 +218,8 @@ impl<S: Clone + Send + 'static> Job<S> {
     ) -> Result<TaskResult<Result<(), String>>, Error> {
         match self.resolve_lock(config)? {
             Some(lock) => {
-                lock.run(self.clone(), state, executor.clone(), launch)
-                    .await
+                let (name, run) = (Arc::from(&*self.name), Arc::clone(&self.run));
+                lock.run(name, run, state, executor.clone(), launch).await
             }
             None => Ok(TaskResult::Executed(self.start_lazily(state).await)),
         }

@@ -250,8 +250,7 @@ async fn run_now<S: Clone + Send + Sync + 'static>(
     runtime: Arc<Runtime>,
     state: S,
 ) -> Result<TaskResult<Result<(), String>>, Error> {
-    let job = prepared.job.clone();
-    let may_start: StartGate = Box::new(shutdown_gate(&runtime, &job.name));
+    let may_start: StartGate = Box::new(shutdown_gate(&runtime, &prepared.name));
     may_start()?;
     match (&prepared.lock, &runtime.executor) {
         (Some(lock), Some(executor)) => {
@@ -259,8 +258,9 @@ async fn run_now<S: Clone + Send + Sync + 'static>(
                 may_start: Some(may_start),
                 ..Launch::default()
             };
-            lock.run(job, state, executor.clone(), launch).await
+            let (name, run) = (Arc::clone(&prepared.name), Arc::clone(&prepared.run));
+            lock.run(name, run, state, executor.clone(), launch).await
         }
-        _ => Ok(TaskResult::Executed(job.start_lazily(state).await)),
+        _ => Ok(TaskResult::Executed(prepared.start_lazily(state).await)),
     }
 }

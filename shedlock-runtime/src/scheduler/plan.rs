@@ -9,11 +9,12 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::job::RunFn;
 use super::run::{RunPlan, run_heartbeat, run_recorded};
 use crate::lock::executor::{Claimed, ExecuteOptions, StartGate};
 use crate::{
-    Error, Job, JobLock, LockConfiguration, LockContext, LockingTaskExecutor, OnInterrupted,
-    RunRecord, SchedulerConfig, TaskResult, Tick,
+    Error, JobLock, LockConfiguration, LockContext, LockingTaskExecutor, OnInterrupted, RunRecord,
+    SchedulerConfig, TaskResult, Tick,
 };
 use shedlock_core::__private::validate_keep_alive_interval;
 
@@ -119,12 +120,13 @@ impl ResolvedLock {
         }
     }
 
-    /// The run of `job` under this lock, as `launch` says: acquired (unless `launch` was
-    /// claimed already), recorded in the store's run log (with retries, and the takeover of an
-    /// interrupted run), released.
+    /// The run of the job `job` (calling `run`) under this lock, as `launch` says: acquired
+    /// (unless `launch` was claimed already), recorded in the store's run log (with retries,
+    /// and the takeover of an interrupted run), released.
     pub(crate) fn run<S: Clone + Send + 'static>(
         &self,
-        job: Job<S>,
+        job: Arc<str>,
+        run: Arc<RunFn<S>>,
         state: S,
         executor: LockingTaskExecutor,
         mut launch: Launch,
@@ -148,7 +150,7 @@ impl ResolvedLock {
             may_start: launch.may_start,
         };
         let plan = RunPlan {
-            job: Arc::from(&*job.name),
+            job,
             tick: launch.tick,
             retries: self.retries,
             backoff: self.retry_backoff,
@@ -158,7 +160,7 @@ impl ResolvedLock {
         };
         let (skipped, name) = (launch.skipped, self.config.shared_name());
         async move {
-            let start = |context| run_recorded(job, state, context, plan, skipped);
+            let start = |context| run_recorded(run, state, context, plan, skipped);
             match ask {
                 Ask::Now(lock) => executor.execute_with(&lock, options, start).await,
                 Ask::Answered(claimed) => {
@@ -202,8 +204,8 @@ pub(crate) struct Launch {
     pub(crate) on_start: Option<Box<dyn FnOnce(LockContext) + Send>>,
     /// Asked right before the run starts, after the lock is taken.
     pub(crate) may_start: Option<StartGate>,
-    /// Set by a rerun that finds nothing left to do.
-    pub(crate) skipped: Arc<AtomicBool>,
+    /// Set by a rerun that finds nothing left to do (`None`: nobody asks).
+    pub(crate) skipped: Option<Arc<AtomicBool>>,
 }
 
 /// When a run refuses the lock even though it is free: if anyone acquired it since an instant

@@ -76,20 +76,20 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             return;
         };
         let provider = Arc::clone(executor.provider());
-        if !self.reruns() || runtime.shutdown.is_cancelled() || self.watch.retired() {
+        if !self.reruns() || runtime.shutdown.is_cancelled() || status.watch.retired() {
             return;
         }
         if provider.run_log().is_none() || provider.inspector().is_none() {
             return;
         }
-        if self.watch.watching.swap(true, Ordering::AcqRel) {
+        if status.watch.watching.swap(true, Ordering::AcqRel) {
             return;
         }
         let (job, runtime, status) = (self.clone(), Arc::clone(runtime), Arc::clone(status));
         runtime.tasks.clone().spawn(async move {
             job.follow(state, &runtime, &status, &provider, follow)
                 .await;
-            job.watch.watching.store(false, Ordering::Release);
+            status.watch.watching.store(false, Ordering::Release);
         });
     }
 
@@ -110,7 +110,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         // tick like any other, which shutdown waits for (its grace, then its cancel period),
         // so that its end is recorded before `Scheduler::shutdown` returns.
         loop {
-            if self.watch.retired() {
+            if status.watch.retired() {
                 return;
             }
             let looked = tokio::select! {
@@ -124,7 +124,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                 }
                 Err(error) => {
                     failures = failures.saturating_add(1);
-                    tracing::debug!(job = %self.job.name, %error, "cannot read the run to follow");
+                    tracing::debug!(job = %self.name, %error, "cannot read the run to follow");
                     Next::Wait(Duration::from_millis(250) * failures.min(40))
                 }
             };

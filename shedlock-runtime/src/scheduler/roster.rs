@@ -74,7 +74,7 @@ struct Listed<S> {
 
 impl<S> Borrow<str> for Listed<S> {
     fn borrow(&self) -> &str {
-        &self.job.job.name
+        &self.job.name
     }
 }
 
@@ -87,7 +87,7 @@ impl<S> Hash for Listed<S> {
 
 impl<S> PartialEq for Listed<S> {
     fn eq(&self, other: &Self) -> bool {
-        self.job.job.name == other.job.job.name
+        self.job.name == other.job.name
     }
 }
 
@@ -116,7 +116,7 @@ impl<S: Clone + Send + Sync + 'static> Roster<S> {
         let mut placed = Vec::with_capacity(jobs.len());
         for job in jobs {
             let slot = listing.take_slot();
-            let status = Arc::new(JobState::new(&job.job.name));
+            let status = Arc::new(JobState::new());
             let job = Arc::new(job);
             placed.push((slot, Arc::clone(&job), Arc::clone(&status)));
             listing.jobs.insert(Listed {
@@ -146,7 +146,7 @@ impl<S: Clone + Send + Sync + 'static> Roster<S> {
         let has_provider = self.runtime.executor.is_some();
         let job = prepare(job, &self.config, has_provider, &self.elections)?;
         if job.reruns() && !self.records {
-            return Err(no_records(&job.job.name));
+            return Err(no_records(&job.name));
         }
         Ok(job)
     }
@@ -155,13 +155,13 @@ impl<S: Clone + Send + Sync + 'static> Roster<S> {
         let name = job.name.clone();
         self.refuse_after_shutdown(&name, "added")?;
         let job = Arc::new(self.prepare(job)?);
-        let status = Arc::new(JobState::new(&job.job.name));
+        let status = Arc::new(JobState::new());
         let done = {
             let mut listing = self.listing();
-            if let Some(listed) = listing.jobs.get(&*job.job.name) {
+            if let Some(listed) = listing.jobs.get(&*job.name) {
                 return Err(Error::Scheduler(format!(
                     "job `{}` {}: replace it, or remove it first",
-                    job.job.name,
+                    job.name,
                     match listed.removing {
                         true => "is being removed",
                         false => "already exists",
@@ -191,19 +191,15 @@ impl<S: Clone + Send + Sync + 'static> Roster<S> {
         let job = Arc::new(self.prepare(job)?);
         let done = {
             let mut listing = self.listing();
-            let Some(listed) = listing.jobs.take(&*job.job.name) else {
-                return Err(no_job(&job.job.name));
+            let Some(listed) = listing.jobs.take(&*job.name) else {
+                return Err(no_job(&job.name));
             };
             if listed.removing {
-                let name = listed.job.job.name.clone();
+                let name = Arc::clone(&listed.job.name);
                 listing.jobs.insert(listed);
                 return Err(Error::Scheduler(format!("job `{name}` is being removed")));
             }
-            // One watcher of interrupted runs for the job, whatever its definition.
-            let job = Arc::new(PreparedJob {
-                watch: Arc::clone(&listed.job.watch),
-                ..(*job).clone()
-            });
+            // The job's status (and its one watcher of interrupted runs) is kept.
             let slot = listed.slot;
             listing.jobs.insert(Listed {
                 job: Arc::clone(&job),
@@ -353,10 +349,6 @@ pub(crate) fn prepare<S>(
         },
         None => None,
     };
-    let misfire_threshold = job
-        .schedule
-        .misfire_threshold
-        .unwrap_or(config.misfire_threshold);
     if job.schedule.catch_up.is_some() && job.lock.is_none() {
         return Err(Error::invalid_config(
             "catch_up",
@@ -377,12 +369,17 @@ pub(crate) fn prepare<S>(
             lock.config.name()
         )));
     }
+    // The lock's name is the job's, mostly: one copy for both.
+    let name = match &lock {
+        Some(lock) if lock.config.name() == job.name => lock.config.shared_name(),
+        _ => Arc::from(&*job.name),
+    };
     Ok(PreparedJob {
-        job,
+        name,
+        schedule: job.schedule,
+        run: job.run,
         lock,
         leader,
-        misfire_threshold,
-        watch: Arc::default(),
     })
 }
 

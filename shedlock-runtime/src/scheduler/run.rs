@@ -10,7 +10,8 @@ use futures_util::FutureExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Job, LockContext, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart};
+use super::job::{RunFn, start_lazily};
+use crate::{LockContext, RunEnd, RunLog, RunOutcome, RunQuery, RunRecord, RunStart};
 
 /// What happens to a tick whose run was interrupted: its instance died (or stalled past its
 /// lease) before the run finished.
@@ -125,14 +126,19 @@ pub(crate) fn run_heartbeat(
 /// is no longer the tick's latest unfinished attempt (another instance took it over, or it
 /// finished after all).
 pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
-    job: Job<S>,
+    job: Arc<RunFn<S>>,
     state: S,
     context: LockContext,
     plan: RunPlan,
-    skipped: Arc<AtomicBool>,
+    skipped: Option<Arc<AtomicBool>>,
 ) -> Result<(), String> {
+    let skip = || {
+        if let Some(skipped) = &skipped {
+            skipped.store(true, Ordering::Release);
+        }
+    };
     let log = context.provider().run_log();
-    let start = RunStart::new(
+    let mut start = RunStart::new(
         context.name(),
         plan.job.as_ref(),
         plan.tick,
@@ -142,21 +148,21 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
     let mut attempt = 1;
     if let Some(interrupted) = &plan.rerun {
         let Some(log) = log else {
-            skipped.store(true, Ordering::Release);
+            skip();
             return Ok(());
         };
         if !take_over(log, interrupted, &start).await {
-            skipped.store(true, Ordering::Release);
+            skip();
             return Ok(());
         }
         attempt = interrupted.attempt.saturating_add(1);
     }
     loop {
-        let start = start.clone().attempt(attempt);
-        let start = match plan.alive_for {
-            Some(lease) => start.alive_for(lease),
-            None => start,
-        };
+        // One record for the run, its attempt counted up in place (no copy per attempt).
+        start = start.attempt(attempt);
+        if let Some(lease) = plan.alive_for {
+            start = start.alive_for(lease);
+        }
         let sent = Instant::now();
         let mut recorded = false;
         if let Some(log) = log {
@@ -174,7 +180,7 @@ pub(crate) async fn run_recorded<S: Clone + Send + 'static>(
         };
         let run = CURRENT_RUN.scope(
             current,
-            AssertUnwindSafe(job.start_lazily(state.clone())).catch_unwind(),
+            AssertUnwindSafe(start_lazily(&job, state.clone())).catch_unwind(),
         );
         let cancel = plan.cancel.as_ref();
         let outcome = match (log, plan.alive_for) {

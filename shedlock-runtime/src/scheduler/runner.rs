@@ -15,7 +15,7 @@
 mod fire;
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -46,6 +46,9 @@ pub(crate) struct Timer<S> {
     /// By slot.
     cells: Vec<Cell<S>>,
     queues: Queues,
+    /// Removals waiting for a job's tick in flight to end, by slot (the job is being removed
+    /// while its slot is here): kept apart, so the jobs' slots do not each carry a list.
+    removals: HashMap<u32, Vec<oneshot::Sender<JobStatus>>>,
     /// Where tick tasks report their end.
     ended: mpsc::UnboundedSender<(u32, bool)>,
 }
@@ -73,8 +76,6 @@ struct Slot<S> {
     plan: Plan,
     /// The tick in flight, if any (fired, until its task ended): cancelled to drop it.
     running: Option<CancellationToken>,
-    /// Removals waiting for the tick in flight to end (the job is being removed when any).
-    removals: Vec<oneshot::Sender<JobStatus>>,
 }
 
 /// The timer's queues: monotonic deadlines (starts, fixed rate and delay) and wall-clock fire
@@ -93,6 +94,7 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
             roster,
             cells: Vec::new(),
             queues: Queues::default(),
+            removals: HashMap::new(),
             ended,
         };
         (timer, receiver)
@@ -135,6 +137,7 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
                 break;
             }
             let fired = self.fire_due(wall_before, before);
+            self.queues.trim();
             self.launch(fired);
         }
         for cell in &self.cells {
@@ -176,7 +179,6 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
             status,
             plan: Plan::Start,
             running: None,
-            removals: Vec::new(),
         });
         self.arm(slot, at);
     }
@@ -198,9 +200,7 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
                 let cell = &mut self.cells[slot as usize];
                 if let Some(current) = cell.job.as_mut() {
                     let running = current.running.is_some();
-                    current.plan = current
-                        .plan
-                        .replaced(&job.job.schedule, running, now, wall_now);
+                    current.plan = current.plan.replaced(&job.schedule, running, now, wall_now);
                     current.job = job;
                     cell.epoch = cell.epoch.wrapping_add(1);
                     // A tick in flight: the new definition goes on the timer when it ends.
@@ -216,9 +216,9 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
                 let Some(removed) = cell.job.as_mut() else {
                     return;
                 };
-                removed.job.watch.retire();
+                removed.status.watch.retire();
                 removed.status.set_next_fire(None);
-                removed.removals.push(done);
+                self.removals.entry(slot).or_default().push(done);
                 match &removed.running {
                     Some(cancel) if mode == RemoveMode::Cancel => cancel.cancel(),
                     Some(_) => {}
@@ -235,9 +235,9 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
         let Some(gone) = cell.job.take() else {
             return;
         };
-        self.roster.forget(&gone.job.job.name);
+        self.roster.forget(&gone.job.name);
         let status = gone.status.snapshot(&*gone.job);
-        for done in gone.removals {
+        for done in self.removals.remove(&slot).unwrap_or_default() {
             let _ = done.send(status.clone());
         }
     }
@@ -251,7 +251,7 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
         };
         match &mut armed.plan {
             Plan::Start => {
-                let delay = armed.job.job.schedule.initial_delay;
+                let delay = armed.job.schedule.initial_delay;
                 if !delay.is_zero() {
                     armed.status.set_next_fire(Some(wall_now + delay));
                 }
@@ -278,7 +278,7 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
                         self.queues.mono.push(Reverse((due, slot, epoch)));
                     }
                     None => {
-                        tracing::warn!(job = %armed.job.job.name, "fixed-rate schedule exhausted");
+                        tracing::warn!(job = %armed.job.name, "fixed-rate schedule exhausted");
                         armed.status.set_next_fire(None);
                         armed.plan = Plan::Done;
                     }
@@ -296,11 +296,12 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
     /// goes on the timer (of its new definition, if it was replaced meanwhile).
     fn tick_ended(&mut self, slot: u32, skip_passed: bool) {
         let runtime = Arc::clone(&self.runtime);
+        let removing = self.removals.contains_key(&slot);
         let Some(ended) = self.slot(slot) else {
             return;
         };
         ended.running = None;
-        if !ended.removals.is_empty() {
+        if removing {
             return self.forget(slot);
         }
         let (prepared, status) = (&ended.job, &ended.status);
@@ -343,7 +344,7 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
                 self.queues.wall.push(Reverse((fire.into(), slot, epoch)));
             }
             None => {
-                let job = &current.job.job.name;
+                let job = &current.job.name;
                 tracing::warn!(%job, "cron schedule has no further fire time");
                 current.status.set_next_fire(None);
                 current.plan = Plan::Done;
@@ -353,6 +354,17 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
 }
 
 impl Queues {
+    /// Gives back the room a burst took (100,000 jobs' starts queued at once) once it passed.
+    fn trim(&mut self) {
+        fn trim<T: Ord>(heap: &mut BinaryHeap<T>) {
+            if heap.capacity() > 1024 && heap.len() < heap.capacity() / 4 {
+                heap.shrink_to(heap.len() * 2);
+            }
+        }
+        trim(&mut self.mono);
+        trim(&mut self.wall);
+    }
+
     /// When to wake next, from a reading of both clocks: the earliest monotonic deadline, or
     /// the earliest wall-clock fire time as far as the monotonic clock can tell (at most
     /// [`MAX_WALL_SLEEP`] ahead, to notice clock steps). `None`: nothing queued.

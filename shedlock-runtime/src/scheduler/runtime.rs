@@ -10,17 +10,19 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::job::{RunFn, start_lazily};
 use super::plan::ResolvedLock;
-use super::recovery::Watch;
 use super::status::JobInfo;
 use crate::lock::executor::Claimed;
-use crate::{Clock, Error, Job, LeaderElection, LockingTaskExecutor, RunRecord, Schedule, Tick};
+use crate::{Clock, Error, LeaderElection, LockingTaskExecutor, RunRecord, Schedule, Tick};
 
 /// What every job runner of one scheduler shares.
 #[derive(Debug)]
 pub(crate) struct Runtime {
     pub(crate) executor: Option<LockingTaskExecutor>,
     pub(crate) zone: Tz,
+    /// The configuration's `misfire_threshold`, for jobs whose schedule sets none.
+    pub(crate) misfire_threshold: Duration,
     pub(crate) clock: Arc<dyn Clock>,
     /// Stop firing new ticks.
     pub(crate) shutdown: CancellationToken,
@@ -43,31 +45,49 @@ pub(crate) struct ShutdownCounters {
     pub(crate) locks_released: Arc<AtomicUsize>,
 }
 
-/// A job ready to run: its lock and thresholds resolved against the configuration.
+/// A job ready to run: its lock resolved against the configuration. Of its definition only
+/// what runs use is kept (100,000 jobs keep no second copy of their lock's settings), and its
+/// name is shared: with its lock's when they are the same, and with every run.
 pub(crate) struct PreparedJob<S> {
-    pub(crate) job: Job<S>,
+    pub(crate) name: Arc<str>,
+    pub(crate) schedule: Schedule,
+    pub(crate) run: Arc<RunFn<S>>,
     pub(crate) lock: Option<ResolvedLock>,
     pub(crate) leader: Option<Arc<LeaderElection>>,
-    pub(crate) misfire_threshold: Duration,
-    /// The watcher of this job's interrupted runs (one at a time, kept across replacements).
-    pub(crate) watch: Arc<Watch>,
+}
+
+impl<S> PreparedJob<S> {
+    /// How late a tick may start: the schedule's threshold, else the configuration's.
+    pub(crate) fn misfire_threshold(&self, runtime: &Runtime) -> Duration {
+        self.schedule
+            .misfire_threshold
+            .unwrap_or(runtime.misfire_threshold)
+    }
+
+    /// The job's run, calling its closure only when first polled.
+    pub(crate) fn start_lazily(
+        &self,
+        state: S,
+    ) -> impl Future<Output = Result<(), String>> + use<S> {
+        start_lazily(&self.run, state)
+    }
 }
 
 impl<S> std::fmt::Debug for PreparedJob<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PreparedJob")
-            .field("job", &self.job.name)
-            .field("schedule", &self.job.schedule)
+            .field("job", &self.name)
+            .field("schedule", &self.schedule)
             .finish_non_exhaustive()
     }
 }
 
 impl<S: 'static> JobInfo for PreparedJob<S> {
     fn name(&self) -> &str {
-        &self.job.name
+        &self.name
     }
     fn schedule(&self) -> &Schedule {
-        &self.job.schedule
+        &self.schedule
     }
     fn lock_name(&self) -> Option<&str> {
         self.lock.as_ref().map(|lock| lock.config.name())
@@ -77,11 +97,11 @@ impl<S: 'static> JobInfo for PreparedJob<S> {
 impl<S> Clone for PreparedJob<S> {
     fn clone(&self) -> Self {
         PreparedJob {
-            job: self.job.clone(),
+            name: Arc::clone(&self.name),
+            schedule: self.schedule.clone(),
+            run: Arc::clone(&self.run),
             lock: self.lock.clone(),
             leader: self.leader.clone(),
-            misfire_threshold: self.misfire_threshold,
-            watch: Arc::clone(&self.watch),
         }
     }
 }
@@ -113,9 +133,9 @@ pub(crate) struct Due {
 /// would start (ticks and `run_now` alike).
 pub(crate) fn shutdown_gate(
     runtime: &Runtime,
-    job: &str,
+    job: &Arc<str>,
 ) -> impl Fn() -> Result<(), Error> + Send + Sync + 'static {
-    let (shutdown, job) = (runtime.shutdown.clone(), job.to_owned());
+    let (shutdown, job) = (runtime.shutdown.clone(), Arc::clone(job));
     move || match shutdown.is_cancelled() {
         true => Err(Error::Scheduler(format!(
             "the scheduler is shutting down: job `{job}` was not started"

@@ -28,19 +28,24 @@ pub(crate) fn parse_cron(expression: &str) -> Result<Cron, Error> {
 /// The parsed pattern of `expression`, shared with every other `Schedule` on the same
 /// expression that is still alive: croner keeps about 5.8 KB per pattern (a byte per possible
 /// value of each field), so 10,000 jobs on a handful of expressions would otherwise hold 58 MB
-/// of identical patterns. Patterns no schedule uses any more are freed.
-fn interned_cron(expression: &str) -> Result<Arc<Cron>, Error> {
-    static PATTERNS: LazyLock<Mutex<HashMap<String, Weak<Cron>>>> = LazyLock::new(Mutex::default);
+/// of identical patterns. Patterns no schedule uses any more are freed. The expression's text
+/// is shared too.
+fn interned_cron(expression: &str) -> Result<(Arc<Cron>, Arc<str>), Error> {
+    type Patterns = HashMap<Arc<str>, Weak<Cron>>;
+    static PATTERNS: LazyLock<Mutex<Patterns>> = LazyLock::new(Mutex::default);
     let mut patterns = PATTERNS.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(cron) = patterns.get(expression).and_then(Weak::upgrade) {
-        return Ok(cron);
+    if let Some((text, cron)) = patterns.get_key_value(expression)
+        && let Some(cron) = cron.upgrade()
+    {
+        return Ok((cron, Arc::clone(text)));
     }
     let cron = Arc::new(parse_cron(expression)?);
     if patterns.len() >= 64 && patterns.len().is_power_of_two() {
         patterns.retain(|_, pattern| pattern.strong_count() > 0);
     }
-    patterns.insert(expression.to_owned(), Arc::downgrade(&cron));
-    Ok(cron)
+    let text: Arc<str> = Arc::from(expression);
+    patterns.insert(Arc::clone(&text), Arc::downgrade(&cron));
+    Ok((cron, text))
 }
 
 /// Parses an IANA time zone ([`shedlock_rules::parse_zone`]) as the field `field`.
@@ -97,10 +102,10 @@ impl Schedule {
     /// [`Error::InvalidConfig`] (`cron`) when the expression does not parse, or matches no date
     /// at all (`"0 0 0 31 2 *"`), so that its job would never fire.
     pub fn cron(expression: &str) -> Result<Self, Error> {
-        let cron = interned_cron(expression)?;
+        let (cron, expression) = interned_cron(expression)?;
         Ok(Schedule::of_checked(ScheduleKind::Cron {
             cron,
-            expression: expression.into(),
+            expression,
             zone: None,
         }))
     }

@@ -1,9 +1,10 @@
 //! What the scheduler reports: per-job status and the shutdown summary.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
+use super::recovery::Watch;
 use crate::Schedule;
 use crate::metrics::JobMetrics;
 
@@ -86,12 +87,21 @@ pub struct ShutdownReport {
 
 /// Live status of one job, updated by its runner; kept across replacements of its
 /// definition. The job's name, schedule and lock are read from its definition when asked:
-/// 100,000 jobs keep no copies of them.
-#[derive(Debug)]
+/// 100,000 jobs keep no copies of them, and a job that never ticked keeps no counters.
+#[derive(Debug, Default)]
 pub(crate) struct JobState {
     next_fire: Mutex<Option<SystemTime>>,
-    last_outcome: Mutex<Option<JobOutcome>>,
     running: AtomicBool,
+    /// The watcher of the job's interrupted runs (one at a time, whatever its definition).
+    pub(crate) watch: Watch,
+    /// Created at the job's first outcome.
+    ticks: OnceLock<Box<Ticks>>,
+}
+
+/// What a job's ticks so far came to.
+#[derive(Debug, Default)]
+struct Ticks {
+    last_outcome: Mutex<Option<JobOutcome>>,
     executions: AtomicU64,
     skips: AtomicU64,
     overlapped_ticks: AtomicU64,
@@ -108,79 +118,86 @@ pub(crate) trait JobInfo: Send + Sync + std::fmt::Debug {
 }
 
 impl JobState {
-    pub(crate) fn new(name: &str) -> Self {
-        JobState {
-            metrics: JobMetrics::new(name),
-            next_fire: Mutex::new(None),
-            last_outcome: Mutex::new(None),
-            running: AtomicBool::new(false),
-            executions: AtomicU64::new(0),
-            skips: AtomicU64::new(0),
-            overlapped_ticks: AtomicU64::new(0),
-            missed_ticks: AtomicU64::new(0),
-            store_errors: AtomicU64::new(0),
-        }
+    pub(crate) fn new() -> Self {
+        JobState::default()
+    }
+
+    fn ticks(&self) -> &Ticks {
+        self.ticks.get_or_init(Box::default)
     }
 
     pub(crate) fn set_next_fire(&self, next: Option<SystemTime>) {
         *self.next_fire.lock().unwrap_or_else(|e| e.into_inner()) = next;
     }
 
-    pub(crate) fn set_running(&self, running: bool) {
+    /// The job `job`'s tick is being handled, or no longer.
+    pub(crate) fn set_running(&self, job: &str, running: bool) {
         self.running.store(running, Ordering::Release);
-        self.metrics.running(running);
+        self.ticks().metrics.running(job, running);
     }
 
     /// Ticks missed while the previous run went on; the run's own outcome stays recorded.
-    pub(crate) fn record_overlap(&self, missed: u32) {
-        self.overlapped_ticks
+    pub(crate) fn record_overlap(&self, job: &str, missed: u32) {
+        let ticks = self.ticks();
+        ticks
+            .overlapped_ticks
             .fetch_add(u64::from(missed), Ordering::Relaxed);
-        self.metrics.missed(missed);
+        ticks.metrics.missed(job, missed);
     }
 
     /// Fire times passed over without a run (a pause carried the scheduler past them).
-    pub(crate) fn record_missed(&self, missed: u32) {
-        self.missed_ticks
+    pub(crate) fn record_missed(&self, job: &str, missed: u32) {
+        let ticks = self.ticks();
+        ticks
+            .missed_ticks
             .fetch_add(u64::from(missed), Ordering::Relaxed);
-        self.metrics.missed(missed);
+        ticks.metrics.missed(job, missed);
     }
 
-    pub(crate) fn record(&self, outcome: JobOutcome) {
-        self.metrics.outcome(&outcome);
+    /// How a tick of the job `job` ended.
+    pub(crate) fn record(&self, job: &str, outcome: JobOutcome) {
+        let ticks = self.ticks();
+        ticks.metrics.outcome(job, &outcome);
         match outcome {
             JobOutcome::Skipped => {
-                self.skips.fetch_add(1, Ordering::Relaxed);
+                ticks.skips.fetch_add(1, Ordering::Relaxed);
             }
-            JobOutcome::Missed { .. } => self.record_missed(1),
+            JobOutcome::Missed { .. } => self.record_missed(job, 1),
             JobOutcome::StoreError(_) => {
-                self.store_errors.fetch_add(1, Ordering::Relaxed);
+                ticks.store_errors.fetch_add(1, Ordering::Relaxed);
             }
             JobOutcome::NotLeader => {}
             _ => {
-                self.executions.fetch_add(1, Ordering::Relaxed);
+                ticks.executions.fetch_add(1, Ordering::Relaxed);
             }
         }
-        *self.last_outcome.lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
+        *ticks.last_outcome.lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
     }
 
     /// The status of the job `job` (its current definition).
     pub(crate) fn snapshot(&self, job: &dyn JobInfo) -> JobStatus {
+        let ticks = self.ticks.get();
+        let count = |counter: fn(&Ticks) -> &AtomicU64| {
+            ticks.map_or(0, |ticks| counter(ticks).load(Ordering::Relaxed))
+        };
         JobStatus {
             name: job.name().to_owned(),
             schedule: job.schedule().to_string(),
             lock_name: job.lock_name().map(str::to_owned),
             next_fire: *self.next_fire.lock().unwrap_or_else(|e| e.into_inner()),
             running: self.running.load(Ordering::Acquire),
-            last_outcome: self
-                .last_outcome
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
-            executions: self.executions.load(Ordering::Relaxed),
-            skips: self.skips.load(Ordering::Relaxed),
-            overlapped_ticks: self.overlapped_ticks.load(Ordering::Relaxed),
-            missed_ticks: self.missed_ticks.load(Ordering::Relaxed),
-            store_errors: self.store_errors.load(Ordering::Relaxed),
+            last_outcome: ticks.and_then(|ticks| {
+                ticks
+                    .last_outcome
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone()
+            }),
+            executions: count(|ticks| &ticks.executions),
+            skips: count(|ticks| &ticks.skips),
+            overlapped_ticks: count(|ticks| &ticks.overlapped_ticks),
+            missed_ticks: count(|ticks| &ticks.missed_ticks),
+            store_errors: count(|ticks| &ticks.store_errors),
         }
     }
 }

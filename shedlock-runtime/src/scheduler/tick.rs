@@ -47,7 +47,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         }
         let span = tracing::info_span!(
             "shedlock_job",
-            job = %self.job.name,
+            job = %self.name,
             lock = self.lock.as_ref().map(|lock| lock.config.name()),
             token = tracing::field::Empty,
             outcome = tracing::field::Empty,
@@ -69,9 +69,9 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             due,
             &skipped,
         );
-        status.set_running(true);
+        status.set_running(&self.name, true);
         let (joined, leadership_lost) = self.join(&mut handle, runtime, &stop, cancel).await;
-        status.set_running(false);
+        status.set_running(&self.name, false);
 
         let outcome = match joined {
             // Refused by the start gate (the executor returns no other `Scheduler` error).
@@ -148,7 +148,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             };
             counter.fetch_add(1, Ordering::Relaxed);
         }
-        status.record(outcome);
+        status.record(&self.name, outcome);
     }
 
     /// Whether a tick due `due` may still start: not after shutdown began, nor too late (a
@@ -159,15 +159,16 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             return false;
         }
         let late = Instant::now().saturating_duration_since(due.at);
-        if late > self.misfire_threshold && due.catch_up.is_none() && due.rerun.is_none() {
+        let misfire_threshold = self.misfire_threshold(runtime);
+        if late > misfire_threshold && due.catch_up.is_none() && due.rerun.is_none() {
             tracing::warn!(
-                job = %self.job.name,
+                job = %self.name,
                 fire = %humantime::format_rfc3339_millis(due.fire),
                 late = %humantime::format_duration(round_to_millis(late)),
-                misfire_threshold = %humantime::format_duration(self.misfire_threshold),
+                misfire_threshold = %humantime::format_duration(misfire_threshold),
                 "tick missed: it would start too late after its fire time (paused or overloaded?)"
             );
-            status.record(JobOutcome::Missed { late });
+            status.record(&self.name, JobOutcome::Missed { late });
             return false;
         }
         // Decided now, from the leadership's own deadline: not from what the election task
@@ -175,8 +176,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         if let Some(election) = &self.leader
             && !election.is_leader()
         {
-            tracing::debug!(job = %self.job.name, election = election.name(), "not the leader, skipped");
-            status.record(JobOutcome::NotLeader);
+            tracing::debug!(job = %self.name, election = election.name(), "not the leader, skipped");
+            status.record(&self.name, JobOutcome::NotLeader);
             return false;
         }
         true
@@ -237,14 +238,15 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
                         *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(ctx);
                     })),
                     may_start: Some(may_start),
-                    skipped: Arc::clone(skipped),
+                    skipped: Some(Arc::clone(skipped)),
                     ..Self::tick_launch(&mut due)
                 };
-                let run = lock.run(self.job.clone(), state, executor.clone(), launch);
+                let (name, run) = (Arc::clone(&self.name), Arc::clone(&self.run));
+                let run = lock.run(name, run, state, executor.clone(), launch);
                 tokio::spawn(run.instrument(span.clone()))
             }
             _ => {
-                let run = self.job.start_lazily(state);
+                let run = self.start_lazily(state);
                 tokio::spawn(
                     async move {
                         may_start()?;
@@ -261,8 +263,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
     /// and the spawned run starts a little after the tick's own checks); the job was not
     /// removed with `RemoveMode::Cancel`.
     fn start_gate(&self, runtime: &Runtime, cancel: &CancellationToken) -> StartGate {
-        let not_shutting_down = shutdown_gate(runtime, &self.job.name);
-        let (leader, job) = (self.leader.clone(), self.job.name.clone());
+        let not_shutting_down = shutdown_gate(runtime, &self.name);
+        let (leader, job) = (self.leader.clone(), Arc::clone(&self.name));
         let cancel = cancel.clone();
         Box::new(move || {
             not_shutting_down()?;

@@ -74,7 +74,7 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
             return;
         };
         match &current.plan {
-            Plan::Start => match current.job.job.schedule.kind.clone() {
+            Plan::Start => match current.job.schedule.kind.clone() {
                 ScheduleKind::Cron { .. } => {
                     let after: DateTime<Utc> = runtime.clock.now().into();
                     current.plan = Plan::Cron { after };
@@ -320,7 +320,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         after: DateTime<Utc>,
         runtime: &Runtime,
     ) -> Option<DateTime<Utc>> {
-        self.job.schedule.next_cron_fire(after, runtime.zone)
+        self.schedule.next_cron_fire(after, runtime.zone)
     }
 
     /// The tick to catch up at start, if the job asks for it: the latest fire time at or
@@ -328,8 +328,8 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
     /// nobody acquired the lock since that fire time, less the usual allowance) decides
     /// whether the fleet ran it.
     fn missed_tick(&self, now: DateTime<Utc>, runtime: &Runtime) -> Option<Due> {
-        let within = self.job.schedule.catch_up?;
-        let fire = self.job.schedule.latest_fire(now, runtime.zone)?;
+        let within = self.schedule.catch_up?;
+        let fire = self.schedule.latest_fire(now, runtime.zone)?;
         let ago = (now - fire).to_std().ok()?;
         if ago > within {
             return None;
@@ -339,7 +339,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             .and_then(|next| (next - fire).to_std().ok())
             .unwrap_or(Duration::MAX);
         tracing::info!(
-            job = %self.job.name,
+            job = %self.name,
             fire = %humantime::format_rfc3339_millis(fire.into()),
             "catching up the latest tick, if no instance ran it"
         );
@@ -359,11 +359,11 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
     pub(super) fn report_overlap(&self, missed: u32, status: &JobState) {
         if missed > 0 {
             tracing::warn!(
-                job = %self.job.name,
+                job = %self.name,
                 missed,
                 "skipped ticks: the previous run of this job was still going"
             );
-            status.record_overlap(missed);
+            status.record_overlap(&self.name, missed);
         }
     }
 
@@ -371,13 +371,13 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
     fn report_passed_over(&self, missed: u32, first: SystemTime, status: &JobState) {
         if missed > 0 {
             tracing::warn!(
-                job = %self.job.name,
+                job = %self.name,
                 missed,
                 first_fire = %humantime::format_rfc3339_millis(first),
                 "missed ticks: this process did not run at their fire times (paused?); only the \
                  latest is considered"
             );
-            status.record_missed(missed);
+            status.record_missed(&self.name, missed);
         }
     }
 }
