@@ -15,7 +15,7 @@ use super::{Plan, Slot, Timer};
 use crate::Tick;
 use crate::scheduler::runtime::{Due, PreparedJob, Runtime};
 use crate::scheduler::schedule::{CRON_ALLOWANCE, ScheduleKind, cron_tick};
-use crate::scheduler::status::JobState;
+use crate::scheduler::status::{JobOutcome, JobState};
 use crate::scheduler::timing::{grid, grid_index};
 
 /// A tick fired: the job's slot, when it was due, and whether the fire times that pass
@@ -304,13 +304,84 @@ impl<S: Clone + Send + Sync + 'static> FiredTick<S> {
             let FiredTick {
                 job,
                 status,
-                due,
+                mut due,
                 ended,
                 cancel,
             } = self;
             let _ended = ended;
-            job.tick(state, &task_runtime, &status, due, &cancel).await;
+            if job
+                .claim_on_time(&task_runtime, &status, &mut due, &cancel)
+                .await
+            {
+                job.tick(state, &task_runtime, &status, due, &cancel).await;
+            }
         });
+    }
+}
+
+/// When the job of a tick due `due` is due next, on the monotonic clock: a cron or fixed-rate
+/// tick claims its fire time allowing it at most the gap to the next fire time ahead of the
+/// store's clock (`cron_tick`, `fire_rate`), and that gap is the one wanted here. `None` for a
+/// fixed-delay tick (its next one is timed from its end), a catch-up (run late on purpose) and
+/// a rerun.
+fn next_due(due: &Due) -> Option<Instant> {
+    if due.catch_up.is_some() || due.rerun.is_some() {
+        return None;
+    }
+    let gap = u64::try_from(due.claim?.ahead_millis()).ok()?;
+    due.at.checked_add(Duration::from_millis(gap))
+}
+
+impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
+    /// The lock of a locked tick: claimed here unless it was with the other ticks of its
+    /// instant (this tick's checks made first, as `tick` would), then kept only if the store
+    /// answered before the job's next fire time. A grant that comes later (a claim that waited
+    /// out a silent network partition in its socket) is stale: another tick is due already,
+    /// and a run started now would hold the lock against it. It is given back at once (no
+    /// `lock_at_least_for`: nothing ran) and the tick is recorded as missed. Whether the tick
+    /// goes on to `tick`.
+    async fn claim_on_time(
+        &self,
+        runtime: &Runtime,
+        status: &JobState,
+        due: &mut Due,
+        cancel: &CancellationToken,
+    ) -> bool {
+        let (Some(lock), Some(executor)) = (&self.lock, &runtime.executor) else {
+            return true;
+        };
+        if due.rerun.is_some() {
+            return true;
+        }
+        if due.claimed.is_none() {
+            if cancel.is_cancelled() || !self.may_fire(runtime, status, due) {
+                return false;
+            }
+            let launch = Self::tick_launch(due);
+            let (config, _, renew_until) = lock.config_for(&launch);
+            due.claimed = Some((executor.claim(&config).await, renew_until));
+        }
+        let (Some(next), Some((Ok(Some((lease, requested_at))), _))) =
+            (next_due(due), &due.claimed)
+        else {
+            return true;
+        };
+        let now = Instant::now();
+        if now < next {
+            return true;
+        }
+        let late = now.saturating_duration_since(due.at);
+        tracing::warn!(
+            job = %self.name,
+            fire = %humantime::format_rfc3339_millis(due.fire),
+            late = %humantime::format_duration(Duration::from_millis(
+                u64::try_from(late.as_millis()).unwrap_or(u64::MAX)
+            )),
+            "tick missed: its lock was granted after the job's next fire time; given back unused"
+        );
+        executor.give_back(lease, *requested_at).await;
+        status.record(&self.name, JobOutcome::Missed { late });
+        false
     }
 }
 
