@@ -29,6 +29,24 @@ CREATE TABLE IF NOT EXISTS shedlock_runs (
     INDEX newest (started_at, fencing_token, attempt)
 );
 
+CREATE TABLE IF NOT EXISTS shedlock_board (
+    board_key  VARBINARY(1024) NOT NULL,
+    value      TEXT CHARACTER SET utf8mb4 NOT NULL,
+    version    BIGINT          NOT NULL AUTO_INCREMENT,
+    written_at DATETIME(3)     NOT NULL,
+    expires_at DATETIME(3)     NULL,
+    PRIMARY KEY (board_key),
+    KEY (version)
+);
+
+-- The fleet's board (shedlock_core::Board, Fleet): what instances publish of their jobs and what
+-- operators switch (pause, run now), one row per key, in a table of its own; create_schema()
+-- creates it too. Every write takes a version larger than any before it in the table, from
+-- the table's AUTO_INCREMENT (persisted by InnoDB since MySQL 8.0 and MariaDB 10.2.4);
+-- keys are VARBINARY, compared in byte order (1024 bytes fit an InnoDB key, where
+-- VARCHAR(1024) in utf8mb4 would not). expires_at NULL: kept until removed; a row past it
+-- is never read and counts as absent.
+
 -- Run records (RunLog): one row per attempt of a run of a locked job, kept beside the lock
 -- table; create_schema() creates this table too. Each run's start deletes its lock's rows past
 -- the newest runs_per_lock (default 1000) and every row older than the retention (default 14

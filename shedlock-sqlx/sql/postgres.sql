@@ -28,6 +28,22 @@ CREATE TABLE IF NOT EXISTS shedlock_runs (
 CREATE INDEX IF NOT EXISTS shedlock_runs_lock_newest ON shedlock_runs (lock_name, started_at, fencing_token, attempt);
 CREATE INDEX IF NOT EXISTS shedlock_runs_newest ON shedlock_runs (started_at, fencing_token, attempt);
 
+CREATE SEQUENCE IF NOT EXISTS shedlock_board_version;
+CREATE TABLE IF NOT EXISTS shedlock_board (
+    board_key  VARCHAR(1024) COLLATE "C" NOT NULL,
+    value      TEXT          NOT NULL,
+    version    BIGINT        NOT NULL,
+    written_at TIMESTAMP     NOT NULL,
+    expires_at TIMESTAMP,
+    PRIMARY KEY (board_key)
+);
+
+-- The fleet's board (shedlock_core::Board, Fleet): what instances publish of their jobs and what
+-- operators switch (pause, run now), one row per key, in a table of its own; create_schema()
+-- creates it too. Every write takes a version larger than any before it in the table, from
+-- a sequence (shedlock_board_version); keys compare in byte order (COLLATE "C"). expires_at NULL: kept until removed; a row past it
+-- is never read and counts as absent.
+
 -- Run records (RunLog): one row per attempt of a run of a locked job, kept beside the lock
 -- table; create_schema() creates this table too. Each run's start deletes its lock's rows past
 -- the newest runs_per_lock (default 1000) and every row older than the retention (default 14

@@ -29,6 +29,21 @@ CREATE TABLE IF NOT EXISTS shedlock_runs (
 CREATE INDEX IF NOT EXISTS shedlock_runs_lock_newest ON shedlock_runs (lock_name, started_at, fencing_token, attempt);
 CREATE INDEX IF NOT EXISTS shedlock_runs_newest ON shedlock_runs (started_at, fencing_token, attempt);
 
+CREATE TABLE IF NOT EXISTS shedlock_board (
+    version    INTEGER PRIMARY KEY AUTOINCREMENT,
+    board_key  TEXT NOT NULL UNIQUE,
+    value      TEXT NOT NULL,
+    written_at TEXT NOT NULL,
+    expires_at TEXT
+);
+
+-- The fleet's board (shedlock_core::Board, Fleet): what instances publish of their jobs and what
+-- operators switch (pause, run now), one row per key, in a table of its own; create_schema()
+-- creates it too. Every write takes a version larger than any before it in the table, from
+-- the row id (AUTOINCREMENT: never handed out twice, also after a delete); keys
+-- compare as BINARY (byte order). expires_at NULL: kept until removed; a row past it
+-- is never read and counts as absent.
+
 -- Run records (RunLog): one row per attempt of a run of a locked job, kept beside the lock
 -- table; create_schema() creates this table too. Each run's start deletes its lock's rows past
 -- the newest runs_per_lock (default 1000) and every row older than the retention (default 14

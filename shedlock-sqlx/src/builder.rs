@@ -98,6 +98,7 @@ pub struct SqlLockProviderBuilder<D: Dialect> {
     holder: Option<String>,
     dedicated_connections: Option<usize>,
     runs_table: Option<String>,
+    board_table: Option<String>,
     run_retention: Duration,
     runs_per_lock: u32,
     /// The dialect's own settings (PostgreSQL: release notifications).
@@ -113,6 +114,7 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
             holder: None,
             dedicated_connections: None,
             runs_table: None,
+            board_table: None,
             run_retention: DEFAULT_RUN_RETENTION,
             runs_per_lock: DEFAULT_RUNS_PER_LOCK,
             options: D::Options::default(),
@@ -189,6 +191,15 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
         self
     }
 
+    /// The fleet's board table ([`Board`](shedlock_core::Board)), `table` or `schema.table`;
+    /// default the lock table's name with `_board` appended (`shedlock_board`; a name that
+    /// would be longer than 63 characters is cut and given a hash). PostgreSQL's versions come
+    /// from a sequence beside it, `<board table>_version`.
+    pub fn board_table(mut self, table: impl Into<String>) -> Self {
+        self.board_table = Some(table.into());
+        self
+    }
+
     shedlock_core::run_retention_setters! {
         /// Every run's start deletes the rows past it (any lock's; the oldest 1000 at most), in
         /// the start's own statement (PostgreSQL) or, when a read after the start finds one,
@@ -204,8 +215,8 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
     /// Validates the configuration and builds the provider.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] naming the field: `table`, `columns.*`, `holder`, or a
-    /// dialect's own setting (PostgreSQL: `release_channel`).
+    /// [`Error::InvalidConfig`] naming the field: `table`, `runs_table`, `board_table`,
+    /// `columns.*`, `holder`, or a dialect's own setting (PostgreSQL: `release_channel`).
     pub fn build(self) -> Result<SqlLockProvider<D>, Error> {
         validate_table("table", &self.table)?;
         self.columns.validate()?;
@@ -217,6 +228,10 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
             .runs_table
             .unwrap_or_else(|| default_runs_table(&self.table));
         validate_table("runs_table", &runs_name)?;
+        let board_name = self
+            .board_table
+            .unwrap_or_else(|| crate::board::default_board_table(&self.table));
+        validate_table("board_table", &board_name)?;
         validate_run_retention(self.run_retention, self.runs_per_lock)?;
         let run_table = RunTable {
             name: runs_name,
@@ -232,7 +247,7 @@ impl<D: Dialect> SqlLockProviderBuilder<D> {
             .unwrap_or_else(|| D::default_dedicated_connections(&self.pool));
         let state = D::state(self.options, &table)?;
         Ok(SqlLockProvider::from_parts(
-            self.pool, table, run_table, holder, dedicated, state,
+            self.pool, table, run_table, board_name, holder, dedicated, state,
         ))
     }
 }

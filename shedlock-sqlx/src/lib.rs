@@ -136,6 +136,33 @@
 //!   in name order, then one `UPDATE`), instead of one statement each. Each call still gets
 //!   its own answer; when a batch's statement fails, each call goes alone, for its own error.
 //!
+//! # Fleet board
+//!
+//! [`Board`](shedlock_core::Board), what a [`Fleet`](shedlock_core::Fleet) publishes of its
+//! instances' jobs and what operators switch, lives in a third table beside the lock table
+//! (`<table>_board`, [`board_table`](SqlLockProviderBuilder::board_table)), created by
+//! `create_schema` (the DDL above); the lock table is untouched. One row per key: the key
+//! (`board_key`, up to 1024 bytes, compared in byte order: PostgreSQL `COLLATE "C"`, MySQL
+//! `VARBINARY`, SQLite `BINARY`), the value, a version, and `written_at` and `expires_at`
+//! (NULL: kept) on the database's clock.
+//!
+//! - **Versions never come back.** Every write takes a version larger than any the table
+//!   handed out before, also after the key was removed and written again: from a sequence
+//!   (PostgreSQL, `<board table>_version`), the table's `AUTO_INCREMENT` (MySQL, MariaDB) or
+//!   SQLite's `AUTOINCREMENT` row id.
+//! - **Conditions are the database's.** A write or removal under `Absent` or `Version(v)` is
+//!   decided in the statement that makes it, against the live row (an expired row counts as
+//!   absent, is never read, and is replaced or deleted by the next write or removal of its
+//!   key): PostgreSQL one statement each (`INSERT … ON CONFLICT DO UPDATE … WHERE`, `UPDATE`,
+//!   `DELETE … RETURNING`); SQLite one (`INSERT OR REPLACE … SELECT … WHERE`,
+//!   `DELETE … RETURNING`); MySQL and MariaDB, which return nothing from a write, a `REPLACE`
+//!   (`Always`), an `INSERT` (`Absent`; after a duplicate key, a `DELETE` of the row if it
+//!   expired and the `INSERT` again), a transaction of a `DELETE` of the live row of that
+//!   version and an `INSERT` (`Version`), the version read from `LAST_INSERT_ID`. A
+//!   serialization failure or deadlock is retried as for the lock statements.
+//! - **A prefix is one statement**, a range of the key index (`key >= prefix AND key <` the
+//!   prefix's successor, never `LIKE`), in key order.
+//!
 //! # Database time
 //!
 //! `locked_at` and `lock_until` are computed and compared inside the statements with the
@@ -195,6 +222,7 @@ macro_rules! any_database {
 }
 
 any_database! {
+    mod board;
     mod builder;
     mod connect;
     pub mod dialect;
@@ -209,6 +237,8 @@ any_database! {
     mod schema_check;
     mod values;
 
+    #[doc(hidden)]
+    pub use board::BoardDriver;
     pub use builder::{ColumnNames, SqlLockProviderBuilder};
     pub use provider::SqlLockProvider;
     pub use schema_check::SchemaIssue;

@@ -54,8 +54,8 @@ pub(crate) type Connection<D> = <<D as Dialect>::Database as Database>::Connecti
 /// what a connection failure means. Where the dialects run a statement the same way, the method
 /// is written once, here.
 pub trait Dialect: sealed::Sealed + Debug + Send + Sync + Sized + 'static {
-    /// The sqlx database driver.
-    type Database: Driver;
+    /// The sqlx database driver, with its board statements (`crate::board`).
+    type Database: Driver + crate::board::BoardDriver;
     /// The statements of one provider only this dialect has.
     #[doc(hidden)]
     type OwnStatements: Debug + Send + Sync;

@@ -18,6 +18,7 @@ pub(crate) mod retry;
 
 pub(crate) use dedicated::DedicatedConnections;
 
+use crate::board::BoardDriver;
 use crate::dialect::{RunDialect, RunStatements, Statements};
 use crate::runs::RunTable;
 use crate::schema_check::schema_issues;
@@ -80,6 +81,8 @@ pub struct SqlLockProvider<D: Dialect> {
     pub(crate) state: Arc<D::State>,
     pub(crate) run_table: Arc<RunTable>,
     pub(crate) run_sql: Arc<RunStatements<<D::Runs as RunDialect>::OwnStatements>>,
+    /// The fleet's board: its table and statements (`crate::board`).
+    pub(crate) board: Arc<crate::board::BoardTable<D::Database>>,
 }
 
 impl<D: Dialect> Clone for SqlLockProvider<D> {
@@ -97,6 +100,7 @@ impl<D: Dialect> Clone for SqlLockProvider<D> {
             state: Arc::clone(&self.state),
             run_table: Arc::clone(&self.run_table),
             run_sql: Arc::clone(&self.run_sql),
+            board: Arc::clone(&self.board),
         }
     }
 }
@@ -148,6 +152,7 @@ impl<D: Dialect> SqlLockProvider<D> {
         pool: Pool<D::Database>,
         table: Table,
         run_table: RunTable,
+        board_table: String,
         holder: Arc<str>,
         dedicated_connections: usize,
         state: D::State,
@@ -165,6 +170,7 @@ impl<D: Dialect> SqlLockProvider<D> {
             state: Arc::new(state),
             run_sql: Arc::new(<D::Runs as RunDialect>::statements(&run_table)),
             run_table: Arc::new(run_table),
+            board: Arc::new(crate::board::BoardTable::new(board_table)),
         }
     }
 
@@ -202,7 +208,9 @@ impl<D: Dialect> SqlLockProvider<D> {
     }
 
     /// Creates the lock table if it does not exist, and adds the `fencing_token` column to a
-    /// table created by ShedLock. Idempotent, and safe to run from several instances at once.
+    /// table created by ShedLock; creates the run table ([`runs_table`](Self::runs_table)) and
+    /// the fleet's board table ([`board_table`](Self::board_table)) if they do not exist.
+    /// Idempotent, and safe to run from several instances at once.
     ///
     /// # Errors
     /// [`Error::Store`] (`Operation::Schema`) when the database refuses, e.g. for lack of rights.
@@ -212,7 +220,11 @@ impl<D: Dialect> SqlLockProvider<D> {
             .map_err(|e| store_error(Operation::Schema, &self.table.name, &self.table, e))?;
         <D::Runs as RunDialect>::create(&self.pool, &self.run_table)
             .await
-            .map_err(|e| store_error(Operation::Schema, &self.run_table.name, &self.table, e))
+            .map_err(|e| store_error(Operation::Schema, &self.run_table.name, &self.table, e))?;
+        let board = self.board_table();
+        <D::Database as BoardDriver>::create_board(&self.pool, board)
+            .await
+            .map_err(|e| store_error(Operation::Schema, board, &self.table, e))
     }
 
     /// The run table, as configured (`<table>_runs` by default).
@@ -225,9 +237,10 @@ impl<D: Dialect> SqlLockProvider<D> {
     /// names): for migration tools, or a command line's `schema` command.
     pub fn schema_sql(&self) -> String {
         format!(
-            "{}\n\n{}",
+            "{}\n\n{}\n\n{}",
             self.table.create_table_sql(&D::COLUMN_TYPES),
-            <D::Runs as RunDialect>::create_sql(&self.run_table)
+            <D::Runs as RunDialect>::create_sql(&self.run_table),
+            <D::Database as BoardDriver>::board_create_sql(self.board_table())
         )
     }
 

@@ -5,6 +5,7 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
+pub(crate) mod board;
 pub(crate) mod scenarios;
 pub(crate) mod server_cases;
 pub(crate) mod statements;

@@ -89,10 +89,12 @@ pub(crate) async fn fresh<D: TestDb>(db: &D, holder: &str) -> Provider<D> {
     provider
 }
 
-/// Drops a test's lock table and the run table `create_schema` made beside it.
+/// Drops a test's lock table and the run and board tables `create_schema` made beside it.
 pub(crate) async fn drop_table<D: TestDb>(db: &D, table: &str) {
     db.execute(&format!("DROP TABLE IF EXISTS {table}")).await;
     db.execute(&format!("DROP TABLE IF EXISTS {table}_runs"))
+        .await;
+    db.execute(&format!("DROP TABLE IF EXISTS {table}_board"))
         .await;
 }
 
@@ -274,6 +276,42 @@ macro_rules! sql_provider_tests {
             mod runs {
                 use super::*;
                 ::shedlock_conformance::runs_tests!(harness());
+            }
+
+            /// The fleet's board, a table of its own per case.
+            mod fleet {
+                use super::*;
+
+                async fn harness() -> Option<
+                    $crate::common::board::BoardHarness<
+                        <$db as $crate::common::scenarios::TestDb>::Dialect,
+                    >,
+                > {
+                    let db = $db { pool: $pool.await? };
+                    let provider = <$db as $crate::common::scenarios::TestDb>::build(
+                        &db,
+                        "shedlock_conformance",
+                        ::shedlock_sqlx::ColumnNames::default(),
+                        "fleet",
+                    )
+                    .expect("valid configuration");
+                    provider.create_schema().await.expect("create schema");
+                    Some($crate::common::board::BoardHarness::new(provider))
+                }
+
+                ::shedlock_conformance::fleet_tests!(harness());
+
+                #[tokio::test]
+                async fn board_keys_are_bytes() {
+                    let Some(h) = harness().await else { return };
+                    $crate::common::board::board_keys_are_bytes(&h).await;
+                }
+
+                #[tokio::test]
+                async fn versions_grow_across_removal() {
+                    let Some(h) = harness().await else { return };
+                    $crate::common::board::versions_grow_across_removal(&h).await;
+                }
             }
         }
 
