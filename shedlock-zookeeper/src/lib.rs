@@ -173,6 +173,24 @@
 //! # }
 //! ```
 //!
+//! # Fleet board
+//!
+//! [`ZkLockProvider`] is the fleet's [`Board`](shedlock_core::Board) (what
+//! [`Fleet`](shedlock_core::Fleet) publishes and switches): one persistent node per entry,
+//! `<root>/board/<key>` (the key percent-encoded into one node name), the value in its data
+//! after a header line holding the time to live. Times are the ensemble's: `written_at` is
+//! the node's `mtime`, `expires_at` that `mtime` + the time to live (millisecond precision,
+//! rounded up), and expiry is judged against "now" from a write to `<root>/clock`. Versions
+//! are the node's `mzxid`, which keeps growing when a key is removed and written again. A
+//! write or removal under a condition reads the node (one round trip, pipelined with "now")
+//! and writes in one transaction that checks the node's version and the board directory's
+//! (which every creation of an entry moves), so a node deleted and created again meanwhile
+//! fails the check and is read again. A write whatever the key holds is a `setData` and a
+//! creation sent together, of which exactly one writes (one round trip). Reading a prefix lists the directory's children and reads the
+//! matching nodes in `multiRead`s sent at once (two round trips); expired nodes are never
+//! read, and the read or removal that sees one deletes it. The directory is created on the
+//! first write.
+//!
 //! # Errors
 //!
 //! ZooKeeper failures are [`Error::Store`](shedlock_core::Error::Store) naming the operation and
@@ -184,6 +202,7 @@
 //! password is never part of any error, log or `Debug` output.
 
 mod access;
+mod board;
 mod builder;
 mod election;
 mod error;

@@ -4,6 +4,7 @@
 //! <root>/clock                      written to read the ensemble's time
 //! <root>/locks/<lock name>          one persistent node per lock: the lease (see `record`)
 //! <root>/elections/<election>/n-…   one ephemeral sequential node per candidate
+//! <root>/board/<key>                the fleet's board: one persistent node per entry (`board`)
 //! ```
 //!
 //! Lock and election names are percent-encoded into one path component, so any valid lock name
@@ -23,6 +24,7 @@ pub(crate) struct Paths {
     pub(crate) clock: String,
     pub(crate) locks: String,
     pub(crate) elections: String,
+    pub(crate) board: String,
 }
 
 impl Paths {
@@ -46,12 +48,18 @@ impl Paths {
             clock: format!("{root}/clock"),
             locks: format!("{root}/locks"),
             elections: format!("{root}/elections"),
+            board: format!("{root}/board"),
         })
     }
 
     /// The node of lock `name`.
     pub(crate) fn lock(&self, name: &str) -> String {
         format!("{}/{}", self.locks, encode_name(name))
+    }
+
+    /// The node of board entry `key`.
+    pub(crate) fn board_entry(&self, key: &str) -> String {
+        format!("{}/{}", self.board, encode_name(key))
     }
 
     /// The directory of election `name`'s candidates.
