@@ -26,9 +26,9 @@ pub(crate) struct ResolvedLock {
     pub(crate) config: LockConfiguration,
     /// How often keep-alive extends the lease (`None`: no keep-alive).
     pub(crate) keep_alive: Option<Duration>,
-    /// For scheduled ticks: a heartbeat lease (shorter than `lock_at_most_for`, renewed while
-    /// the job runs) and how often it is renewed; `None`: the lease is `lock_at_most_for`.
-    pub(crate) heartbeat: Option<(Duration, Duration)>,
+    /// For scheduled ticks: a heartbeat lease (shorter than `lock_at_most_for`, renewed every
+    /// third of it while the job runs); `None`: the lease is `lock_at_most_for`.
+    pub(crate) heartbeat: Option<Duration>,
     /// The run heartbeat of a job whose interrupted ticks are rerun ([`run_heartbeat`]).
     pub(crate) alive_for: Option<Duration>,
     pub(crate) retries: u32,
@@ -70,10 +70,7 @@ impl ResolvedLock {
         let heartbeat = (keep_alive.is_none()
             && !run_lease.is_zero()
             && run_lease.max(resolved.lock_at_least_for()) < resolved.lock_at_most_for())
-        .then(|| {
-            let lease = run_lease.max(resolved.lock_at_least_for());
-            (lease, lease / 3)
-        });
+        .then(|| run_lease.max(resolved.lock_at_least_for()));
         let alive_for = run_heartbeat(lock.on_interrupted, run_lease, resolved.lock_at_most_for());
         Ok(ResolvedLock {
             config: resolved,
@@ -93,7 +90,7 @@ impl ResolvedLock {
         launch: &Launch,
     ) -> (LockConfiguration, Option<Duration>, Option<Instant>) {
         let (lock, renew_until) = match self.heartbeat.filter(|_| launch.heartbeat) {
-            Some((lease, _)) => (
+            Some(lease) => (
                 self.config.clone().with_lease(lease),
                 Some(Instant::now() + self.config.lock_at_most_for()),
             ),
@@ -115,7 +112,7 @@ impl ResolvedLock {
     /// keep-alive's.
     fn keep_alive_for(&self, launch: &Launch) -> Option<Duration> {
         match self.heartbeat.filter(|_| launch.heartbeat) {
-            Some((_, interval)) => Some(interval),
+            Some(lease) => Some(lease / 3),
             None => self.keep_alive,
         }
     }
