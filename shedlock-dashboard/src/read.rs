@@ -19,10 +19,14 @@ pub(crate) const HISTORY_PAGE: usize = 50;
 /// Locks whose runs are read at the same time.
 const PARALLEL_READS: usize = 8;
 
-/// What the page's query string asks for: the overview (a page of locks, by prefix and after
-/// a name), one lock's runs (`lock`, older than `before`), or one run (`run`, its cursor).
+/// What the page's query string asks for: the jobs (a page of them, by prefix and after a
+/// name), the locks (`view=locks`, paged the same way), one lock's runs (`lock`, older than
+/// `before`), or one run (`run`, its cursor).
 #[derive(Debug, Default, Clone, serde::Deserialize)]
 pub(crate) struct PageQuery {
+    /// Which listing: `locks`, or else the jobs.
+    #[serde(default)]
+    pub(crate) view: Option<String>,
     /// Only names starting with this.
     #[serde(default)]
     pub(crate) prefix: String,
@@ -101,6 +105,13 @@ pub(crate) enum Unreadable {
     BadCursor(Error),
     /// The store failed.
     Store(Error),
+}
+
+impl PageQuery {
+    /// Whether the locks are asked for rather than the jobs.
+    pub(crate) fn locks_view(&self) -> bool {
+        self.view.as_deref() == Some("locks")
+    }
 }
 
 impl From<Error> for Unreadable {

@@ -1,25 +1,29 @@
-//! The router: the pages (GET: the overview, one lock's runs, one run, told apart by the query
-//! string) and the two steps of a release (POST), on one path so the router can be mounted
-//! anywhere. Every request is first checked for its host, every release for its origin and
-//! then against the attempts left.
+//! The router: the pages (GET: the jobs, the locks, one lock's runs, one run, told apart by
+//! the query string) and the two steps of a release or of a job's switch (POST: pause, resume,
+//! run now), on one path so the router can be mounted anywhere. Every request is first checked
+//! for its host, every POST for its origin and then against the attempts left.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Form, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::extract::{ConnectInfo, Form, Query, State};
+use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use shedlock_core::{LockProvider, LockRecord};
+use shedlock_core::{Error, Fleet, LockProvider, LockRecord};
 
 use crate::DashboardOptions;
-use crate::form::ReleaseForm;
+use crate::form::{JobAction, JobForm, Posted, PostedForm, ReleaseForm};
 use crate::guard::{Attempts, Refused, check_host, check_origin};
+use crate::jobs::{ProviderBoard, jobs_page};
 use crate::read::{PageQuery, Unreadable, history, one_run, snapshot};
 use crate::view;
 
 struct Dashboard {
     provider: Arc<dyn LockProvider>,
+    /// The fleet on the provider's board (every call fails cleanly on a store without one).
+    fleet: Fleet,
     options: DashboardOptions,
     attempts: Attempts,
 }
@@ -27,13 +31,15 @@ struct Dashboard {
 /// The dashboard over `provider` (any lock store; an `Arc` of one too), as a router with one
 /// path, `/`: mount it with `Router::nest`, or serve it alone.
 pub fn router(provider: impl LockProvider, options: DashboardOptions) -> Router {
+    let provider: Arc<dyn LockProvider> = Arc::new(provider);
     let dashboard = Arc::new(Dashboard {
-        provider: Arc::new(provider),
+        fleet: Fleet::new(Arc::new(ProviderBoard(Arc::clone(&provider)))),
+        provider,
         options,
         attempts: Attempts::new(),
     });
     Router::new()
-        .route("/", get(page).post(release))
+        .route("/", get(page).post(posted))
         .with_state(dashboard)
 }
 
@@ -56,9 +62,13 @@ async fn page(
         (None, Some(lock)) => history(provider, lock, query.before.as_deref())
             .await
             .map(|history| view::history_page(&history, options)),
-        (None, None) => snapshot(provider, options, &query)
+        (None, None) if query.locks_view() => snapshot(provider, options, &query)
             .await
             .map(|snapshot| view::page(&snapshot, options, &query)),
+        (None, None) => jobs_page(provider, &dashboard.fleet, options, &query)
+            .await
+            .map(|page| view::jobs_page(&page, options, &query))
+            .map_err(Unreadable::Store),
     };
     match read {
         Ok(page) => html(StatusCode::OK, page),
@@ -73,11 +83,14 @@ async fn page(
     }
 }
 
-async fn release(
+/// A form posted: a release, or a job's switch. Both go through the same guards: host, origin,
+/// the release token's flag, the confirmation, the attempts left, the token.
+async fn posted(
     State(dashboard): State<Arc<Dashboard>>,
     headers: HeaderMap,
     uri: Uri,
-    Form(form): Form<ReleaseForm>,
+    extensions: Extensions,
+    Form(form): Form<Posted>,
 ) -> Response {
     let options = &dashboard.options;
     // Checked before anything else: a page of another site gets no answer but the refusal.
@@ -90,11 +103,32 @@ async fn release(
         return html(
             StatusCode::FORBIDDEN,
             view::message(
-                "Releasing is off",
-                "This dashboard is read-only: it was started without a release token.",
+                "Switching is off",
+                "This dashboard is read-only: it was started without a release token, so it \
+                 neither releases locks nor pauses, resumes or runs jobs.",
             ),
         );
     }
+    match form.into_form() {
+        Some(PostedForm::Release(form)) => release(&dashboard, form).await,
+        Some(PostedForm::Job(form)) => {
+            // Who switched it, as the board keeps it: this dashboard, and the caller's address
+            // when the server was started with it (`into_make_service_with_connect_info`).
+            let by = match extensions.get::<ConnectInfo<SocketAddr>>() {
+                Some(ConnectInfo(address)) => format!("dashboard ({address})"),
+                None => "dashboard".to_owned(),
+            };
+            switch_job(&dashboard, form, &by).await
+        }
+        None => html(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            view::message("Incomplete form", "The form lacks a field it needs."),
+        ),
+    }
+}
+
+async fn release(dashboard: &Dashboard, form: ReleaseForm) -> Response {
+    let options = &dashboard.options;
     let Some(given) = &form.release_token else {
         return html(StatusCode::OK, view::confirm_release(&form));
     };
@@ -151,6 +185,93 @@ async fn release(
     }
 }
 
+/// Pauses, resumes or asks a run of a job across the fleet, once confirmed with the token.
+async fn switch_job(dashboard: &Dashboard, form: JobForm, by: &str) -> Response {
+    let options = &dashboard.options;
+    let Some(given) = &form.release_token else {
+        return html(StatusCode::OK, view::confirm_job(&form));
+    };
+    let not_done = match form.action {
+        JobAction::Pause => "Not paused",
+        JobAction::Resume => "Not resumed",
+        JobAction::RunNow => "No run asked for",
+    };
+    // As for a release: counted before the token is compared.
+    if let Err(refused) = dashboard.attempts.take() {
+        return refusal(refused);
+    }
+    if !options.release_token_is(given) {
+        return html(
+            StatusCode::FORBIDDEN,
+            view::message(not_done, "Wrong release token."),
+        );
+    }
+    if dashboard.provider.board().is_none() {
+        return html(
+            StatusCode::SERVICE_UNAVAILABLE,
+            view::message(
+                not_done,
+                "This lock store keeps no board of the fleet's jobs: its jobs cannot be paused, \
+                 resumed or run from here.",
+            ),
+        );
+    }
+    let (fleet, job) = (&dashboard.fleet, form.job.as_str());
+    // Each is one step on the store: done whole, or (on an error) not at all.
+    let done = match form.action {
+        JobAction::Pause => fleet.pause(job, by).await.map(|paused| {
+            (
+                StatusCode::OK,
+                "Paused",
+                format!(
+                    "`{job}` is paused across the fleet, by {} since {}: no instance starts a \
+                     tick of it from its next poll on.",
+                    paused.by,
+                    view::time(paused.at)
+                ),
+            )
+        }),
+        JobAction::Resume => fleet.resume(job).await.map(|resumed| {
+            if resumed {
+                (
+                    StatusCode::OK,
+                    "Resumed",
+                    format!("`{job}` is resumed: its instances start its ticks again."),
+                )
+            } else {
+                (
+                    StatusCode::CONFLICT,
+                    not_done,
+                    format!("`{job}` was not paused: left alone."),
+                )
+            }
+        }),
+        JobAction::RunNow => fleet.run_now(job, by).await.map(|request| {
+            (
+                StatusCode::OK,
+                "Run asked for",
+                format!(
+                    "A run of `{job}` is asked for, by {} at {}: the first instance carrying \
+                     it to poll runs it, once.",
+                    request.by,
+                    view::time(request.at)
+                ),
+            )
+        }),
+    };
+    match done {
+        Ok((status, title, text)) => html(status, view::message(title, &text)),
+        Err(error @ Error::InvalidConfig { .. }) => html(
+            StatusCode::BAD_REQUEST,
+            view::message(not_done, &error.to_string()),
+        ),
+        Err(error) => html(
+            StatusCode::SERVICE_UNAVAILABLE,
+            view::message(not_done, &error.to_string()),
+        ),
+    }
+}
+
 fn html(status: StatusCode, body: maud::Markup) -> Response {
     (
         status,
@@ -181,11 +302,12 @@ fn refusal(refused: Refused) -> Response {
         ),
         Refused::Origin => (
             StatusCode::FORBIDDEN,
-            "403: a release must come from the dashboard's own page (same Origin)\n",
+            "403: a release or a job's switch must come from the dashboard's own page \
+             (same Origin)\n",
         ),
         Refused::TooManyAttempts(_) => (
             StatusCode::TOO_MANY_REQUESTS,
-            "429: too many release attempts; try again in a few seconds\n",
+            "429: too many release token attempts; try again in a few seconds\n",
         ),
     };
     let mut response = (status, text).into_response();

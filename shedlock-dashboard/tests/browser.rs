@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use shedlock_conformance::{unique_key_prefix, unique_lock_name};
-use shedlock_core::{LockConfiguration, LockProvider};
+use shedlock_core::{Fleet, InMemoryLockProvider, JobDefinition, LockConfiguration, LockProvider};
 use shedlock_dashboard::{DashboardOptions, router};
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
@@ -61,6 +61,123 @@ async fn sqlite() {
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", file.display()));
     }
+}
+
+/// The page the dashboard opens on: the jobs, from the in-memory store's board (the store's
+/// own board is what the dashboard reads; its browser path is the same for every store). A
+/// job is paused and resumed from the page, through the confirmation and the token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs() {
+    let Some(webdriver) = webdriver_url() else {
+        return;
+    };
+    let provider = InMemoryLockProvider::new();
+    let fleet = Fleet::new(Arc::new(provider.clone()));
+    let report = JobDefinition::new("send_report", "0 0 6 * * *")
+        .with_zone("Europe/Paris")
+        .with_lock("send_report", Duration::from_secs(600), Duration::ZERO);
+    let import = JobDefinition::new("import_orders", "every 10s").with_lock(
+        "import_orders",
+        Duration::from_secs(60),
+        Duration::ZERO,
+    );
+    for instance in ["web-1", "web-2"] {
+        let jobs = [report.clone(), import.clone()];
+        fleet
+            .publish(instance, &jobs, Duration::from_secs(600))
+            .await
+            .unwrap();
+    }
+    let options = DashboardOptions::new()
+        .refresh(Duration::from_secs(3600))
+        .allow_release(RELEASE_TOKEN)
+        .unwrap();
+    // Served with the callers' addresses: a switch records who asked, from where.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/", listener.local_addr().unwrap());
+    let app = router(provider.clone(), options)
+        .into_make_service_with_connect_info::<std::net::SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let _one_at_a_time = BROWSER.lock().await;
+    let client = browser(&webdriver).await;
+    client.goto(&base).await.unwrap();
+    assert_eq!(
+        text(&client, "#jobs h2").await,
+        "Jobs",
+        "it opens on the jobs"
+    );
+    let row = r#"tr.job[data-name="send_report"]"#;
+    assert_eq!(text(&client, &format!("{row} .carriers .count")).await, "2");
+    assert_eq!(
+        text(&client, &format!("{row} .schedule")).await,
+        "0 0 6 * * * Europe/Paris"
+    );
+    assert_eq!(text(&client, &format!("{row} .paused")).await, "–");
+
+    // Pause, Resume: the button, the confirmation, the token.
+    let switch = |button: &'static str, token: &'static str| {
+        let (client, base) = (&client, &base);
+        async move {
+            client.goto(base).await.unwrap();
+            client
+                .find(Locator::Css(&format!("{row} button.{button}")))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+            assert!(
+                text(client, "#confirm-message")
+                    .await
+                    .contains("send_report")
+            );
+            client
+                .find(Locator::Css("#release-token"))
+                .await
+                .unwrap()
+                .send_keys(token)
+                .await
+                .unwrap();
+            client
+                .find(Locator::Css("#confirm-job"))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+            text(client, "#message").await
+        }
+    };
+    let paused = || async { fleet.job("send_report").await.unwrap().unwrap().paused };
+    assert_eq!(switch("pause", "wrong").await, "Wrong release token.");
+    assert!(paused().await.is_none());
+    let message = switch("pause", RELEASE_TOKEN).await;
+    assert!(message.contains("is paused across the fleet"), "{message}");
+    let by = paused().await.expect("the fleet has it paused").by;
+    assert!(by.starts_with("dashboard (127.0.0.1:"), "{by}");
+    client.goto(&base).await.unwrap();
+    assert_eq!(
+        text(&client, &format!("{row} .paused .state")).await,
+        "paused"
+    );
+    assert!(!client.source().await.unwrap().contains(RELEASE_TOKEN));
+    let message = switch("resume", RELEASE_TOKEN).await;
+    assert!(message.contains("is resumed"), "{message}");
+    assert!(paused().await.is_none());
+    client.goto(&base).await.unwrap();
+    assert_eq!(text(&client, &format!("{row} .paused")).await, "–");
+
+    // The locks are a click away.
+    client
+        .find(Locator::Css("#nav-locks"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(text(&client, "#locks h2").await, "Locks");
+    client.close().await.unwrap();
 }
 
 /// One test per store on a server, skipped without the store's test URL (`url`): SQL stores
@@ -268,7 +385,7 @@ async fn check(
         options.allow_release(RELEASE_TOKEN).unwrap(),
     ))
     .await;
-    let filter = format!("?prefix={}", names.prefix);
+    let filter = format!("?view=locks&prefix={}", names.prefix);
 
     let _one_at_a_time = BROWSER.lock().await;
     let client = browser(webdriver).await;

@@ -71,7 +71,7 @@ async fn names_holders_and_errors_are_text() {
     let failed = RunEnd::with_error(RunOutcome::Failed, "<iframe src=evil>");
     provider.run_finished(&start, &failed).await.unwrap();
 
-    let (status, page) = get(&router(provider, DashboardOptions::new()), "/").await;
+    let (status, page) = get(&router(provider, DashboardOptions::new()), "/?view=locks").await;
     assert_eq!(status, StatusCode::OK);
     for raw in ["<script>alert", "<img src=x", "<b>job", "<iframe"] {
         assert!(!page.contains(raw), "`{raw}` written raw");
@@ -108,7 +108,7 @@ async fn release_needs_the_flag_the_confirmation_and_the_token() {
 
     // Read-only: no button, and a POST is refused even with the right token.
     let read_only = router(provider.clone(), DashboardOptions::new());
-    assert!(!get(&read_only, "/").await.1.contains("Release…"));
+    assert!(!get(&read_only, "/?view=locks").await.1.contains("Release…"));
     let (status, _) = post(&read_only, &form(Some(TOKEN))).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(is_held().await);
@@ -117,7 +117,7 @@ async fn release_needs_the_flag_the_confirmation_and_the_token() {
         provider.clone(),
         DashboardOptions::new().allow_release(TOKEN).unwrap(),
     );
-    assert!(get(&releasing, "/").await.1.contains("Release…"));
+    assert!(get(&releasing, "/?view=locks").await.1.contains("Release…"));
     // The first step only asks: what, and the token.
     let (status, page) = post(&releasing, &form(None)).await;
     assert_eq!(status, StatusCode::OK);
@@ -148,13 +148,13 @@ async fn thousands_of_locks_are_paged_and_filtered() {
     let app = router(provider, DashboardOptions::new().page_size(100));
     let rows = |page: &str| page.matches(r#"<tr class="lock""#).count();
 
-    let (_, first) = get(&app, "/").await;
+    let (_, first) = get(&app, "/?view=locks").await;
     assert_eq!(rows(&first), 100);
-    assert!(first.contains(r#"href="?prefix=&amp;after=billing-0198""#));
-    let (_, filtered) = get(&app, "/?prefix=reports-").await;
+    assert!(first.contains(r#"href="?view=locks&amp;prefix=&amp;after=billing-0198""#));
+    let (_, filtered) = get(&app, "/?view=locks&prefix=reports-").await;
     assert_eq!(rows(&filtered), 100);
     assert!(!filtered.contains(r#"data-name="billing-"#));
-    let (_, last) = get(&app, "/?prefix=reports-&after=reports-1099").await;
+    let (_, last) = get(&app, "/?view=locks&prefix=reports-&after=reports-1099").await;
     assert_eq!(rows(&last), 50);
     assert!(
         !last.contains("next-page"),
@@ -169,6 +169,9 @@ async fn it_mounts_under_a_path() {
         router(InMemoryLockProvider::new(), DashboardOptions::new()),
     );
     let (status, page) = get(&app, "/ops/shedlock").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("<h2>Jobs</h2>"), "it opens on the jobs");
+    let (status, page) = get(&app, "/ops/shedlock?view=locks").await;
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains("<h2>Locks</h2>"));
     // The other pages are the same path with a query string: links stay under the mount.
@@ -203,7 +206,7 @@ async fn elections_runs_and_the_timeline() {
     provider.run_started(&died).await.unwrap();
 
     let options = DashboardOptions::new().elections(["batch", "nobody-runs"]);
-    let (_, page) = get(&router(provider, options), "/").await;
+    let (_, page) = get(&router(provider, options), "/?view=locks").await;
     assert!(page.contains(
         r#"<tr class="election" data-name="batch"><td class="name">batch</td><td class="holder">web-1</td>"#
     ));
@@ -241,7 +244,7 @@ async fn another_host_gets_no_page() {
         request.body(Body::empty()).unwrap()
     };
     for host in ["localhost:8080", "127.0.0.1", "[::1]:1234"] {
-        let (status, page) = call(&app, request(Some(host), "/")).await;
+        let (status, page) = call(&app, request(Some(host), "/?view=locks")).await;
         assert_eq!(status, StatusCode::OK, "{host}");
         assert!(page.contains(r#"data-name="nightly""#));
     }
@@ -441,15 +444,15 @@ async fn a_locks_runs_are_paged_with_cursors() {
     assert_eq!(tokens, newest_first, "every run once, newest first");
 
     // The overview lists 5 and links the rest.
-    let (_, overview) = get(&app, "/").await;
+    let (_, overview) = get(&app, "/?view=locks").await;
     assert_eq!(overview.matches(r#"<tr class="run failed""#).count(), 5);
     assert!(overview.contains(r#"<a class="all-runs" href="?lock=hourly">"#));
 
     let (status, page) = get(&app, "/?lock=").await;
     assert_eq!(status, StatusCode::OK);
     assert!(
-        page.contains("<h2>Locks</h2>"),
-        "an empty lock is the overview"
+        page.contains("<h2>Jobs</h2>"),
+        "an empty lock is the page the dashboard opens on"
     );
     let (status, _) = get(&app, "/?run=not-a-cursor").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -477,8 +480,8 @@ async fn recent_runs_without_a_lock_record_are_shown() {
         provider.run_finished(&start, &end).await.unwrap();
     }
     let app = router(provider, DashboardOptions::new().page_size(2));
-    let (_, first) = get(&app, "/").await;
-    let (_, second) = get(&app, "/?prefix=&after=c").await;
+    let (_, first) = get(&app, "/?view=locks").await;
+    let (_, second) = get(&app, "/?view=locks&prefix=&after=c").await;
     let shown = |page: &str, name: &str| {
         page.contains(&format!(r#"<table class="runs" data-lock="{name}">"#))
     };

@@ -11,10 +11,11 @@ pub(super) fn locks(snapshot: &Snapshot, options: &DashboardOptions, query: &Pag
         section #locks {
             h2 { "Locks" }
             form method="get" {
+                input type="hidden" name="view" value="locks";
                 label { "Name starts with " input #prefix type="search" name="prefix" value=(query.prefix); }
                 " " button type="submit" { "Filter" }
                 @if !query.prefix.is_empty() || !query.after.is_empty() {
-                    " " a href="?" { "All locks" }
+                    " " a href="?view=locks" { "All locks" }
                 }
             }
             @if snapshot.locks.is_empty() {
@@ -77,7 +78,11 @@ pub(super) fn locks(snapshot: &Snapshot, options: &DashboardOptions, query: &Pag
 
 /// The next page's query string, its values percent-encoded.
 fn next_page(prefix: &str, after: &str) -> String {
-    format!("?prefix={}&after={}", encode(prefix), encode(after))
+    format!(
+        "?view=locks&prefix={}&after={}",
+        encode(prefix),
+        encode(after)
+    )
 }
 
 pub(super) fn elections(snapshot: &Snapshot) -> Markup {
@@ -114,7 +119,7 @@ mod tests {
     fn page_links_encode_their_values() {
         assert_eq!(
             super::next_page("a b", "x&y=<z>"),
-            "?prefix=a%20b&after=x%26y%3D%3Cz%3E"
+            "?view=locks&prefix=a%20b&after=x%26y%3D%3Cz%3E"
         );
     }
 }

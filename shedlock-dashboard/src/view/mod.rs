@@ -5,6 +5,7 @@
 //! runs of each, every error cut to [`SHORT_ERROR`] characters with its whole text on the
 //! run's own page (written once there, never in the overview).
 
+mod jobs;
 mod locks;
 mod runs;
 mod timeline;
@@ -15,7 +16,8 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use shedlock_core::RunCursor;
 
 use crate::DashboardOptions;
-use crate::form::ReleaseForm;
+use crate::form::{JobAction, JobForm, ReleaseForm};
+use crate::jobs::JobsPage;
 use crate::read::{History, OneRun, PageQuery, Snapshot};
 
 const CSS: &str = include_str!("page.css");
@@ -48,10 +50,22 @@ fn layout(title: &str, body: Markup, refresh: Option<Duration>) -> Markup {
     }
 }
 
-fn header(store_time: SystemTime, options: &DashboardOptions) -> Markup {
+/// The listing a page belongs to, marked in the navigation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Current {
+    Jobs,
+    Locks,
+}
+
+fn header(store_time: SystemTime, options: &DashboardOptions, current: Current) -> Markup {
     html! {
         header {
             h1 { a href="?" { "shedlock" } }
+            nav.views {
+                a #nav-jobs href="?" aria-current=[(current == Current::Jobs).then_some("page")] { "Jobs" }
+                " "
+                a #nav-locks href="?view=locks" aria-current=[(current == Current::Locks).then_some("page")] { "Locks" }
+            }
             span.meta { "store time " (time(store_time)) }
             @if options.release_allowed() {
                 span.meta.warn { "release enabled" }
@@ -62,22 +76,31 @@ fn header(store_time: SystemTime, options: &DashboardOptions) -> Markup {
     }
 }
 
-/// The overview.
+/// The jobs view, the page the dashboard opens on.
+pub(crate) fn jobs_page(page: &JobsPage, options: &DashboardOptions, query: &PageQuery) -> Markup {
+    let body = html! {
+        (header(page.store_time, options, Current::Jobs))
+        (jobs::jobs(page, options, query))
+    };
+    layout("shedlock dashboard: jobs", body, Some(options.refresh))
+}
+
+/// The locks view.
 pub(crate) fn page(snapshot: &Snapshot, options: &DashboardOptions, query: &PageQuery) -> Markup {
     let body = html! {
-        (header(snapshot.store_time, options))
+        (header(snapshot.store_time, options, Current::Locks))
         (timeline::timeline(snapshot))
         (locks::locks(snapshot, options, query))
         (locks::elections(snapshot))
         (runs::latest(snapshot, options))
     };
-    layout("shedlock dashboard", body, Some(options.refresh))
+    layout("shedlock dashboard: locks", body, Some(options.refresh))
 }
 
 /// One lock's runs, a page of them.
 pub(crate) fn history_page(history: &History, options: &DashboardOptions) -> Markup {
     let body = html! {
-        (header(history.store_time, options))
+        (header(history.store_time, options, Current::Locks))
         (runs::history(history))
     };
     layout(&format!("runs of {}", history.name), body, None)
@@ -86,7 +109,7 @@ pub(crate) fn history_page(history: &History, options: &DashboardOptions) -> Mar
 /// One run, whole.
 pub(crate) fn run_page(run: &OneRun, options: &DashboardOptions) -> Markup {
     let body = html! {
-        (header(run.store_time, options))
+        (header(run.store_time, options, Current::Locks))
         (runs::one_run(run))
     };
     layout(&format!("a run of {}", run.name), body, None)
@@ -119,10 +142,44 @@ pub(crate) fn confirm_release(form: &ReleaseForm) -> Markup {
             " "
             button #confirm-release type="submit" { "Release" }
             " "
-            a href="?" { "Cancel" }
+            a href="?view=locks" { "Cancel" }
         }
     };
     layout("Release this lock?", body, None)
+}
+
+/// A job switch's confirmation: what will be done to which job, and the token.
+pub(crate) fn confirm_job(form: &JobForm) -> Markup {
+    let (title, what) = match form.action {
+        JobAction::Pause => (
+            "Pause this job?",
+            "across the fleet? No instance starts a tick of it from its next poll on, whatever \
+             restarts, until it is resumed; a run under way is not stopped.",
+        ),
+        JobAction::Resume => (
+            "Resume this job?",
+            "across the fleet? Its instances start its ticks again from their next poll.",
+        ),
+        JobAction::RunNow => (
+            "Run this job now?",
+            "now, once, on one of the instances carrying it (the first to poll takes it)? It \
+             runs under its lock as a tick would.",
+        ),
+    };
+    let body = html! {
+        h1 { (title) }
+        p #confirm-message { (form.action.label()) " " code { (form.job) } " " (what) }
+        form method="post" {
+            input type="hidden" name="action" value=(form.action.as_str());
+            input type="hidden" name="job" value=(form.job);
+            label { "Release token " input #release-token type="password" name="release_token" autocomplete="off" required; }
+            " "
+            button #confirm-job type="submit" { (form.action.label()) }
+            " "
+            a href="?" { "Cancel" }
+        }
+    };
+    layout(title, body, None)
 }
 
 /// A store time for people: RFC 3339 to the second, UTC.

@@ -100,7 +100,7 @@ pub(crate) fn history(history: &History) -> Markup {
                 @if let Some(older) = &history.older {
                     a #older href=(history_link(&history.name, Some(older))) { "older →" }
                 }
-                " " a href="?" { "all locks" }
+                " " a href="?view=locks" { "all locks" }
             }
         }
     }
@@ -154,7 +154,7 @@ pub(crate) fn one_run(one: &OneRun) -> Markup {
             }
             nav {
                 a href=(history_link(&one.name, None)) { "← runs of " (one.name) }
-                " " a href="?" { "all locks" }
+                " " a href="?view=locks" { "all locks" }
             }
         }
     }
