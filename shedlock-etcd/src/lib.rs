@@ -140,6 +140,21 @@
 //! within their retention. Leases live: one per held lock, one per running run's heartbeat,
 //! and about 65 for every run record kept, never one per record.
 //!
+//! # Fleet board
+//!
+//! [`EtcdLockProvider`] is the fleet's [`Board`](shedlock_core::Board) (what
+//! [`Fleet`](shedlock_core::Fleet) publishes and switches): one key per entry,
+//! `<prefix>board/<key>`, the value after a header line holding when it was written and its
+//! time to live. Versions are the key's `mod_revision`; a write or removal under a condition
+//! is one transaction comparing `create_revision` (absent) or `mod_revision` (two when the
+//! entry read has a time to live: a read and a compare-and-set); a read of a prefix is one
+//! range request per 200 entries, all at one revision. An entry with a time to live is put on
+//! an etcd lease of that length rounded up to whole seconds (one more round trip), so etcd
+//! deletes it; as etcd has no clock to read, `written_at` is the writing instance's clock
+//! (milliseconds) and `expires_at` that plus the time to live (milliseconds, rounded up), and
+//! a reader takes an entry past `expires_at` on its own clock as gone, before its lease (which
+//! runs at least that long) deletes it: as for the locks, keep the fleet's clocks in sync.
+//!
 //! # Fencing tokens
 //!
 //! A lease's token is the revision of the transaction that granted it. etcd's revision counts
@@ -175,6 +190,7 @@
 //! have.
 
 mod batch;
+mod board;
 mod builder;
 mod claim;
 mod client;

@@ -19,6 +19,7 @@ pub const DEFAULT_PREFIX: &str = "shedlock/";
 ///   index of every lock's runs by start; `<prefix>run-alive/<name>/<id>`: heartbeats of
 ///   running runs; `<prefix>run-leases/…`: the leases run records live on (see `runs`).
 /// - `<prefix>elections/<name>/<lease>`: the candidates of an election.
+/// - `<prefix>board/<key>`: the fleet's board (see `board`).
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
     prefix: String,
@@ -63,6 +64,12 @@ impl Keys {
 
     pub(crate) fn tick(&self, name: &str) -> Vec<u8> {
         self.key("ticks", name)
+    }
+
+    /// The key of board entry `key` (`board/<key>`, the key as it is: etcd keys are bytes and
+    /// sort bytewise).
+    pub(crate) fn board(&self, key: &str) -> Vec<u8> {
+        self.key("board", key)
     }
 
     /// The start of a section's keys (`<prefix><section>/`).

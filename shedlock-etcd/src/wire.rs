@@ -44,6 +44,9 @@ pub(crate) struct RangeRequest {
     pub(crate) range_end: Vec<u8>,
     #[prost(int64, tag = "3")]
     pub(crate) limit: i64,
+    /// The revision to read at (0: the latest).
+    #[prost(int64, tag = "4")]
+    pub(crate) revision: i64,
     /// 0 (none: ascending, as etcd stores keys, stopping at the limit) or [`SORT_DESCEND`],
     /// by key (`sort_target` 0).
     #[prost(int32, tag = "5")]
@@ -152,6 +155,8 @@ pub(crate) const TARGET_CREATE: i32 = 1;
 pub(crate) const TARGET_MOD: i32 = 2;
 /// `Compare.target`: the key's value.
 pub(crate) const TARGET_VALUE: i32 = 3;
+/// `Compare.target`: the lease the key is attached to (0: none).
+pub(crate) const TARGET_LEASE: i32 = 4;
 
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct Compare {
@@ -161,7 +166,7 @@ pub(crate) struct Compare {
     pub(crate) target: i32,
     #[prost(bytes = "vec", tag = "3")]
     pub(crate) key: Vec<u8>,
-    #[prost(oneof = "TargetUnion", tags = "5, 6, 7")]
+    #[prost(oneof = "TargetUnion", tags = "5, 6, 7, 8")]
     pub(crate) target_union: Option<TargetUnion>,
 }
 
@@ -173,6 +178,8 @@ pub(crate) enum TargetUnion {
     ModRevision(i64),
     #[prost(bytes, tag = "7")]
     Value(Vec<u8>),
+    #[prost(int64, tag = "8")]
+    Lease(i64),
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -375,6 +382,16 @@ pub(crate) fn value_is(key: &[u8], value: &[u8]) -> Compare {
         target: TARGET_VALUE,
         key: key.to_vec(),
         target_union: Some(TargetUnion::Value(value.to_vec())),
+    }
+}
+
+/// `key` is attached to `lease` (0: to none; also true of a key that does not exist).
+pub(crate) fn leased_to(key: &[u8], lease: i64) -> Compare {
+    Compare {
+        result: EQUAL,
+        target: TARGET_LEASE,
+        key: key.to_vec(),
+        target_union: Some(TargetUnion::Lease(lease)),
     }
 }
 
