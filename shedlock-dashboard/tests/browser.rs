@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use shedlock_conformance::{unique_key_prefix, unique_lock_name};
-use shedlock_core::{Fleet, InMemoryLockProvider, JobDefinition, LockConfiguration, LockProvider};
+use shedlock_core::{
+    Board, BoardCondition, BoardEntry, Error, Fleet, InMemoryLockProvider, JobDefinition,
+    LockConfiguration, LockProvider, async_trait,
+};
 use shedlock_dashboard::{DashboardOptions, router};
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
@@ -118,36 +121,7 @@ async fn jobs() {
     // Pause, Resume: the button, the confirmation, the token.
     let switch = |button: &'static str, token: &'static str| {
         let (client, base) = (&client, &base);
-        async move {
-            client.goto(base).await.unwrap();
-            client
-                .find(Locator::Css(&format!("{row} button.{button}")))
-                .await
-                .unwrap()
-                .click()
-                .await
-                .unwrap();
-            assert!(
-                text(client, "#confirm-message")
-                    .await
-                    .contains("send_report")
-            );
-            client
-                .find(Locator::Css("#release-token"))
-                .await
-                .unwrap()
-                .send_keys(token)
-                .await
-                .unwrap();
-            client
-                .find(Locator::Css("#confirm-job"))
-                .await
-                .unwrap()
-                .click()
-                .await
-                .unwrap();
-            text(client, "#message").await
-        }
+        async move { switch_job(client, base, "send_report", button, token).await }
     };
     let paused = || async { fleet.job("send_report").await.unwrap().unwrap().paused };
     assert_eq!(switch("pause", "wrong").await, "Wrong release token.");
@@ -178,6 +152,62 @@ async fn jobs() {
         .unwrap();
     assert_eq!(text(&client, "#locks h2").await, "Locks");
     client.close().await.unwrap();
+}
+
+/// A store's board as [`Fleet`] takes one (the store's provider is shared as a
+/// `dyn LockProvider` here).
+#[derive(Debug)]
+struct StoreBoard(Arc<dyn LockProvider>);
+
+#[async_trait]
+impl Board for StoreBoard {
+    async fn board_read(&self, prefix: &str) -> Result<Vec<BoardEntry>, Error> {
+        self.0.board().unwrap().board_read(prefix).await
+    }
+    async fn board_write(
+        &self,
+        key: &str,
+        value: &str,
+        condition: BoardCondition,
+        ttl: Option<Duration>,
+    ) -> Result<Option<u64>, Error> {
+        let board = self.0.board().unwrap();
+        board.board_write(key, value, condition, ttl).await
+    }
+    async fn board_remove(&self, key: &str, condition: BoardCondition) -> Result<bool, Error> {
+        self.0.board().unwrap().board_remove(key, condition).await
+    }
+}
+
+/// On `base` (filtered by `query`), clicks the `button` of job `job`, confirms with `token`:
+/// the message the dashboard answers.
+async fn switch_job(client: &Client, page: &str, job: &str, button: &str, token: &str) -> String {
+    client.goto(page).await.unwrap();
+    client
+        .find(Locator::Css(&format!(
+            r#"tr.job[data-name="{job}"] button.{button}"#
+        )))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert!(text(client, "#confirm-message").await.contains(job));
+    client
+        .find(Locator::Css("#release-token"))
+        .await
+        .unwrap()
+        .send_keys(token)
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("#confirm-job"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    text(client, "#message").await
 }
 
 /// One test per store on a server, skipped without the store's test URL (`url`): SQL stores
@@ -541,6 +571,42 @@ async fn check(
     assert!(!inspector.lock_record(&held).await.unwrap().unwrap().held);
     client.goto(&format!("{read_only}{filter}")).await.unwrap();
     assert_eq!(text(&client, &format!("{held_row} .state")).await, "free");
+
+    // The jobs, on a store that keeps the fleet's board: a job published, paused and resumed
+    // from the page, as the store's board has it.
+    if web1.board().is_some() {
+        let fleet = Fleet::new(Arc::new(StoreBoard(Arc::clone(&web1))));
+        let (job, instance) = (names.of("fleet_job"), names.of("web-1"));
+        let definition = JobDefinition::new(job.clone(), "0 0 6 * * *").with_lock(
+            job.clone(),
+            Duration::from_secs(60),
+            Duration::ZERO,
+        );
+        fleet
+            .publish(&instance, &[definition], Duration::from_secs(600))
+            .await
+            .unwrap();
+        let jobs = format!("{releasing}?prefix={}", names.prefix);
+        client.goto(&jobs).await.unwrap();
+        let job_row = format!(r#"tr.job[data-name="{job}"]"#);
+        assert_eq!(
+            text(&client, &format!("{job_row} .carriers .count")).await,
+            "1"
+        );
+        let message = switch_job(&client, &jobs, &job, "pause", RELEASE_TOKEN).await;
+        assert!(message.contains("is paused"), "{message}");
+        let paused = fleet.job(&job).await.unwrap().unwrap().paused;
+        assert_eq!(paused.map(|paused| paused.by).as_deref(), Some("dashboard"));
+        client.goto(&jobs).await.unwrap();
+        assert_eq!(
+            text(&client, &format!("{job_row} .paused .state")).await,
+            "paused"
+        );
+        let message = switch_job(&client, &jobs, &job, "resume", RELEASE_TOKEN).await;
+        assert!(message.contains("is resumed"), "{message}");
+        assert!(fleet.job(&job).await.unwrap().unwrap().paused.is_none());
+        fleet.withdraw(&instance).await.unwrap();
+    }
 
     client.close().await.unwrap();
     drop(held_lock);
