@@ -97,6 +97,7 @@ impl JobMetrics {
             JobOutcome::Executed { .. } => "succeeded",
             JobOutcome::Skipped => "skipped",
             JobOutcome::NotLeader => "not_leader",
+            JobOutcome::Paused => "paused",
             JobOutcome::Missed { .. } => "missed",
             JobOutcome::LeadershipLost => "leadership_lost",
             JobOutcome::Failed(_) => "failed",

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -18,6 +19,7 @@ use crate::{
     Clock, Elector, Error, Job, JobRegistry, LeaderElection, LockEvent, LockListener, LockProvider,
     LockingTaskExecutor, SchedulerConfig, SystemClock,
 };
+use shedlock_core::Fleet;
 
 /// Builds a [`Scheduler`]; see [`Scheduler::builder`].
 pub struct SchedulerBuilder<S> {
@@ -28,6 +30,8 @@ pub struct SchedulerBuilder<S> {
     registry: JobRegistry<S>,
     listeners: Vec<Arc<dyn LockListener>>,
     clock: Arc<dyn Clock>,
+    /// Publish the jobs to the provider's board, polling it this often.
+    publish_jobs: Option<Duration>,
 }
 
 impl SchedulerBuilder<()> {
@@ -39,6 +43,7 @@ impl SchedulerBuilder<()> {
             registry: JobRegistry::new(()),
             listeners: Vec::new(),
             clock: Arc::new(SystemClock),
+            publish_jobs: None,
         }
     }
 }
@@ -92,7 +97,29 @@ impl<S> SchedulerBuilder<S> {
             registry,
             listeners: self.listeners,
             clock: self.clock,
+            publish_jobs: self.publish_jobs,
         }
+    }
+
+    /// Publishes this scheduler's jobs to the fleet's board in the provider's store
+    /// ([`LockProvider::board`]; every store of this workspace keeps one, SQL in a table
+    /// `create_schema` makes), beats every second while it runs and withdraws at shutdown; and
+    /// heeds the fleet's switches: a job paused there (`shedlock jobs pause`, the dashboard,
+    /// [`Fleet::pause`](shedlock_core::Fleet::pause)) starts no tick here from the next poll on
+    /// (and from the first tick on after a restart), and a run asked for
+    /// ([`Fleet::run_now`](shedlock_core::Fleet::run_now)) is run once by one instance.
+    /// Checked at [`start`](Self::start): a provider without a board is an error.
+    pub fn publish_jobs(mut self) -> Self {
+        self.publish_jobs = Some(super::fleet::DEFAULT_POLL);
+        self
+    }
+
+    /// [`publish_jobs`](Self::publish_jobs), polling the board every `interval` instead of
+    /// every second (50 ms to 1 h): how soon a pause or a run asked for is seen; an instance
+    /// counts as gone after ten intervals without a beat.
+    pub fn publish_jobs_every(mut self, interval: Duration) -> Self {
+        self.publish_jobs = Some(interval);
+        self
     }
 }
 
@@ -106,6 +133,9 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
     pub async fn start(self) -> Result<Scheduler, Error> {
         let config = self.config;
         config.validate()?;
+        if let Some(poll) = self.publish_jobs {
+            super::fleet::validate_poll(poll)?;
+        }
         let locks_released = Arc::new(AtomicUsize::new(0));
         let shutdown = CancellationToken::new();
         let executor = self.provider.map(|provider| {
@@ -156,7 +186,12 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
                 ..ShutdownCounters::default()
             },
             tasks: tokio_util::task::TaskTracker::new(),
+            paused: super::fleet::PausedJobs::default(),
         });
+        let fleet = match self.publish_jobs {
+            Some(poll) => Some(fleet_link(&runtime, poll).await?),
+            None => None,
+        };
 
         let count = prepared.len();
         let (commands, changes) = match config.enabled {
@@ -177,6 +212,10 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
         );
         let roster = Arc::new(roster);
         let mut loops = JoinSet::new();
+        if let Some(link) = fleet {
+            let roster = Arc::clone(&roster) as Arc<dyn super::roster::AnyRoster>;
+            loops.spawn(super::fleet::run(link, roster, Arc::clone(&runtime)));
+        }
         if let Some(changes) = changes {
             let (timer, ended) = Timer::new(Arc::clone(&roster));
             loops.spawn(timer.run(ended, placed, changes));
@@ -190,6 +229,37 @@ impl<S: Clone + Send + Sync + 'static> SchedulerBuilder<S> {
             loops: Mutex::new(Some(loops)),
         })
     }
+}
+
+/// The fleet's board of the runtime's provider, with the switches as they are now: a job
+/// paused across the fleet does not start here, not even its first tick.
+async fn fleet_link(runtime: &Runtime, poll: Duration) -> Result<super::fleet::FleetLink, Error> {
+    let provider = runtime
+        .executor
+        .as_ref()
+        .map(|executor| Arc::clone(executor.provider()));
+    let Some(provider) = provider else {
+        return Err(Error::Scheduler(
+            "publish_jobs needs a lock provider: the fleet's board is kept in its store".into(),
+        ));
+    };
+    let instance = provider.holder().to_owned();
+    let Some(fleet) = Fleet::of_provider(provider) else {
+        return Err(Error::Scheduler(
+            "publish_jobs: the provider keeps no board of the fleet's jobs".into(),
+        ));
+    };
+    match fleet.switches().await {
+        Ok(switches) => runtime.paused.set(switches.paused.into_keys().collect()),
+        // Started while the store is away: the pauses are heeded from the first poll that
+        // reads them.
+        Err(error) => tracing::warn!(%error, "could not read the fleet's switches at start"),
+    }
+    Ok(super::fleet::FleetLink {
+        fleet,
+        poll,
+        instance,
+    })
 }
 
 /// One election per distinct leader name of the leader-only jobs, on the scheduler's elector.

@@ -12,6 +12,7 @@
 mod builder;
 pub(crate) mod config;
 mod control;
+mod fleet;
 pub(crate) mod job;
 mod plan;
 mod recovery;

@@ -19,6 +19,7 @@ use super::control::RemoveMode;
 use super::runtime::{PreparedJob, Runtime};
 use super::status::{JobState, JobStatus};
 use crate::{Error, Job, LeaderElection, SchedulerConfig};
+use shedlock_core::JobDefinition;
 
 /// A change for the timer; `done` is answered once the timer made it.
 pub(crate) enum Command<S> {
@@ -392,6 +393,13 @@ pub(crate) trait AnyRoster: Send + Sync {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
     /// The state's type name, for errors.
     fn state_type(&self) -> &'static str;
+    /// Changes whenever a job is added, replaced or removed (the jobs listed and their
+    /// definitions' addresses): whether to publish them again.
+    fn signature(&self) -> usize;
+    /// What this instance publishes of its jobs to the fleet's board.
+    fn definitions(&self) -> Vec<JobDefinition>;
+    /// Whether the job `name` is listed.
+    fn carries(&self, name: &str) -> bool;
 }
 
 impl<S: Clone + Send + Sync + 'static> AnyRoster for Roster<S> {
@@ -414,5 +422,44 @@ impl<S: Clone + Send + Sync + 'static> AnyRoster for Roster<S> {
 
     fn state_type(&self) -> &'static str {
         std::any::type_name::<S>()
+    }
+
+    fn signature(&self) -> usize {
+        let listing = self.listing();
+        listing
+            .jobs
+            .iter()
+            .fold(listing.jobs.len(), |signature, listed| {
+                signature
+                    .wrapping_mul(31)
+                    .wrapping_add(Arc::as_ptr(&listed.job) as usize)
+            })
+    }
+
+    fn definitions(&self) -> Vec<JobDefinition> {
+        let jobs: Vec<Arc<PreparedJob<S>>> = {
+            let listing = self.listing();
+            let mut listed: Vec<&Listed<S>> = listing.jobs.iter().collect();
+            listed.sort_unstable_by_key(|listed| listed.slot);
+            listed
+                .iter()
+                .map(|listed| Arc::clone(&listed.job))
+                .collect()
+        };
+        jobs.iter()
+            .map(|job| {
+                super::fleet::definition(
+                    &job.name,
+                    &job.schedule,
+                    self.runtime.zone,
+                    job.lock.as_ref().map(|lock| &lock.config),
+                    job.leader.as_ref().map(|election| election.name()),
+                )
+            })
+            .collect()
+    }
+
+    fn carries(&self, name: &str) -> bool {
+        self.listing().jobs.contains(name)
     }
 }

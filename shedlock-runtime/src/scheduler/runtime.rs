@@ -34,6 +34,9 @@ pub(crate) struct Runtime {
     /// Background work besides the job loops (watchers of interrupted runs): awaited at
     /// shutdown with them.
     pub(crate) tasks: TaskTracker,
+    /// The jobs paused across the fleet, as last polled from the store's board (empty unless
+    /// the scheduler publishes its jobs).
+    pub(crate) paused: super::fleet::PausedJobs,
 }
 
 /// Outcomes of the runs in progress when shutdown began.

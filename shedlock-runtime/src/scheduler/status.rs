@@ -21,6 +21,10 @@ pub enum JobOutcome {
     Skipped,
     /// A leader-only job's tick came while this instance did not lead; it was skipped.
     NotLeader,
+    /// The job is paused across the fleet (`shedlock jobs pause`,
+    /// [`Fleet::pause`](shedlock_core::Fleet::pause));
+    /// the tick was skipped.
+    Paused,
     /// The tick would have started more than the misfire threshold after its fire time (a
     /// process pause, an overloaded host); it was not run.
     Missed {
@@ -166,7 +170,7 @@ impl JobState {
             JobOutcome::StoreError(_) => {
                 ticks.store_errors.fetch_add(1, Ordering::Relaxed);
             }
-            JobOutcome::NotLeader => {}
+            JobOutcome::NotLeader | JobOutcome::Paused => {}
             _ => {
                 ticks.executions.fetch_add(1, Ordering::Relaxed);
             }

@@ -158,6 +158,11 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
         if runtime.shutdown.is_cancelled() {
             return false;
         }
+        if runtime.paused.contains(&self.name) {
+            tracing::debug!(job = %self.name, "paused across the fleet, skipped");
+            status.record(&self.name, JobOutcome::Paused);
+            return false;
+        }
         let late = Instant::now().saturating_duration_since(due.at);
         let misfire_threshold = self.misfire_threshold(runtime);
         if late > misfire_threshold && due.catch_up.is_none() && due.rerun.is_none() {
