@@ -351,6 +351,10 @@ impl LockProvider for EtcdLockProvider {
     fn inspector(&self) -> Option<&dyn LockInspector> {
         Some(self)
     }
+
+    fn board(&self) -> Option<&dyn shedlock_core::Board> {
+        Some(self)
+    }
 }
 
 /// The error for key `kv` of lock `lock` holding a value shedlock did not write.

@@ -483,6 +483,10 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
     fn inspector(&self) -> Option<&dyn LockInspector> {
         Some(self)
     }
+
+    fn board(&self) -> Option<&dyn shedlock_core::Board> {
+        Some(self)
+    }
 }
 
 impl<D: Dialect> SqlLockProvider<D> {

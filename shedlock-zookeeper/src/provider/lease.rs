@@ -264,4 +264,8 @@ impl LockProvider for ZkLockProvider {
     fn inspector(&self) -> Option<&dyn LockInspector> {
         Some(self)
     }
+
+    fn board(&self) -> Option<&dyn shedlock_core::Board> {
+        Some(self)
+    }
 }
