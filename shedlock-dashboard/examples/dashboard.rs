@@ -3,7 +3,8 @@
 //! page shows who ran each tick.
 //!
 //! Run with: `cargo run -p shedlock-dashboard --example dashboard`, then open
-//! <http://127.0.0.1:8080/>. Add `-- release` to allow releasing locks with the token `demo-release-token`.
+//! <http://127.0.0.1:8080/> (the jobs; the locks at `?view=locks`). Add `-- release` to allow
+//! releasing locks, pausing, resuming and running jobs with the token `demo-release-token`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,6 +59,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .provider(store.with_holder(format!("web-{instance}")))
             .config(SchedulerConfig::default())
             .registry(JobRegistry::new(()).add(report).add(import).add(rebuild))
+            // On the jobs view, with their carriers; pausable from it with `-- release`.
+            .publish_jobs()
             .start()
             .await?;
         schedulers.push(scheduler);
