@@ -58,6 +58,14 @@ mod conformance_memory {
         use super::*;
         shedlock_conformance::runs_tests!(async { Some(harness_over(memory_provider().await)) });
     }
+
+    /// The fleet's board in memory: one connection, none of the provider's own.
+    mod fleet {
+        use super::*;
+        shedlock_conformance::fleet_tests!(async {
+            Some(common::board::BoardHarness::new(memory_provider().await))
+        });
+    }
 }
 
 /// A provider (its table created) on a pool of 4 connections to the database file at `url`,
