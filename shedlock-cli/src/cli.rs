@@ -166,6 +166,71 @@ pub(crate) enum Command {
     /// Serve a page of the locks (a page at a time), the leaders of the elections named with
     /// --election and each job's latest runs (read-only unless --allow-release).
     Dashboard(DashboardArgs),
+    /// List and show the jobs the fleet's instances publish to the store (schedule, next fire
+    /// time, instances carrying them, paused or not), pause and resume them across the fleet,
+    /// and ask for a run now.
+    #[command(subcommand)]
+    Jobs(JobsCommand),
+}
+
+/// The `jobs` subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum JobsCommand {
+    /// Every job a live instance carries or an operator paused, by name: schedule, next fire
+    /// time (cron), instances carrying it (and how many run it differently), paused or not,
+    /// a run asked for.
+    #[command(after_help = EXIT_CODES)]
+    List {
+        /// One JSON array of job objects (fields: name, schedule, zone, lock,
+        /// lock_at_most_for_ms, lock_at_least_for_ms, policy, next_fire, paused {by, at},
+        /// run_request {id, by, at, taken_by}, definitions_differ, carriers [{instance,
+        /// seen_at, alive_until, differs, schedule, zone}]).
+        #[arg(long)]
+        json: bool,
+    },
+    /// One job, with each instance carrying it (exit 3 if none does and it is not paused).
+    #[command(after_help = EXIT_CODES)]
+    Show {
+        /// The job's name.
+        name: String,
+        /// One JSON object with the fields of `jobs list --json`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause a job on every instance: none starts it from its next poll of the store on
+    /// (1 s by default), whatever restarts, until `jobs resume`. A run in flight finishes.
+    /// Exit 3 if no live instance carries it, unless --force.
+    #[command(after_help = EXIT_CODES)]
+    Pause {
+        /// The job's name.
+        name: String,
+        /// Who pauses it, as shown to others [default: USER@host (shedlock)].
+        #[arg(long)]
+        by: Option<String>,
+        /// Pause it even though no live instance carries it (all of them down).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Resume a paused job: its next tick runs.
+    #[command(after_help = EXIT_CODES)]
+    Resume {
+        /// The job's name.
+        name: String,
+    },
+    /// Run a job now, once, on one instance carrying it (even while paused), under its lock
+    /// and recorded in its runs as a run by hand. Asking while an earlier request waits for an
+    /// instance joins it. Exit 3 if no live instance carries it.
+    #[command(after_help = EXIT_CODES)]
+    Run {
+        /// The job's name.
+        name: String,
+        /// Who asks, as shown to others [default: USER@host (shedlock)].
+        #[arg(long)]
+        by: Option<String>,
+        /// Wait up to this long for an instance to take it and say which (e.g. 10s).
+        #[arg(long, value_name = "DURATION", value_parser = shedlock_rules::parse_duration)]
+        wait: Option<Duration>,
+    },
 }
 
 /// The largest page `locks list` and `runs list` read at once.

@@ -4,7 +4,7 @@
 use crate::cli::{Cli, Command, DatabaseArgs, DbKind, SchemaArgs};
 use crate::failure::{Exit, Failure};
 use crate::store::{self, OpenStore, Store};
-use crate::{dashboard, locks, runs};
+use crate::{dashboard, jobs, locks, runs};
 
 /// Runs the command line's command: the exit status, or the failure to print.
 pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
@@ -26,6 +26,12 @@ pub(crate) async fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Runs(command) => {
             on_open(store, args, async |open| {
                 runs::run(open.provider.run_log(), &open.runs, command).await
+            })
+            .await
+        }
+        Command::Jobs(command) => {
+            on_open(store, args, async |open| {
+                jobs::run(&open.fleet(), command).await
             })
             .await
         }

@@ -47,7 +47,9 @@ pub(crate) async fn run(store: &OpenStore, args: &DashboardArgs) -> Result<Exit,
         Some(elector) => router(WithElector::new(provider, elector.clone()), options),
         None => router(provider, options),
     };
-    axum::serve(listener, router)
+    // With the caller's address: a switch made from the page is recorded as by it.
+    let service = router.into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, service)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })

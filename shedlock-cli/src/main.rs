@@ -16,6 +16,7 @@ mod dashboard;
 mod doctor;
 mod elections;
 mod failure;
+mod jobs;
 mod locks;
 mod output;
 mod runs;

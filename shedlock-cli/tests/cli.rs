@@ -159,7 +159,7 @@ impl Db {
                 }
             }
             None => {
-                let sql = format!("DROP TABLE IF EXISTS {0}, {0}_runs", self.table);
+                let sql = format!("DROP TABLE IF EXISTS {0}, {0}_runs, {0}_board", self.table);
                 execute(&self.url, &sql).await;
             }
         }
@@ -192,6 +192,14 @@ async fn paged_runs<D: Dialect>(db: &Db) {
     let provider = provider::<D>(&db.url, &db.table, "web-1").await;
     let log = provider.run_log().expect("SQL keeps run records");
     common::assert_runs_paged(|args| db.shedlock(args), log).await;
+}
+
+async fn steer_jobs<D: Dialect>(db: &Db) {
+    let provider = provider::<D>(&db.url, &db.table, "web-1").await;
+    let fleet = shedlock_core::Fleet::of_provider(std::sync::Arc::new(provider))
+        .expect("SQL keeps a board");
+    common::publish_two_instances(&fleet).await;
+    common::assert_jobs_steered(|args| db.shedlock(args), &fleet).await;
 }
 
 async fn lock_state_of<D: Dialect>(url: &str, table: &str, name: &str) -> Option<LockRecord> {
@@ -230,6 +238,14 @@ mod cases {
     pub(super) async fn runs_are_paged(db: Db) {
         db.shedlock(&["schema", "--apply"]).expect(0);
         on_dialect!(db, paged_runs(&db));
+        db.remove().await;
+    }
+
+    /// Issue 32: `jobs list|show|pause|resume|run` on what instances publish to the board
+    /// table `schema --apply` made beside the lock table.
+    pub(super) async fn jobs_are_steered(db: Db) {
+        db.shedlock(&["schema", "--apply"]).expect(0);
+        on_dialect!(db, steer_jobs(&db));
         db.remove().await;
     }
 
@@ -541,6 +557,7 @@ case_tests!(|_test| {
     runs_are_listed_and_shown: runs_list_and_show,
     runs_are_listed_a_page_at_a_time: runs_are_paged,
     locks_are_listed_a_page_at_a_time: locks_are_paged,
+    jobs_are_listed_paused_resumed_and_run: jobs_are_steered,
 });
 
 /// Issue 29 item 7: a run-record read that fails is reported as a read ("cannot read the run

@@ -73,7 +73,7 @@ async fn serves_the_page_of_the_store_on_localhost() {
 
     let mut stream = TcpStream::connect(&address).unwrap();
     stream
-        .write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .write_all(b"GET /?view=locks HTTP/1.0\r\nHost: localhost\r\n\r\n")
         .unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();

@@ -14,13 +14,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    Dashboard, Run, assert_held_and_free_listed, assert_locks_paged, assert_release_refused,
-    assert_runs_listed, assert_runs_paged, election_row, find, next_page, record_two_runs,
-    shedlock_command,
+    Dashboard, Run, assert_held_and_free_listed, assert_jobs_steered, assert_locks_paged,
+    assert_release_refused, assert_runs_listed, assert_runs_paged, election_row, find, next_page,
+    publish_two_instances, record_two_runs, shedlock_command,
 };
 use shedlock_conformance::unique_key_prefix;
 use shedlock_core::{
-    Elector, LeaderState, LockConfiguration, LockInspector, LockProvider, LockRecord, MAX_ERROR_LEN,
+    Elector, Fleet, LeaderState, LockConfiguration, LockInspector, LockProvider, LockRecord,
+    MAX_ERROR_LEN,
 };
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedLockProvider, RedisLockProvider};
@@ -282,6 +283,15 @@ mod cases {
         assert_runs_paged(|args| store.shedlock(args), log).await;
     }
 
+    /// Issue 32: `jobs list|show|pause|resume|run` on what instances publish to the store's
+    /// board, and switches seen there.
+    pub(super) async fn jobs_are_steered(store: Store) {
+        let provider = store.provider.as_holder("web-1");
+        let fleet = Fleet::of_provider(provider).expect("the store keeps a board");
+        publish_two_instances(&fleet).await;
+        assert_jobs_steered(|args| store.shedlock(args), &fleet).await;
+    }
+
     /// `locks list` pages with `--limit` and `--after`, and filters with `--prefix`.
     pub(super) async fn locks_are_paged(store: Store) {
         for name in ["page-a", "page-b", "page-c", "other"] {
@@ -381,6 +391,7 @@ case_tests!(|test| {
     runs_are_listed_a_page_at_a_time: runs_are_paged,
     locks_are_listed_a_page_at_a_time: locks_are_paged,
     the_dashboard_shows_the_leader_of_every_kind_of_election: elections_show_their_leaders,
+    jobs_are_listed_paused_resumed_and_run: jobs_are_steered,
 });
 
 /// An election row naming `holder` as leader: with its `term` on etcd (its key's create

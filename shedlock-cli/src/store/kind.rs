@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use shedlock_core::{LockInspector, LockProvider, async_trait};
+use shedlock_core::{Board, Fleet, LockInspector, LockProvider, async_trait};
 
 use super::target::Target;
 use crate::cli::{DatabaseArgs, DbKind};
@@ -76,9 +76,10 @@ pub(crate) trait Store {
     async fn open(&self, args: &DatabaseArgs) -> Result<OpenStore, Failure>;
 }
 
-/// A store's provider, as the tool uses it: its locks, their inspector and its run log.
+/// A store's provider, as the tool uses it: its locks, their inspector, its run log and its
+/// board of the fleet's jobs.
 #[async_trait]
-pub(crate) trait Provider: LockProvider + LockInspector {
+pub(crate) trait Provider: LockProvider + LockInspector + Board {
     /// Ends its connections; by default they end when it is dropped.
     async fn close(&self) {}
 }
@@ -107,6 +108,11 @@ impl OpenStore {
             elector: None,
             shown: target.shown.clone(),
         }
+    }
+
+    /// The fleet's jobs on its board.
+    pub(crate) fn fleet(&self) -> Fleet {
+        Fleet::new(Arc::clone(&self.provider) as Arc<dyn Board>)
     }
 
     /// Closes its connections.

@@ -401,7 +401,7 @@ impl Dashboard {
         use std::io::{Read, Write};
         let mut stream = std::net::TcpStream::connect(&self.address).expect("connect");
         stream
-            .write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .write_all(b"GET /?view=locks HTTP/1.0\r\nHost: localhost\r\n\r\n")
             .expect("send the request");
         let mut response = String::new();
         stream.read_to_string(&mut response).expect("the response");
@@ -424,4 +424,95 @@ pub(crate) fn election_row<'a>(page: &'a str, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no row of election {name} in {page}"));
     let row = &page[at..];
     &row[..row.find("</tr>").unwrap_or(row.len())]
+}
+
+/// Two instances publishing `report` (a cron job, one of them on another schedule: a rolling
+/// deploy) and `cleanup`, as schedulers with `publish_jobs()` do.
+pub(crate) async fn publish_two_instances(fleet: &shedlock_core::Fleet) {
+    use shedlock_core::JobDefinition;
+    let alive = std::time::Duration::from_secs(60);
+    let report = |schedule: &str| {
+        JobDefinition::new("report", schedule)
+            .with_zone("Europe/Paris")
+            .with_lock(
+                "report",
+                std::time::Duration::from_secs(600),
+                std::time::Duration::ZERO,
+            )
+    };
+    let cleanup = JobDefinition::new("cleanup", "every 10s");
+    fleet
+        .publish("web-1", &[report("0 0 6 * * *"), cleanup.clone()], alive)
+        .await
+        .expect("publish web-1");
+    fleet
+        .publish("web-2", &[report("0 0 7 * * *"), cleanup], alive)
+        .await
+        .expect("publish web-2");
+}
+
+/// What `publish_two_instances` wrote, as `jobs list` and `jobs show` print it; a pause, a
+/// resume and a run asked for through the binary, seen on the store's board; exit 3 for a job
+/// nobody carries.
+pub(crate) async fn assert_jobs_steered(
+    shedlock: impl Fn(&[&str]) -> Run,
+    fleet: &shedlock_core::Fleet,
+) {
+    let list = shedlock(&["jobs", "list", "--json"]).expect(0).json();
+    let names: Vec<&str> = list
+        .as_array()
+        .expect("a JSON array")
+        .iter()
+        .map(|job| job["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["cleanup", "report"], "{list}");
+    let report = &list[1];
+    assert_eq!(report["carriers"].as_array().unwrap().len(), 2, "{report}");
+    assert_eq!(report["definitions_differ"], true);
+    assert_eq!(report["zone"], "Europe/Paris");
+    assert_eq!(report["lock"], "report");
+    let next = report["next_fire"]
+        .as_str()
+        .expect("a cron job's next fire time");
+    assert!(
+        next.ends_with(":00:00.000Z") && (next.contains("T04:") || next.contains("T05:")),
+        "06:00 in Paris is 04:00 or 05:00 UTC: {next}"
+    );
+    assert_eq!(list[0]["next_fire"], Value::Null, "a fixed rate has none");
+    let text = shedlock(&["jobs", "list"]).expect(0).stdout();
+    assert!(
+        text.contains("NEXT FIRE") && text.contains("2 (1 differ)") && text.contains("active"),
+        "{text}"
+    );
+    let shown = shedlock(&["jobs", "show", "report"]).expect(0).stdout();
+    assert!(
+        shown.contains("web-1") && shown.contains("DIFFERS"),
+        "{shown}"
+    );
+
+    let paused = shedlock(&["jobs", "pause", "report", "--by", "alice"])
+        .expect(0)
+        .stdout();
+    assert!(paused.contains("paused `report`"), "{paused}");
+    let switches = fleet.switches().await.expect("switches");
+    assert_eq!(switches.paused["report"].by, "alice");
+    let listed = shedlock(&["jobs", "list"]).expect(0).stdout();
+    assert!(listed.contains("paused by alice"), "{listed}");
+    shedlock(&["jobs", "resume", "report"]).expect(0);
+    assert!(fleet.switches().await.expect("switches").paused.is_empty());
+
+    let asked = shedlock(&["jobs", "run", "report", "--by", "bob"])
+        .expect(0)
+        .stdout();
+    assert!(asked.contains("asked for a run of `report`"), "{asked}");
+    let request = fleet.switches().await.expect("switches").runs["report"].clone();
+    assert_eq!((request.by.as_str(), request.taken_by), ("bob", None));
+
+    let unknown = shedlock(&["jobs", "pause", "no-such-job"])
+        .expect(3)
+        .stderr();
+    assert!(unknown.contains("no live instance carries"), "{unknown}");
+    shedlock(&["jobs", "run", "no-such-job"]).expect(3);
+    shedlock(&["jobs", "show", "no-such-job"]).expect(3);
+    shedlock(&["jobs", "pause", "no-such-job", "--force"]).expect(0);
 }
