@@ -71,7 +71,8 @@ impl BoardEntry {
 ///
 /// Times are the store's: an entry written with a time to live stops being live that long
 /// after the store wrote it, whatever the writer's clock says, and an entry past its expiry is
-/// never read and counts as absent. Keys are at most [`MAX_BOARD_KEY_LEN`] bytes of text,
+/// never read and counts as absent. A store without a clock of its own to read (etcd) uses the
+/// instances' clocks and says so in its documentation. Keys are at most [`MAX_BOARD_KEY_LEN`] bytes of text,
 /// values at most [`MAX_BOARD_VALUE_LEN`].
 #[async_trait]
 pub trait Board: Send + Sync + fmt::Debug + 'static {

@@ -31,7 +31,9 @@ pub enum LockEvent<'a> {
     },
     /// The lock was released.
     Released(&'a LockLease),
-    /// Releasing failed; the lease ends by itself at `lock_until`.
+    /// Releasing failed. A store error is retried in the background until the lease's local
+    /// deadline (a retry that gets through is reported as `Released`); otherwise the lease ends
+    /// by itself at `lock_until`.
     ReleaseFailed {
         /// The lease that was being released.
         lease: &'a LockLease,
