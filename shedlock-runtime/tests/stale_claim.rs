@@ -146,3 +146,57 @@ async fn stale_claims_of_a_batch_are_given_back_too() {
     );
     scheduler.shutdown().await;
 }
+
+/// The stale grant given back does not count against the next tick: a cron tick refuses its
+/// lock if anyone took it within 250 ms before it was due (an instance whose clock runs ahead),
+/// and the grant given back 0.1 s before the next fire time was this instance's own.
+#[tokio::test(start_paused = true)]
+async fn a_grant_given_back_just_before_a_tick_does_not_hold_the_tick_up() {
+    use shedlock_core::TokioClock;
+    use std::time::{SystemTime, UNIX_EPOCH};
+    // Cron second s fires s and a half seconds into the test.
+    let minute = UNIX_EPOCH + Duration::from_secs(1_700_000_040);
+    let clock = Arc::new(TokioClock::starting_at(minute - Duration::from_millis(500)));
+    let store = LateAnswers {
+        inner: InMemoryLockProvider::new()
+            .with_clock(clock.clone())
+            .with_holder("a"),
+        // The tick of second 0 (at 0.5 s) is answered at 3.4 s: stale, given back 0.1 s before
+        // the tick of second 3.
+        delay: Duration::from_millis(2_900),
+        late: 1,
+        asked: Arc::default(),
+    };
+    let seconds: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let seen = Arc::clone(&seconds);
+    let job = Job::new(
+        "report",
+        Schedule::cron("* * * * * *").unwrap(),
+        move |()| {
+            let tick = shedlock_runtime::RunContext::current().and_then(|run| run.tick());
+            let second = tick.map(|tick: SystemTime| {
+                tick.duration_since(minute)
+                    .map_or(0, |since| since.as_secs())
+            });
+            seen.lock().unwrap().extend(second);
+            async {}
+        },
+    )
+    .with_lock(
+        JobLock::new("report")
+            .unwrap()
+            .lock_at_most_for(Duration::from_secs(60))
+            .unwrap(),
+    );
+    let scheduler = Scheduler::builder()
+        .provider(store)
+        .clock(clock)
+        .registry(JobRegistry::new(()).add(job))
+        .start()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5_200)).await;
+    let status = scheduler.status().remove(0);
+    scheduler.shutdown().await;
+    assert_eq!(*seconds.lock().unwrap(), [3, 4], "{status:?}");
+}

@@ -112,6 +112,8 @@ struct Ticks {
     missed_ticks: AtomicU64,
     store_errors: AtomicU64,
     metrics: JobMetrics,
+    /// When this instance last gave back a stale grant of the job's lock unused.
+    given_back: Mutex<Option<tokio::time::Instant>>,
 }
 
 /// What a job's status shows of its definition.
@@ -128,6 +130,30 @@ impl JobState {
 
     fn ticks(&self) -> &Ticks {
         self.ticks.get_or_init(Box::default)
+    }
+
+    /// A grant of the job's lock was given back unused at `at` (it came after the next fire
+    /// time): acquisitions up to then were this instance's own.
+    pub(crate) fn gave_back(&self, at: tokio::time::Instant) {
+        *self
+            .ticks()
+            .given_back
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(at);
+    }
+
+    /// The allowance of a tick due at `due` (acquisitions within it before the tick count as
+    /// the tick's, made by an instance whose clock runs ahead), cut so that it begins after
+    /// this instance's own grant given back, which is no other instance's run.
+    pub(crate) fn allowance(&self, due: tokio::time::Instant, allowance: Duration) -> Duration {
+        let given_back = self
+            .ticks
+            .get()
+            .and_then(|ticks| *ticks.given_back.lock().unwrap_or_else(|e| e.into_inner()));
+        match given_back {
+            Some(at) if at + allowance > due => due.saturating_duration_since(at),
+            _ => allowance,
+        }
     }
 
     pub(crate) fn set_next_fire(&self, next: Option<SystemTime>) {

@@ -136,7 +136,7 @@ impl<S: Clone + Send + Sync + 'static> Timer<S> {
         let due = Due {
             at: mapped.min(by_wall),
             fire: latest.into(),
-            allowance: CRON_ALLOWANCE.min(gap / 2),
+            allowance: status.allowance(mapped.min(by_wall), CRON_ALLOWANCE.min(gap / 2)),
             rerun: None,
             catch_up: None,
             claim: Some(cron_tick(latest, gap)),
@@ -380,6 +380,7 @@ impl<S: Clone + Send + Sync + 'static> PreparedJob<S> {
             "tick missed: its lock was granted after the job's next fire time; given back unused"
         );
         executor.give_back(lease, *requested_at).await;
+        status.gave_back(Instant::now());
         status.record(&self.name, JobOutcome::Missed { late });
         false
     }
