@@ -65,7 +65,7 @@ impl BoardEntry {
 }
 
 /// A small keyed store beside the locks, holding what a fleet publishes of its jobs and what
-/// operators switch ([`Fleet`](super::Fleet) gives it its meaning). Every store implements it
+/// operators switch ([`Fleet`](crate::Fleet) gives it its meaning). Every store implements it
 /// in its own form (a table of its own on SQL, keys under the store's prefix elsewhere); the
 /// conformance kit's `fleet` cases check it.
 ///
