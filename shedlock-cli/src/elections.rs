@@ -72,6 +72,10 @@ impl<P: LockProvider + LockInspector> LockProvider for WithElector<P> {
     fn inspector(&self) -> Option<&dyn LockInspector> {
         Some(self)
     }
+
+    fn board(&self) -> Option<&dyn shedlock_core::Board> {
+        self.provider.board()
+    }
 }
 
 #[async_trait]

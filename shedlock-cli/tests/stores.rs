@@ -290,6 +290,19 @@ mod cases {
         let fleet = Fleet::of_provider(provider).expect("the store keeps a board");
         publish_two_instances(&fleet).await;
         assert_jobs_steered(|args| store.shedlock(args), &fleet).await;
+        // The dashboard opens on them, also where it wraps the provider with the store's own
+        // elector (etcd, ZooKeeper).
+        let page = Dashboard::start(
+            shedlock_command()
+                .args(["--url", &store.url])
+                .args(&store.place)
+                .args(["dashboard", "--listen", "127.0.0.1:0"]),
+        )
+        .get("/");
+        assert!(
+            page.contains("cleanup") && !page.contains("keeps no board"),
+            "{page}"
+        );
     }
 
     /// `locks list` pages with `--limit` and `--after`, and filters with `--prefix`.

@@ -2,14 +2,10 @@
 //! for each job of the page its lock's latest run and its failures over the last day, each
 //! asked of the store with the lock and a limit.
 
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures_util::{StreamExt, TryStreamExt, stream};
-use shedlock_core::{
-    Board, BoardCondition, BoardEntry, Error, Fleet, FleetJob, LockProvider, Operation, RunOutcome,
-    RunQuery, RunRecord, async_trait,
-};
+use shedlock_core::{Error, Fleet, FleetJob, LockProvider, RunOutcome, RunQuery, RunRecord};
 
 use crate::DashboardOptions;
 use crate::read::PageQuery;
@@ -20,46 +16,6 @@ pub(crate) const FAILURES_READ: usize = 200;
 pub(crate) const FAILURES_SPAN: Duration = Duration::from_secs(24 * 3600);
 /// Jobs whose runs are read at the same time.
 const PARALLEL_READS: usize = 8;
-
-/// The provider's board, as [`Fleet`] takes one: every call goes to
-/// [`LockProvider::board`], and a store without one answers each with an error saying so.
-#[derive(Debug)]
-pub(crate) struct ProviderBoard(pub(crate) Arc<dyn LockProvider>);
-
-impl ProviderBoard {
-    fn board(&self, key: &str) -> Result<&dyn Board, Error> {
-        self.0.board().ok_or_else(|| {
-            Error::store(
-                Operation::Jobs,
-                key,
-                "this lock store keeps no board of the fleet's jobs",
-            )
-        })
-    }
-}
-
-#[async_trait]
-impl Board for ProviderBoard {
-    async fn board_read(&self, prefix: &str) -> Result<Vec<BoardEntry>, Error> {
-        self.board(prefix)?.board_read(prefix).await
-    }
-
-    async fn board_write(
-        &self,
-        key: &str,
-        value: &str,
-        condition: BoardCondition,
-        ttl: Option<Duration>,
-    ) -> Result<Option<u64>, Error> {
-        self.board(key)?
-            .board_write(key, value, condition, ttl)
-            .await
-    }
-
-    async fn board_remove(&self, key: &str, condition: BoardCondition) -> Result<bool, Error> {
-        self.board(key)?.board_remove(key, condition).await
-    }
-}
 
 /// One job of the page, with what its lock's run records say.
 #[derive(Debug)]
@@ -92,7 +48,7 @@ pub(crate) struct JobsPage {
 /// [`DashboardOptions::page_size`]), and two bounded run reads per job of the page.
 pub(crate) async fn jobs_page(
     provider: &dyn LockProvider,
-    fleet: &Fleet,
+    fleet: Option<&Fleet>,
     options: &DashboardOptions,
     query: &PageQuery,
 ) -> Result<JobsPage, Error> {
@@ -101,7 +57,7 @@ pub(crate) async fn jobs_page(
         None => SystemTime::now(),
     };
     let log = provider.run_log();
-    if provider.board().is_none() {
+    let Some(fleet) = fleet else {
         return Ok(JobsPage {
             store_time,
             jobs: None,
@@ -109,7 +65,7 @@ pub(crate) async fn jobs_page(
             next_page: None,
             runs_kept: log.is_some(),
         });
-    }
+    };
     let mut matching = 0;
     let mut page = Vec::new();
     let mut more = false;

@@ -16,14 +16,14 @@ use shedlock_core::{Error, Fleet, LockProvider, LockRecord};
 use crate::DashboardOptions;
 use crate::form::{JobAction, JobForm, Posted, PostedForm, ReleaseForm};
 use crate::guard::{Attempts, Refused, check_host, check_origin};
-use crate::jobs::{ProviderBoard, jobs_page};
+use crate::jobs::jobs_page;
 use crate::read::{PageQuery, Unreadable, history, one_run, snapshot};
 use crate::view;
 
 struct Dashboard {
     provider: Arc<dyn LockProvider>,
-    /// The fleet on the provider's board (every call fails cleanly on a store without one).
-    fleet: Fleet,
+    /// The fleet on the provider's board; `None` for a store that keeps none.
+    fleet: Option<Fleet>,
     options: DashboardOptions,
     attempts: Attempts,
 }
@@ -33,7 +33,7 @@ struct Dashboard {
 pub fn router(provider: impl LockProvider, options: DashboardOptions) -> Router {
     let provider: Arc<dyn LockProvider> = Arc::new(provider);
     let dashboard = Arc::new(Dashboard {
-        fleet: Fleet::new(Arc::new(ProviderBoard(Arc::clone(&provider)))),
+        fleet: Fleet::of_provider(Arc::clone(&provider)),
         provider,
         options,
         attempts: Attempts::new(),
@@ -65,7 +65,7 @@ async fn page(
         (None, None) if query.locks_view() => snapshot(provider, options, &query)
             .await
             .map(|snapshot| view::page(&snapshot, options, &query)),
-        (None, None) => jobs_page(provider, &dashboard.fleet, options, &query)
+        (None, None) => jobs_page(provider, dashboard.fleet.as_ref(), options, &query)
             .await
             .map(|page| view::jobs_page(&page, options, &query))
             .map_err(Unreadable::Store),
@@ -206,7 +206,7 @@ async fn switch_job(dashboard: &Dashboard, form: JobForm, by: &str) -> Response 
             view::message(not_done, "Wrong release token."),
         );
     }
-    if dashboard.provider.board().is_none() {
+    let Some(fleet) = &dashboard.fleet else {
         return html(
             StatusCode::SERVICE_UNAVAILABLE,
             view::message(
@@ -215,8 +215,8 @@ async fn switch_job(dashboard: &Dashboard, form: JobForm, by: &str) -> Response 
                  resumed or run from here.",
             ),
         );
-    }
-    let (fleet, job) = (&dashboard.fleet, form.job.as_str());
+    };
+    let job = form.job.as_str();
     // Each is one step on the store: done whole, or (on an error) not at all.
     let done = match form.action {
         JobAction::Pause => fleet.pause(job, by).await.map(|paused| {

@@ -396,12 +396,17 @@ impl Dashboard {
         Dashboard { child, address }
     }
 
-    /// The response to `GET /` (HTTP/1.0, `Host: localhost`), headers and body.
+    /// The response to `GET /?view=locks` (HTTP/1.0, `Host: localhost`), headers and body.
     pub(crate) fn page(&self) -> String {
+        self.get("/?view=locks")
+    }
+
+    /// The response to `GET path` (HTTP/1.0, `Host: localhost`), headers and body.
+    pub(crate) fn get(&self, path: &str) -> String {
         use std::io::{Read, Write};
         let mut stream = std::net::TcpStream::connect(&self.address).expect("connect");
         stream
-            .write_all(b"GET /?view=locks HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
             .expect("send the request");
         let mut response = String::new();
         stream.read_to_string(&mut response).expect("the response");
