@@ -4,23 +4,29 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
+
 use crate::Harness;
+use crate::fleet::FleetHarness;
 use crate::inspection::InspectionHarness;
 use crate::runs::RunsHarness;
-use shedlock_core::{LockInspector, LockProvider, RunLog};
+use shedlock_core::{Board, LockInspector, LockProvider, RunLog};
 
 type ProviderFor = dyn Fn(&str) -> Arc<dyn LockProvider> + Send + Sync;
 type RunLogKeeping = dyn Fn(Duration, u32) -> Arc<dyn RunLog> + Send + Sync;
+type BoardMaker = dyn Fn() -> BoxFuture<'static, Arc<dyn Board>> + Send + Sync;
 
 /// The conformance harness for a store on a real server: the provider for each holder comes
 /// from a closure (all on one store), and time passes by really waiting, since a server's clock
 /// cannot be stepped. With [`with_inspector`](Self::with_inspector) and
-/// [`with_run_log`](Self::with_run_log) it runs the inspection and run-record cases too.
+/// [`with_run_log`](Self::with_run_log) it runs the inspection and run-record cases too, with
+/// [`with_boards`](Self::with_boards) the fleet's board cases.
 pub struct ServerHarness {
     provider_for: Box<ProviderFor>,
     inspector: Option<Arc<dyn LockInspector>>,
     run_log: Option<Arc<dyn RunLog>>,
     run_log_keeping: Option<Box<RunLogKeeping>>,
+    boards: Option<Box<BoardMaker>>,
     short_lease: Option<Duration>,
 }
 
@@ -34,8 +40,20 @@ impl ServerHarness {
             inspector: None,
             run_log: None,
             run_log_keeping: None,
+            boards: None,
             short_lease: None,
         }
+    }
+
+    /// The same, with `boards()` making a board of its own on the store each call (a fresh
+    /// table, key prefix or root: for `fleet_tests!`).
+    pub fn with_boards<F, B>(mut self, boards: F) -> Self
+    where
+        F: Fn() -> B + Send + Sync + 'static,
+        B: Future<Output = Arc<dyn Board>> + Send + 'static,
+    {
+        self.boards = Some(Box::new(move || Box::pin(boards())));
+        self
     }
 
     /// The same, inspecting the store through `inspector` (for `inspection_tests!`).
@@ -108,5 +126,13 @@ impl RunsHarness for ServerHarness {
     async fn run_log_keeping(&self, retention: Duration, runs_per_lock: u32) -> Arc<dyn RunLog> {
         let keeping = self.run_log_keeping.as_ref();
         keeping.expect("build the harness with `with_run_log_keeping`")(retention, runs_per_lock)
+    }
+}
+
+#[async_trait::async_trait]
+impl FleetHarness for ServerHarness {
+    async fn board(&self) -> Arc<dyn Board> {
+        let boards = self.boards.as_ref();
+        boards.expect("build the harness with `with_boards`")().await
     }
 }

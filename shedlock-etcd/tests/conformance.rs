@@ -27,35 +27,22 @@ mod runs {
 /// The fleet's board: each board under a prefix of its own; time passes by waiting.
 mod fleet {
     use std::sync::Arc;
-    use std::time::Duration;
 
-    use shedlock_conformance::Harness;
-    use shedlock_conformance::fleet::FleetHarness;
+    use shedlock_conformance::ServerHarness;
     use shedlock_core::{Board, LockProvider};
-    use shedlock_etcd::EtcdLockProvider;
 
     use super::common;
 
-    struct FleetOn(EtcdLockProvider);
-
-    #[shedlock_core::async_trait]
-    impl Harness for FleetOn {
-        async fn provider(&self, holder: &str) -> Arc<dyn LockProvider> {
-            Arc::new(self.0.with_holder(holder).expect("valid holder"))
-        }
-
-        async fn pass_time(&self, duration: Duration) {
-            tokio::time::sleep(duration).await;
-        }
-    }
-
-    #[shedlock_core::async_trait]
-    impl FleetHarness for FleetOn {
-        async fn board(&self) -> Arc<dyn Board> {
+    async fn harness() -> Option<ServerHarness> {
+        let provider = common::provider("fleet").await?;
+        let harness = ServerHarness::new(move |holder| {
+            Arc::new(provider.with_holder(holder).expect("valid holder")) as Arc<dyn LockProvider>
+        });
+        Some(harness.with_boards(|| async {
             let provider = common::provider("board").await;
-            Arc::new(provider.expect("SHEDLOCK_TEST_ETCD_URL"))
-        }
+            Arc::new(provider.expect("SHEDLOCK_TEST_ETCD_URL")) as Arc<dyn Board>
+        }))
     }
 
-    shedlock_conformance::fleet_tests!(async { Some(FleetOn(common::provider("fleet").await?)) });
+    shedlock_conformance::fleet_tests!(harness());
 }

@@ -6,10 +6,8 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use shedlock_conformance::fleet::FleetHarness;
-use shedlock_conformance::{Harness, ServerHarness};
+use shedlock_conformance::ServerHarness;
 use shedlock_core::{Board, LockProvider};
 
 /// Where a harness's boards live.
@@ -21,70 +19,51 @@ enum Store {
     RedLock,
 }
 
-/// The locks of one provider, and a board under a fresh prefix of the same store per call.
-struct BoardHarness {
-    locks: ServerHarness,
-    store: Store,
+/// The locks of one provider, and a board under a fresh prefix of the same store per call
+/// (each provider of `common` has a fresh key prefix, so a board prefix of its own); `None`
+/// when the store's URL is not set (skipped).
+async fn harness(store: Store) -> Option<ServerHarness> {
+    let (locks, _) = on(store).await?;
+    let harness = ServerHarness::new(move |_| Arc::clone(&locks));
+    Some(
+        harness.with_boards(move || async move {
+            on(store).await.expect("the store answered before").1
+        }),
+    )
 }
 
-impl BoardHarness {
-    /// `None` when the store's URL is not set (skipped).
-    async fn open(store: Store) -> Option<Self> {
-        let provider: Arc<dyn LockProvider> = match store {
-            Store::Redis => Arc::new(common::redis("board").await?),
-            Store::Sentinel => Arc::new(common::sentinel("board").await?),
-            Store::Cluster => Arc::new(common::cluster("board").await?),
-            Store::RedLock => Arc::new(common::redlock("board").await?),
-        };
-        Some(BoardHarness {
-            locks: ServerHarness::new(move |_| Arc::clone(&provider)),
-            store,
-        })
+/// A provider on `store` under a fresh key prefix, as locks and as a board.
+async fn on(store: Store) -> Option<(Arc<dyn LockProvider>, Arc<dyn Board>)> {
+    fn both(provider: impl LockProvider + Board) -> (Arc<dyn LockProvider>, Arc<dyn Board>) {
+        let provider = Arc::new(provider);
+        (Arc::clone(&provider) as Arc<dyn LockProvider>, provider)
     }
-}
-
-#[shedlock_core::async_trait]
-impl Harness for BoardHarness {
-    async fn provider(&self, holder: &str) -> Arc<dyn LockProvider> {
-        self.locks.provider(holder).await
-    }
-
-    async fn pass_time(&self, duration: Duration) {
-        self.locks.pass_time(duration).await;
-    }
-}
-
-#[shedlock_core::async_trait]
-impl FleetHarness for BoardHarness {
-    async fn board(&self) -> Arc<dyn Board> {
-        // Each provider of `common` has a fresh key prefix, so a board prefix of its own.
-        match self.store {
-            Store::Redis => Arc::new(common::redis("board").await.expect("server")),
-            Store::Sentinel => Arc::new(common::sentinel("board").await.expect("sentinel")),
-            Store::Cluster => Arc::new(common::cluster("board").await.expect("cluster")),
-            Store::RedLock => Arc::new(common::redlock("board").await.expect("masters")),
-        }
-    }
+    Some(match store {
+        Store::Redis => both(common::redis("board").await?),
+        Store::Sentinel => both(common::sentinel("board").await?),
+        Store::Cluster => both(common::cluster("board").await?),
+        Store::RedLock => both(common::redlock("board").await?),
+    })
 }
 
 mod redis {
     use super::*;
-    shedlock_conformance::fleet_tests!(BoardHarness::open(Store::Redis));
+    shedlock_conformance::fleet_tests!(harness(Store::Redis));
 }
 
 mod sentinel {
     use super::*;
-    shedlock_conformance::fleet_tests!(BoardHarness::open(Store::Sentinel));
+    shedlock_conformance::fleet_tests!(harness(Store::Sentinel));
 }
 
 mod cluster {
     use super::*;
-    shedlock_conformance::fleet_tests!(BoardHarness::open(Store::Cluster));
+    shedlock_conformance::fleet_tests!(harness(Store::Cluster));
 }
 
 mod redlock {
     use super::*;
-    shedlock_conformance::fleet_tests!(BoardHarness::open(Store::RedLock));
+    shedlock_conformance::fleet_tests!(harness(Store::RedLock));
 }
 
 mod specifics {

@@ -39,37 +39,22 @@ mod authenticated {
 /// (the ensemble's clock cannot be stepped).
 mod fleet {
     use std::sync::Arc;
-    use std::time::Duration;
 
-    use shedlock_conformance::Harness;
-    use shedlock_conformance::fleet::FleetHarness;
+    use shedlock_conformance::ServerHarness;
     use shedlock_core::{Board, LockProvider};
-    use shedlock_zookeeper::ZkLockProvider;
 
     use super::common;
 
-    struct FleetOn(ZkLockProvider);
-
-    #[shedlock_core::async_trait]
-    impl Harness for FleetOn {
-        async fn provider(&self, holder: &str) -> Arc<dyn LockProvider> {
-            Arc::new(self.0.with_holder(holder).expect("valid holder"))
-        }
-
-        async fn pass_time(&self, duration: Duration) {
-            tokio::time::sleep(duration).await;
-        }
+    async fn harness() -> Option<ServerHarness> {
+        let provider = common::provider("fleet").await?;
+        let harness = ServerHarness::new(move |holder| {
+            Arc::new(provider.with_holder(holder).expect("valid holder")) as Arc<dyn LockProvider>
+        });
+        Some(harness.with_boards(|| async {
+            let provider = common::provider("board").await;
+            Arc::new(provider.expect("SHEDLOCK_TEST_ZK_URL")) as Arc<dyn Board>
+        }))
     }
 
-    #[shedlock_core::async_trait]
-    impl FleetHarness for FleetOn {
-        async fn board(&self) -> Arc<dyn Board> {
-            let provider = common::provider("board")
-                .await
-                .expect("SHEDLOCK_TEST_ZK_URL");
-            Arc::new(provider)
-        }
-    }
-
-    shedlock_conformance::fleet_tests!(async { Some(FleetOn(common::provider("fleet").await?)) });
+    shedlock_conformance::fleet_tests!(harness());
 }
