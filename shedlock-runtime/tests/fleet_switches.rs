@@ -229,3 +229,32 @@ async fn run_now_runs_once_on_one_instance() {
     }
     assert_eq!(runs.lock().unwrap().len(), 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_job_added_or_removed_at_runtime_is_published_at_the_next_poll() {
+    let store = InMemoryLockProvider::new().with_clock(clock());
+    let runs = Runs::default();
+    let yearly = Schedule::cron("0 0 0 1 1 *").unwrap();
+    let scheduler = instance(&store, "a", vec![job("report", yearly.clone(), "a", &runs)]).await;
+    let board = Fleet::of_provider(Arc::new(store.clone())).unwrap();
+    let names = async || -> Vec<String> {
+        let jobs = board.jobs().await.unwrap();
+        jobs.into_iter().map(|job| job.name).collect()
+    };
+    sleep(100).await;
+    assert_eq!(names().await, ["report"]);
+    let control = scheduler.job_control::<()>().unwrap();
+    control
+        .add(job("export", yearly, "a", &runs))
+        .await
+        .unwrap();
+    sleep(1_100).await;
+    assert_eq!(names().await, ["export", "report"]);
+    control
+        .remove("report", shedlock_runtime::RemoveMode::Finish)
+        .await
+        .unwrap();
+    sleep(1_100).await;
+    assert_eq!(names().await, ["export"]);
+    scheduler.shutdown().await;
+}

@@ -79,7 +79,7 @@ pub(crate) async fn run(link: FleetLink, roster: Arc<dyn AnyRoster>, runtime: Ar
     let alive_for = poll * ALIVE_POLLS;
     let mut interval = tokio::time::interval(poll);
     interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut published: Option<(usize, Instant)> = None;
+    let mut published: Option<(u64, Instant)> = None;
     let mut taken = HashSet::new();
     // Instances sweep at offsets of their own (from their names), not all at once.
     let offset = {
@@ -92,13 +92,13 @@ pub(crate) async fn run(link: FleetLink, roster: Arc<dyn AnyRoster>, runtime: Ar
             () = runtime.shutdown.cancelled() => break,
             _ = interval.tick() => {}
         }
-        let signature = roster.signature();
-        let due = published.is_none_or(|(last, at)| last != signature || at.elapsed() >= REPUBLISH);
+        let changes = roster.changes();
+        let due = published.is_none_or(|(last, at)| last != changes || at.elapsed() >= REPUBLISH);
         let beat = if due {
             let jobs = roster.definitions();
             let result = fleet.publish(&instance, &jobs, alive_for).await;
             if result.is_ok() {
-                published = Some((signature, Instant::now()));
+                published = Some((changes, Instant::now()));
             }
             result
         } else {

@@ -10,6 +10,7 @@ use std::any::Any;
 use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::{mpsc, oneshot};
@@ -51,6 +52,8 @@ pub(crate) struct Roster<S> {
     /// Whether the store keeps run records (jobs that rerun interrupted ticks need them).
     records: bool,
     listing: Mutex<Listing<S>>,
+    /// Counts the jobs added, replaced and removed since the start.
+    changes: AtomicU64,
     /// To the timer; `None` when the scheduler fires nothing (`enabled = false`).
     commands: Option<mpsc::UnboundedSender<Command<S>>>,
 }
@@ -134,6 +137,7 @@ impl<S: Clone + Send + Sync + 'static> Roster<S> {
             elections,
             records,
             listing: Mutex::new(listing),
+            changes: AtomicU64::new(0),
             commands,
         };
         (roster, placed)
@@ -176,6 +180,7 @@ impl<S: Clone + Send + Sync + 'static> Roster<S> {
                 status: Arc::clone(&status),
                 removing: false,
             });
+            self.changes.fetch_add(1, Ordering::Relaxed);
             self.send(|done| Command::Add {
                 slot,
                 job,
@@ -206,6 +211,7 @@ impl<S: Clone + Send + Sync + 'static> Roster<S> {
                 job: Arc::clone(&job),
                 ..listed
             });
+            self.changes.fetch_add(1, Ordering::Relaxed);
             self.send(|done| Command::Replace { slot, job, done })
         };
         made(done, &name, "replaced").await
@@ -244,6 +250,7 @@ impl<S: Clone + Send + Sync + 'static> Roster<S> {
         let mut listing = self.listing();
         if let Some(listed) = listing.jobs.take(name) {
             listing.free.push(listed.slot);
+            self.changes.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -393,9 +400,9 @@ pub(crate) trait AnyRoster: Send + Sync {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
     /// The state's type name, for errors.
     fn state_type(&self) -> &'static str;
-    /// Changes whenever a job is added, replaced or removed (the jobs listed and their
-    /// definitions' addresses): whether to publish them again.
-    fn signature(&self) -> usize;
+    /// How many jobs were added, replaced or removed since the start: whether to publish them
+    /// again.
+    fn changes(&self) -> u64;
     /// What this instance publishes of its jobs to the fleet's board.
     fn definitions(&self) -> Vec<JobDefinition>;
     /// Whether the job `name` is listed.
@@ -424,16 +431,8 @@ impl<S: Clone + Send + Sync + 'static> AnyRoster for Roster<S> {
         std::any::type_name::<S>()
     }
 
-    fn signature(&self) -> usize {
-        let listing = self.listing();
-        listing
-            .jobs
-            .iter()
-            .fold(listing.jobs.len(), |signature, listed| {
-                signature
-                    .wrapping_mul(31)
-                    .wrapping_add(Arc::as_ptr(&listed.job) as usize)
-            })
+    fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Relaxed)
     }
 
     fn definitions(&self) -> Vec<JobDefinition> {
